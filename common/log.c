@@ -1,0 +1,63 @@
+/* JSON-lines logging on stderr (see log.h). Uses jansson so any byte in a message is escaped. */
+#include "log.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *log_component = "infra-sandbox";
+static int log_threshold = -1;
+
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+
+void sb_log_init(const char *component)
+{
+	log_component = component;
+}
+
+static int log_threshold_get(void)
+{
+	const char *env;
+
+	if (log_threshold >= 0)
+		return log_threshold;
+	log_threshold = SB_LOG_INFO;
+	env = getenv("SANDBOX_LOG_LEVEL");
+	for (int i = 0; env != NULL && i < 4; i++)
+		if (strcmp(env, level_names[i]) == 0)
+			log_threshold = i;
+	return log_threshold;
+}
+
+void sb_log(enum sb_log_level level, const char *fmt, ...)
+{
+	char msg[2048];
+	struct timespec ts;
+	json_t *line;
+	char *text;
+	va_list ap;
+
+	if ((int)level < log_threshold_get())
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* json_stringn_nocheck would accept invalid UTF-8; json_sprintf-free path below keeps
+	 * jansson's validation and falls back to a fixed text so a log line is never lost. */
+	line = json_pack("{s:f, s:s, s:s, s:i, s:s?}", "ts", (double)ts.tv_sec + ts.tv_nsec / 1e9,
+			 "level", level_names[level], "component", log_component, "pid", (int)getpid(),
+			 "msg", msg);
+	if (line == NULL)
+		line = json_pack("{s:s, s:s, s:s}", "level", level_names[level], "component",
+				 log_component, "msg", "(log message was not valid UTF-8)");
+	text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+	if (text != NULL)
+		fprintf(stderr, "%s\n", text);
+	free(text);
+	json_decref(line);
+}

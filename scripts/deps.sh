@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The dependency step, called by the Makefile (and .ci/run): every Debian package that the build,
+# the tests and the demo need. As root it installs what is missing with apt-get; otherwise it
+# prints the exact apt-get line to run and fails. Nothing else is ever downloaded.
+set -euo pipefail
+
+packages=(
+	build-essential pkg-config clang
+	libcap-dev libseccomp-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler
+	libcurl4-openssl-dev libsqlite3-dev libjansson-dev libcmocka-dev
+	git jq util-linux procps passwd iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	# dpkg-query prints the status word; anything but "installed" counts as missing.
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[ "$status" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "infra-sandbox: missing Debian packages: ${missing[*]}" >&2
+	echo "run as root: apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+	exit 1
+fi
+
+echo "infra-sandbox: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
