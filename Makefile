@@ -9,7 +9,7 @@ SANITIZE ?= 0
 CC       ?= cc
 PROTOC_C ?= protoc-c
 
-WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral -Wvla
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wvla
 CFLAGS   := -std=gnu11 -g $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -fstack-protector-strong \
             -Icommon -I$(BUILD)/gen
 LDFLAGS  :=

@@ -1,2 +1,34 @@
+/* sandbox-agent: the static agent baked into sandbox images. Dispatches the subcommands; the
+ * isolation path starts in cli_exec.c -> boundary.c -> init.c. */
 #include <stdio.h>
-int main(void) { puts("agent"); return 0; }
+#include <string.h>
+
+#include "cli.h"
+#include "log.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sandbox-agent exec [options] -- COMMAND   run one command through the boundary\n"
+		   "       sandbox-agent check                      report the kernel features the boundary needs\n"
+		   "       sandbox-agent verify-receipt --receipt FILE --key FILE [--nonce HEX] [--exec-id ID]\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc >= 2 ? argv[1] : "";
+
+	sb_log_init("sandbox-agent");
+	if (strcmp(cmd, "exec") == 0)
+		return cli_exec(argc - 1, argv + 1);
+	if (strcmp(cmd, "check") == 0)
+		return cli_check(argc - 1, argv + 1);
+	if (strcmp(cmd, "verify-receipt") == 0)
+		return cli_verify_receipt(argc - 1, argv + 1);
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "sandbox-agent: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return CLI_USAGE;
+}

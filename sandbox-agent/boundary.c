@@ -1,0 +1,499 @@
+/* agent, outside: creates a command's namespaces, writes the id maps, reads the output, keeps
+ * the deadline and reaps init (see boundary.h). The command's side is in init.c. Everything
+ * init and the command need is prepared here before clone(), because after it they allocate
+ * nothing. */
+#include "boundary.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "init.h"
+#include "landlock.h"
+#include "seccomp.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define DEFAULT_MAX_PROCESSES 1024
+#define DEFAULT_TEARDOWN_MS 5000
+#define READ_CHUNK 65536
+
+static const char *const status_names[] = {
+	[EXEC_EXITED] = "exited",       [EXEC_SIGNALED] = "signaled", [EXEC_TIMED_OUT] = "timed_out",
+	[EXEC_CANCELLED] = "cancelled", [EXEC_UNCERTAIN] = "uncertain", [EXEC_REFUSED] = "refused",
+};
+
+const char *exec_status_name(enum exec_status s)
+{
+	return status_names[s];
+}
+
+static int64_t now_ms(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- preparation, once per agent ---- */
+
+static int hidden_add(struct boundary *b, const char *dir, struct sb_err *err)
+{
+	char *real;
+	struct stat st;
+
+	if (b->n_hidden >= BOUNDARY_MAX_HIDDEN)
+		return sb_fail(err, E2BIG, "more than %d private directories", BOUNDARY_MAX_HIDDEN);
+	/* Resolved now, so a symlink swapped in later cannot redirect the hiding mount. */
+	real = realpath(dir, NULL);
+	if (real == NULL)
+		return sb_fail_errno(err, "private directory %s", dir);
+	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		free(real);
+		return sb_fail(err, ENOTDIR, "private directory %s is not a directory", dir);
+	}
+	b->hidden[b->n_hidden++] = real;
+	return 0;
+}
+
+static int landlock_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
+{
+	b->landlock_abi = landlock_abi();
+	if (opts->n_block_ports == 0) {
+		/* No big domain above the command: a per-call layer with scopes only is cheap. */
+		b->landlock_per_call = b->landlock_abi >= 6;
+		return 0;
+	}
+	if (opts->n_block_ports > BOUNDARY_MAX_PORTS)
+		return sb_fail(err, E2BIG, "more than %d blocked ports", BOUNDARY_MAX_PORTS);
+	memcpy(b->block_ports, opts->block_ports, opts->n_block_ports * sizeof(uint16_t));
+	b->n_block_ports = opts->n_block_ports;
+	/* The agent restricts itself, once: it makes no outbound TCP connections, and every
+	 * command inherits the domain for free. A per-call layer under it would cost ~12 ms. */
+	b->landlock_per_call = false;
+	if (landlock_restrict_ports(b->landlock_abi, b->block_ports, b->n_block_ports, err) < 0) {
+		sb_err_prefix(err, "blocking ports for commands");
+		return -1;
+	}
+	return 0;
+}
+
+int boundary_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
+{
+	memset(b, 0, sizeof *b);
+	b->max_processes = opts->max_processes ? opts->max_processes : DEFAULT_MAX_PROCESSES;
+	b->teardown_ms = DEFAULT_TEARDOWN_MS;
+	b->shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+	for (size_t i = 0; i < opts->n_hidden; i++)
+		if (hidden_add(b, opts->hidden[i], err) < 0)
+			return -1;
+	b->no_caps = cap_init();
+	if (b->no_caps == NULL)
+		return sb_fail_errno(err, "cap_init");
+	if (seccomp_compile(&b->seccomp, err) < 0)
+		return -1;
+	return landlock_prepare(b, opts, err);
+}
+
+/* ---- one command ---- */
+
+static bool path_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
+static bool exec_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > EXEC_ID_MAX || id[0] == '.' || id[0] == '-')
+		return false;
+	return strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+static int request_check(const struct boundary *b, const struct exec_request *req, struct sb_err *err)
+{
+	if (!exec_id_valid(req->exec_id))
+		return sb_fail(err, EINVAL, "exec id '%s' must be 1-%d characters of [A-Za-z0-9._-]",
+			       req->exec_id, EXEC_ID_MAX);
+	if (req->cwd == NULL || req->cwd[0] != '/')
+		return sb_fail(err, EINVAL, "working directory must be an absolute path");
+	if (req->timeout_seconds == 0)
+		return sb_fail(err, EINVAL, "timeout must be at least 1 second");
+	if (req->n_env >= BOUNDARY_MAX_ENV)
+		return sb_fail(err, E2BIG, "more than %d environment variables", BOUNDARY_MAX_ENV - 1);
+	for (size_t i = 0; i < b->n_hidden; i++)
+		if (path_within(req->cwd, b->hidden[i]))
+			return sb_fail(err, EACCES, "working directory %s is inside the agent's private directory %s",
+				       req->cwd, b->hidden[i]);
+	return 0;
+}
+
+/* The descriptors between agent and init; index 0 is the agent's end unless noted. */
+struct run_fds {
+	int out[2], errp[2];   /* output pipes: [0] agent reads, [1] command writes */
+	int go[2];             /* [0] init reads, [1] agent writes */
+	int report[2];         /* [0] agent reads, [1] init writes */
+	int error[2];          /* [0] agent reads, [1] init and command write */
+};
+
+static void fd_close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void run_fds_close(struct run_fds *f)
+{
+	int *all = (int *)f;
+
+	for (size_t i = 0; i < sizeof *f / sizeof(int); i++)
+		fd_close(&all[i]);
+}
+
+static int run_fds_open(struct run_fds *f, struct sb_err *err)
+{
+	int *all = (int *)f;
+
+	for (size_t i = 0; i < sizeof *f / sizeof(int); i++)
+		all[i] = -1;
+	if (pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->errp, O_CLOEXEC) < 0 || pipe2(f->go, O_CLOEXEC) < 0 ||
+	    pipe2(f->report, O_CLOEXEC) < 0 || pipe2(f->error, O_CLOEXEC) < 0) {
+		sb_fail_errno(err, "creating pipes");
+		run_fds_close(f);
+		return -1;
+	}
+	/* The agent never blocks on a read: poll says when, and the final drain stops at EAGAIN. */
+	if (fcntl(f->out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(f->errp[0], F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(f->report[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(f->error[0], F_SETFL, O_NONBLOCK) < 0) {
+		sb_fail_errno(err, "making pipes non-blocking");
+		run_fds_close(f);
+		return -1;
+	}
+	return 0;
+}
+
+/* clone3 into the new namespaces with a pidfd; clone() where clone3 is missing. The child
+ * runs init_main and never returns. */
+static pid_t init_spawn(const struct init_context *ctx, int *pidfd, struct sb_err *err)
+{
+	/* User namespace first among equals: it owns the others, so an unprivileged agent can
+	 * create them. The command is never PID 1: init is. */
+	const uint64_t ns = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+	struct clone_args args = {
+		.flags = ns | CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+
+	if (pid < 0 && errno == ENOSYS)
+		pid = (pid_t)syscall(SYS_clone, ns | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
+	if (pid == 0)
+		init_main(ctx);
+	if (pid < 0)
+		return sb_fail_errno(err, "creating the user, PID and mount namespaces");
+	return pid;
+}
+
+static int file_write(pid_t pid, const char *name, const char *text, struct sb_err *err)
+{
+	char path[64];
+	size_t len = strlen(text);
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sb_fail_errno(err, "opening %s", path);
+	n = write(fd, text, len);
+	close(fd);
+	if (n != (ssize_t)len)
+		return sb_fail_errno(err, "writing %s", path);
+	return 0;
+}
+
+/* The maps make the command's uid and gid the agent's own: an unprivileged writer may map
+ * only its own ids, and files in the worktree keep their owner. setgroups must be denied
+ * before an unprivileged gid_map write is accepted (user_namespaces(7)). */
+static int id_maps_write(pid_t pid, uid_t uid, gid_t gid, struct sb_err *err)
+{
+	char map[64];
+
+	if (file_write(pid, "setgroups", "deny", err) < 0)
+		return -1;
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	if (file_write(pid, "gid_map", map, err) < 0)
+		return -1;
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	return file_write(pid, "uid_map", map, err);
+}
+
+static void pid_namespace_read(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+	n = readlink(path, out, len - 1);
+	out[n > 0 ? n : 0] = '\0';
+}
+
+/* ---- the wait loop ---- */
+
+struct run_state {
+	pid_t pid;
+	int pidfd;
+	bool cmd_done, killed, reaped;
+	int wait_status;
+	enum exec_status kill_reason;
+	int64_t deadline, teardown_start, teardown_deadline;
+};
+
+static void pipe_read(int *fd, struct output_capture *c, bool drain)
+{
+	uint8_t buf[READ_CHUNK];
+
+	while (*fd >= 0) {
+		ssize_t n = read(*fd, buf, sizeof buf);
+
+		if (n > 0) {
+			output_feed(c, buf, (size_t)n);
+			if (!drain)
+				return;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || errno != EAGAIN)
+			fd_close(fd);
+		return;
+	}
+}
+
+static void reports_read(int fd, struct run_state *st, struct exec_outcome *out)
+{
+	struct init_report r;
+
+	while (read(fd, &r, sizeof r) == (ssize_t)sizeof r) {
+		if (r.kind == INIT_REPORT_READY)
+			out->pid_max_bounded = r.value != 0;
+		if (r.kind == INIT_REPORT_COMMAND && !st->cmd_done) {
+			st->cmd_done = true;
+			st->wait_status = r.value;
+		}
+	}
+}
+
+static void teardown_begin(const struct boundary *b, struct run_state *st, int64_t now)
+{
+	if (st->teardown_start == 0) {
+		st->teardown_start = now;
+		st->teardown_deadline = now + b->teardown_ms;
+	}
+}
+
+static void init_kill(const struct boundary *b, struct run_state *st, enum exec_status reason, int64_t now)
+{
+	/* SIGKILL to init from the parent namespace always lands; its death empties the
+	 * namespace (zap_pid_ns_processes). */
+	if (!st->killed)
+		st->kill_reason = reason;
+	st->killed = true;
+	syscall(SYS_pidfd_send_signal, st->pidfd, SIGKILL, NULL, 0);
+	teardown_begin(b, st, now);
+}
+
+static int poll_timeout(const struct run_state *st, int64_t now)
+{
+	int64_t until = st->teardown_start ? st->teardown_deadline : st->deadline;
+
+	return until <= now ? 0 : (int)(until - now > INT_MAX ? INT_MAX : until - now);
+}
+
+static void init_try_reap(struct run_state *st)
+{
+	siginfo_t info;
+
+	memset(&info, 0, sizeof info);
+	if (waitid((idtype_t)P_PIDFD, (id_t)st->pidfd, &info, WEXITED | WNOHANG) == 0 && info.si_pid != 0)
+		st->reaped = true;
+}
+
+static void wait_loop(const struct boundary *b, struct run_fds *f, int cancel_fd, struct run_state *st,
+		      struct exec_outcome *out)
+{
+	while (!st->reaped) {
+		struct pollfd p[5] = {
+			{ f->out[0], POLLIN, 0 }, { f->errp[0], POLLIN, 0 }, { f->report[0], POLLIN, 0 },
+			{ st->pidfd, POLLIN, 0 }, { st->killed ? -1 : cancel_fd, POLLIN, 0 },
+		};
+		int64_t now = now_ms(CLOCK_MONOTONIC);
+		int n = poll(p, 5, poll_timeout(st, now));
+
+		now = now_ms(CLOCK_MONOTONIC);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			pipe_read(&f->out[0], &out->out, false);
+		if (p[1].revents)
+			pipe_read(&f->errp[0], &out->err, false);
+		if (p[2].revents) {
+			reports_read(f->report[0], st, out);
+			if (st->cmd_done)
+				teardown_begin(b, st, now);
+		}
+		if (p[4].revents)
+			init_kill(b, st, EXEC_CANCELLED, now);
+		if (p[3].revents)
+			init_try_reap(st);
+		if (!st->reaped && !st->killed && !st->cmd_done && now >= st->deadline)
+			init_kill(b, st, EXEC_TIMED_OUT, now);
+		if (!st->reaped && st->teardown_start && now >= st->teardown_deadline)
+			break; /* the namespace did not empty in time: uncertain */
+	}
+}
+
+static void error_read(int fd, char *msg, size_t len)
+{
+	ssize_t n = read(fd, msg, len - 1);
+
+	msg[n > 0 ? n : 0] = '\0';
+}
+
+/* What happened, from what the loop saw. Order matters: a refused setup explains itself
+ * first, an unconfirmed boundary overrides everything else. */
+static void outcome_decide(const struct run_state *st, struct exec_outcome *out)
+{
+	out->init_reaped = st->reaped;
+	if (!st->reaped) {
+		out->status = EXEC_UNCERTAIN;
+		snprintf(out->detail, sizeof out->detail,
+			 "the namespace did not empty within %lld ms of the command's end; a process may be stuck in "
+			 "uninterruptible sleep: the boundary was NOT confirmed",
+			 (long long)(now_ms(CLOCK_MONOTONIC) - st->teardown_start));
+	} else if (out->detail[0] != '\0') {
+		out->status = EXEC_REFUSED;
+	} else if (st->killed && !st->cmd_done) {
+		out->status = st->kill_reason;
+	} else if (st->cmd_done && WIFEXITED(st->wait_status)) {
+		out->status = EXEC_EXITED;
+		out->exit_code = WEXITSTATUS(st->wait_status);
+	} else if (st->cmd_done && WIFSIGNALED(st->wait_status)) {
+		out->status = EXEC_SIGNALED;
+		out->signal = WTERMSIG(st->wait_status);
+	} else {
+		out->status = EXEC_UNCERTAIN;
+		snprintf(out->detail, sizeof out->detail, "init ended without reporting the command's status");
+	}
+}
+
+static int outcome_init(const struct exec_request *req, struct exec_outcome *out, struct sb_err *err)
+{
+	memset(out, 0, sizeof *out);
+	if (output_init(&out->out, req->output_limit, err) < 0)
+		return -1;
+	if (output_init(&out->err, req->output_limit, err) < 0) {
+		output_free(&out->out);
+		return -1;
+	}
+	return 0;
+}
+
+void exec_outcome_free(struct exec_outcome *out)
+{
+	output_free(&out->out);
+	output_free(&out->err);
+}
+
+static void run_finish(struct run_fds *f, struct run_state *st, struct exec_outcome *out, int64_t t0)
+{
+	/* Every writer is gone once init is reaped: take what the pipes hold, without waiting
+	 * for an end of file that a descriptor smuggled out of the namespace could withhold. */
+	pipe_read(&f->out[0], &out->out, true);
+	pipe_read(&f->errp[0], &out->err, true);
+	reports_read(f->report[0], st, out);
+	if (out->detail[0] == '\0')
+		error_read(f->error[0], out->detail, sizeof out->detail);
+	outcome_decide(st, out);
+	out->ended_ms = now_ms(CLOCK_REALTIME);
+	out->duration_ms = now_ms(CLOCK_MONOTONIC) - t0;
+	if (st->reaped && st->teardown_start)
+		out->teardown_ms = now_ms(CLOCK_MONOTONIC) - st->teardown_start;
+	output_finish(&out->out);
+	output_finish(&out->err);
+}
+
+int boundary_run(const struct boundary *b, const struct exec_request *req, int cancel_fd,
+		 struct exec_outcome *out, struct sb_err *err)
+{
+	char *argv[] = { (char *)b->shell, "-c", (char *)req->command, NULL };
+	char *envp[BOUNDARY_MAX_ENV + 1];
+	struct run_state st = { .pidfd = -1 };
+	struct run_fds f;
+	struct init_context ctx;
+	int64_t t0;
+
+	if (request_check(b, req, err) < 0 || outcome_init(req, out, err) < 0)
+		return -1;
+	memcpy(envp, req->env, req->n_env * sizeof(char *));
+	envp[req->n_env] = NULL;
+	if (run_fds_open(&f, err) < 0) {
+		exec_outcome_free(out);
+		return -1;
+	}
+	ctx = (struct init_context){
+		.b = b, .cwd = req->cwd, .argv = argv, .envp = envp, .uid = geteuid(), .gid = getegid(),
+		.go_fd = f.go[0], .report_fd = f.report[1], .error_fd = f.error[1],
+		.stdout_fd = f.out[1], .stderr_fd = f.errp[1],
+	};
+	out->started_ms = now_ms(CLOCK_REALTIME);
+	t0 = now_ms(CLOCK_MONOTONIC);
+	st.pid = init_spawn(&ctx, &st.pidfd, err);
+	/* agent: the child's ends are init's business now. */
+	fd_close(&f.go[0]);
+	fd_close(&f.report[1]);
+	fd_close(&f.error[1]);
+	fd_close(&f.out[1]);
+	fd_close(&f.errp[1]);
+	if (st.pid < 0) {
+		run_fds_close(&f);
+		exec_outcome_free(out);
+		return -1;
+	}
+	pid_namespace_read(st.pid, out->pid_namespace, sizeof out->pid_namespace);
+	if (id_maps_write(st.pid, ctx.uid, ctx.gid, err) < 0) {
+		/* init is waiting on the go pipe: closing it ends init; reap it below. */
+		snprintf(out->detail, sizeof out->detail, "%s", err->msg);
+		sb_err_clear(err);
+	} else if (write(f.go[1], "1", 1) != 1) {
+		sb_fail_errno(err, "releasing init");
+		snprintf(out->detail, sizeof out->detail, "%s", err->msg);
+	}
+	fd_close(&f.go[1]);
+	st.deadline = t0 + (int64_t)req->timeout_seconds * 1000;
+	wait_loop(b, &f, cancel_fd, &st, out);
+	run_finish(&f, &st, out, t0);
+	run_fds_close(&f);
+	close(st.pidfd);
+	return 0;
+}

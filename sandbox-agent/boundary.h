@@ -1,0 +1,98 @@
+/* The per-command isolation boundary: everything from "run this command" to "its namespace is
+ * empty". Used by `sandbox-agent exec` and by `serve`. Three roles, labelled in the code:
+ *   agent   - this process, outside: creates the namespaces, writes the id maps, reads output,
+ *             enforces the deadline, reaps init.
+ *   init    - PID 1 of the new PID namespace (init.c): mounts the view, drops its privileges,
+ *             starts the command, reaps, reports the command's status, exits.
+ *   command - PID 2 (init.c): the last privilege steps, then execve of the shell.
+ */
+#ifndef SB_BOUNDARY_H
+#define SB_BOUNDARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/capability.h>
+#include <sys/types.h>
+#include <linux/filter.h>
+
+#include "error.h"
+#include "output.h"
+
+#define BOUNDARY_MAX_HIDDEN 16
+#define BOUNDARY_MAX_PORTS 64
+#define BOUNDARY_MAX_ENV 64
+#define EXEC_ID_MAX 64
+#define NONCE_BYTES 32
+
+/* What the agent prepares once and every command reuses (ISOLATION.md "Cost"). */
+struct boundary {
+	char *hidden[BOUNDARY_MAX_HIDDEN]; /* absolute, resolved directories the command must not see */
+	size_t n_hidden;
+	uint16_t block_ports[BOUNDARY_MAX_PORTS];
+	size_t n_block_ports;
+	unsigned long max_processes;       /* RLIMIT_NPROC and the namespace's pid_max */
+	unsigned teardown_ms;              /* bound on waiting for an emptied namespace */
+	const char *shell;                 /* /bin/bash, or /bin/sh where there is no bash */
+	struct sock_fprog seccomp;         /* compiled once (seccomp.c) */
+	int landlock_abi;                  /* 0 when Landlock is unavailable */
+	bool landlock_per_call;            /* scope layer per command (no agent-wide domain) */
+	cap_t no_caps;                     /* empty capability state, made before any clone */
+};
+
+enum exec_status {
+	EXEC_EXITED,
+	EXEC_SIGNALED,
+	EXEC_TIMED_OUT,
+	EXEC_CANCELLED,
+	EXEC_UNCERTAIN,
+	EXEC_REFUSED,
+};
+
+struct exec_request {
+	char exec_id[EXEC_ID_MAX + 1];
+	uint64_t generation;
+	const char *command;
+	const char *cwd;                   /* absolute; the command starts here, same path as outside */
+	unsigned timeout_seconds;
+	size_t output_limit;
+	const char *env[BOUNDARY_MAX_ENV]; /* "NAME=VALUE", the whole environment of the command */
+	size_t n_env;
+};
+
+struct exec_outcome {
+	enum exec_status status;
+	int exit_code;                     /* valid for EXEC_EXITED */
+	int signal;                        /* valid for EXEC_SIGNALED */
+	struct output_capture out, err;
+	int64_t started_ms, ended_ms;      /* wall clock, for the receipt */
+	int64_t duration_ms;               /* monotonic */
+	bool init_reaped;                  /* the namespace's init was reaped: all processes gone */
+	bool pid_max_bounded;              /* the namespace's pid_max holds max_processes */
+	int64_t teardown_ms;               /* from the command's end (or the kill) to init reaped */
+	char pid_namespace[64];            /* "pid:[inode]" of the command's namespace */
+	char detail[SB_ERR_MSG_MAX];       /* why refused / uncertain, for people */
+};
+
+struct boundary_options {
+	const char *hidden[BOUNDARY_MAX_HIDDEN];
+	size_t n_hidden;
+	const uint16_t *block_ports;
+	size_t n_block_ports;
+	unsigned long max_processes;
+};
+
+/* Prepare once: resolve hidden directories, compile seccomp, set up Landlock (an agent-wide
+ * TCP domain when ports are blocked: the agent itself is restricted from then on). */
+int boundary_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err);
+
+/* Run one command to the end. Returns 0 when an outcome was established (any status, including
+ * refused and uncertain, with out->detail saying why), -1 only when nothing could be started.
+ * cancel_fd (or -1): readable means "cancel now". */
+int boundary_run(const struct boundary *b, const struct exec_request *req, int cancel_fd,
+		 struct exec_outcome *out, struct sb_err *err);
+
+void exec_outcome_free(struct exec_outcome *out);
+const char *exec_status_name(enum exec_status s);
+
+#endif

@@ -1,0 +1,13 @@
+/* The agent's subcommands. Exit codes: 0 done (for exec: a result was printed, whatever the
+ * command's status), CLI_USAGE for bad flags, CLI_FAILED when nothing could be done. */
+#ifndef SB_CLI_H
+#define SB_CLI_H
+
+#define CLI_USAGE 2
+#define CLI_FAILED 125
+
+int cli_exec(int argc, char **argv);
+int cli_check(int argc, char **argv);
+int cli_verify_receipt(int argc, char **argv);
+
+#endif

@@ -1,0 +1,315 @@
+/* `sandbox-agent exec`: a thin front end over the boundary, the same path `serve` uses.
+ * Parses flags, prepares the boundary, runs one command, writes its receipt, prints the
+ * result JSON. Treats every flag as untrusted input with a clear error. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "boundary.h"
+#include "log.h"
+#include "random.h"
+#include "receipt.h"
+#include "result.h"
+#include "secret.h"
+
+#define DEFAULT_TIMEOUT 120
+#define MAX_TIMEOUT 86400
+#define DEFAULT_OUTPUT_LIMIT (1024 * 1024)
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+struct exec_cli {
+	struct exec_request req;
+	struct boundary_options bopts;
+	uint16_t ports[BOUNDARY_MAX_PORTS];
+	char cwd[PATH_MAX];
+	char receipt_dir[PATH_MAX];
+	char *user_env[BOUNDARY_MAX_ENV];
+	size_t n_user_env;
+	char env_store[8][PATH_MAX + 16];
+	char *nonce_arg;          /* points into argv: wiped after parsing */
+	bool receipt_dir_given;
+};
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "sandbox-agent exec: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nusage: sandbox-agent exec [--cwd DIR] [--timeout-seconds N] [--output-limit BYTES]\n"
+			"         [--nonce HEX] [--receipt-dir DIR] [--block-port PORT]... [--exec-id ID]\n"
+			"         [--generation N] [--env NAME=VALUE]... [--hide DIR]... [--max-processes N]\n"
+			"         -- COMMAND\n");
+	return CLI_USAGE;
+}
+
+/* strtoul with the whole string, a range and no sign: "12x", "-1" and "" are errors. */
+static int parse_number(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	if (s[0] < '0' || s[0] > '9')
+		return -1;
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return (errno != 0 || *end != '\0' || *out < min || *out > max) ? -1 : 0;
+}
+
+static bool env_name_valid(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t n = eq ? (size_t)(eq - kv) : 0;
+
+	if (n == 0 || (kv[0] >= '0' && kv[0] <= '9'))
+		return false;
+	return strspn(kv, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == n;
+}
+
+static int option_apply(struct exec_cli *c, int opt, const char *arg)
+{
+	unsigned long v;
+
+	switch (opt) {
+	case 'c':
+		if (realpath(arg, c->cwd) == NULL)
+			return usage_error("--cwd: cannot resolve '%s'", arg);
+		return 0;
+	case 't':
+		if (parse_number(arg, 1, MAX_TIMEOUT, &v) < 0)
+			return usage_error("--timeout-seconds: '%s' is not a number from 1 to 86400", arg);
+		c->req.timeout_seconds = (unsigned)v;
+		return 0;
+	case 'o':
+		if (parse_number(arg, 0, OUTPUT_LIMIT_MAX, &v) < 0)
+			return usage_error("--output-limit: '%s' is not a byte count up to 67108864", arg);
+		c->req.output_limit = v;
+		return 0;
+	case 'n':
+		c->nonce_arg = (char *)arg;
+		return 0;
+	case 'r':
+		if (realpath(arg, c->receipt_dir) == NULL)
+			return usage_error("--receipt-dir: cannot resolve '%s'", arg);
+		c->receipt_dir_given = true;
+		return 0;
+	case 'p':
+		if (parse_number(arg, 1, 65535, &v) < 0)
+			return usage_error("--block-port: '%s' is not a port from 1 to 65535", arg);
+		if (c->bopts.n_block_ports >= BOUNDARY_MAX_PORTS)
+			return usage_error("--block-port: more than 64 ports%s", "");
+		c->ports[c->bopts.n_block_ports++] = (uint16_t)v;
+		return 0;
+	case 'i':
+		if (strlen(arg) > EXEC_ID_MAX)
+			return usage_error("--exec-id: '%s' is longer than 64 characters", arg);
+		snprintf(c->req.exec_id, sizeof c->req.exec_id, "%s", arg);
+		return 0;
+	case 'g':
+		if (parse_number(arg, 0, ULONG_MAX, &v) < 0)
+			return usage_error("--generation: '%s' is not a number", arg);
+		c->req.generation = v;
+		return 0;
+	case 'e':
+		if (!env_name_valid(arg) || c->n_user_env >= BOUNDARY_MAX_ENV - 10)
+			return usage_error("--env: '%s' is not NAME=VALUE with a valid name (or too many)", arg);
+		c->user_env[c->n_user_env++] = (char *)arg;
+		return 0;
+	case 'h':
+		if (c->bopts.n_hidden >= BOUNDARY_MAX_HIDDEN - 1)
+			return usage_error("--hide: too many directories%s", "");
+		c->bopts.hidden[c->bopts.n_hidden++] = arg;
+		return 0;
+	case 'm':
+		if (parse_number(arg, 16, 1000000, &v) < 0)
+			return usage_error("--max-processes: '%s' is not a number from 16 to 1000000", arg);
+		c->bopts.max_processes = v;
+		return 0;
+	default:
+		return usage_error("unknown option%s", "");
+	}
+}
+
+static int options_parse(struct exec_cli *c, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "cwd", required_argument, NULL, 'c' },           { "timeout-seconds", required_argument, NULL, 't' },
+		{ "output-limit", required_argument, NULL, 'o' },  { "nonce", required_argument, NULL, 'n' },
+		{ "receipt-dir", required_argument, NULL, 'r' },   { "block-port", required_argument, NULL, 'p' },
+		{ "exec-id", required_argument, NULL, 'i' },       { "generation", required_argument, NULL, 'g' },
+		{ "env", required_argument, NULL, 'e' },           { "hide", required_argument, NULL, 'h' },
+		{ "max-processes", required_argument, NULL, 'm' }, { NULL, 0, NULL, 0 },
+	};
+	int opt, rc;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		if (opt == '?')
+			return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+		if ((rc = option_apply(c, opt, optarg)) != 0)
+			return rc;
+	}
+	if (optind < 2 || strcmp(argv[optind - 1], "--") != 0)
+		return usage_error("the command must follow '--'%s", "");
+	if (argc - optind != 1)
+		return usage_error("expected exactly one COMMAND after '--' (quote it: -- 'echo hi')%s", "");
+	c->req.command = argv[optind];
+	return 0;
+}
+
+/* The default receipt directory is per user and created 0700; an existing one must be ours
+ * and private, or someone else could pre-create it and read our receipts. */
+static int receipt_dir_default(struct exec_cli *c, struct sb_err *err)
+{
+	const char *run = getenv("XDG_RUNTIME_DIR");
+	char base[PATH_MAX];
+	struct stat st;
+
+	if (run != NULL && run[0] == '/')
+		snprintf(base, sizeof base, "%s/sandbox-agent", run);
+	else
+		snprintf(base, sizeof base, "/tmp/sandbox-agent-%u", (unsigned)geteuid());
+	snprintf(c->receipt_dir, sizeof c->receipt_dir, "%s/receipts", base);
+	for (int i = 0; i < 2; i++) {
+		const char *dir = i == 0 ? base : c->receipt_dir;
+
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return sb_fail_errno(err, "creating %s", dir);
+		if (lstat(dir, &st) < 0)
+			return sb_fail_errno(err, "checking %s", dir);
+		if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+			return sb_fail(err, EPERM, "%s must be a directory owned by uid %u with mode 0700", dir,
+				       (unsigned)geteuid());
+	}
+	return 0;
+}
+
+static void env_build(struct exec_cli *c, const char *shell)
+{
+	const char *tmp = "/tmp";
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n_user_env; i++)
+		if (strncmp(c->user_env[i], "TMPDIR=", 7) == 0)
+			tmp = c->user_env[i] + 7;
+	/* Built from nothing: the agent's own environment never leaks into a command. The
+	 * user's --env entries come last, and bash takes the last of duplicate names. */
+	snprintf(c->env_store[0], sizeof c->env_store[0], "PATH=%s", DEFAULT_PATH);
+	snprintf(c->env_store[1], sizeof c->env_store[1], "HOME=%s", tmp);
+	snprintf(c->env_store[2], sizeof c->env_store[2], "LANG=C.UTF-8");
+	snprintf(c->env_store[3], sizeof c->env_store[3], "TMPDIR=%s", tmp);
+	snprintf(c->env_store[4], sizeof c->env_store[4], "TMP=%s", tmp);
+	snprintf(c->env_store[5], sizeof c->env_store[5], "TEMP=%s", tmp);
+	snprintf(c->env_store[6], sizeof c->env_store[6], "PWD=%s", c->cwd);
+	snprintf(c->env_store[7], sizeof c->env_store[7], "SHELL=%s", shell);
+	for (; n < 8; n++)
+		c->req.env[n] = c->env_store[n];
+	for (size_t i = 0; i < c->n_user_env; i++)
+		c->req.env[n++] = c->user_env[i];
+	c->req.n_env = n;
+}
+
+static int print_json(json_t *obj)
+{
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+
+	json_decref(obj);
+	if (text == NULL) {
+		fprintf(stderr, "sandbox-agent exec: could not serialise the result\n");
+		return CLI_FAILED;
+	}
+	printf("%s\n", text);
+	free(text);
+	return fflush(stdout) == 0 ? 0 : CLI_FAILED;
+}
+
+/* Nothing ran: still one JSON object on stdout, so callers parse one shape. */
+static int print_refused(const struct exec_cli *c, const struct sb_err *err)
+{
+	fprintf(stderr, "sandbox-agent exec: refused: %s\n", err->msg);
+	return print_json(json_pack("{s:s, s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:i, s:s, s:n}", "exec_id",
+				    c->req.exec_id, "status", "refused", "exit_code", "signal", "stdout", "",
+				    "stderr", "", "stdout_bytes", 0, "stderr_bytes", 0, "stdout_truncated", 0,
+				    "stderr_truncated", 0, "duration_ms", 0, "error", err->msg, "receipt"));
+}
+
+static int nonce_take(struct exec_cli *c, struct secrets *sec, struct sb_err *err)
+{
+	if (c->nonce_arg == NULL)
+		return sb_random_bytes(sec->nonce, sizeof sec->nonce, err);
+	if (sb_hex_decode(c->nonce_arg, sec->nonce, sizeof sec->nonce, err) < 0) {
+		sb_err_prefix(err, "--nonce");
+		return -1;
+	}
+	/* /proc/PID/cmdline shows argv's memory as it is now, to anyone: wipe the nonce there
+	 * before init (a copy of this process) exists. */
+	explicit_bzero(c->nonce_arg, strlen(c->nonce_arg));
+	return 0;
+}
+
+static int exec_run(struct exec_cli *c, struct secrets *sec)
+{
+	struct boundary b;
+	struct exec_outcome out;
+	struct receipt_info receipt;
+	struct sb_err err;
+	char key_path[PATH_MAX + 16];
+	int rc;
+
+	sb_err_clear(&err);
+	snprintf(key_path, sizeof key_path, "%s/receipt.key", c->receipt_dir);
+	c->bopts.hidden[c->bopts.n_hidden++] = c->receipt_dir;
+	c->bopts.block_ports = c->ports;
+	if (secrets_key_load(sec, key_path, &err) < 0 || boundary_prepare(&b, &c->bopts, &err) < 0 ||
+	    receipt_reserve_check(c->receipt_dir, c->req.exec_id, &err) < 0)
+		return print_refused(c, &err);
+	env_build(c, b.shell);
+	if (boundary_run(&b, &c->req, -1, &out, &err) < 0)
+		return print_refused(c, &err);
+	if (receipt_write(c->receipt_dir, &c->req, &out, sec, &receipt, &err) < 0) {
+		/* No receipt means no proof: the outcome cannot stand as reported. */
+		sb_warn("exec %s: %s", c->req.exec_id, err.msg);
+		out.status = EXEC_UNCERTAIN;
+		snprintf(out.detail, sizeof out.detail, "receipt not written: %s", err.msg);
+	}
+	rc = print_json(result_to_json(&c->req, &out, &receipt));
+	receipt_info_free(&receipt);
+	exec_outcome_free(&out);
+	return rc;
+}
+
+int cli_exec(int argc, char **argv)
+{
+	static struct exec_cli c;
+	struct secrets *sec;
+	struct sb_err err;
+	int rc;
+
+	c.req.timeout_seconds = DEFAULT_TIMEOUT;
+	c.req.output_limit = DEFAULT_OUTPUT_LIMIT;
+	if ((rc = options_parse(&c, argc, argv)) != 0)
+		return rc;
+	if (c.cwd[0] == '\0' && getcwd(c.cwd, sizeof c.cwd) == NULL)
+		return usage_error("cannot read the current directory; pass --cwd%s", "");
+	c.req.cwd = c.cwd;
+	sb_err_clear(&err);
+	if ((c.req.exec_id[0] == '\0' && sb_random_hex(c.req.exec_id, 8, &err) < 0) ||
+	    (!c.receipt_dir_given && receipt_dir_default(&c, &err) < 0)) {
+		fprintf(stderr, "sandbox-agent exec: %s\n", err.msg);
+		return CLI_FAILED;
+	}
+	sec = secrets_alloc(&err);
+	if (sec == NULL || nonce_take(&c, sec, &err) < 0) {
+		fprintf(stderr, "sandbox-agent exec: %s\n", err.msg);
+		secrets_free(sec);
+		return c.nonce_arg ? CLI_USAGE : CLI_FAILED;
+	}
+	rc = exec_run(&c, sec);
+	secrets_free(sec);
+	return rc;
+}

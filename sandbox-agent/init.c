@@ -1,0 +1,195 @@
+/* init: PID 1 of a command's PID namespace, in the spirit of tini: single-threaded, default
+ * signal dispositions, no handlers, reaps everything. Also the command's last steps.
+ * Runs in a clone() of the agent: no allocation, no stdio, no glibc fork() (whose atfork
+ * handlers take locks another agent thread may have held at clone time). */
+#include "init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "landlock.h"
+#include "mounts.h"
+#include "privileges.h"
+#include "seccomp.h"
+
+static void write_all_fd(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return; /* the agent is gone; nobody is left to tell */
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Report a failed setup step to the agent and die at once: the agent turns the message into
+ * a refused outcome, so "child exited 125" is never all that anybody learns. */
+__attribute__((noreturn)) static void die_report(int error_fd, const char *role, const struct sb_err *err)
+{
+	char msg[SB_ERR_MSG_MAX + 32];
+	size_t rlen = strlen(role), mlen = strnlen(err->msg, SB_ERR_MSG_MAX);
+
+	memcpy(msg, role, rlen);
+	memcpy(msg + rlen, ": ", 2);
+	memcpy(msg + rlen + 2, err->msg, mlen);
+	write_all_fd(error_fd, msg, rlen + 2 + mlen);
+	_exit(INIT_EXIT_SETUP_FAILED);
+}
+
+static void report(int fd, enum init_report_kind kind, int32_t value)
+{
+	struct init_report r = { .kind = kind, .value = value };
+
+	write_all_fd(fd, &r, sizeof r);
+}
+
+static int stdio_attach(const struct init_context *ctx, struct sb_err *err)
+{
+	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	/* stdin from /dev/null: commands are not interactive, and a terminal would let them
+	 * inject input elsewhere. dup2 leaves 0-2 without close-on-exec, as execve needs. */
+	if (null_fd < 0)
+		return sb_fail_errno(err, "opening /dev/null");
+	if (dup2(null_fd, 0) < 0 || dup2(ctx->stdout_fd, 1) < 0 || dup2(ctx->stderr_fd, 2) < 0)
+		return sb_fail_errno(err, "attaching stdin, stdout and stderr");
+	close(null_fd);
+	return 0;
+}
+
+/* command, PID 2: the remaining steps in ISOLATION.md's order, seccomp last, then the shell. */
+__attribute__((noreturn)) static void command_main(const struct init_context *ctx)
+{
+	const struct boundary *b = ctx->b;
+	struct sb_err err;
+
+	/* A session of its own: no controlling terminal, and no signal aimed at the agent's
+	 * process group can reach it (nor the reverse). */
+	if (setsid() < 0) {
+		sb_fail_errno(&err, "setsid");
+		die_report(ctx->error_fd, "command", &err);
+	}
+	if (stdio_attach(ctx, &err) < 0 || privileges_limit_command(b->max_processes, &err) < 0)
+		die_report(ctx->error_fd, "command", &err);
+	if (b->landlock_per_call && landlock_restrict_scopes(b->landlock_abi, &err) < 0)
+		die_report(ctx->error_fd, "command", &err);
+	/* Everything above 2 closes at execve (the error pipe stays usable until then), so the
+	 * command starts with exactly stdin, stdout and stderr. */
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+		sb_fail_errno(&err, "close_range");
+		die_report(ctx->error_fd, "command", &err);
+	}
+	/* Seccomp last: it denies calls that the steps above make. */
+	if (seccomp_load_prog(&b->seccomp, &err) < 0)
+		die_report(ctx->error_fd, "command", &err);
+	execve(ctx->argv[0], ctx->argv, ctx->envp);
+	sb_fail_errno(&err, "executing %s", ctx->argv[0]);
+	die_report(ctx->error_fd, "command", &err);
+}
+
+static pid_t command_start(const struct init_context *ctx)
+{
+	/* A raw clone with only SIGCHLD is fork() without glibc's atfork machinery. */
+	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+
+	if (pid == 0)
+		command_main(ctx);
+	return pid;
+}
+
+/* Reap every process re-parented to us; return when the command itself ends. */
+static int reap_until_command_ends(pid_t command)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, 0);
+
+		if (pid == command)
+			return status;
+		if (pid < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* The agent may have handlers or ignored signals; init must not inherit them. A handler in
+ * init is what would let a command signal it: the kernel drops signals to a namespace's init
+ * only while their disposition is the default. The command inherits the clean state too. */
+static int signals_reset(struct sb_err *err)
+{
+	struct sigaction dfl;
+	sigset_t none;
+
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
+			return sb_fail_errno(err, "resetting the disposition of signal %d", sig);
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		return sb_fail_errno(err, "unblocking signals");
+	return 0;
+}
+
+void init_main(const struct init_context *ctx)
+{
+	struct sb_err err;
+	bool pid_max_applied = false;
+	char go;
+	pid_t command;
+	int status;
+
+	/* init, inside. If the agent dies, so does init, and with it the namespace. Set before
+	 * waiting for the release: an agent that died earlier shows as end of file below. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+		sb_fail_errno(&err, "PR_SET_PDEATHSIG");
+		die_report(ctx->error_fd, "init", &err);
+	}
+	if (signals_reset(&err) < 0)
+		die_report(ctx->error_fd, "init", &err);
+	if (read(ctx->go_fd, &go, 1) != 1)
+		_exit(INIT_EXIT_SETUP_FAILED);
+	close(ctx->go_fd);
+	/* The view first, while init holds the namespace's CAP_SYS_ADMIN. */
+	if (mounts_build_view(ctx->b->hidden, ctx->b->n_hidden, ctx->b->max_processes, ctx->cwd,
+			      &pid_max_applied, &err) < 0)
+		die_report(ctx->error_fd, "init", &err);
+	/* Then init gives up every capability; the command inherits the empty sets. */
+	if (privileges_drop(ctx->uid, ctx->gid, ctx->b->no_caps, &err) < 0)
+		die_report(ctx->error_fd, "init", &err);
+	/* Not dumpable after the last credential change (which resets it), and before the
+	 * command exists: a same-uid command can then neither ptrace init nor open /proc/1/mem,
+	 * environ or exe. bubblewrap's init misses this (its issue #367). */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+		sb_fail_errno(&err, "PR_SET_DUMPABLE");
+		die_report(ctx->error_fd, "init", &err);
+	}
+	report(ctx->report_fd, INIT_REPORT_READY, pid_max_applied);
+	command = command_start(ctx);
+	if (command < 0) {
+		sb_fail_errno(&err, "starting the command");
+		die_report(ctx->error_fd, "init", &err);
+	}
+	/* Init keeps no end of the output pipes: once the namespace is empty they reach EOF. */
+	close(ctx->stdout_fd);
+	close(ctx->stderr_fd);
+	close(ctx->error_fd);
+	status = reap_until_command_ends(command);
+	if (status >= 0)
+		report(ctx->report_fd, INIT_REPORT_COMMAND, status);
+	/* init's exit is the teardown: the kernel SIGKILLs everything left in the namespace,
+	 * nested namespaces included, and only then lets the agent reap init. */
+	_exit(status >= 0 ? 0 : INIT_EXIT_SETUP_FAILED);
+}

@@ -1,0 +1,183 @@
+/* Bounded output capture (see output.h). Owns the rule that the agent's memory does not grow
+ * with what a command writes: two fixed buffers per stream, allocated once. */
+#include "output.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
+{
+	memset(c, 0, sizeof *c);
+	if (limit > OUTPUT_LIMIT_MAX)
+		return sb_fail(err, EINVAL, "output limit %zu is over the maximum of %u bytes", limit,
+			       OUTPUT_LIMIT_MAX);
+	c->head_cap = limit / 2;
+	c->tail_cap = limit - c->head_cap;
+	c->head = malloc(c->head_cap + 1);
+	c->tail = malloc(c->tail_cap + 1);
+	if (c->head == NULL || c->tail == NULL) {
+		output_free(c);
+		return sb_fail(err, ENOMEM, "allocating %zu bytes of output buffer", limit);
+	}
+	mbedtls_sha256_init(&c->sha);
+	if (mbedtls_sha256_starts_ret(&c->sha, 0) != 0) {
+		output_free(c);
+		return sb_fail(err, EINVAL, "starting SHA-256");
+	}
+	return 0;
+}
+
+void output_feed(struct output_capture *c, const uint8_t *buf, size_t len)
+{
+	size_t n;
+
+	/* mbedtls_sha256_update_ret only fails on bad input pointers. */
+	(void)mbedtls_sha256_update_ret(&c->sha, buf, len);
+	c->total += len;
+	n = c->head_cap - c->head_len < len ? c->head_cap - c->head_len : len;
+	memcpy(c->head + c->head_len, buf, n);
+	c->head_len += n;
+	buf += n;
+	len -= n;
+	if (c->tail_cap == 0 || len == 0)
+		return;
+	/* Only the last tail_cap bytes of this chunk can survive in the ring. */
+	if (len > c->tail_cap) {
+		buf += len - c->tail_cap;
+		len = c->tail_cap;
+	}
+	while (len > 0) {
+		size_t room = c->tail_cap - c->tail_pos;
+		size_t k = len < room ? len : room;
+
+		memcpy(c->tail + c->tail_pos, buf, k);
+		c->tail_pos = (c->tail_pos + k) % c->tail_cap;
+		c->tail_len = c->tail_len + k > c->tail_cap ? c->tail_cap : c->tail_len + k;
+		buf += k;
+		len -= k;
+	}
+}
+
+void output_finish(struct output_capture *c)
+{
+	(void)mbedtls_sha256_finish_ret(&c->sha, c->digest);
+}
+
+bool output_truncated(const struct output_capture *c)
+{
+	return c->total > (uint64_t)c->head_len + c->tail_len;
+}
+
+uint8_t *output_render(const struct output_capture *c, size_t *len)
+{
+	char marker[80];
+	size_t mlen = 0, pos, start;
+	uint8_t *out;
+
+	if (output_truncated(c))
+		mlen = (size_t)snprintf(marker, sizeof marker, "\n[... %" PRIu64 " bytes omitted ...]\n",
+					c->total - c->head_len - c->tail_len);
+	out = malloc(c->head_len + mlen + c->tail_len + 1);
+	if (out == NULL)
+		return NULL;
+	memcpy(out, c->head, c->head_len);
+	memcpy(out + c->head_len, marker, mlen);
+	pos = c->head_len + mlen;
+	/* The ring's oldest byte sits at tail_pos once it has wrapped, at 0 before. */
+	start = c->tail_len == c->tail_cap ? c->tail_pos : 0;
+	for (size_t i = 0; i < c->tail_len; i++)
+		out[pos + i] = c->tail[(start + i) % c->tail_cap];
+	*len = pos + c->tail_len;
+	out[*len] = '\0';
+	return out;
+}
+
+void output_free(struct output_capture *c)
+{
+	free(c->head);
+	free(c->tail);
+	c->head = c->tail = NULL;
+	mbedtls_sha256_free(&c->sha);
+}
+
+/* Length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates, <= U+10FFFF),
+ * or 0 when the byte at p does not start one. */
+static size_t utf8_seq_len(const uint8_t *p, size_t avail)
+{
+	uint8_t b = p[0];
+	size_t n;
+	uint32_t cp;
+
+	if (b < 0x80)
+		return 1;
+	if (b >= 0xC2 && b <= 0xDF)
+		n = 2, cp = b & 0x1F;
+	else if (b >= 0xE0 && b <= 0xEF)
+		n = 3, cp = b & 0x0F;
+	else if (b >= 0xF0 && b <= 0xF4)
+		n = 4, cp = b & 0x07;
+	else
+		return 0;
+	if (avail < n)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3F);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+		return 0;
+	return n;
+}
+
+static bool utf8_valid(const uint8_t *in, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq_len(in + i, len - i);
+
+		if (n == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
+char *output_to_utf8(const uint8_t *in, size_t len, size_t *out_len, bool *escaped)
+{
+	char *out, *w;
+
+	*escaped = !utf8_valid(in, len);
+	/* Escaped form: at most 4 output bytes per input byte. */
+	out = malloc(*escaped ? 4 * len + 1 : len + 1);
+	if (out == NULL)
+		return NULL;
+	if (!*escaped) {
+		memcpy(out, in, len);
+		out[len] = '\0';
+		*out_len = len;
+		return out;
+	}
+	w = out;
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq_len(in + i, len - i);
+
+		if (n == 0) {
+			w += sprintf(w, "\\x%02x", in[i]);
+			i++;
+		} else if (in[i] == '\\') {
+			*w++ = '\\';
+			*w++ = '\\';
+			i++;
+		} else {
+			memcpy(w, in + i, n);
+			w += n;
+			i += n;
+		}
+	}
+	*w = '\0';
+	*out_len = (size_t)(w - out);
+	return out;
+}

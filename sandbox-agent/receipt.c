@@ -1,0 +1,137 @@
+/* Writing receipts (see receipt.h); the format's HMAC lives in common/receipt_mac.c. Only the
+ * agent writes here, and only after the command's namespace is empty. */
+#include "receipt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "random.h"
+#include "receipt_mac.h"
+
+static int receipt_name(const char *exec_id, char *name, size_t len, struct sb_err *err)
+{
+	if ((size_t)snprintf(name, len, "%s.json", exec_id) >= len)
+		return sb_fail(err, ENAMETOOLONG, "exec id too long for a receipt name");
+	return 0;
+}
+
+static int dir_open(const char *dir, struct sb_err *err)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return sb_fail_errno(err, "opening the receipt directory %s", dir);
+	return fd;
+}
+
+int receipt_reserve_check(const char *dir, const char *exec_id, struct sb_err *err)
+{
+	char name[EXEC_ID_MAX + 8];
+	int dfd, rc;
+
+	if (receipt_name(exec_id, name, sizeof name, err) < 0 || (dfd = dir_open(dir, err)) < 0)
+		return -1;
+	rc = faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW);
+	close(dfd);
+	if (rc == 0)
+		return sb_fail(err, EEXIST, "exec '%s' already has a receipt in %s; exec ids are never reused",
+			       exec_id, dir);
+	return 0;
+}
+
+static json_t *digest_json(const struct output_capture *c)
+{
+	char hex[65];
+
+	sb_hex_encode(c->digest, sizeof c->digest, hex);
+	return json_string(hex);
+}
+
+static json_t *receipt_build(const struct exec_request *req, const struct exec_outcome *out,
+			     const char *nonce_hex)
+{
+	bool confirmed = out->init_reaped;
+
+	return json_pack("{s:i, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:o,"
+			 " s:{s:b, s:b, s:I, s:s, s:b}}",
+			 "version", 1, "exec_id", req->exec_id, "generation", (json_int_t)req->generation,
+			 "nonce", nonce_hex, "status", exec_status_name(out->status),
+			 "exit_code", out->status == EXEC_EXITED ? json_integer(out->exit_code) : json_null(),
+			 "signal", out->status == EXEC_SIGNALED ? json_integer(out->signal) : json_null(),
+			 "started_at_ms", (json_int_t)out->started_ms, "ended_at_ms", (json_int_t)out->ended_ms,
+			 "stdout_bytes", (json_int_t)out->out.total, "stderr_bytes", (json_int_t)out->err.total,
+			 "stdout_sha256", digest_json(&out->out), "stderr_sha256", digest_json(&out->err),
+			 "boundary", "init_reaped", out->init_reaped, "confirmed", confirmed,
+			 "teardown_ms", (json_int_t)out->teardown_ms, "pid_namespace", out->pid_namespace,
+			 "pid_max_bounded", out->pid_max_bounded);
+}
+
+static int file_write_sync(int dfd, const char *name, const char *text, size_t len, struct sb_err *err)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	ssize_t n;
+
+	if (fd < 0)
+		return sb_fail_errno(err, "creating receipt %s", name);
+	n = write(fd, text, len);
+	if (n != (ssize_t)len || fsync(fd) < 0) {
+		sb_fail_errno(err, "writing receipt %s", name);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	/* The directory entry must be durable too, or a crash could lose a receipt whose result
+	 * was already reported. */
+	if (fsync(dfd) < 0)
+		return sb_fail_errno(err, "syncing the receipt directory");
+	return 0;
+}
+
+int receipt_write(const char *dir, const struct exec_request *req, const struct exec_outcome *out,
+		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err)
+{
+	char name[EXEC_ID_MAX + 8];
+	json_t *obj, *check;
+	int dfd, rc = -1;
+
+	memset(info, 0, sizeof *info);
+	sb_hex_encode(sec->nonce, sizeof sec->nonce, info->nonce_hex);
+	info->boundary_confirmed = out->init_reaped;
+	snprintf(info->path, sizeof info->path, "%s/%s.json", dir, req->exec_id);
+	if (receipt_name(req->exec_id, name, sizeof name, err) < 0)
+		return -1;
+	obj = receipt_build(req, out, info->nonce_hex);
+	if (obj == NULL)
+		return sb_fail(err, ENOMEM, "building the receipt");
+	if (receipt_mac_sign(obj, sec->key, err) == 0) {
+		info->text = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+		info->text_len = info->text ? strlen(info->text) : 0;
+	}
+	json_decref(obj);
+	if (info->text == NULL)
+		return err->msg[0] ? -1 : sb_fail(err, ENOMEM, "serialising the receipt");
+	dfd = dir_open(dir, err);
+	if (dfd >= 0) {
+		rc = file_write_sync(dfd, name, info->text, info->text_len, err);
+		close(dfd);
+	}
+	if (rc < 0)
+		return -1;
+	info->written = true;
+	check = receipt_mac_verify(info->text, info->text_len, sec->key, info->nonce_hex, req->exec_id,
+				   (int64_t)req->generation, err);
+	info->verified = check != NULL;
+	json_decref(check);
+	return info->verified ? 0 : -1;
+}
+
+void receipt_info_free(struct receipt_info *info)
+{
+	free(info->text);
+	info->text = NULL;
+}

@@ -1,0 +1,161 @@
+/* The command's syscall filter (see seccomp.h). A deny list on top of the other layers: each
+ * rule says what it closes. The filter never applies to the agent or init, only to commands. */
+#include "seccomp.h"
+
+#include <errno.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+#ifndef TCP_FASTOPEN_CONNECT
+#define TCP_FASTOPEN_CONNECT 30
+#endif
+
+/* Denied outright with EPERM. */
+static const char *const denied[] = {
+	/* The mount view is the boundary's; a command must not change it (or undo a hiding). */
+	"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig",
+	"fsmount", "fspick", "mount_setattr",
+	/* Joining other namespaces. */
+	"setns",
+	/* Reaching into other processes, init above all. */
+	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+	/* Large kernel attack surface that no shell command needs. */
+	"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "io_uring_setup",
+	"io_uring_enter", "io_uring_register", "userfaultfd", "open_by_handle_at",
+	"name_to_handle_at", "lookup_dcookie", "fanotify_init",
+	/* The machine itself. */
+	"reboot", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"acct", "swapon", "swapoff", "syslog",
+};
+
+static int rule_add(scmp_filter_ctx ctx, int errnum, const char *name, unsigned n,
+		    const struct scmp_arg_cmp *args, struct sb_err *err)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	int rc;
+
+	/* A syscall this architecture lacks cannot be called: nothing to deny. */
+	if (nr == __NR_SCMP_ERROR)
+		return 0;
+	rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO((uint32_t)errnum), nr, n, args);
+	if (rc < 0)
+		return sb_fail(err, -rc, "seccomp: adding the rule for %s", name);
+	return 0;
+}
+
+static int rules_add_conditional(scmp_filter_ctx ctx, struct sb_err *err)
+{
+	/* A nested user namespace would hand the command a full capability set over a fresh
+	 * namespace tree; nsjail and bubblewrap (--disable-userns) close this the same way. */
+	struct scmp_arg_cmp newuser0 = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER);
+	/* prlimit64 needs only a uid match: a command could set init's RLIMIT_CPU and have the
+	 * kernel kill init. pid 0 means "myself", which stays allowed. */
+	struct scmp_arg_cmp other_pid = SCMP_A0(SCMP_CMP_NE, 0);
+	/* ioctl's command is 32 bits in the kernel: compare the low 32 bits only, or a command
+	 * with high bits set would slip past the rule. */
+	struct scmp_arg_cmp tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, TIOCSTI);
+	struct scmp_arg_cmp tioclinux = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, TIOCLINUX);
+	/* Landlock's TCP connect rule does not see MPTCP subflows nor TCP Fast Open, which
+	 * connects from sendto/sendmsg without calling connect(). */
+	struct scmp_arg_cmp mptcp = SCMP_A2(SCMP_CMP_EQ, IPPROTO_MPTCP);
+	struct scmp_arg_cmp fastopen3 = SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN);
+	struct scmp_arg_cmp fastopen2 = SCMP_A2(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN);
+	struct scmp_arg_cmp tfo_connect[2] = { SCMP_A1(SCMP_CMP_EQ, IPPROTO_TCP),
+					       SCMP_A2(SCMP_CMP_EQ, TCP_FASTOPEN_CONNECT) };
+
+	if (rule_add(ctx, EPERM, "clone", 1, &newuser0, err) < 0 ||
+	    rule_add(ctx, EPERM, "unshare", 1, &newuser0, err) < 0 ||
+	    rule_add(ctx, EPERM, "prlimit64", 1, &other_pid, err) < 0 ||
+	    rule_add(ctx, EPERM, "ioctl", 1, &tiocsti, err) < 0 ||
+	    rule_add(ctx, EPERM, "ioctl", 1, &tioclinux, err) < 0 ||
+	    rule_add(ctx, EPERM, "socket", 1, &mptcp, err) < 0 ||
+	    rule_add(ctx, EPERM, "sendto", 1, &fastopen3, err) < 0 ||
+	    rule_add(ctx, EPERM, "sendmmsg", 1, &fastopen3, err) < 0 ||
+	    rule_add(ctx, EPERM, "sendmsg", 1, &fastopen2, err) < 0 ||
+	    rule_add(ctx, EPERM, "setsockopt", 2, tfo_connect, err) < 0)
+		return -1;
+	/* clone3 passes its flags in memory that BPF cannot read; ENOSYS makes glibc and others
+	 * fall back to clone(), whose flags the rule above inspects. */
+	return rule_add(ctx, ENOSYS, "clone3", 0, NULL, err);
+}
+
+static int filter_build(scmp_filter_ctx ctx, struct sb_err *err)
+{
+	int rc;
+
+	/* Only the native ABI: a 32-bit syscall (int 0x80) or x32 would dodge every rule that
+	 * names syscall numbers, so it kills the process. */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (rc < 0)
+		return sb_fail(err, -rc, "seccomp: setting the bad-architecture action");
+	for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
+		if (rule_add(ctx, EPERM, denied[i], 0, NULL, err) < 0)
+			return -1;
+	return rules_add_conditional(ctx, err);
+}
+
+/* libseccomp 2.5 exports BPF only to a descriptor: use a memfd and read it back. */
+static int filter_export(scmp_filter_ctx ctx, struct sock_fprog *prog, struct sb_err *err)
+{
+	struct stat st;
+	ssize_t n;
+	int fd, rc;
+
+	fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
+	if (fd < 0)
+		return sb_fail_errno(err, "seccomp: memfd_create");
+	rc = seccomp_export_bpf(ctx, fd);
+	if (rc < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) != 0 ||
+	    st.st_size > 65536) {
+		close(fd);
+		return sb_fail(err, rc < 0 ? -rc : EINVAL, "seccomp: exporting the filter");
+	}
+	prog->filter = malloc((size_t)st.st_size);
+	prog->len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+	n = prog->filter ? pread(fd, prog->filter, (size_t)st.st_size, 0) : -1;
+	close(fd);
+	if (n != st.st_size) {
+		free(prog->filter);
+		prog->filter = NULL;
+		return sb_fail(err, EIO, "seccomp: reading back the exported filter");
+	}
+	return 0;
+}
+
+int seccomp_compile(struct sock_fprog *prog, struct sb_err *err)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int rc;
+
+	memset(prog, 0, sizeof *prog);
+	if (ctx == NULL)
+		return sb_fail(err, ENOMEM, "seccomp: seccomp_init");
+	rc = filter_build(ctx, err);
+	if (rc == 0)
+		rc = filter_export(ctx, prog, err);
+	seccomp_release(ctx);
+	return rc;
+}
+
+int seccomp_load_prog(const struct sock_fprog *prog, struct sb_err *err)
+{
+	/* no_new_privs is already set (privileges.c), so an unprivileged load is allowed. */
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
+		return sb_fail_errno(err, "loading the seccomp filter");
+	return 0;
+}

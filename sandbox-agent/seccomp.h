@@ -1,0 +1,16 @@
+/* The command's seccomp filter: compiled to BPF once per agent, loaded per command as the very
+ * last step before execve (every earlier step may need a syscall the filter denies). */
+#ifndef SB_SECCOMP_H
+#define SB_SECCOMP_H
+
+#include <linux/filter.h>
+
+#include "error.h"
+
+/* Build the deny list of ISOLATION.md and export it as a BPF program (prog->filter malloc'd). */
+int seccomp_compile(struct sock_fprog *prog, struct sb_err *err);
+
+/* Load a compiled program into the calling thread. No allocation: safe after clone(). */
+int seccomp_load_prog(const struct sock_fprog *prog, struct sb_err *err);
+
+#endif
