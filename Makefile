@@ -23,7 +23,7 @@ CFLAGS   += -O2 -D_FORTIFY_SOURCE=2
 AGENT_LINK := -static
 endif
 
-AGENT_LIBS   := -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
+AGENT_LIBS   := -pthread -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
 MANAGER_LIBS := -lsqlite3 -lcurl -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
 TEST_LIBS    := -lcmocka -lseccomp -lcap $(MANAGER_LIBS)
 

@@ -212,16 +212,12 @@ static void landlock_report(struct report *r)
 				      "stay reachable", "fix", "use Linux >= 6.12"));
 }
 
-int cli_check(int argc, char **argv)
+json_t *check_report(bool *ok)
 {
 	struct report r = { json_object(), json_array(), json_array(), true };
 	struct utsname u;
 	int seccomp_err = EIO;
-	json_t *obj;
-	char *text;
 
-	(void)argc;
-	(void)argv;
 	namespaces_report(&r);
 	if (run_probe(probe_seccomp, &seccomp_err, sizeof seccomp_err) < 0)
 		seccomp_err = EIO;
@@ -237,11 +233,21 @@ int cli_check(int argc, char **argv)
 	feature(&r, "close_range", syscall(SYS_close_range, 3U, 2U, 0) < 0 && errno == ENOSYS ? ENOSYS : 0, true,
 		"a command starts with descriptors 0-2 only", "use Linux >= 5.9");
 	uname(&u);
-	obj = json_pack("{s:b, s:s, s:i, s:o, s:o, s:o}", "ok", r.ok, "kernel", u.release, "uid", (int)geteuid(),
-			"features", r.features, "problems", r.problems, "warnings", r.warnings);
-	text = json_dumps(obj, JSON_INDENT(2));
+	*ok = r.ok;
+	return json_pack("{s:b, s:s, s:i, s:o, s:o, s:o}", "ok", r.ok, "kernel", u.release, "uid", (int)geteuid(),
+			 "features", r.features, "problems", r.problems, "warnings", r.warnings);
+}
+
+int cli_check(int argc, char **argv)
+{
+	bool ok = false;
+	json_t *obj = check_report(&ok);
+	char *text = obj ? json_dumps(obj, JSON_INDENT(2)) : NULL;
+
+	(void)argc;
+	(void)argv;
 	printf("%s\n", text ? text : "{\"ok\": false}");
 	free(text);
 	json_decref(obj);
-	return r.ok ? 0 : 1;
+	return ok ? 0 : 1;
 }

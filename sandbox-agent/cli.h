@@ -3,11 +3,18 @@
 #ifndef SB_CLI_H
 #define SB_CLI_H
 
+#include <jansson.h>
+#include <stdbool.h>
+
 #define CLI_USAGE 2
 #define CLI_FAILED 125
 
 int cli_exec(int argc, char **argv);
 int cli_check(int argc, char **argv);
 int cli_verify_receipt(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+
+/* The `check` report as JSON (also sent in the agent's Hello); *ok false: no boundary here. */
+json_t *check_report(bool *ok);
 
 #endif

@@ -9,6 +9,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sandbox-agent exec [options] -- COMMAND   run one command through the boundary\n"
+		   "       sandbox-agent serve --listen HOST:PORT|unix:PATH --tls-cert F --tls-key F --tls-ca F\n"
+		   "                     --manager-name NAME --state-dir DIR [--generation N] [--block-port PORT]...\n"
 		   "       sandbox-agent check                      report the kernel features the boundary needs\n"
 		   "       sandbox-agent verify-receipt --receipt FILE --key FILE [--nonce HEX] [--exec-id ID]\n");
 }
@@ -22,6 +24,8 @@ int main(int argc, char **argv)
 		return cli_exec(argc - 1, argv + 1);
 	if (strcmp(cmd, "check") == 0)
 		return cli_check(argc - 1, argv + 1);
+	if (strcmp(cmd, "serve") == 0)
+		return cli_serve(argc - 1, argv + 1);
 	if (strcmp(cmd, "verify-receipt") == 0)
 		return cli_verify_receipt(argc - 1, argv + 1);
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0) {

@@ -1,0 +1,65 @@
+/* The manager's certificate authority: one ECDSA P-256 CA in the manager's private state, issuing the
+ * short-lived leaves of the agent protocol (the manager's client certificate, one server certificate
+ * per sandbox generation). The CA key never leaves its directory and is never written to a sandbox. */
+#ifndef SB_CA_H
+#define SB_CA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <mbedtls/x509_crt.h>
+
+#include "error.h"
+
+/* The name in the manager's client certificate; agents get it as --manager-name. */
+#define CA_MANAGER_NAME "manager.infra-sandbox"
+
+#define CA_KEY_FILE "ca.key"
+#define CA_CERT_FILE "ca.crt"
+
+#define CA_LEAF_LIFETIME_DEFAULT (24 * 60 * 60)  /* seconds; reissue for anything that lives longer */
+#define CA_CLOCK_SKEW (5 * 60)                    /* not_before is backdated by this much by default */
+
+/* The longest sandbox id that still fits in one DNS label of "sandbox-<id>". */
+#define CA_SANDBOX_ID_MAX 55
+
+enum ca_usage {
+	CA_USAGE_CLIENT,  /* TLS client authentication: the manager */
+	CA_USAGE_SERVER,  /* TLS server authentication: a sandbox-agent */
+};
+
+struct ca_leaf {
+	const char *dns_name;  /* the one subjectAltName dNSName, also the subject CN */
+	enum ca_usage usage;
+	time_t not_before;     /* 0: now - CA_CLOCK_SKEW */
+	time_t not_after;      /* 0: now + CA_LEAF_LIFETIME_DEFAULT */
+};
+
+struct ca;
+
+/* Load the CA from dir (CA_KEY_FILE, CA_CERT_FILE), creating it on first start. dir is created
+ * 0700 when missing and must not be writable by group or others; the key must be owned by us with
+ * mode 0600 or stricter. */
+int ca_open(const char *dir, struct ca **out, struct sb_err *err);
+
+void ca_free(struct ca *ca);
+
+/* The CA certificate, for verification and tests. */
+const mbedtls_x509_crt *ca_cert(const struct ca *ca);
+
+/* Issue a leaf: a fresh P-256 key and a certificate signed by the CA, written to
+ * target_dir/<name>.key (0600) and target_dir/<name>.crt, each replaced atomically. */
+int ca_issue_leaf(struct ca *ca, const struct ca_leaf *leaf, const char *target_dir, const char *name,
+		  struct sb_err *err);
+
+/* Write the CA certificate (public, no key) as target_dir/<file_name>, replaced atomically: the
+ * trust anchor a sandbox-agent gets as --tls-ca. */
+int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err);
+
+/* "sandbox-<id>.g<generation>.agent": the name a sandbox's certificate carries, so a certificate
+ * of an older generation cannot answer for a newer one. id: [a-z0-9-], 1..CA_SANDBOX_ID_MAX. */
+int ca_format_sandbox_name(char *out, size_t out_len, const char *sandbox_id, uint64_t generation,
+			   struct sb_err *err);
+
+#endif

@@ -1,0 +1,251 @@
+/* The journal (see journal.h). Each entry is written to a temporary name, fsynced, renamed into
+ * place and the directory fsynced: a crash leaves the old entry or the new one, never half. */
+#include "journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ENTRY_MAX_BYTES (JOURNAL_MAX_BYTES / 2)
+
+static int entry_path(const char *dir, const char *exec_id, const char *suffix, char *out, size_t len,
+		      struct sb_err *err)
+{
+	if ((size_t)snprintf(out, len, "%s/%s.json%s", dir, exec_id, suffix) >= len)
+		return sb_fail(err, ENAMETOOLONG, "journal path for exec '%s' is too long", exec_id);
+	return 0;
+}
+
+static int dir_sync(const char *dir, struct sb_err *err)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return sb_fail_errno(err, "opening journal %s", dir);
+	rc = fsync(fd);
+	close(fd);
+	return rc < 0 ? sb_fail_errno(err, "syncing journal %s", dir) : 0;
+}
+
+static int entry_store(const char *dir, const char *exec_id, json_t *obj, struct sb_err *err)
+{
+	char tmp[4096], final[4096];
+	char *text = json_dumps(obj, JSON_COMPACT);
+	size_t len = text ? strlen(text) : 0;
+	int fd;
+
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "serialising journal entry");
+	if (entry_path(dir, exec_id, ".tmp", tmp, sizeof tmp, err) < 0 ||
+	    entry_path(dir, exec_id, "", final, sizeof final, err) < 0) {
+		free(text);
+		return -1;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
+		sb_fail_errno(err, "writing journal entry %s", tmp);
+		if (fd >= 0)
+			close(fd);
+		free(text);
+		return -1;
+	}
+	close(fd);
+	free(text);
+	if (rename(tmp, final) < 0)
+		return sb_fail_errno(err, "renaming journal entry into %s", final);
+	return dir_sync(dir, err);
+}
+
+static json_t *entry_load(const char *dir, const char *exec_id, struct sb_err *err)
+{
+	char path[4096];
+	json_error_t jerr;
+	json_t *obj;
+
+	if (entry_path(dir, exec_id, "", path, sizeof path, err) < 0)
+		return NULL;
+	obj = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (obj == NULL && access(path, F_OK) == 0)
+		sb_fail(err, EIO, "journal entry %s is damaged: %s", path, jerr.text);
+	else if (obj == NULL)
+		sb_err_clear(err);
+	return obj;
+}
+
+/* Close an entry an earlier agent left running: uncertain, and said so. */
+static void entry_close_lost(const char *dir, const char *exec_id)
+{
+	struct sb_err err;
+	json_t *obj = entry_load(dir, exec_id, &err);
+	json_t *result;
+
+	if (obj == NULL || strcmp(json_string_value(json_object_get(obj, "state")) ?: "", "running") != 0) {
+		json_decref(obj);
+		return;
+	}
+	result = json_pack("{s:s, s:s, s:n, s:n, s:s}", "exec_id", exec_id, "status", "uncertain", "exit_code",
+			   "signal", "error", "the agent restarted while this exec was running; its outcome is unknown");
+	json_object_set_new(obj, "state", json_string("finished"));
+	json_object_set_new(obj, "result", result);
+	if (entry_store(dir, exec_id, obj, &err) < 0)
+		fprintf(stderr, "journal: %s\n", err.msg);
+	json_decref(obj);
+}
+
+int journal_open(const char *dir, struct sb_err *err)
+{
+	struct dirent *d;
+	DIR *dh;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating journal %s", dir);
+	dh = opendir(dir);
+	if (dh == NULL)
+		return sb_fail_errno(err, "opening journal %s", dir);
+	while ((d = readdir(dh)) != NULL) {
+		char id[256];
+		size_t n = strlen(d->d_name);
+
+		if (n <= 5 || n >= sizeof id || strcmp(d->d_name + n - 5, ".json") != 0)
+			continue;
+		memcpy(id, d->d_name, n - 5);
+		id[n - 5] = '\0';
+		entry_close_lost(dir, id);
+	}
+	closedir(dh);
+	return 0;
+}
+
+int journal_begin(const char *dir, const char *exec_id, uint64_t generation, struct sb_err *err)
+{
+	char path[4096];
+	struct timespec ts;
+	json_t *obj;
+	int rc;
+
+	if (entry_path(dir, exec_id, "", path, sizeof path, err) < 0)
+		return -1;
+	if (access(path, F_OK) == 0)
+		return sb_fail(err, EEXIST, "exec '%s' was accepted before; exec ids are never reused", exec_id);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation, "state",
+			"running", "accepted_at_ms", (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	rc = obj ? entry_store(dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
+	json_decref(obj);
+	return rc;
+}
+
+struct entry_stat {
+	char name[256];
+	time_t mtime;
+	off_t size;
+};
+
+static int by_mtime(const void *a, const void *b)
+{
+	const struct entry_stat *x = a, *y = b;
+
+	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+/* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep. */
+static void journal_prune(const char *dir, const char *keep)
+{
+	struct entry_stat *all = NULL;
+	size_t n = 0, cap = 0;
+	off_t total = 0;
+	struct dirent *d;
+	DIR *dh = opendir(dir);
+
+	if (dh == NULL)
+		return;
+	while ((d = readdir(dh)) != NULL) {
+		struct stat st;
+
+		if (d->d_name[0] == '.' || strlen(d->d_name) >= sizeof all->name ||
+		    fstatat(dirfd(dh), d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (n == cap) {
+			struct entry_stat *grown = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof *all);
+
+			if (grown == NULL)
+				break;
+			all = grown;
+		}
+		snprintf(all[n].name, sizeof all[n].name, "%s", d->d_name);
+		all[n].mtime = st.st_mtime;
+		all[n].size = st.st_size;
+		total += st.st_size;
+		n++;
+	}
+	qsort(all, n, sizeof *all, by_mtime);
+	for (size_t i = 0; i < n && total > (off_t)JOURNAL_MAX_BYTES; i++) {
+		if (strncmp(all[i].name, keep, strlen(keep)) == 0)
+			continue;
+		if (unlinkat(dirfd(dh), all[i].name, 0) == 0)
+			total -= all[i].size;
+	}
+	closedir(dh);
+	free(all);
+}
+
+int journal_finish(const char *dir, const char *exec_id, uint64_t generation, const char *result_json,
+		   const char *receipt_text, struct sb_err *err)
+{
+	json_error_t jerr;
+	json_t *result = json_loads(result_json, 0, &jerr);
+	json_t *obj;
+	int rc;
+
+	if (result == NULL)
+		return sb_fail(err, EINVAL, "journal: result is not JSON: %s", jerr.text);
+	if (strlen(result_json) + (receipt_text ? strlen(receipt_text) : 0) > ENTRY_MAX_BYTES) {
+		json_decref(result);
+		return sb_fail(err, EFBIG, "journal: entry for exec '%s' is over %u bytes", exec_id, ENTRY_MAX_BYTES);
+	}
+	obj = json_pack("{s:s, s:I, s:s, s:o, s:s?}", "exec_id", exec_id, "generation", (json_int_t)generation,
+			"state", "finished", "result", result, "receipt", receipt_text);
+	rc = obj ? entry_store(dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
+	json_decref(obj);
+	if (rc == 0)
+		journal_prune(dir, exec_id);
+	return rc;
+}
+
+int journal_lookup(const char *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err)
+{
+	json_t *obj;
+	const char *state;
+
+	memset(out, 0, sizeof *out);
+	sb_err_clear(err);
+	obj = entry_load(dir, exec_id, err);
+	if (obj == NULL)
+		return err->msg[0] ? -1 : 0;
+	state = json_string_value(json_object_get(obj, "state"));
+	out->generation = (uint64_t)json_integer_value(json_object_get(obj, "generation"));
+	out->state = state && strcmp(state, "finished") == 0 ? JOURNAL_FINISHED : JOURNAL_RUNNING;
+	if (out->state == JOURNAL_FINISHED) {
+		const char *receipt = json_string_value(json_object_get(obj, "receipt"));
+
+		out->result_json = json_dumps(json_object_get(obj, "result"), JSON_COMPACT);
+		out->receipt_text = receipt ? strdup(receipt) : NULL;
+	}
+	json_decref(obj);
+	return 0;
+}
+
+void journal_entry_free(struct journal_entry *e)
+{
+	free(e->result_json);
+	free(e->receipt_text);
+	e->result_json = e->receipt_text = NULL;
+}
