@@ -32,6 +32,8 @@ COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out sandbox-agent/main.c,$(wildcard sandbox-agent/*.c))
 MANAGER_SRC:= $(filter-out manager/main.c,$(wildcard manager/*.c))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+ITEST_SRC  := $(wildcard tests/integration/test_*.c)
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 ESCAPE_SRC := $(wildcard tests/escape/*.c)
 
 # An archive may be empty while a program has only its main.c.
@@ -43,11 +45,13 @@ COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(BUILD)/obj/gen/sandbox.pb-c.o
 AGENT_OBJ  := $(call obj,$(AGENT_SRC))
 MANAGER_OBJ:= $(call obj,$(MANAGER_SRC))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+ITEST_BIN  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(ITEST_SRC))
+FUZZ_BIN   := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 ESCAPE_BIN := $(patsubst tests/escape/%.c,$(BUILD)/tests/escape/%,$(ESCAPE_SRC))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps test test-unit test-integration test-asan demo bench clean
+.PHONY: all deps test test-unit test-integration test-asan demo bench fuzz clean
 
 all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager
 
@@ -86,12 +90,17 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libmanager.a $(BUILD)/libagent.a 
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -Isandbox-agent -Imanager -o $@ $^ $(TEST_LIBS)
 
+# C integration tests (cmocka) drive the real binaries; linked like unit tests.
+$(BUILD)/tests/integration/%: tests/integration/%.c $(BUILD)/libmanager.a $(BUILD)/libagent.a $(BUILD)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -Isandbox-agent -Imanager -o $@ $^ $(TEST_LIBS)
+
 # Attack programs run as commands inside the boundary; static so they also run in images.
 $(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 $(WARN) -D_GNU_SOURCE -static -o $@ $<
 
-test: all $(UNIT_BIN) $(ESCAPE_BIN)
+test: all $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
 	bash tests/run-unit.sh $(BUILD)
 	SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD)
 
@@ -103,6 +112,18 @@ demo: all
 
 bench: all
 	bash scripts/bench.sh $(BUILD)
+
+# libFuzzer targets (clang): every tests/fuzz/fuzz_*.c, linked with all non-main sources,
+# run FUZZ_SECONDS each on a copy of its seed corpus tests/fuzz/corpus/<name>/.
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -Isandbox-agent -Imanager \
+                -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
+build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(GEN_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(TEST_LIBS:-lcmocka=)
+
+fuzz: $(GEN_SRC) $(FUZZ_BIN)
+	bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
 
 clean:
 	rm -rf build

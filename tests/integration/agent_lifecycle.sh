@@ -1,0 +1,72 @@
+# shellcheck shell=bash
+# The agent's own death, and Landlock's abstract-socket scope: properties that no other file covers.
+
+# SIGKILL the agent mid-command: init's parent-death signal takes the namespace down with it.
+test_agent_killed() {
+	local m pid i
+	m=$(unique_marker)
+	# shellcheck disable=SC2016 # the command is for the sandbox's bash
+	timeout -k 3 30 "${AS[@]}" env -u XDG_RUNTIME_DIR "$AGENT" exec --receipt-dir "$RD" --cwd "$WD" \
+		--timeout-seconds 60 -- "sleep 300.$m & setsid sleep 301.$m & wait" >"$OUT" 2>"$ERR" &
+	pid=$!
+	for i in $(seq 1 50); do
+		pgrep -f -- "sleep 301.$m" >/dev/null && break
+		sleep 0.1
+	done
+	pgrep -f -- "sleep 301.$m" >/dev/null || bad "the command never started"
+	# The agent is the child of timeout (and of setpriv when switching users): kill exactly it.
+	pkill -KILL -f -- "$AGENT exec --receipt-dir $RD" || bad "could not find the agent to kill"
+	wait "$pid" 2>/dev/null
+	for i in $(seq 1 20); do
+		pgrep -f -- "$m" >/dev/null || break
+		sleep 0.1
+	done
+	no_process "sleep 30[01].$m"
+}
+t agent_killed_midcommand test_agent_killed
+
+# An abstract unix socket on the host is out of reach (Landlock scope, ABI >= 6); the command's own
+# abstract sockets still work.
+test_abstract_socket_scope() {
+	local m abi ready
+	abi=$(landlock_abi)
+	[ "$abi" -ge 6 ] || skip "Landlock ABI $abi has no scopes"
+	m=$(unique_marker)
+	ready=$TD/abstract.ready
+	/usr/bin/python3 - "$m" "$ready" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0sb-it-" + sys.argv[1])
+s.listen(8)
+open(sys.argv[2], "w").close()
+s.settimeout(20)
+try:
+    while True:
+        c, _ = s.accept()
+        c.close()
+except OSError:
+    pass
+PY
+	local lp=$! i
+	for i in $(seq 1 50); do [ -e "$ready" ] && break; sleep 0.1; done
+	[ -e "$ready" ] || bad "abstract listener did not start"
+	ax_ok --timeout-seconds 20 -- "/usr/bin/python3 -c '
+import errno, socket
+def probe(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(name)
+        return \"connected\"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+own.bind(\"\\0sb-own-$m\"); own.listen(1)
+print(\"host\", probe(\"\\0sb-it-$m\"))
+print(\"own\", probe(\"\\0sb-own-$m\"))
+'"
+	kill "$lp" 2>/dev/null
+	wait "$lp" 2>/dev/null
+	assert_result exited 0 null
+	assert_lines "$(jr .stdout)" "host EPERM" "own connected"
+}
+t abstract_socket_scope test_abstract_socket_scope
