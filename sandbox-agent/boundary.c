@@ -110,6 +110,18 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 	return landlock_prepare(b, opts, err);
 }
 
+void boundary_free(struct boundary *b)
+{
+	for (size_t i = 0; i < b->n_hidden; i++)
+		free(b->hidden[i]);
+	b->n_hidden = 0;
+	free(b->seccomp.filter);
+	b->seccomp.filter = NULL;
+	if (b->no_caps != NULL)
+		cap_free(b->no_caps);
+	b->no_caps = NULL;
+}
+
 /* ---- one command ---- */
 
 static bool path_within(const char *path, const char *dir)

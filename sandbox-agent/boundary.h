@@ -86,6 +86,8 @@ struct boundary_options {
  * TCP domain when ports are blocked: the agent itself is restricted from then on). */
 int boundary_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err);
 
+void boundary_free(struct boundary *b);
+
 /* Run one command to the end. Returns 0 when an outcome was established (any status, including
  * refused and uncertain, with out->detail saying why), -1 only when nothing could be started.
  * cancel_fd (or -1): readable means "cancel now". */

@@ -254,7 +254,7 @@ static int nonce_take(struct exec_cli *c, struct secrets *sec, struct sb_err *er
 
 static int exec_run(struct exec_cli *c, struct secrets *sec)
 {
-	struct boundary b;
+	struct boundary b = { 0 };
 	struct exec_outcome out;
 	struct receipt_info receipt;
 	struct sb_err err;
@@ -266,11 +266,16 @@ static int exec_run(struct exec_cli *c, struct secrets *sec)
 	c->bopts.hidden[c->bopts.n_hidden++] = c->receipt_dir;
 	c->bopts.block_ports = c->ports;
 	if (secrets_key_load(sec, key_path, &err) < 0 || boundary_prepare(&b, &c->bopts, &err) < 0 ||
-	    receipt_reserve_check(c->receipt_dir, c->req.exec_id, &err) < 0)
+	    receipt_reserve_check(c->receipt_dir, c->req.exec_id, &err) < 0) {
+		boundary_free(&b);
 		return print_refused(c, &err);
+	}
 	env_build(c, b.shell);
-	if (boundary_run(&b, &c->req, -1, &out, &err) < 0)
+	if (boundary_run(&b, &c->req, -1, &out, &err) < 0) {
+		boundary_free(&b);
 		return print_refused(c, &err);
+	}
+	boundary_free(&b);
 	if (receipt_write(c->receipt_dir, &c->req, &out, sec, &receipt, &err) < 0) {
 		/* No receipt means no proof: the outcome cannot stand as reported. */
 		sb_warn("exec %s: %s", c->req.exec_id, err.msg);

@@ -61,7 +61,15 @@ static int stdio_attach(const struct init_context *ctx, struct sb_err *err)
 	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 	/* stdin from /dev/null: commands are not interactive, and a terminal would let them
-	 * inject input elsewhere. dup2 leaves 0-2 without close-on-exec, as execve needs. */
+	 * inject input elsewhere. init closed 0-2, so the open may land there: move it above 2
+	 * first, or a dup2 below would overwrite it. dup2 leaves 0-2 without close-on-exec, as
+	 * execve needs. The pipe ends are above 2 (the agent keeps 0-2 open from its start). */
+	if (null_fd >= 0 && null_fd < 3) {
+		int high = fcntl(null_fd, F_DUPFD_CLOEXEC, 3);
+
+		close(null_fd);
+		null_fd = high;
+	}
 	if (null_fd < 0)
 		return sb_fail_errno(err, "opening /dev/null");
 	if (dup2(null_fd, 0) < 0 || dup2(ctx->stdout_fd, 1) < 0 || dup2(ctx->stderr_fd, 2) < 0)
@@ -143,6 +151,32 @@ static int signals_reset(struct sb_err *err)
 	return 0;
 }
 
+/* init holds a copy of every descriptor the agent had (clone, no execve): other connections'
+ * sockets, the listener, the agent's stdio. Keep only its own five, so nothing of the agent's
+ * stays open for as long as a command runs. No allocation: the set is sorted in place. */
+static int fds_keep_only(const struct init_context *ctx, struct sb_err *err)
+{
+	unsigned keep[5] = { (unsigned)ctx->go_fd, (unsigned)ctx->report_fd, (unsigned)ctx->error_fd,
+			     (unsigned)ctx->stdout_fd, (unsigned)ctx->stderr_fd };
+	unsigned next = 0;
+
+	for (int i = 1; i < 5; i++)
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			unsigned t = keep[j];
+
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	for (int i = 0; i < 5; i++) {
+		if (keep[i] > next && syscall(SYS_close_range, next, keep[i] - 1, 0) < 0)
+			return sb_fail_errno(err, "closing the agent's descriptors");
+		next = keep[i] + 1;
+	}
+	if (syscall(SYS_close_range, next, ~0U, 0) < 0)
+		return sb_fail_errno(err, "closing the agent's descriptors");
+	return 0;
+}
+
 void init_main(const struct init_context *ctx)
 {
 	struct sb_err err;
@@ -157,7 +191,7 @@ void init_main(const struct init_context *ctx)
 		sb_fail_errno(&err, "PR_SET_PDEATHSIG");
 		die_report(ctx->error_fd, "init", &err);
 	}
-	if (signals_reset(&err) < 0)
+	if (signals_reset(&err) < 0 || fds_keep_only(ctx, &err) < 0)
 		die_report(ctx->error_fd, "init", &err);
 	if (read(ctx->go_fd, &go, 1) != 1)
 		_exit(INIT_EXIT_SETUP_FAILED);

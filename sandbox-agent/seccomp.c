@@ -71,12 +71,14 @@ static int rules_add_conditional(scmp_filter_ctx ctx, struct sb_err *err)
 	struct scmp_arg_cmp tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, TIOCSTI);
 	struct scmp_arg_cmp tioclinux = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, TIOCLINUX);
 	/* Landlock's TCP connect rule does not see MPTCP subflows nor TCP Fast Open, which
-	 * connects from sendto/sendmsg without calling connect(). */
-	struct scmp_arg_cmp mptcp = SCMP_A2(SCMP_CMP_EQ, IPPROTO_MPTCP);
+	 * connects from sendto/sendmsg without calling connect(). int arguments are compared on
+	 * their low 32 bits, as the kernel reads them: a full 64-bit compare would let
+	 * (1 << 32) | 262 through as "not MPTCP" while the kernel creates an MPTCP socket. */
+	struct scmp_arg_cmp mptcp = SCMP_A2(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, IPPROTO_MPTCP);
 	struct scmp_arg_cmp fastopen3 = SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN);
 	struct scmp_arg_cmp fastopen2 = SCMP_A2(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN);
-	struct scmp_arg_cmp tfo_connect[2] = { SCMP_A1(SCMP_CMP_EQ, IPPROTO_TCP),
-					       SCMP_A2(SCMP_CMP_EQ, TCP_FASTOPEN_CONNECT) };
+	struct scmp_arg_cmp tfo_connect[2] = { SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, IPPROTO_TCP),
+					       SCMP_A2(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, TCP_FASTOPEN_CONNECT) };
 
 	if (rule_add(ctx, EPERM, "clone", 1, &newuser0, err) < 0 ||
 	    rule_add(ctx, EPERM, "unshare", 1, &newuser0, err) < 0 ||

@@ -1,0 +1,1189 @@
+/* Integration tests of the agent protocol end to end: the REAL `sandbox-agent serve` ($SANDBOX_AGENT)
+ * behind mutual TLS on a unix socket, driven by the manager's agent client (manager/agent_client.c),
+ * plus a scripted fake agent for replies a real agent never sends. Every refusal is followed by a
+ * request that must still succeed: the agent keeps serving. Each wait is bounded; the whole file
+ * runs in well under a minute. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/ssl.h>
+
+#include "agent_client.h"
+#include "ca.h"
+#include "frame.h"
+#include "proto.h"
+#include "random.h"
+#include "receipt_mac.h"
+#include "tls.h"
+
+#define AGENT_NAME "sandbox-s1.g1.agent"
+#define GENERATION 1
+#define STEP_MS 10000        /* bound on any single connect or request that runs no command */
+#define READY_MS 15000       /* bound on the agent's start (ASan builds start slowly) */
+
+extern char **environ;
+
+struct fixture {
+	char base[64], pki[128], state[128], sockdir[128], sock[192], work[128], log[128], fake_sock[192];
+	char address[200], fake_address[200];
+	uint8_t key[RECEIPT_KEY_BYTES];
+	pid_t agent;
+	struct tls_config *client;  /* the manager: its certificate, expects AGENT_NAME */
+};
+
+/* ---------- small helpers ---------- */
+
+static int64_t mono_ms(void)
+{
+	return tls_deadline_after(0);
+}
+
+static int64_t step_deadline(void)
+{
+	return tls_deadline_after(STEP_MS);
+}
+
+static void path_join(char *out, size_t len, const char *dir, const char *name)
+{
+	assert_true((size_t)snprintf(out, len, "%s/%s", dir, name) < len);
+}
+
+static void sleep_ms(int ms)
+{
+	poll(NULL, 0, ms);
+}
+
+static void must(int rc, const struct sb_err *err, const char *what)
+{
+	if (rc < 0)
+		fail_msg("%s: %s", what, err->msg);
+}
+
+static void assert_contains(const char *text, const char *want)
+{
+	if (text == NULL || strstr(text, want) == NULL)
+		fail_msg("'%s' does not contain '%s'", text ? text : "(null)", want);
+}
+
+/* The agent's log, for failure messages and for the refusals it must record. */
+static char *log_read(const struct fixture *f)
+{
+	static char buf[256 * 1024];
+	int fd = open(f->log, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+/* Waits (bounded) until the agent's log holds want: its connection threads log after we return. */
+static void log_expect(const struct fixture *f, const char *want)
+{
+	for (int64_t end = mono_ms() + 5000; mono_ms() < end; sleep_ms(20))
+		if (strstr(log_read(f), want) != NULL)
+			return;
+	fail_msg("the agent's log lacks '%s'; log:\n%s", want, log_read(f));
+}
+
+static json_t *json_parse(const char *text)
+{
+	json_error_t jerr;
+	json_t *obj = json_loads(text, 0, &jerr);
+
+	if (!json_is_object(obj))
+		fail_msg("not a JSON object (%s): %s", jerr.text, text);
+	return obj;
+}
+
+static const char *jstr(json_t *obj, const char *key)
+{
+	const char *v = json_string_value(json_object_get(obj, key));
+
+	if (v == NULL)
+		fail_msg("no string member %s", key);
+	return v;
+}
+
+/* ---------- the fixture: a CA, certificates, the real agent ---------- */
+
+static void issue(struct ca *ca, const char *dir, const char *file, const char *dns, enum ca_usage usage,
+		  time_t not_before, time_t not_after)
+{
+	struct ca_leaf leaf = { .dns_name = dns, .usage = usage, .not_before = not_before, .not_after = not_after };
+	struct sb_err err;
+
+	must(ca_issue_leaf(ca, &leaf, dir, file, &err), &err, "issuing a certificate");
+}
+
+static void pki_make(struct fixture *f)
+{
+	struct ca *ca, *other;
+	struct sb_err err;
+	char dir[160];
+	time_t now = time(NULL);
+
+	path_join(dir, sizeof dir, f->base, "ca");
+	must(ca_open(dir, &ca, &err), &err, "ca_open");
+	path_join(dir, sizeof dir, f->base, "other-ca");
+	must(ca_open(dir, &other, &err), &err, "ca_open (other CA)");
+	must(ca_write_cert(ca, f->pki, "ca.crt", &err), &err, "ca_write_cert");
+	issue(ca, f->pki, "agent", AGENT_NAME, CA_USAGE_SERVER, 0, 0);
+	issue(ca, f->pki, "manager", CA_MANAGER_NAME, CA_USAGE_CLIENT, 0, 0);
+	issue(ca, f->pki, "wrong-name", "other.infra-sandbox", CA_USAGE_CLIENT, 0, 0);
+	issue(ca, f->pki, "expired", CA_MANAGER_NAME, CA_USAGE_CLIENT, now - 2 * 86400, now - 86400);
+	issue(other, f->pki, "foreign", CA_MANAGER_NAME, CA_USAGE_CLIENT, 0, 0);
+	ca_free(ca);
+	ca_free(other);
+}
+
+/* A manager-side configuration presenting pki/<name>.crt and expecting the server name. */
+static struct tls_config *client_config(const struct fixture *f, const char *name, const char *expect)
+{
+	char crt[256], key[256], ca[256], file[64];
+	struct tls_config *c;
+	struct sb_err err;
+
+	snprintf(file, sizeof file, "%s.crt", name);
+	path_join(crt, sizeof crt, f->pki, file);
+	snprintf(file, sizeof file, "%s.key", name);
+	path_join(key, sizeof key, f->pki, file);
+	path_join(ca, sizeof ca, f->pki, "ca.crt");
+	must(tls_config_client(&c, crt, key, ca, expect, &err), &err, "client configuration");
+	tls_config_set_peer_label(c, "sandbox-agent");
+	return c;
+}
+
+/* The receipt key, written by the manager before the agent starts, as in production. */
+static void receipt_key_write(struct fixture *f)
+{
+	char path[192];
+	struct sb_err err;
+	int fd;
+
+	must(sb_random_bytes(f->key, sizeof f->key, &err), &err, "random key");
+	path_join(path, sizeof path, f->state, "receipt.key");
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, f->key, sizeof f->key), (ssize_t)sizeof f->key);
+	assert_int_equal(close(fd), 0);
+}
+
+static void agent_spawn(struct fixture *f)
+{
+	const char *bin = getenv("SANDBOX_AGENT");
+	char crt[256], key[256], ca[256], listen_arg[256], *argv[20];
+	posix_spawn_file_actions_t fa;
+	int i = 0;
+
+	if (bin == NULL || bin[0] == '\0')
+		fail_msg("SANDBOX_AGENT is not set: run through `make test` or set it to build/sandbox-agent");
+	path_join(crt, sizeof crt, f->pki, "agent.crt");
+	path_join(key, sizeof key, f->pki, "agent.key");
+	path_join(ca, sizeof ca, f->pki, "ca.crt");
+	snprintf(listen_arg, sizeof listen_arg, "unix:%s", f->sock);
+	argv[i++] = (char *)bin;
+	argv[i++] = "serve";
+	argv[i++] = "--listen";
+	argv[i++] = listen_arg;
+	argv[i++] = "--tls-cert";
+	argv[i++] = crt;
+	argv[i++] = "--tls-key";
+	argv[i++] = key;
+	argv[i++] = "--tls-ca";
+	argv[i++] = ca;
+	argv[i++] = "--manager-name";
+	argv[i++] = CA_MANAGER_NAME;
+	argv[i++] = "--state-dir";
+	argv[i++] = f->state;
+	argv[i++] = "--generation";
+	argv[i++] = "1";
+	argv[i] = NULL;
+	assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+	assert_int_equal(posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0), 0);
+	assert_int_equal(posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0), 0);
+	assert_int_equal(posix_spawn_file_actions_addopen(&fa, 2, f->log, O_WRONLY | O_CREAT | O_APPEND, 0600), 0);
+	if (posix_spawn(&f->agent, bin, &fa, NULL, argv, environ) != 0)
+		fail_msg("cannot start %s: %s", bin, strerror(errno));
+	posix_spawn_file_actions_destroy(&fa);
+}
+
+/* A plain (not TLS) connection to a unix socket; -1 with errno. */
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Ready when a full TLS + Hello + Ping succeeds; fails early if the agent exited. */
+static void agent_wait_ready(struct fixture *f)
+{
+	struct agent_conn *c;
+	struct sb_err err;
+	int status;
+
+	for (int64_t end = mono_ms() + READY_MS; mono_ms() < end; sleep_ms(25)) {
+		if (waitpid(f->agent, &status, WNOHANG) == f->agent) {
+			f->agent = 0;
+			fail_msg("sandbox-agent serve exited (status %d) before serving; log:\n%s", status, log_read(f));
+		}
+		if (access(f->sock, F_OK) < 0)
+			continue;
+		if (agent_connect(f->client, f->address, step_deadline(), &c, &err) == 0) {
+			int rc = agent_ping(c, step_deadline(), &err);
+
+			agent_close(c);
+			if (rc == 0)
+				return;
+		}
+	}
+	fail_msg("sandbox-agent serve did not serve within %d ms; log:\n%s", READY_MS, log_read(f));
+}
+
+static void dir_make(char *out, size_t len, const char *base, const char *name)
+{
+	path_join(out, len, base, name);
+	assert_int_equal(mkdir(out, 0700), 0);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+
+	assert_non_null(f);
+	snprintf(f->base, sizeof f->base, "/tmp/test_agent_serve.XXXXXX");
+	assert_non_null(mkdtemp(f->base));  /* mode 0700 */
+	dir_make(f->pki, sizeof f->pki, f->base, "pki");
+	dir_make(f->state, sizeof f->state, f->base, "state");
+	dir_make(f->sockdir, sizeof f->sockdir, f->base, "sock");
+	dir_make(f->work, sizeof f->work, f->base, "work");
+	path_join(f->sock, sizeof f->sock, f->sockdir, "agent.sock");
+	path_join(f->fake_sock, sizeof f->fake_sock, f->base, "fake.sock");
+	path_join(f->log, sizeof f->log, f->base, "agent.log");
+	snprintf(f->address, sizeof f->address, "unix:%s", f->sock);
+	snprintf(f->fake_address, sizeof f->fake_address, "unix:%s", f->fake_sock);
+	pki_make(f);
+	receipt_key_write(f);
+	f->client = client_config(f, "manager", AGENT_NAME);
+	*state = f;
+	agent_spawn(f);
+	agent_wait_ready(f);
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void agent_stop(struct fixture *f)
+{
+	int status;
+
+	if (f->agent <= 0)
+		return;
+	kill(f->agent, SIGTERM);
+	for (int64_t end = mono_ms() + 5000; mono_ms() < end; sleep_ms(20))
+		if (waitpid(f->agent, &status, WNOHANG) == f->agent) {
+			f->agent = 0;
+			return;
+		}
+	kill(f->agent, SIGKILL);
+	waitpid(f->agent, &status, 0);
+	f->agent = 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	if (f == NULL)
+		return 0;
+	agent_stop(f);
+	tls_config_free(f->client);
+	if (getenv("TEST_AGENT_SERVE_KEEP") != NULL)
+		fprintf(stderr, "kept %s\n", f->base);
+	else
+		nftw(f->base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+/* ---------- requests through the manager's client ---------- */
+
+static struct agent_conn *conn_open(struct fixture *f)
+{
+	struct agent_conn *c;
+	struct sb_err err;
+
+	if (agent_connect(f->client, f->address, step_deadline(), &c, &err) < 0)
+		fail_msg("the manager cannot reach the agent: %s; log:\n%s", err.msg, log_read(f));
+	return c;
+}
+
+/* The agent still serves the real manager. */
+static void still_serving(struct fixture *f)
+{
+	struct agent_conn *c = conn_open(f);
+	struct sb_err err;
+
+	must(agent_ping(c, step_deadline(), &err), &err, "ping after a refusal");
+	agent_close(c);
+}
+
+static void exec_request(struct fixture *f, struct agent_exec_request *req, const char *id, const char *command)
+{
+	struct sb_err err;
+
+	memset(req, 0, sizeof *req);
+	req->exec_id = id;
+	req->generation = GENERATION;
+	must(sb_random_bytes(req->nonce, sizeof req->nonce, &err), &err, "nonce");
+	req->command = command;
+	req->cwd = f->work;
+	req->timeout_seconds = 30;
+	req->output_limit = 65536;
+	req->receipt_key = f->key;
+}
+
+/* The receipt verifies with exactly this exec's nonce, id and generation, and with nothing else. */
+static void receipt_check(struct fixture *f, const struct agent_reply *r, const struct agent_exec_request *req)
+{
+	char nonce_hex[2 * AGENT_NONCE_BYTES + 1], other[2 * AGENT_NONCE_BYTES + 1];
+	struct sb_err err;
+	json_t *obj;
+
+	assert_non_null(r->receipt);
+	assert_true(r->receipt_verified);
+	sb_hex_encode(req->nonce, sizeof req->nonce, nonce_hex);
+	obj = receipt_mac_verify(r->receipt, r->receipt_len, f->key, nonce_hex, req->exec_id, GENERATION, &err);
+	if (obj == NULL)
+		fail_msg("receipt of %s does not verify: %s", req->exec_id, err.msg);
+	json_decref(obj);
+	memcpy(other, nonce_hex, sizeof other);
+	other[0] = other[0] == '0' ? '1' : '0';
+	assert_null(receipt_mac_verify(r->receipt, r->receipt_len, f->key, other, req->exec_id, GENERATION, &err));
+	assert_null(receipt_mac_verify(r->receipt, r->receipt_len, f->key, nonce_hex, req->exec_id, 0, &err));
+}
+
+/* Polls Query until the exec reaches state (bounded); the reply is left in *out. */
+static void query_until(struct fixture *f, struct agent_conn *c, const struct agent_expect *want,
+			enum agent_exec_state state, struct agent_reply *out)
+{
+	struct sb_err err;
+
+	for (int64_t end = mono_ms() + STEP_MS; mono_ms() < end; sleep_ms(20)) {
+		must(agent_query(c, want, step_deadline(), out, &err), &err, "query");
+		if (out->state == state)
+			return;
+		agent_reply_free(out);
+	}
+	fail_msg("exec %s did not reach state %d in time; log:\n%s", want->exec_id, (int)state, log_read(f));
+}
+
+/* ---------- a raw TLS session, for what the client API would never send ---------- */
+
+struct raw {
+	int fd;
+	struct tls_session *tls;
+	struct sb_stream s;
+};
+
+static void raw_open(struct fixture *f, struct raw *r, bool hello)
+{
+	Sandbox__Envelope out = SANDBOX__ENVELOPE__INIT, *in;
+	Sandbox__Hello h;
+	struct sb_err err;
+
+	r->fd = unix_connect(f->sock);
+	assert_true(r->fd >= 0);
+	must(tls_session_open(f->client, r->fd, step_deadline(), &r->tls, &err), &err, "raw TLS session");
+	tls_session_set_deadline(r->tls, step_deadline());
+	tls_session_stream(r->tls, &r->s);
+	if (!hello)
+		return;
+	proto_hello_init(&h);
+	out.body_case = SANDBOX__ENVELOPE__BODY_HELLO;
+	out.hello = &h;
+	must(proto_send(&r->s, &out, SB_FRAME_CAP_DEFAULT, &err), &err, "raw hello");
+	assert_int_equal(proto_recv(&r->s, SB_FRAME_CAP_DEFAULT, &in, &err), 1);
+	assert_int_equal(in->body_case, SANDBOX__ENVELOPE__BODY_HELLO);
+	proto_free(in);
+}
+
+static void raw_close(struct raw *r)
+{
+	struct sb_err err;
+
+	tls_session_close(r->tls, &err);
+	close(r->fd);
+}
+
+/* The next message must be an Error with this code whose text holds want. */
+static void raw_expect_error(struct raw *r, uint32_t code, const char *want)
+{
+	Sandbox__Envelope *in;
+	struct sb_err err;
+
+	if (proto_recv(&r->s, SB_FRAME_CAP_DEFAULT, &in, &err) != 1)
+		fail_msg("no answer: %s (%s)", err.msg, tls_session_last_error(r->tls));
+	if (in->body_case != SANDBOX__ENVELOPE__BODY_ERROR)
+		fail_msg("expected an error, got %s", proto_body_name(in->body_case));
+	assert_int_equal(in->error->code, code);
+	assert_contains(in->error->message, want);
+	proto_free(in);
+}
+
+static void raw_ping(struct raw *r, uint64_t token)
+{
+	Sandbox__Envelope out = SANDBOX__ENVELOPE__INIT, *in;
+	Sandbox__Ping p = SANDBOX__PING__INIT;
+	struct sb_err err;
+
+	p.token = token;
+	out.body_case = SANDBOX__ENVELOPE__BODY_PING;
+	out.ping = &p;
+	must(proto_send(&r->s, &out, SB_FRAME_CAP_DEFAULT, &err), &err, "raw ping");
+	assert_int_equal(proto_recv(&r->s, SB_FRAME_CAP_DEFAULT, &in, &err), 1);
+	assert_int_equal(in->body_case, SANDBOX__ENVELOPE__BODY_PONG);
+	assert_int_equal(in->pong->token, token);
+	proto_free(in);
+}
+
+/* ---------- round trips ---------- */
+
+static void test_hello_ping_query_cancel(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	const struct agent_peer *peer = agent_conn_peer(c);
+	struct agent_expect want = { .exec_id = "never-ran", .generation = GENERATION };
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *features;
+
+	/* Hello: version, build, generation and the `check` report. */
+	assert_int_equal(peer->version, SB_PROTO_VERSION_MAX);
+	assert_true(peer->has_generation);
+	assert_int_equal(peer->generation, GENERATION);
+	assert_contains(peer->build, "sandbox-agent");
+	assert_non_null(peer->features_json);
+	features = json_parse(peer->features_json);
+	assert_true(json_is_true(json_object_get(features, "ok")));
+	json_decref(features);
+	/* Ping / Pong, twice on one connection. */
+	must(agent_ping(c, step_deadline(), &err), &err, "ping");
+	must(agent_ping(c, step_deadline(), &err), &err, "second ping");
+	/* Query of an exec the agent never saw. */
+	must(agent_query(c, &want, step_deadline(), &r, &err), &err, "query");
+	assert_int_equal(r.state, AGENT_EXEC_UNKNOWN);
+	assert_null(r.result_json);
+	agent_reply_free(&r);
+	/* Cancel of an exec that is not running. */
+	assert_int_equal(agent_cancel(f->client, f->address, "never-ran", step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_UNKNOWN_EXEC);
+	assert_int_equal(err.errnum, ENOENT);
+	assert_contains(err.msg, "not running");
+	must(agent_ping(c, step_deadline(), &err), &err, "ping after the refusals");
+	agent_close(c);
+}
+
+static void test_exec_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *res;
+
+	exec_request(f, &req, "round-trip", "echo hi; exit 3");
+	if (agent_exec(c, &req, step_deadline(), &r, &err) < 0)
+		fail_msg("exec: %s; log:\n%s", err.msg, log_read(f));
+	assert_true(r.dispatched);
+	assert_int_equal(r.state, AGENT_EXEC_FINISHED);
+	res = json_parse(r.result_json);
+	assert_string_equal(jstr(res, "exec_id"), "round-trip");
+	assert_int_equal(json_integer_value(json_object_get(res, "generation")), GENERATION);
+	assert_string_equal(jstr(res, "status"), "exited");
+	assert_int_equal(json_integer_value(json_object_get(res, "exit_code")), 3);
+	assert_string_equal(jstr(res, "stdout"), "hi\n");
+	assert_true(json_is_true(json_object_get(json_object_get(res, "receipt"), "verified")));
+	json_decref(res);
+	receipt_check(f, &r, &req);
+	agent_reply_free(&r);
+	/* The same connection serves the next exec. */
+	exec_request(f, &req, "round-trip-2", "true");
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "second exec");
+	receipt_check(f, &r, &req);
+	agent_reply_free(&r);
+	agent_close(c);
+}
+
+static void test_hello_refusals(void **state)
+{
+	struct fixture *f = *state;
+	Sandbox__Envelope out = SANDBOX__ENVELOPE__INIT;
+	Sandbox__Hello h;
+	Sandbox__Ping p = SANDBOX__PING__INIT;
+	struct sb_err err;
+	struct raw r;
+
+	/* A Hello with no version in common. */
+	raw_open(f, &r, false);
+	proto_hello_init(&h);
+	h.min_version = 99;
+	h.max_version = 100;
+	out.body_case = SANDBOX__ENVELOPE__BODY_HELLO;
+	out.hello = &h;
+	must(proto_send(&r.s, &out, SB_FRAME_CAP_DEFAULT, &err), &err, "hello 99");
+	raw_expect_error(&r, SANDBOX__ERROR_CODE__ERR_VERSION, "the peer speaks versions 99 to 100");
+	raw_close(&r);
+	/* Anything but a Hello first. */
+	raw_open(f, &r, false);
+	out.body_case = SANDBOX__ENVELOPE__BODY_PING;
+	out.ping = &p;
+	must(proto_send(&r.s, &out, SB_FRAME_CAP_DEFAULT, &err), &err, "ping first");
+	raw_expect_error(&r, SANDBOX__ERROR_CODE__ERR_MALFORMED, "the first message must be a Hello");
+	raw_close(&r);
+	still_serving(f);
+}
+
+/* ---------- the handshake matrix against the real agent ---------- */
+
+/* mbedtls_net_send uses write(2): an agent that already hung up would SIGPIPE the test. */
+static int raw_send(void *ctx, const unsigned char *buf, size_t len)
+{
+	ssize_t n = send(*(int *)ctx, buf, len, MSG_NOSIGNAL);
+
+	return n >= 0 ? (int)n : MBEDTLS_ERR_NET_SEND_FAILED;
+}
+
+static int raw_recv(void *ctx, unsigned char *buf, size_t len)
+{
+	struct pollfd p = { .fd = *(int *)ctx, .events = POLLIN };
+	ssize_t n;
+
+	if (poll(&p, 1, STEP_MS) != 1)
+		return MBEDTLS_ERR_SSL_TIMEOUT;
+	n = recv(*(int *)ctx, buf, len, 0);
+	return n >= 0 ? (int)n : MBEDTLS_ERR_NET_RECV_FAILED;
+}
+
+/* A client outside our policy (plain mbedtls): TLS version range and an optional certificate.
+ * Returns mbedtls' verdict on the handshake and a first read. */
+static int mbedtls_client(struct fixture *f, int minor, const char *cert)
+{
+	mbedtls_ssl_config conf;
+	mbedtls_ssl_context ssl;
+	mbedtls_x509_crt crt;
+	mbedtls_pk_context key;
+	char path[256], file[64];
+	unsigned char byte;
+	int fd = unix_connect(f->sock), ret;
+
+	assert_true(fd >= 0);
+	mbedtls_ssl_config_init(&conf);
+	mbedtls_ssl_init(&ssl);
+	mbedtls_x509_crt_init(&crt);
+	mbedtls_pk_init(&key);
+	assert_int_equal(mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+						     MBEDTLS_SSL_PRESET_DEFAULT), 0);
+	mbedtls_ssl_conf_rng(&conf, tls_rng, NULL);
+	mbedtls_ssl_conf_authmode(&conf, MBEDTLS_SSL_VERIFY_NONE);  /* the agent's verdict is under test */
+	mbedtls_ssl_conf_min_version(&conf, MBEDTLS_SSL_MAJOR_VERSION_3, minor);
+	mbedtls_ssl_conf_max_version(&conf, MBEDTLS_SSL_MAJOR_VERSION_3, minor);
+	if (cert != NULL) {
+		snprintf(file, sizeof file, "%s.crt", cert);
+		path_join(path, sizeof path, f->pki, file);
+		assert_int_equal(mbedtls_x509_crt_parse_file(&crt, path), 0);
+		snprintf(file, sizeof file, "%s.key", cert);
+		path_join(path, sizeof path, f->pki, file);
+		assert_int_equal(mbedtls_pk_parse_keyfile(&key, path, NULL), 0);
+		assert_int_equal(mbedtls_ssl_conf_own_cert(&conf, &crt, &key), 0);
+	}
+	assert_int_equal(mbedtls_ssl_setup(&ssl, &conf), 0);
+	mbedtls_ssl_set_bio(&ssl, &fd, raw_send, raw_recv, NULL);
+	do
+		ret = mbedtls_ssl_handshake(&ssl);
+	while (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+	if (ret == 0)
+		ret = mbedtls_ssl_read(&ssl, &byte, 1);  /* the agent's verdict comes after our flight */
+	mbedtls_ssl_free(&ssl);
+	mbedtls_ssl_config_free(&conf);
+	mbedtls_x509_crt_free(&crt);
+	mbedtls_pk_free(&key);
+	close(fd);
+	return ret;
+}
+
+/* Our own client with a bad certificate: refused, and the agent logs why. */
+static void expect_client_refused(struct fixture *f, const char *cert, const char *agent_says)
+{
+	struct tls_config *bad = client_config(f, cert, AGENT_NAME);
+	struct agent_conn *c = NULL;
+	struct sb_err err;
+
+	assert_int_equal(agent_connect(bad, f->address, step_deadline(), &c, &err), -1);
+	assert_null(c);
+	assert_contains(err.msg, "TLS handshake with sandbox-agent failed");
+	tls_config_free(bad);
+	log_expect(f, agent_says);
+	still_serving(f);
+}
+
+static void test_handshake_matrix(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t junk[512], sink[256];
+	struct sb_err err;
+	int fd;
+
+	assert_true(mbedtls_client(f, MBEDTLS_SSL_MINOR_VERSION_3, NULL) < 0);
+	log_expect(f, "the client presented no certificate");
+	still_serving(f);
+
+	expect_client_refused(f, "foreign", "client certificate is not signed by the configured CA");
+	expect_client_refused(f, "wrong-name", "does not name 'manager.infra-sandbox' (names: other.infra-sandbox)");
+	expect_client_refused(f, "expired", "client certificate has expired");
+
+	assert_true(mbedtls_client(f, MBEDTLS_SSL_MINOR_VERSION_2, "manager") < 0);
+	log_expect(f, "the client does not speak TLS 1.2");
+	still_serving(f);
+
+	fd = unix_connect(f->sock);
+	assert_true(fd >= 0);
+	must(sb_random_bytes(junk, sizeof junk, &err), &err, "junk");
+	junk[0] = 'G';  /* not a handshake record, so the verdict does not depend on luck */
+	assert_int_equal(send(fd, junk, sizeof junk, MSG_NOSIGNAL), (ssize_t)sizeof junk);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	for (struct pollfd p = { .fd = fd, .events = POLLIN }; poll(&p, 1, STEP_MS) == 1;)
+		if (read(fd, sink, sizeof sink) <= 0)
+			break;
+	close(fd);
+	log_expect(f, "not a valid TLS 1.2 handshake");
+	still_serving(f);
+}
+
+static void test_client_refuses_wrong_server_name(void **state)
+{
+	struct fixture *f = *state;
+	char crt[256], key[256], ca[256];
+	struct tls_config *old;
+	struct agent_conn *c = NULL;
+	struct sb_err err;
+
+	/* The manager expects generation 0; the agent's certificate names generation 1. */
+	path_join(crt, sizeof crt, f->pki, "manager.crt");
+	path_join(key, sizeof key, f->pki, "manager.key");
+	path_join(ca, sizeof ca, f->pki, "ca.crt");
+	must(agent_client_config(&old, crt, key, ca, "s1", 0, &err), &err, "agent_client_config");
+	assert_int_equal(agent_connect(old, f->address, step_deadline(), &c, &err), -1);
+	assert_null(c);
+	assert_contains(err.msg, "server certificate does not name 'sandbox-s1.g0.agent' (names: sandbox-s1.g1.agent)");
+	tls_config_free(old);
+	still_serving(f);
+}
+
+/* ---------- exec refusals ---------- */
+
+static void test_exec_wrong_generation(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+
+	exec_request(f, &req, "wrong-generation", "echo never");
+	req.generation = GENERATION + 1;
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+	assert_int_equal(err.errnum, EPERM);
+	assert_contains(err.msg, "another generation");
+	assert_null(r.result_json);
+	must(agent_ping(c, step_deadline(), &err), &err, "the connection survives a refused exec");
+	agent_close(c);
+}
+
+static void test_exec_id_reuse(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+
+	exec_request(f, &req, "reuse-1", "true");
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "first exec");
+	agent_reply_free(&r);
+	exec_request(f, &req, "reuse-1", "echo again");
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+	assert_contains(err.msg, "exec ids are never reused");
+	agent_close(c);
+}
+
+struct exec_thread {
+	struct fixture *f;
+	struct agent_exec_request req;
+	struct agent_reply reply;
+	struct sb_err err;
+	int rc;
+	int64_t ended_ms;
+	pthread_t thread;
+};
+
+static void *exec_main(void *arg)
+{
+	struct exec_thread *t = arg;
+	struct agent_conn *c;
+
+	t->rc = agent_connect(t->f->client, t->f->address, step_deadline(), &c, &t->err);
+	if (t->rc == 0) {
+		t->rc = agent_exec(c, &t->req, tls_deadline_after(60000), &t->reply, &t->err);
+		agent_close(c);
+	}
+	t->ended_ms = mono_ms();
+	return NULL;
+}
+
+/* Starts the exec on its own connection and thread, and returns once the agent reports it running. */
+static void exec_start(struct fixture *f, struct exec_thread *t, const char *id, const char *command,
+		       struct agent_conn *observer)
+{
+	struct agent_expect want = { .exec_id = id, .generation = GENERATION };
+	struct agent_reply r;
+
+	memset(t, 0, sizeof *t);
+	t->f = f;
+	exec_request(f, &t->req, id, command);
+	assert_int_equal(pthread_create(&t->thread, NULL, exec_main, t), 0);
+	query_until(f, observer, &want, AGENT_EXEC_RUNNING, &r);
+	agent_reply_free(&r);
+}
+
+static void test_exec_busy(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct exec_thread t;
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *res;
+
+	exec_start(f, &t, "busy-long", "sleep 2", c);
+	exec_request(f, &req, "busy-second", "echo never");
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_BUSY);
+	assert_int_equal(err.errnum, EBUSY);
+	assert_contains(err.msg, "exec 'busy-long' is running");
+	assert_int_equal(pthread_join(t.thread, NULL), 0);
+	if (t.rc < 0)
+		fail_msg("the long exec: %s", t.err.msg);
+	res = json_parse(t.reply.result_json);
+	assert_string_equal(jstr(res, "status"), "exited");
+	json_decref(res);
+	receipt_check(f, &t.reply, &t.req);
+	agent_reply_free(&t.reply);
+	/* The refused id was never accepted: it can run now. */
+	exec_request(f, &req, "busy-second", "true");
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "the second exec once the first ended");
+	agent_reply_free(&r);
+	agent_close(c);
+}
+
+static void test_cancel_running_exec(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct exec_thread t;
+	struct agent_reply r;
+	struct sb_err err;
+	int64_t cancelled_at;
+	json_t *res;
+
+	exec_start(f, &t, "cancel-me", "sleep 30", c);
+	cancelled_at = mono_ms();
+	must(agent_cancel(f->client, f->address, "cancel-me", step_deadline(), &r, &err), &err, "cancel");
+	assert_int_equal(r.state, AGENT_EXEC_RUNNING);
+	agent_reply_free(&r);
+	assert_int_equal(pthread_join(t.thread, NULL), 0);
+	if (t.rc < 0)
+		fail_msg("the cancelled exec: %s", t.err.msg);
+	if (t.ended_ms - cancelled_at > 2500)
+		fail_msg("the cancelled exec ended %lld ms after the cancel", (long long)(t.ended_ms - cancelled_at));
+	res = json_parse(t.reply.result_json);
+	assert_string_equal(jstr(res, "status"), "cancelled");
+	json_decref(res);
+	receipt_check(f, &t.reply, &t.req);
+	agent_reply_free(&t.reply);
+	agent_close(c);
+}
+
+/* ---------- a lost connection, then reconciliation by Query ---------- */
+
+static void test_connection_dropped_mid_exec(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_expect want;
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *res;
+
+	exec_request(f, &req, "dropped", "sleep 1; echo done");
+	must(agent_exec_send(c, &req, step_deadline(), &r, &err), &err, "sending the exec");
+	assert_true(r.dispatched);
+	agent_close(c);  /* the manager goes away while the command runs */
+
+	c = conn_open(f);
+	want = (struct agent_expect){ .exec_id = "dropped", .generation = GENERATION, .nonce = req.nonce,
+				      .receipt_key = f->key };
+	query_until(f, c, &want, AGENT_EXEC_FINISHED, &r);
+	res = json_parse(r.result_json);
+	assert_string_equal(jstr(res, "status"), "exited");
+	assert_string_equal(jstr(res, "stdout"), "done\n");
+	json_decref(res);
+	receipt_check(f, &r, &req);
+	agent_reply_free(&r);
+	agent_close(c);
+}
+
+/* ---------- bad frames ---------- */
+
+static void test_oversized_frame(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t hdr[4], *buf = NULL;
+	struct sb_err err;
+	size_t len;
+	struct raw r;
+	int64_t sent_at;
+	int rc;
+
+	raw_open(f, &r, true);
+	/* Announce 32 MiB and send none of it: the answer must come from the header alone. */
+	frame_encode_header(hdr, 32u * 1024 * 1024);
+	assert_int_equal(r.s.write(r.s.ctx, hdr, sizeof hdr), (ssize_t)sizeof hdr);
+	sent_at = mono_ms();
+	raw_expect_error(&r, SANDBOX__ERROR_CODE__ERR_MALFORMED, "over the cap");
+	assert_true(mono_ms() - sent_at < 2000);
+	/* Then the agent closes this connection. */
+	rc = frame_read(&r.s, SB_FRAME_CAP_DEFAULT, &buf, &len, &err);
+	assert_true(rc <= 0);
+	free(buf);
+	tls_session_free(r.tls);
+	close(r.fd);
+	still_serving(f);
+}
+
+static void test_malformed_frame_keeps_connection(void **state)
+{
+	struct fixture *f = *state;
+	static const uint8_t garbage[] = { 0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x34 };
+	Sandbox__Envelope out = SANDBOX__ENVELOPE__INIT;
+	Sandbox__Pong pong = SANDBOX__PONG__INIT;
+	struct sb_err err;
+	struct raw r;
+
+	raw_open(f, &r, true);
+	must(frame_write(&r.s, garbage, sizeof garbage, SB_FRAME_CAP_DEFAULT, &err), &err, "garbage frame");
+	raw_expect_error(&r, SANDBOX__ERROR_CODE__ERR_MALFORMED, "malformed message");
+	raw_ping(&r, 42);
+	/* A well-formed message the agent does not take from a manager. */
+	out.body_case = SANDBOX__ENVELOPE__BODY_PONG;
+	out.pong = &pong;
+	must(proto_send(&r.s, &out, SB_FRAME_CAP_DEFAULT, &err), &err, "pong to the agent");
+	raw_expect_error(&r, SANDBOX__ERROR_CODE__ERR_MALFORMED, "unexpected pong message");
+	raw_ping(&r, 43);
+	raw_close(&r);
+}
+
+/* ---------- what a command can reach ---------- */
+
+static void test_listener_and_state_hidden(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+	struct stat st;
+	char command[2048], key_path[256];
+	json_t *res;
+
+	/* Outside, they are there: the checks below prove something. */
+	path_join(key_path, sizeof key_path, f->state, "receipt.key");
+	assert_int_equal(stat(f->sock, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(access(key_path, F_OK), 0);
+	snprintf(command, sizeof command,
+		 "test -S '%s' && echo socket-visible; test -e '%s' && echo key-visible;"
+		 "ls '%s' >/dev/null 2>&1 && echo state-listed; ls '%s' >/dev/null 2>&1 && echo sockdir-listed;"
+		 "ls '%s' >/dev/null 2>&1 && echo pki-listed; echo end",
+		 f->sock, key_path, f->state, f->sockdir, f->pki);
+	exec_request(f, &req, "hidden", command);
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "exec");
+	res = json_parse(r.result_json);
+	assert_string_equal(jstr(res, "status"), "exited");
+	assert_string_equal(jstr(res, "stdout"), "end\n");
+	json_decref(res);
+	agent_reply_free(&r);
+	agent_close(c);
+}
+
+/* ---------- a scripted fake agent: replies the real one never sends ---------- */
+
+enum fake_mode {
+	FAKE_GOOD,              /* Result + receipt signed with the right key */
+	FAKE_NO_RECEIPT,        /* Result whose "receipt" is null, nothing after it */
+	FAKE_RESULT_OTHER_ID,
+	FAKE_RESULT_OTHER_GEN,
+	FAKE_JSON_OTHER_GEN,    /* the envelope is right, the JSON inside names generation 2 */
+	FAKE_RECEIPT_OTHER_ID,
+	FAKE_RECEIPT_FORGED,    /* right ids, HMAC under another key */
+};
+
+struct fake {
+	struct fixture *f;
+	enum fake_mode mode;
+	int listen_fd;
+	pthread_t thread;
+};
+
+static char *fake_receipt(struct fake *k, const Sandbox__Exec *e)
+{
+	uint8_t other[RECEIPT_KEY_BYTES] = { 7 };
+	char nonce_hex[2 * AGENT_NONCE_BYTES + 1];
+	struct sb_err err;
+	json_t *obj;
+	char *text;
+
+	sb_hex_encode(e->nonce.data, e->nonce.len == AGENT_NONCE_BYTES ? AGENT_NONCE_BYTES : 0, nonce_hex);
+	obj = json_pack("{s:i, s:s, s:I, s:s, s:s}", "version", 1, "exec_id", e->exec_id, "generation",
+			(json_int_t)e->generation, "nonce", nonce_hex, "status", "exited");
+	if (obj == NULL || receipt_mac_sign(obj, k->mode == FAKE_RECEIPT_FORGED ? other : k->f->key, &err) < 0)
+		return NULL;
+	text = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(obj);
+	return text;
+}
+
+static void fake_answer(struct fake *k, struct sb_stream *s, const Sandbox__Exec *e)
+{
+	Sandbox__Envelope env = SANDBOX__ENVELOPE__INIT;
+	Sandbox__Result res = SANDBOX__RESULT__INIT;
+	Sandbox__Receipt rc = SANDBOX__RECEIPT__INIT;
+	bool with_receipt = k->mode != FAKE_NO_RECEIPT;
+	char json[512], *receipt = fake_receipt(k, e);
+	struct sb_err err;
+
+	snprintf(json, sizeof json, "{\"exec_id\":\"%s\",\"generation\":%d,\"status\":\"exited\",\"exit_code\":0,"
+		 "\"stdout\":\"\",\"receipt\":%s}", e->exec_id, k->mode == FAKE_JSON_OTHER_GEN ? 2 : GENERATION,
+		 with_receipt ? "{\"verified\":true}" : "null");
+	res.exec_id = k->mode == FAKE_RESULT_OTHER_ID ? "someone-else" : e->exec_id;
+	res.generation = k->mode == FAKE_RESULT_OTHER_GEN ? 2 : e->generation;
+	res.result_json = json;
+	env.body_case = SANDBOX__ENVELOPE__BODY_RESULT;
+	env.result = &res;
+	if (proto_send(s, &env, SB_FRAME_CAP_DEFAULT, &err) == 0 && with_receipt && receipt != NULL) {
+		rc.exec_id = k->mode == FAKE_RECEIPT_OTHER_ID ? "someone-else" : e->exec_id;
+		rc.generation = e->generation;
+		rc.receipt_json.data = (uint8_t *)receipt;
+		rc.receipt_json.len = strlen(receipt);
+		env.body_case = SANDBOX__ENVELOPE__BODY_RECEIPT;
+		env.receipt = &rc;
+		(void)proto_send(s, &env, SB_FRAME_CAP_DEFAULT, &err);
+	}
+	free(receipt);
+}
+
+/* The fake agent's connection: Hello, one Exec answered per mode, then wait for the client to go. */
+static void fake_serve(struct fake *k, struct tls_session *tls)
+{
+	Sandbox__Envelope out = SANDBOX__ENVELOPE__INIT, *in = NULL;
+	Sandbox__Hello h;
+	struct sb_stream s;
+	struct sb_err err;
+
+	tls_session_set_deadline(tls, step_deadline());
+	tls_session_stream(tls, &s);
+	if (proto_recv(&s, SB_FRAME_CAP_DEFAULT, &in, &err) != 1)
+		return;
+	proto_free(in);
+	proto_hello_init(&h);
+	h.has_generation = true;
+	h.generation = GENERATION;
+	out.body_case = SANDBOX__ENVELOPE__BODY_HELLO;
+	out.hello = &h;
+	if (proto_send(&s, &out, SB_FRAME_CAP_DEFAULT, &err) < 0 || proto_recv(&s, SB_FRAME_CAP_DEFAULT, &in, &err) != 1)
+		return;
+	if (in->body_case == SANDBOX__ENVELOPE__BODY_EXEC)
+		fake_answer(k, &s, in->exec);
+	proto_free(in);
+	while (proto_recv(&s, SB_FRAME_CAP_DEFAULT, &in, &err) == 1)
+		proto_free(in);
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *k = arg;
+	char crt[256], key[256], ca[256];
+	struct tls_config *server;
+	struct tls_session *tls;
+	struct pollfd p = { .fd = k->listen_fd, .events = POLLIN };
+	struct sb_err err;
+	int fd;
+
+	path_join(crt, sizeof crt, k->f->pki, "agent.crt");
+	path_join(key, sizeof key, k->f->pki, "agent.key");
+	path_join(ca, sizeof ca, k->f->pki, "ca.crt");
+	if (tls_config_server(&server, crt, key, ca, CA_MANAGER_NAME, &err) < 0)
+		return NULL;
+	fd = poll(&p, 1, STEP_MS) == 1 ? accept4(k->listen_fd, NULL, NULL, SOCK_CLOEXEC) : -1;
+	if (fd >= 0 && tls_session_open(server, fd, step_deadline(), &tls, &err) == 0) {
+		fake_serve(k, tls);
+		tls_session_close(tls, &err);
+	}
+	if (fd >= 0)
+		close(fd);
+	tls_config_free(server);
+	return NULL;
+}
+
+static void fake_start(struct fixture *f, struct fake *k, enum fake_mode mode)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	k->f = f;
+	k->mode = mode;
+	unlink(f->fake_sock);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->fake_sock);
+	k->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(k->listen_fd >= 0);
+	assert_int_equal(bind(k->listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(k->listen_fd, 1), 0);
+	assert_int_equal(pthread_create(&k->thread, NULL, fake_main, k), 0);
+}
+
+/* One exec against the fake; returns agent_exec's result, reply in *r. */
+static int fake_exec(struct fixture *f, enum fake_mode mode, struct agent_reply *r, struct sb_err *err)
+{
+	struct agent_exec_request req;
+	struct agent_conn *c;
+	struct fake k;
+	int rc;
+
+	fake_start(f, &k, mode);
+	must(agent_connect(f->client, f->fake_address, step_deadline(), &c, err), err, "connecting to the fake");
+	exec_request(f, &req, "fake-exec", "true");
+	rc = agent_exec(c, &req, step_deadline(), r, err);
+	if (rc < 0) {
+		struct sb_err again;
+
+		/* A refused reply leaves the stream suspect: the connection refuses further use. */
+		assert_int_equal(agent_ping(c, step_deadline(), &again), -1);
+		assert_contains(again.msg, "cannot be reused");
+	}
+	agent_close(c);
+	assert_int_equal(pthread_join(k.thread, NULL), 0);
+	close(k.listen_fd);
+	return rc;
+}
+
+static void expect_fake_refused(struct fixture *f, enum fake_mode mode, const char *want)
+{
+	struct agent_reply r;
+	struct sb_err err;
+
+	assert_int_equal(fake_exec(f, mode, &r, &err), -1);
+	assert_contains(err.msg, want);
+	assert_int_equal(r.agent_error, 0);
+	assert_null(r.result_json);  /* never delivered */
+	assert_null(r.receipt);
+}
+
+static void test_client_refuses_mismatched_replies(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_reply r;
+	struct sb_err err;
+
+	must(fake_exec(f, FAKE_GOOD, &r, &err), &err, "the fake's good reply");
+	assert_true(r.receipt_verified);
+	agent_reply_free(&r);
+	must(fake_exec(f, FAKE_NO_RECEIPT, &r, &err), &err, "a result without receipt");
+	assert_non_null(r.result_json);
+	assert_null(r.receipt);  /* delivered as incomplete: the manager must not complete the exec */
+	agent_reply_free(&r);
+	expect_fake_refused(f, FAKE_RESULT_OTHER_ID, "result refused: it is for exec 'someone-else', not 'fake-exec'");
+	expect_fake_refused(f, FAKE_RESULT_OTHER_GEN, "result refused: it is from generation 2, not 1");
+	expect_fake_refused(f, FAKE_JSON_OTHER_GEN, "result refused: its JSON names another generation than 1");
+	expect_fake_refused(f, FAKE_RECEIPT_OTHER_ID, "receipt refused: it is for exec 'someone-else'");
+	expect_fake_refused(f, FAKE_RECEIPT_FORGED, "the HMAC does not verify");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hello_ping_query_cancel),
+		cmocka_unit_test(test_exec_round_trip),
+		cmocka_unit_test(test_hello_refusals),
+		cmocka_unit_test(test_handshake_matrix),
+		cmocka_unit_test(test_client_refuses_wrong_server_name),
+		cmocka_unit_test(test_exec_wrong_generation),
+		cmocka_unit_test(test_exec_id_reuse),
+		cmocka_unit_test(test_exec_busy),
+		cmocka_unit_test(test_cancel_running_exec),
+		cmocka_unit_test(test_connection_dropped_mid_exec),
+		cmocka_unit_test(test_oversized_frame),
+		cmocka_unit_test(test_malformed_frame_keeps_connection),
+		cmocka_unit_test(test_listener_and_state_hidden),
+		cmocka_unit_test(test_client_refuses_mismatched_replies),
+	};
+
+	/* A peer that hangs up must be an error, never a SIGPIPE for the test. */
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("agent_serve", tests, setup, teardown);
+}
