@@ -90,6 +90,14 @@ static long do_fastopen(void)
 
 	return sendto(fd, "x", 1, MSG_FASTOPEN, (struct sockaddr *)&a, sizeof a);
 }
+/* The kernel reads int arguments as 32 bits: high bits must not dodge a rule. */
+static long do_mptcp_highbits(void) { return syscall(SYS_socket, AF_INET, SOCK_STREAM, (1UL << 32) | 262); }
+static long do_tfo_connect_highbits(void)
+{
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	return syscall(SYS_setsockopt, fd, (1UL << 32) | IPPROTO_TCP, (1UL << 32) | 30, &one, sizeof one);
+}
 static long do_tcp_socket(void) { return socket(AF_INET, SOCK_STREAM, 0) < 0 ? -1 : 0; }
 static long do_bpf(void) { return syscall(SYS_bpf, 0, NULL, 0); }
 static long do_keyctl(void) { return syscall(SYS_keyctl, 0, 0, 0, 0, 0); }
@@ -106,6 +114,8 @@ static void test_denied_calls(void **state)
 	assert_int_equal(errno_under_filter(do_ptrace), EPERM);
 	assert_int_equal(errno_under_filter(do_tiocsti), EPERM);
 	assert_int_equal(errno_under_filter(do_mptcp), EPERM);
+	assert_int_equal(errno_under_filter(do_mptcp_highbits), EPERM);
+	assert_int_equal(errno_under_filter(do_tfo_connect_highbits), EPERM);
 	assert_int_equal(errno_under_filter(do_fastopen), EPERM);
 	assert_int_equal(errno_under_filter(do_bpf), EPERM);
 	assert_int_equal(errno_under_filter(do_keyctl), EPERM);
