@@ -116,7 +116,7 @@ bench: all
 # libFuzzer targets (clang): every tests/fuzz/fuzz_*.c, linked with all non-main sources,
 # run FUZZ_SECONDS each on a copy of its seed corpus tests/fuzz/corpus/<name>/.
 FUZZ_SECONDS ?= 60
-FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -Isandbox-agent -Imanager \
+FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -iquote sandbox-agent -iquote manager \
                 -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
 build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)

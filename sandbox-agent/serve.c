@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -212,8 +213,12 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 	}
 	obj = result_to_json(req, &out, &info);
 	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-	*receipt = info.text;
-	info.text = NULL;
+	/* A Receipt follows the Result exactly when the result names one (written to disk). */
+	if (info.written) {
+		*receipt = info.text;
+		info.text = NULL;
+	}
+	receipt_info_free(&info);
 	json_decref(obj);
 	exec_outcome_free(&out);
 }
@@ -363,6 +368,8 @@ static int hello_exchange(struct conn *c)
 	uint32_t version;
 	int rc = proto_recv(&c->stream, SERVE_FRAME_CAP, &in, &err);
 
+	if (rc < 0 && (err.errnum == EBADMSG || err.errnum == EMSGSIZE))
+		send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "%s", err.msg);
 	if (rc <= 0 || in->body_case != SANDBOX__ENVELOPE__BODY_HELLO) {
 		if (rc > 0)
 			send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "the first message must be a Hello, not %s",
@@ -746,6 +753,11 @@ int cli_serve(int argc, char **argv)
 				sleep(1);
 			continue;
 		}
+		/* Frames go out as two TLS records (header, body): without TCP_NODELAY, Nagle
+		 * would hold the second for up to 40 ms. Not a socket option on unix sockets. */
+		if (strncmp(cfg.listen, "unix:", 5) != 0 &&
+		    setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int)) < 0)
+			sb_warn("TCP_NODELAY: %s", strerror(errno));
 		conn_start(&a, conn);
 	}
 }

@@ -1,0 +1,148 @@
+/* Control API transport (see control.h): framing and JSON, the listener and the peer check.
+ * Knows nothing of what an op means. */
+#include "control.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+
+static int sockaddr_fill(struct sockaddr_un *sa, const char *path, struct sb_err *err)
+{
+	memset(sa, 0, sizeof *sa);
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sa->sun_path)
+		return sb_fail(err, ENAMETOOLONG, "control socket path %s is too long (max %zu bytes)", path,
+			       sizeof sa->sun_path - 1);
+	memcpy(sa->sun_path, path, strlen(path) + 1);
+	return 0;
+}
+
+int control_listen(const char *path, mode_t mode, struct sb_err *err)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	int fd;
+
+	if (sockaddr_fill(&sa, path, err) < 0)
+		return -1;
+	/* Replace a stale socket of an earlier manager, never any other kind of file. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return sb_fail(err, EEXIST, "%s exists and is not a socket; refusing to replace it", path);
+		if (unlink(path) < 0)
+			return sb_fail_errno(err, "removing the stale socket %s", path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return sb_fail_errno(err, "creating the control socket");
+	/* Bind under a restrictive umask: there is no window in which the socket is open to all. */
+	mode_t old = umask(0177);
+	int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+
+	umask(old);
+	if (rc < 0 || chmod(path, mode) < 0 || listen(fd, 128) < 0) {
+		sb_fail_errno(err, "listening on %s", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int control_connect(const char *path, struct sb_err *err)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	if (sockaddr_fill(&sa, path, err) < 0)
+		return -1;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return sb_fail_errno(err, "creating a socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		sb_fail_errno(err, "the manager is not reachable at %s (is `sandbox-manager serve` running?)", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int control_peer_uid(int fd, uid_t *uid, struct sb_err *err)
+{
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return sb_fail_errno(err, "reading the peer's credentials");
+	*uid = cred.uid;
+	return 0;
+}
+
+int control_send(int fd, json_t *msg, size_t cap, struct sb_err *err)
+{
+	struct sb_stream s;
+	char *text = json_dumps(msg, JSON_COMPACT);
+	int rc;
+
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "serialising a control message");
+	sb_stream_fd(&s, &fd);
+	rc = frame_write(&s, text, strlen(text), cap, err);
+	free(text);
+	return rc;
+}
+
+int control_recv(int fd, size_t cap, json_t **msg, struct sb_err *err)
+{
+	struct sb_stream s;
+	json_error_t jerr;
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	*msg = NULL;
+	sb_stream_fd(&s, &fd);
+	rc = frame_read(&s, cap, &buf, &len, err);
+	if (rc <= 0)
+		return rc;
+	*msg = json_loadb((const char *)buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
+	if (!json_is_object(*msg)) {
+		json_decref(*msg);
+		*msg = NULL;
+		return sb_fail(err, EBADMSG, "control message is not a JSON object: %s", jerr.text);
+	}
+	return 1;
+}
+
+json_t *control_error(const char *kind, const char *fmt, ...)
+{
+	char msg[SB_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "kind", kind, "message", msg);
+}
+
+json_t *control_error_from(const char *kind, const struct sb_err *err)
+{
+	return control_error(kind, "%s", err->msg);
+}
+
+const char *control_socket_path(const char *flag)
+{
+	const char *env = getenv("SANDBOX_MANAGER_SOCKET");
+
+	if (flag != NULL && flag[0] != '\0')
+		return flag;
+	return env != NULL && env[0] != '\0' ? env : NULL;
+}

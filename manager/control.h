@@ -1,0 +1,38 @@
+/* The manager's local control API: JSON objects in frames (common/frame.h) over a unix socket
+ * that only the manager's own uid (or its group, with mode 0660) may use; the peer's uid is
+ * checked with SO_PEERCRED on every connection, not trusted from file modes alone.
+ *
+ * Request:  {"op": "session.create" | "session.show" | "session.delete" | "exec" | "cancel" |
+ *            "grant" | "records" | "config", ...arguments}
+ * Response: {"ok": true, ...} or {"ok": false, "error": {"kind": K, "message": M}} with K one of
+ *            "invalid" (bad input), "not_found", "refused" (a rule said no), "unavailable" (the
+ *            sandbox or manager cannot run it now), "internal". */
+#ifndef SB_CONTROL_H
+#define SB_CONTROL_H
+
+#include <jansson.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+#define CONTROL_REQUEST_CAP (2u * 1024u * 1024u)
+#define CONTROL_RESPONSE_CAP (32u * 1024u * 1024u)
+
+int control_listen(const char *path, mode_t mode, struct sb_err *err);
+int control_connect(const char *path, struct sb_err *err);
+/* The connecting process's uid (SO_PEERCRED). */
+int control_peer_uid(int fd, uid_t *uid, struct sb_err *err);
+
+int control_send(int fd, json_t *msg, size_t cap, struct sb_err *err);
+/* 1: a message in *msg (an object), 0: the peer closed between messages, -1: error. */
+int control_recv(int fd, size_t cap, json_t **msg, struct sb_err *err);
+
+/* {"ok": false, "error": {"kind", "message"}}: a new reference. */
+json_t *control_error(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An error response from an sb_err, with its kind. */
+json_t *control_error_from(const char *kind, const struct sb_err *err);
+
+/* The socket path from --socket, else $SANDBOX_MANAGER_SOCKET, else NULL. */
+const char *control_socket_path(const char *flag);
+
+#endif
