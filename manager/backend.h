@@ -1,0 +1,65 @@
+/* The runtime backend interface: how a session's sandbox is started, stopped and proven gone.
+ * One implementation per runtime (backend_process.c today; podman and kubernetes later). The
+ * manager core decides WHEN; a backend only knows HOW, and never decides that a sandbox is gone
+ * without evidence from its runtime: a reaped PID-namespace init, a container in state "exited",
+ * a pod container terminated for the recorded UID. An accepted kill request is never evidence. */
+#ifndef SB_BACKEND_H
+#define SB_BACKEND_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "workspace.h"
+
+/* Everything a backend needs to start one sandbox generation. The manager core has already
+ * issued the agent's certificate and written the receipt key into private_dir. */
+struct sandbox_spec {
+	const char *session;
+	uint64_t generation;
+	const struct mount_plan *plan;   /* from mount_plan_build(): what the sandbox sees */
+	const char *private_dir;         /* manager-owned, 0700: tls/ (agent.crt, agent.key, ca.crt),
+					  * state/ (the agent's --state-dir, with receipt.key), sock/ */
+	const char *credentials_dir;     /* the authority snapshot, mounted read-only; may be NULL */
+	const char *agent_path;          /* the static sandbox-agent on the host */
+	const char *manager_name;        /* the agent's --manager-name */
+};
+
+struct sandbox_handle {
+	char runtime_id[256];            /* "process:<pid>:<start-time>" and the like; recorded */
+	char address[PATH_MAX + 8];      /* "unix:<private_dir>/sock/agent.sock" */
+	pid_t pid;                       /* process backend: the sandbox's init on the host */
+	int pidfd;                       /* process backend: -1 when not held */
+};
+
+struct backend;
+
+struct backend_ops {
+	const char *name;
+	/* Start the sandbox; return once its agent accepts connections (bounded), or fail and
+	 * leave nothing running. */
+	int (*prepare)(struct backend *be, const struct sandbox_spec *spec, struct sandbox_handle *h,
+		       struct sb_err *err);
+	/* Ask the runtime to stop it (SIGKILL, container kill). Not evidence. */
+	int (*stop)(struct backend *be, struct sandbox_handle *h, struct sb_err *err);
+	/* Wait up to timeout_ms for evidence that the sandbox and all its processes are gone.
+	 * 0: proven gone (the handle's resources are released); -1: not proven, err says why. */
+	int (*evidence)(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err);
+	/* Rebuild a handle from a recorded runtime_id after a manager restart (the process may be
+	 * gone already, or another process may have the pid: the start time tells). */
+	int (*adopt)(struct backend *be, const char *runtime_id, const char *address, struct sandbox_handle *h,
+		     struct sb_err *err);
+	void (*destroy)(struct backend *be);
+};
+
+struct backend {
+	const struct backend_ops *ops;
+	void *priv;
+};
+
+/* The process backend (the default): the sandbox is `sandbox-agent serve` as PID 1 of its own
+ * user, PID, mount, IPC and UTS namespaces on this host, whose root is built from the mount plan. */
+int backend_process_create(struct backend **out, struct sb_err *err);
+
+#endif

@@ -1,0 +1,212 @@
+/* Configuration (see config.h). Owns the defaults and their reasons. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT 120
+#define MAX_TIMEOUT 600
+#define IDLE_SECONDS 900
+#define OUTPUT_LIMIT (1024 * 1024)
+
+static int str_set(char *dst, size_t len, const char *value, const char *key, struct sb_err *err)
+{
+	if (strlen(value) >= len)
+		return sb_fail(err, ENAMETOOLONG, "config: %s is too long", key);
+	memcpy(dst, value, strlen(value) + 1);
+	return 0;
+}
+
+static int uint_set(unsigned long *dst, const char *value, unsigned long min, unsigned long max, const char *key,
+		    struct sb_err *err)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(value, &end, 10);
+	if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 || v < min || v > max)
+		return sb_fail(err, EINVAL, "config: %s must be a whole number from %lu to %lu, not '%s'", key, min, max,
+			       value);
+	*dst = v;
+	return 0;
+}
+
+/* The directory of this executable: the agent ships beside the manager (build/, /usr/lib/...). */
+static void agent_default(char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	char *slash;
+
+	self[n > 0 ? n : 0] = '\0';
+	slash = strrchr(self, '/');
+	if (slash != NULL)
+		*slash = '\0';
+	snprintf(out, len, "%s/sandbox-agent", n > 0 ? self : ".");
+}
+
+static void defaults(struct config *c)
+{
+	const char *state = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+
+	memset(c, 0, sizeof *c);
+	if (geteuid() == 0)
+		snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/infra-sandbox");
+	else if (state != NULL && state[0] == '/')
+		snprintf(c->state_dir, sizeof c->state_dir, "%s/infra-sandbox", state);
+	else
+		snprintf(c->state_dir, sizeof c->state_dir, "%s/.local/state/infra-sandbox", home ? home : "/tmp");
+	snprintf(c->backend, sizeof c->backend, "process");
+	agent_default(c->agent, sizeof c->agent);
+	c->default_timeout = DEFAULT_TIMEOUT;
+	c->max_timeout = MAX_TIMEOUT;
+	c->idle_seconds = IDLE_SECONDS;
+	c->output_limit = OUTPUT_LIMIT;
+	c->resources = json_object();
+}
+
+/* One setting by name, from the file or a flag: the same checks for both. */
+static int setting_apply(struct config *c, const char *key, const char *value, struct sb_err *err)
+{
+	unsigned long v;
+
+	if (strcmp(key, "state-dir") == 0)
+		return str_set(c->state_dir, sizeof c->state_dir, value, key, err);
+	if (strcmp(key, "volume") == 0)
+		return str_set(c->volume, sizeof c->volume, value, key, err);
+	if (strcmp(key, "socket") == 0)
+		return str_set(c->socket, sizeof c->socket, value, key, err);
+	if (strcmp(key, "backend") == 0) {
+		if (strcmp(value, "process") != 0 && strcmp(value, "podman") != 0 && strcmp(value, "kubernetes") != 0)
+			return sb_fail(err, EINVAL, "config: backend must be process, podman or kubernetes, not '%s'", value);
+		return str_set(c->backend, sizeof c->backend, value, key, err);
+	}
+	if (strcmp(key, "podman-socket") == 0)
+		return str_set(c->podman_socket, sizeof c->podman_socket, value, key, err);
+	if (strcmp(key, "image") == 0)
+		return str_set(c->image, sizeof c->image, value, key, err);
+	if (strcmp(key, "agent") == 0)
+		return str_set(c->agent, sizeof c->agent, value, key, err);
+	if (strcmp(key, "default-timeout-seconds") == 0 || strcmp(key, "max-timeout-seconds") == 0 ||
+	    strcmp(key, "idle-seconds") == 0) {
+		if (uint_set(&v, value, 1, 86400, key, err) < 0)
+			return -1;
+		*(key[0] == 'd' ? &c->default_timeout : key[0] == 'm' ? &c->max_timeout : &c->idle_seconds) = (unsigned)v;
+		return 0;
+	}
+	if (strcmp(key, "output-limit") == 0)
+		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
+	if (strcmp(key, "resource") == 0) {
+		const char *eq = strchr(value, '=');
+		char name[128];
+
+		if (eq == NULL || eq == value || (size_t)(eq - value) >= sizeof name || strchr(eq, ':') == NULL)
+			return sb_fail(err, EINVAL, "config: resource must be NAME=BROKER:ARG, not '%s'", value);
+		memcpy(name, value, (size_t)(eq - value));
+		name[eq - value] = '\0';
+		return json_object_set_new(c->resources, name, json_string(eq + 1)) == 0 ? 0 :
+		       sb_fail(err, EINVAL, "config: resource '%s' is not valid UTF-8", value);
+	}
+	return sb_fail(err, EINVAL, "config: unknown setting '%s'", key);
+}
+
+/* The file: {"state-dir": "...", "resource": ["a=file:/x"], "max-timeout-seconds": 600, ...}. */
+static int file_apply(struct config *c, const char *path, struct sb_err *err)
+{
+	json_error_t jerr;
+	json_t *obj = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr), *v;
+	const char *key;
+	char num[32];
+	int rc = 0;
+
+	if (!json_is_object(obj)) {
+		json_decref(obj);
+		return sb_fail(err, EINVAL, "config file %s: %s (line %d)", path, jerr.text, jerr.line);
+	}
+	json_object_foreach(obj, key, v) {
+		size_t i;
+		json_t *item;
+
+		if (json_is_array(v) && strcmp(key, "resource") == 0) {
+			json_array_foreach(v, i, item)
+				if (rc == 0)
+					rc = json_is_string(item) ? setting_apply(c, key, json_string_value(item), err) :
+					     sb_fail(err, EINVAL, "config: resource entries must be strings");
+		} else if (json_is_string(v)) {
+			rc = setting_apply(c, key, json_string_value(v), err);
+		} else if (json_is_integer(v)) {
+			snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+			rc = setting_apply(c, key, num, err);
+		} else {
+			rc = sb_fail(err, EINVAL, "config: %s must be a string or a number", key);
+		}
+		if (rc < 0)
+			break;
+	}
+	json_decref(obj);
+	if (rc < 0)
+		sb_err_prefix(err, "config file %s", path);
+	return rc;
+}
+
+static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *err)
+{
+	static const struct option longopts[] = {
+		{ "config", 1, NULL, 0 }, { "state-dir", 1, NULL, 0 }, { "volume", 1, NULL, 0 },
+		{ "socket", 1, NULL, 0 }, { "backend", 1, NULL, 0 },   { "podman-socket", 1, NULL, 0 },
+		{ "image", 1, NULL, 0 },  { "agent", 1, NULL, 0 },     { "default-timeout-seconds", 1, NULL, 0 },
+		{ "max-timeout-seconds", 1, NULL, 0 }, { "idle-seconds", 1, NULL, 0 },
+		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { NULL, 0, NULL, 0 },
+	};
+	int idx, opt;
+
+	/* The file first, so that flags override it whatever their order. */
+	for (int i = 1; i + 1 < argc; i++)
+		if (strcmp(argv[i], "--config") == 0 && file_apply(c, argv[i + 1], err) < 0)
+			return -1;
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+", longopts, &idx)) != -1) {
+		if (opt != 0)
+			return sb_fail(err, EINVAL, "unknown or incomplete option '%s'", argv[optind - 1]);
+		if (idx != 0 && setting_apply(c, longopts[idx].name, optarg, err) < 0)
+			return -1;
+	}
+	if (optind != argc)
+		return sb_fail(err, EINVAL, "unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
+{
+	defaults(c);
+	if (flags_apply(c, argc, argv, err) < 0)
+		return -1;
+	if (c->volume[0] == '\0')
+		snprintf(c->volume, sizeof c->volume, "%s/volume", c->state_dir);
+	if (c->socket[0] == '\0')
+		snprintf(c->socket, sizeof c->socket, "%s/manager.sock", c->state_dir);
+	if (c->state_dir[0] != '/' || c->volume[0] != '/')
+		return sb_fail(err, EINVAL, "config: state-dir and volume must be absolute paths");
+	if (c->default_timeout > c->max_timeout)
+		return sb_fail(err, EINVAL, "config: default-timeout-seconds (%u) is over max-timeout-seconds (%u)",
+			       c->default_timeout, c->max_timeout);
+	if (strcmp(c->backend, "process") != 0)
+		return sb_fail(err, EOPNOTSUPP, "config: the %s backend is not available in this build yet; use process",
+			       c->backend);
+	if (access(c->agent, X_OK) < 0)
+		return sb_fail_errno(err, "config: the agent binary %s", c->agent);
+	return 0;
+}
+
+void config_free(struct config *c)
+{
+	json_decref(c->resources);
+	c->resources = NULL;
+}

@@ -1,0 +1,30 @@
+/* The manager's configuration: defaults, then the config file (JSON), then flags; every flag of
+ * `serve` can also be set in the file. Checked once at start, with messages naming the key. */
+#ifndef SB_CONFIG_H
+#define SB_CONFIG_H
+
+#include <jansson.h>
+#include <limits.h>
+
+#include "error.h"
+
+struct config {
+	char state_dir[PATH_MAX];   /* records, CA, per-sandbox private directories, the socket */
+	char volume[PATH_MAX];      /* the persistent volume of DESIGN.md */
+	char socket[PATH_MAX];
+	char backend[32];           /* "process" (default), "podman", "kubernetes" */
+	char podman_socket[PATH_MAX];
+	char image[256];
+	char agent[PATH_MAX];       /* the static sandbox-agent binary */
+	unsigned default_timeout;   /* seconds, when a call names none */
+	unsigned max_timeout;       /* a call over it is refused */
+	unsigned idle_seconds;      /* an idle sandbox is retired after this; the workspace stays */
+	unsigned long output_limit; /* per stream, bytes */
+	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
+};
+
+/* Parse `serve`'s flags (and the file named by --config); fills every default. */
+int config_load(struct config *c, int argc, char **argv, struct sb_err *err);
+void config_free(struct config *c);
+
+#endif

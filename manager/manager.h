@@ -1,0 +1,73 @@
+/* The daemon's shared state: configuration, records, queue, CA, backend, and the live sandboxes.
+ * One struct manager per process; every control connection's thread uses it. `lock` guards
+ * the live list and each live sandbox's flags; everything about one session's sandbox that can
+ * take long (prepare, exec, retire) happens while that session's queue turn is held. */
+#ifndef SB_MANAGER_H
+#define SB_MANAGER_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "ca.h"
+#include "config.h"
+#include "error.h"
+#include "queue.h"
+#include "records.h"
+#include "tls.h"
+
+#define SESSION_ID_BYTES 8  /* 16 hex digits: short enough for a certificate name */
+
+struct live_sandbox {
+	struct live_sandbox *next;
+	char session[65];
+	uint64_t generation;
+	struct sandbox_handle h;
+	struct tls_config *tls;        /* trusts only this sandbox generation's certificate */
+	char private_dir[PATH_MAX];
+	uint8_t receipt_key[32];
+	int64_t last_used_ms;
+	bool busy;                     /* an exec is in flight on it */
+	char running_exec[65];
+	char cancel_reason[256];       /* set: stop it and record the running exec cancelled */
+};
+
+struct manager {
+	struct config cfg;
+	struct records *rec;
+	struct queue *queue;
+	struct ca *ca;
+	struct backend *backend;
+	char tls_dir[PATH_MAX];        /* the manager's client certificate and the CA certificate */
+	pthread_mutex_t lock;
+	struct live_sandbox *live;
+};
+
+/* sandbox.c: a session's sandbox, with its queue turn held by the caller. */
+int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox **out, struct sb_err *err);
+/* Stop, wait for evidence, record. 0: proven gone; -1: not proven (the session is then marked
+ * "reserved": its workspace stays until an operator or a later retire proves the end). */
+int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err);
+struct live_sandbox *sandbox_find(struct manager *m, const char *session);
+void *sandbox_evictor(void *arg);
+int sandbox_recover(struct manager *m, struct sb_err *err);
+int64_t now_wall_ms(void);
+
+/* execpath.c: the six steps of one call; returns the control response. */
+json_t *execpath_run(struct manager *m, json_t *req);
+json_t *execpath_cancel(struct manager *m, const char *session);
+
+/* sessions.c: the other control operations. */
+json_t *sessions_create(struct manager *m, json_t *req);
+json_t *sessions_show(struct manager *m, const char *session);
+json_t *sessions_delete(struct manager *m, const char *session, bool delete_branch);
+json_t *sessions_grant(struct manager *m, json_t *req);
+json_t *sessions_records(struct manager *m, const char *session);
+
+/* daemon.c */
+int daemon_serve(int argc, char **argv);
+
+#endif

@@ -1,0 +1,96 @@
+/* The manager's records in SQLite (WAL): sessions, turns, grants, sandboxes and one row per exec.
+ * Every state change is a committed transaction before the manager acts on it, so a manager
+ * killed at any point restarts with records that say what was in flight. Never stores a key;
+ * stores each exec's nonce only as the hex the receipt must carry. Thread-safe: one connection
+ * behind a mutex (SQLite serialises writers anyway). */
+#ifndef SB_RECORDS_H
+#define SB_RECORDS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+struct records;
+
+/* Found / not found, for lookups. */
+#define RECORDS_FOUND 0
+#define RECORDS_NOT_FOUND 1
+
+struct session_row {
+	char id[65];
+	char identity[65];
+	char repo[4096];           /* as given: path or URL */
+	char worktree[4096];
+	char branch[256];
+	char state[32];            /* "active", "deleting", "deleted", "reserved" (sandbox end unproven) */
+	uint64_t generation;       /* bumped whenever the sandbox or the authority changes */
+	int64_t turn;              /* the current turn; 0 before any */
+	int64_t created_ms;
+};
+
+/* Exec states: accepted -> dispatched -> exited|signaled|timed_out|cancelled|uncertain|refused. */
+struct exec_row {
+	char id[65];
+	char session[65];
+	int64_t turn;
+	char state[16];
+	char command[65536];       /* truncated copy for the record; the full command went to the agent */
+	uint32_t timeout_seconds;
+	uint64_t generation;       /* set at dispatch */
+	char nonce_hex[65];        /* set at dispatch */
+	char sandbox[256];         /* the runtime identity it was dispatched to */
+	int64_t accepted_ms, dispatched_ms, finished_ms;
+};
+
+struct sandbox_row {
+	char session[65];
+	uint64_t generation;
+	char backend[32];
+	char runtime_id[256];      /* "process:<pid>:<start-time>", a container id, a pod uid */
+	char address[4200];        /* how the agent is reached: unix:PATH */
+	char private_dir[4096];    /* the manager-side directory with its keys and socket */
+	char state[32];            /* "starting", "running", "stopping", "gone", "unproven" */
+	char grants_json[8192];    /* the authority snapshot it was prepared with */
+	int64_t started_ms;
+};
+
+int records_open(const char *path, struct records **out, struct sb_err *err);
+void records_close(struct records *r);
+
+int records_session_insert(struct records *r, const struct session_row *s, struct sb_err *err);
+int records_session_get(struct records *r, const char *id, struct session_row *out, struct sb_err *err);
+int records_session_set_state(struct records *r, const char *id, const char *state, struct sb_err *err);
+/* Increment the generation; *generation receives the new value. */
+int records_session_bump_generation(struct records *r, const char *id, uint64_t *generation, struct sb_err *err);
+int records_session_set_turn(struct records *r, const char *id, int64_t turn, struct sb_err *err);
+
+/* Grants: resource -> access ("read"/"write"). */
+int records_grant_set(struct records *r, const char *session, const char *resource, const char *access,
+		      struct sb_err *err);
+int records_grant_revoke(struct records *r, const char *session, const char *resource, struct sb_err *err);
+/* {"resource": "access", ...}, sorted by resource; a new reference, or NULL with err. */
+json_t *records_grants(struct records *r, const char *session, struct sb_err *err);
+
+int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struct sb_err *err);
+int records_sandbox_get(struct records *r, const char *session, struct sandbox_row *out, struct sb_err *err);
+int records_sandbox_set_state(struct records *r, const char *session, uint64_t generation, const char *state,
+			      const char *evidence, struct sb_err *err);
+/* Every sandbox not in state "gone", for recovery at start: a JSON array of row objects. */
+json_t *records_sandboxes_not_gone(struct records *r, struct sb_err *err);
+
+int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_err *err);
+int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t generation, const char *nonce_hex,
+			    const char *sandbox, struct sb_err *err);
+/* Final state with the result JSON and the receipt text (either may be NULL) and a reason. */
+int records_exec_finish(struct records *r, const char *exec_id, const char *state, const char *result_json,
+			const char *receipt_json, const char *reason, struct sb_err *err);
+int records_exec_get(struct records *r, const char *exec_id, struct exec_row *out, struct sb_err *err);
+/* The session's execs, oldest first, as a JSON array of objects with every column (result and
+ * receipt parsed back into JSON). */
+json_t *records_execs(struct records *r, const char *session, struct sb_err *err);
+/* Exec ids in a state (e.g. "dispatched", "accepted"), for recovery. */
+json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err);
+
+#endif

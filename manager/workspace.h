@@ -1,0 +1,118 @@
+/* Workspaces on the persistent volume: the identity's base clones, each session's git worktree
+ * and branch, its scratch folder, the mount plan every backend uses, and the volume probe.
+ * Must never mount or expose private-state/ or provider-auth/, and never run git except through
+ * gitrun (no shell, no repository-supplied program).
+ *
+ * Volume layout (DESIGN.md, "Persistent volume"):
+ *   <volume>/identities/<identity>/repositories/<repo>/   base clone (bare) = the common git dir;
+ *       its packed-refs is a link into packed-refs.d/ (see the mount plan in workspace.c)
+ *   <volume>/identities/<identity>/workspaces/<session>/  the session's linked worktree
+ *   <volume>/identities/<identity>/private-state/         manager state (0700), never mounted
+ *   <volume>/identities/<identity>/provider-auth/         provider credentials (0700), never mounted
+ */
+#ifndef SB_WORKSPACE_H
+#define SB_WORKSPACE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "error.h"
+
+/* The scratch folder inside every worktree: TMPDIR, TMP and TEMP of every call point at it, and
+ * the repository's info/exclude ignores it (pattern WORKSPACE_SCRATCH_PATTERN), so files there
+ * are shared by the shell and the file tools, survive sandbox replacement, and never get committed. */
+#define WORKSPACE_SCRATCH ".sandbox-tmp"
+#define WORKSPACE_SCRATCH_PATTERN "/" WORKSPACE_SCRATCH "/"
+#define WORKSPACE_BRANCH_PREFIX "sandbox/"  /* default branch: sandbox/<session> */
+#define WORKSPACE_NAME_MAX 64               /* identity, session and repository names */
+#define WORKSPACE_BRANCH_MAX 200
+
+struct workspace {
+	char *volume;           /* canonical absolute path of the volume */
+	char *identity;
+	char *session;
+	char *repo_name;        /* the name under repositories/ */
+	char *repo_dir;         /* the base clone (bare), which is also the common git dir */
+	char *source;           /* what the base clone was cloned from: a canonical path or a URL */
+	char *worktree;         /* <volume>/identities/<identity>/workspaces/<session> */
+	char *worktree_name;    /* the worktree's metadata is <repo_dir>/worktrees/<worktree_name> */
+	char *worktree_git_dir; /* that metadata directory */
+	char *branch;           /* the session's branch (without refs/heads/); NULL when detached */
+	char *scratch;          /* <worktree>/.sandbox-tmp */
+	bool base_created;      /* set by workspace_create() when it made the base clone */
+};
+
+/* Check an identity or session name: [A-Za-z0-9._-]{1,64}, not starting with '.' or '-'.
+ * kind ("identity", "session") names it in the message. */
+int workspace_name_check(const char *kind, const char *name, struct sb_err *err);
+
+/* Create the session's workspace. repo is an absolute path, a file:///path URL or an https://
+ * URL (no credentials in it). branch NULL means "sandbox/<session>"; an existing branch is
+ * checked out, a new one starts at the base clone's HEAD. The base clone is made once per identity
+ * and repository and reused by later sessions. The repository's configuration is checked before
+ * cloning (local sources), on the base clone, and again after the worktree is added.
+ * On failure nothing this call made remains (the identity's four empty directories excepted). */
+int workspace_create(const char *volume, const char *identity, const char *session, const char *repo,
+		     const char *branch, struct workspace *ws, struct sb_err *err);
+
+/* Rebuild the struct of an existing workspace from the volume (a restarted manager), then
+ * workspace_recheck() it. */
+int workspace_open(const char *volume, const char *identity, const char *session, struct workspace *ws,
+		   struct sb_err *err);
+
+/* Called before each sandbox is prepared: the refusal check again (config, worktree config,
+ * alternates), no symbolic link in refs/, logs/, packed-refs.d/ or this worktree's metadata, the
+ * ownership pointers between worktree and metadata, and the scratch folder (recreated when a
+ * command removed it). */
+int workspace_recheck(const struct workspace *ws, struct sb_err *err);
+
+/* Remove the worktree (`git worktree remove --force --force`, then `git worktree prune`) and,
+ * unless keep_branch, its branch. The base clone stays for the identity's other sessions.
+ * The CALLER must hold evidence that the session's sandbox is gone, all its processes included
+ * (DESIGN.md invariant 9): this function cannot tell, and a live writer would race the removal. */
+int workspace_delete(const struct workspace *ws, bool keep_branch, struct sb_err *err);
+
+void workspace_free(struct workspace *ws);
+
+/* ---- the mount plan: what a session's sandbox sees; ONE plan for every backend ---- */
+
+enum mount_mode {
+	MOUNT_RW,     /* bind mount, writable */
+	MOUNT_RO,     /* bind mount, read-only */
+	MOUNT_HIDDEN, /* an empty read-only directory (or empty file) mounted over the path */
+	MOUNT_TMPFS,  /* an empty writable tmpfs */
+};
+
+struct mount_entry {
+	char *source;          /* host path */
+	char *target;          /* path inside the sandbox (always equal to source for workspaces) */
+	enum mount_mode mode;
+	bool is_file;          /* a single file bound over a file, not a directory */
+	const char *why;
+};
+
+struct mount_plan {
+	struct mount_entry *entries; /* in mount order: a parent always comes before its children */
+	size_t n;
+	char *workdir;               /* where every command starts: the worktree */
+	char *scratch;               /* TMPDIR, TMP and TEMP */
+};
+
+int mount_plan_build(const struct workspace *ws, struct mount_plan *plan, struct sb_err *err);
+void mount_plan_free(struct mount_plan *plan);
+const char *mount_mode_name(enum mount_mode mode);
+/* {"workdir": ..., "env": {"TMPDIR": ...}, "mounts": [{"source", "target", "mode", "type", "why"}]};
+ * NULL when memory runs out. */
+json_t *mount_plan_to_json(const struct mount_plan *plan);
+int mount_plan_print(const struct mount_plan *plan, FILE *out, struct sb_err *err);
+
+/* ---- the volume probe, run once when the manager starts ---- */
+
+/* Check that the volume provides what git and the manager rely on: exclusive creation (O_EXCL,
+ * git's lock files), atomic rename over an existing file, and an fsync'd write that reads back.
+ * Refuses with a message naming the property that failed. */
+int volume_probe(const char *volume, struct sb_err *err);
+
+#endif
