@@ -449,7 +449,8 @@ static void run_finish(struct run_fds *f, struct run_state *st, struct exec_outc
 	outcome_decide(st, out);
 	out->ended_ms = now_ms(CLOCK_REALTIME);
 	out->duration_ms = now_ms(CLOCK_MONOTONIC) - t0;
-	if (st->reaped && st->teardown_start)
+	/* How long the namespace took to empty, or how long we waited before giving up. */
+	if (st->teardown_start)
 		out->teardown_ms = now_ms(CLOCK_MONOTONIC) - st->teardown_start;
 	output_finish(&out->out);
 	output_finish(&out->err);

@@ -29,11 +29,13 @@ it_setup() {
 		exit 1
 	fi
 	cp "$build/sandbox-agent" "$IT_ROOT/bin/sandbox-agent"
+	cp "$build/sandbox-manager" "$IT_ROOT/bin/sandbox-manager"
 	for p in "$build"/tests/escape/*; do
 		[ -x "$p" ] && cp "$p" "$IT_ROOT/bin/escape/"
 	done
 	chmod -R a+rX,go-w "$IT_ROOT/bin"
 	AGENT=$IT_ROOT/bin/sandbox-agent
+	MANAGER=$IT_ROOT/bin/sandbox-manager
 	ESC=$IT_ROOT/bin/escape
 	HOST_PIDNS=$(stat -L -c %i /proc/self/ns/pid)
 	HOST_USERNS=$(stat -L -c %i /proc/self/ns/user)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Integration tests of sandbox-agent against real namespaces: every test in tests/integration/agent_*.sh,
+# Integration tests against real namespaces: every test in tests/integration/agent_*.sh and manager_*.sh,
 # each run as root and as an unprivileged user. Usage: run.sh BUILD_DIR (SANITIZE=1 for build/asan).
 # IT_FILTER=ERE runs only the tests whose names match. Exits non-zero when any test fails; the last line
 # is always "integration: N passed, N failed".
@@ -19,7 +19,7 @@ done
 it_setup "${1:-build}"
 echo "integration: agent $AGENT, modes: $IT_MODES, host pid ns $HOST_PIDNS, user ns $HOST_USERNS"
 
-for f in "$here"/agent_*.sh; do
+for f in "$here"/agent_*.sh "$here"/manager_*.sh; do
 	echo "== $(basename "$f")"
 	# shellcheck source=/dev/null
 	. "$f"
