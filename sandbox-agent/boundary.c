@@ -93,12 +93,51 @@ static int landlock_prepare(struct boundary *b, const struct boundary_options *o
 	return 0;
 }
 
+/* Does the agent's euid stand for host root? In the initial user namespace uid_map reads
+ * "0 0 4294967295"; a namespace that maps its 0 to host 0 counts the same. */
+static bool euid_is_host_root(void)
+{
+	unsigned long inside, outside, count;
+	bool host_root = false;
+	FILE *f;
+
+	if (geteuid() != 0)
+		return false;
+	f = fopen("/proc/self/uid_map", "re");
+	if (f == NULL)
+		return true; /* cannot tell: assume the worst */
+	while (fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3)
+		if (inside == 0 && outside == 0)
+			host_root = true;
+	fclose(f);
+	return host_root;
+}
+
+/* Which host ids run commands. Never host root: a process whose uid is host 0 needs no
+ * capability to write /proc/sys, /proc/sysrq-trigger, sysfs or root-owned device nodes (the
+ * kernel checks ownership there, not capabilities), so a host-root agent runs its commands as
+ * an unprivileged uid, mapped 1:1 so that file ownership reads the same inside and out. */
+static int command_ids_choose(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
+{
+	b->command_uid = geteuid();
+	b->command_gid = getegid();
+	if (!euid_is_host_root())
+		return 0;
+	b->command_uid = opts->sandbox_uid ? opts->sandbox_uid : BOUNDARY_SANDBOX_ID_DEFAULT;
+	b->command_gid = opts->sandbox_gid ? opts->sandbox_gid : BOUNDARY_SANDBOX_ID_DEFAULT;
+	if (b->command_uid == 0 || b->command_gid == 0)
+		return sb_fail(err, EPERM, "commands never run as host root: choose another sandbox uid and gid");
+	return 0;
+}
+
 int boundary_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
 {
 	memset(b, 0, sizeof *b);
 	b->max_processes = opts->max_processes ? opts->max_processes : DEFAULT_MAX_PROCESSES;
 	b->teardown_ms = DEFAULT_TEARDOWN_MS;
 	b->shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+	if (command_ids_choose(b, opts, err) < 0)
+		return -1;
 	for (size_t i = 0; i < opts->n_hidden; i++)
 		if (hidden_add(b, opts->hidden[i], err) < 0)
 			return -1;
@@ -244,9 +283,11 @@ static int file_write(pid_t pid, const char *name, const char *text, struct sb_e
 	return 0;
 }
 
-/* The maps make the command's uid and gid the agent's own: an unprivileged writer may map
- * only its own ids, and files in the worktree keep their owner. setgroups must be denied
- * before an unprivileged gid_map write is accepted (user_namespaces(7)). */
+/* The maps make the command's uid and gid the agent's own (an unprivileged writer may map only
+ * its own ids, and files in the worktree keep their owner), or, under host root, the sandbox
+ * ids (command_ids_choose). Mapped 1:1 either way. setgroups must be denied before an
+ * unprivileged gid_map write is accepted (user_namespaces(7)); it also keeps the command from
+ * ever holding the agent's supplementary groups via setgroups. */
 static int id_maps_write(pid_t pid, uid_t uid, gid_t gid, struct sb_err *err)
 {
 	char map[64];
@@ -475,7 +516,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		return -1;
 	}
 	ctx = (struct init_context){
-		.b = b, .cwd = req->cwd, .argv = argv, .envp = envp, .uid = geteuid(), .gid = getegid(),
+		.b = b, .cwd = req->cwd, .argv = argv, .envp = envp, .uid = b->command_uid, .gid = b->command_gid,
 		.go_fd = f.go[0], .report_fd = f.report[1], .error_fd = f.error[1],
 		.stdout_fd = f.out[1], .stderr_fd = f.errp[1],
 	};

@@ -16,6 +16,8 @@
 #include <sys/types.h>
 #include <linux/filter.h>
 
+#define BOUNDARY_SANDBOX_ID_DEFAULT 65534 /* nobody / nogroup */
+
 #include "error.h"
 #include "output.h"
 
@@ -38,6 +40,8 @@ struct boundary {
 	int landlock_abi;                  /* 0 when Landlock is unavailable */
 	bool landlock_per_call;            /* scope layer per command (no agent-wide domain) */
 	cap_t no_caps;                     /* empty capability state, made before any clone */
+	uid_t command_uid;                 /* the host uid and gid commands run as: the agent's own, */
+	gid_t command_gid;                 /* or an unprivileged one when the agent is host root */
 };
 
 enum exec_status {
@@ -80,6 +84,8 @@ struct boundary_options {
 	const uint16_t *block_ports;
 	size_t n_block_ports;
 	unsigned long max_processes;
+	uid_t sandbox_uid;                 /* for a host-root agent; 0 means the default, 65534 */
+	gid_t sandbox_gid;
 };
 
 /* Prepare once: resolve hidden directories, compile seccomp, set up Landlock (an agent-wide

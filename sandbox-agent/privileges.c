@@ -7,6 +7,7 @@
 #include <linux/securebits.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Root inside the namespace gets no capabilities from execve (NOROOT), a uid change never
@@ -37,9 +38,12 @@ int privileges_drop(uid_t uid, gid_t gid, cap_t no_caps, struct sb_err *err)
 	/* The ids are already the mapped ones; setting them names them explicitly and clears
 	 * saved ids that could otherwise be switched back to. gid first, while uid may still
 	 * have the right to change it. */
-	if (setresgid(gid, gid, gid) < 0)
+	/* Raw syscalls: glibc's wrappers broadcast the change to every thread of the process as
+	 * glibc remembers it, and init is a clone of a multi-threaded agent whose thread list is
+	 * stale here (as PID 1 of a namespace, the broadcast would signal init itself forever). */
+	if (syscall(SYS_setresgid, gid, gid, gid) < 0)
 		return sb_fail_errno(err, "setresgid(%u)", (unsigned)gid);
-	if (setresuid(uid, uid, uid) < 0)
+	if (syscall(SYS_setresuid, uid, uid, uid) < 0)
 		return sb_fail_errno(err, "setresuid(%u)", (unsigned)uid);
 	/* Bounding set before the permitted set: dropping from it needs CAP_SETPCAP. */
 	if (caps_drop_bounding(err) < 0)

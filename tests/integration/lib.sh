@@ -299,6 +299,9 @@ t() {
 			AGENT_WRAP=()
 			mkdir_user "$TD" "$WD" "$RD" || { bad "cannot create $TD for $mode"; exit 1; }
 			chmod 0700 "$RD"
+			# A host-root agent runs its commands as nobody (65534): their working directory
+			# must be theirs to write.
+			[ "$RUN_UID" -eq 0 ] && chown 65534:65534 "$WD"
 			cd "$WD" || exit 1
 			"$fn"
 			exit "$T_BAD"
