@@ -51,7 +51,7 @@ ESCAPE_BIN := $(patsubst tests/escape/%.c,$(BUILD)/tests/escape/%,$(ESCAPE_SRC))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps test test-unit test-integration test-asan demo bench fuzz clean
+.PHONY: all deps test test-unit test-integration test-asan demo demo-agent bench fuzz clean
 
 all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager
 
@@ -109,6 +109,9 @@ test-asan:
 
 demo: all
 	bash scripts/demo.sh $(BUILD)
+
+demo-agent: all
+	bash scripts/demo-agent.sh $(BUILD)
 
 bench: all
 	bash scripts/bench.sh $(BUILD)

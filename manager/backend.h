@@ -24,6 +24,8 @@ struct sandbox_spec {
 	const char *credentials_dir;     /* the authority snapshot, mounted read-only; may be NULL */
 	const char *agent_path;          /* the static sandbox-agent on the host */
 	const char *manager_name;        /* the agent's --manager-name */
+	uid_t host_uid;                  /* the host ids the sandbox's root (uid and gid 0) map to; */
+	gid_t host_gid;                  /* never 0 (see config.h sandbox_uid) */
 };
 
 struct sandbox_handle {

@@ -69,6 +69,10 @@ static void defaults(struct config *c)
 	c->idle_seconds = IDLE_SECONDS;
 	c->output_limit = OUTPUT_LIMIT;
 	c->resources = json_object();
+	/* Unprivileged, the manager can map only its own ids. As root it must not: nothing in a
+	 * sandbox is ever host root (backend.h), so sandboxes run as nobody unless told otherwise. */
+	c->sandbox_uid = geteuid() == 0 ? 65534 : geteuid();
+	c->sandbox_gid = geteuid() == 0 ? 65534 : getegid();
 }
 
 /* One setting by name, from the file or a flag: the same checks for both. */
@@ -98,6 +102,15 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		if (uint_set(&v, value, 1, 86400, key, err) < 0)
 			return -1;
 		*(key[0] == 'd' ? &c->default_timeout : key[0] == 'm' ? &c->max_timeout : &c->idle_seconds) = (unsigned)v;
+		return 0;
+	}
+	if (strcmp(key, "sandbox-uid") == 0 || strcmp(key, "sandbox-gid") == 0) {
+		if (uint_set(&v, value, 1, 4294967294UL, key, err) < 0)
+			return -1;
+		if (key[8] == 'u')
+			c->sandbox_uid = (uid_t)v;
+		else
+			c->sandbox_gid = (gid_t)v;
 		return 0;
 	}
 	if (strcmp(key, "output-limit") == 0)
@@ -162,7 +175,8 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "socket", 1, NULL, 0 }, { "backend", 1, NULL, 0 },   { "podman-socket", 1, NULL, 0 },
 		{ "image", 1, NULL, 0 },  { "agent", 1, NULL, 0 },     { "default-timeout-seconds", 1, NULL, 0 },
 		{ "max-timeout-seconds", 1, NULL, 0 }, { "idle-seconds", 1, NULL, 0 },
-		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { NULL, 0, NULL, 0 },
+		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { "sandbox-uid", 1, NULL, 0 },
+		{ "sandbox-gid", 1, NULL, 0 },  { NULL, 0, NULL, 0 },
 	};
 	int idx, opt;
 
@@ -197,6 +211,8 @@ int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 	if (c->default_timeout > c->max_timeout)
 		return sb_fail(err, EINVAL, "config: default-timeout-seconds (%u) is over max-timeout-seconds (%u)",
 			       c->default_timeout, c->max_timeout);
+	if (geteuid() != 0 && (c->sandbox_uid != geteuid() || c->sandbox_gid != getegid()))
+		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only");
 	if (strcmp(c->backend, "process") != 0)
 		return sb_fail(err, EOPNOTSUPP, "config: the %s backend is not available in this build yet; use process",
 			       c->backend);

@@ -20,6 +20,8 @@ struct config {
 	unsigned max_timeout;       /* a call over it is refused */
 	unsigned idle_seconds;      /* an idle sandbox is retired after this; the workspace stays */
 	unsigned long output_limit; /* per stream, bytes */
+	uid_t sandbox_uid;          /* what a sandbox's root is on the host: the manager's own uid, */
+	gid_t sandbox_gid;          /* or (manager as root) sandbox-uid/gid, default 65534 */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
 };
 

@@ -37,6 +37,10 @@ const char *const gitrun_protections[] = {
 	 * (an agent could plant one inside a worktree). */
 	"-c", "safe.bareRepository=explicit",
 	"-c", "submodule.recurse=false",
+	/* Under a root manager the writable parts of a repository belong to the sandbox's
+	 * unprivileged uid; trust in a repository comes from the refusal checks (gitconfig.c) and
+	 * Landlock around this process, never from who owns its files. */
+	"-c", "safe.directory=*",
 	/* No automatic gc or maintenance: they detach into the background, outliving our deadline. */
 	"-c", "gc.auto=0",
 	"-c", "maintenance.auto=false",

@@ -1,30 +1,54 @@
-/* sandbox-manager: the host service's command line. Subcommands arrive with the manager issues;
- * until then it says so plainly instead of pretending. */
+/* sandbox-manager: the host service and its client commands. `serve` runs the daemon
+ * (daemon.c); every other command is a client of its control socket (cli.c). */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "log.h"
+#include "manager.h"
 
 #define SB_VERSION "0.1.0"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sandbox-manager version\n"
-		   "       sandbox-manager help\n");
+	fprintf(f, "usage: sandbox-manager serve [--config FILE] [--state-dir DIR] [--volume DIR] [--socket PATH]\n"
+		   "                       [--backend process] [--agent PATH] [--resource NAME=BROKER:ARG]...\n"
+		   "                       [--default-timeout-seconds N] [--max-timeout-seconds N] [--idle-seconds N]\n"
+		   "       sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
+		   "       sandbox-manager session show|delete --session S\n"
+		   "       sandbox-manager exec --session S [--timeout-seconds N] [--json] -- COMMAND\n"
+		   "       sandbox-manager cancel --session S\n"
+		   "       sandbox-manager grant --session S (--set RES=ACCESS | --revoke RES)\n"
+		   "       sandbox-manager records --session S\n"
+		   "Client commands find the daemon by --socket PATH or $SANDBOX_MANAGER_SOCKET.\n");
 }
 
 int main(int argc, char **argv)
 {
+	const char *cmd = argc >= 2 ? argv[1] : "";
+
 	sb_log_init("sandbox-manager");
-	if (argc >= 2 && strcmp(argv[1], "version") == 0) {
+	if (strcmp(cmd, "serve") == 0)
+		return daemon_serve(argc - 1, argv + 1);
+	if (strcmp(cmd, "session") == 0)
+		return mcli_session(argc - 1, argv + 1);
+	if (strcmp(cmd, "exec") == 0)
+		return mcli_exec(argc - 1, argv + 1);
+	if (strcmp(cmd, "cancel") == 0)
+		return mcli_cancel(argc - 1, argv + 1);
+	if (strcmp(cmd, "grant") == 0)
+		return mcli_grant(argc - 1, argv + 1);
+	if (strcmp(cmd, "records") == 0)
+		return mcli_records(argc - 1, argv + 1);
+	if (strcmp(cmd, "version") == 0) {
 		printf("sandbox-manager %s\n", SB_VERSION);
 		return 0;
 	}
-	if (argc >= 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0)) {
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0) {
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "sandbox-manager: unknown command '%s'\n", argc >= 2 ? argv[1] : "");
+	fprintf(stderr, "sandbox-manager: unknown command '%s'\n", cmd);
 	usage(stderr);
-	return 2;
+	return MCLI_USAGE;
 }

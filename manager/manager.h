@@ -59,6 +59,8 @@ int64_t now_wall_ms(void);
 /* execpath.c: the six steps of one call; returns the control response. */
 json_t *execpath_run(struct manager *m, json_t *req);
 json_t *execpath_cancel(struct manager *m, const char *session);
+/* At start: accepted execs are refused (they never ran), dispatched ones reconciled or uncertain. */
+int execpath_recover(struct manager *m, struct sb_err *err);
 
 /* sessions.c: the other control operations. */
 json_t *sessions_create(struct manager *m, json_t *req);

@@ -461,15 +461,16 @@ static int layout_paths(const char *volume, const char *identity, struct layout 
 	return 0;
 }
 
-/* The identity's directories. The identity directory is 0700: only the manager walks it (backends
- * bind-mount paths below it, which needs no search permission inside the sandbox). */
+/* The identity's directories. The identity directory is 0711, search only: nothing in it can be
+ * listed, but a sandbox's init running as an unprivileged uid (under a root manager) must walk
+ * to the worktree to bind it. private-state/ and provider-auth/ stay 0700. */
 static int layout_create(const char *volume, const struct layout *l, struct sb_err *err)
 {
 	cleanup_free char *identities = NULL;
 
 	if (path_fmt(&identities, err, "%s/identities", volume) != 0)
 		return -1;
-	if (dir_ensure(identities, 0755, err) != 0 || dir_ensure(l->identity_dir, 0700, err) != 0 ||
+	if (dir_ensure(identities, 0755, err) != 0 || dir_ensure(l->identity_dir, 0711, err) != 0 ||
 	    dir_ensure(l->repositories, 0755, err) != 0 || dir_ensure(l->workspaces, 0755, err) != 0 ||
 	    dir_ensure(l->private_state, 0700, err) != 0 || dir_ensure(l->provider_auth, 0700, err) != 0)
 		return -1;

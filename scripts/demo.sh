@@ -1,49 +1,68 @@
 #!/usr/bin/env bash
-# `make demo`: the agent's boundary on real commands, on this machine, with nothing else
-# installed. Every step runs through `sandbox-agent exec`, the path the manager uses too.
+# `make demo`: the seed's investigation through the managed path, on this machine, with nothing else
+# installed: a manager on a temporary state directory (process backend), a session on a small
+# repository of deployment manifests, and every call through `sandbox-manager exec`. Then the
+# records with their receipts. Cleans up after itself.
 set -euo pipefail
-build=${1:-build}
-agent="$build/sandbox-agent"
+build=$(cd "${1:-build}" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/infra-sandbox-demo.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/worktree" "$work/receipts"
-chmod 700 "$work/receipts"
-printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: payments-api\nspec:\n  replicas: 0\n' \
-	>"$work/worktree/deployment.yaml"
+export SANDBOX_MANAGER_SOCKET=$work/state/manager.sock
+manager_pid=
 
-run() { # run TITLE TIMEOUT COMMAND
-	echo
-	echo "== $1"
-	echo "\$ $3"
-	"$agent" exec --cwd "$work/worktree" --receipt-dir "$work/receipts" --timeout-seconds "$2" -- "$3" |
-		jq '{status, exit_code, stdout, stderr, duration_ms, receipt: {verified: .receipt.verified,
-		     boundary_confirmed: .receipt.boundary_confirmed, path: .receipt.path}}'
+cleanup() {
+	[ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null && wait "$manager_pid" 2>/dev/null
+	pkill -KILL -f -- "--state-dir $work/state/sandboxes/" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$1"; }
+call() { # call [--timeout-seconds N] COMMAND: one managed Bash call, shown as an agent would see it
+	local args=()
+	[ "$1" = --timeout-seconds ] && args=(--timeout-seconds "$2") && shift 2
+	printf '$ %s\n' "$1"
+	local rc=0
+	"$build/sandbox-manager" exec --session "$session" "${args[@]}" -- "$1" || rc=$?
+	printf '[exit %s]\n' "$rc"
 }
 
-echo "infra-sandbox demo: each command runs in fresh user + PID + mount namespaces under a protected PID 1"
-"$agent" check | jq -c '{ok, landlock: .features.landlock, problems: [.problems[].feature]}'
+step "the repository: deployment manifests for payments-api"
+mkdir -p "$work/repo" "$work/state"
+chmod 700 "$work/state"
+cp -r "$here/tests/fixtures/deploy-repo/." "$work/repo/"
+git -C "$work/repo" init -q -b main
+git -C "$work/repo" add -A
+git -C "$work/repo" -c user.name=demo -c user.email=demo@example.invalid commit -qm "manifests"
+git -C "$work/repo" log --oneline
 
-run "read the manifests (same absolute path inside)" 10 'pwd; grep -n replicas deployment.yaml'
-run "who am I inside: no capabilities, no_new_privs, seccomp, PID 2" 10 \
-	'echo "pid=$$"; grep -E "^(CapEff|CapBnd|NoNewPrivs|Seccomp):" /proc/self/status; ls /proc | grep -cE "^[0-9]+$"'
-run "a detached child: setsid + nohup, writing a heartbeat" 10 \
-	'setsid nohup bash -c "while :; do date +%s%N > heartbeat; sleep 0.1; done" >/dev/null 2>&1 & sleep 0.3; echo "started detached child"'
-before=$(cat "$work/worktree/heartbeat")
-sleep 0.5
-after=$(cat "$work/worktree/heartbeat")
-if [ "$before" = "$after" ]; then
-	echo "-> the heartbeat stopped when the command ended: the boundary killed the detached child"
-else
-	echo "-> UNEXPECTED: the detached child is still writing" >&2
-	exit 1
-fi
-run "the command tries to stop PID 1 and read its secrets" 10 \
-	'kill -9 1; cat /proc/1/environ; ls '"$work/receipts"'; echo "init still protects the namespace"'
-run "a timeout: sleep 30 under a 2-second limit" 2 'echo sleeping; sleep 30'
+step "sandbox-manager serve (process backend, state in $work/state)"
+"$build/sandbox-manager" serve --state-dir "$work/state" --agent "$build/sandbox-agent" \
+	>"$work/manager.log" 2>&1 &
+manager_pid=$!
+for _ in $(seq 1 100); do [ -S "$SANDBOX_MANAGER_SOCKET" ] && break; sleep 0.1; done
+[ -S "$SANDBOX_MANAGER_SOCKET" ] || { cat "$work/manager.log"; exit 1; }
 
-echo
-echo "== the receipts, written by the agent after each namespace was empty"
-ls -l "$work/receipts"
-last=$(ls -t "$work/receipts"/*.json | head -1)
-jq . "$last"
-"$agent" verify-receipt --receipt "$last" --key "$work/receipts/receipt.key" | jq -c .
+step "a session: its own git worktree and branch"
+"$build/sandbox-manager" session create --identity demo --repo "$work/repo" | tee "$work/session.json"
+session=$(jq -r .session "$work/session.json")
+
+step "the investigation, one managed Bash call at a time"
+call 'grep -n -e replicas -e port payments/*.yaml'
+call 'printf "payments-api unavailable:\n- replicas: 0\n- readiness probe on 8081, container listens on 8080\n" > "$TMPDIR/report.md"; cat "$TMPDIR/report.md"'
+call "sed -i -e 's/replicas: 0/replicas: 2/' -e 's/port: 8081/port: 8080/' payments/deployment.yaml && git diff --stat && git diff | grep '^[-+] '"
+call 'setsid nohup bash -c "while :; do date +%s%N > \"$TMPDIR/heartbeat\"; sleep 0.1; done" >/dev/null 2>&1 & echo "left a detached child behind"'
+worktree=$(jq -r .worktree "$work/session.json")
+a=$(cat "$worktree/.sandbox-tmp/heartbeat"); sleep 0.5; b=$(cat "$worktree/.sandbox-tmp/heartbeat")
+[ "$a" = "$b" ] && echo "-> its heartbeat stopped: the boundary ended it with the call" ||
+	{ echo "-> UNEXPECTED: the detached child is still running" >&2; exit 1; }
+call --timeout-seconds 2 'echo "waiting on the cluster..."; sleep 30'
+echo "-> exit 124: timed out, and nothing of it is left"
+
+step "the report and the patch, from the host (file tools see the same paths)"
+cat "$worktree/.sandbox-tmp/report.md"
+git -C "$worktree" diff --stat
+
+step "the records, each completed with its status and a verified receipt"
+"$build/sandbox-manager" records --session "$session" |
+	jq -r '.records[] | "\(.exec_id)  \(.state | .[0:9])\texit=\(.result.exit_code)  receipt: nonce=\(.receipt.nonce[0:12])... confirmed=\(.receipt.boundary.confirmed)  \(.command | gsub("\n"; " ") | .[0:50])"'

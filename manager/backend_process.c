@@ -1,0 +1,1583 @@
+/* The process backend (backend.h): a session's sandbox is `sandbox-agent serve` running as PID 1 of
+ * its own user, PID, mount, IPC and UTS namespaces on this host, in a root built from the mount plan,
+ * reached over <private_dir>/sock/agent.sock. Two roles, labelled where their code begins:
+ *   manager, outside     - prepare(), stop(), evidence(), adopt(): plans the root, clones, writes the
+ *                          id maps, waits for the socket; proves the end through a pidfd.
+ *   sandbox init, inside - the clone between clone() and execve() of the agent: builds the root from
+ *                          the steps the manager prepared, pivots into it, executes the agent.
+ * Must never: allocate or call glibc fork/malloc after clone (the manager is multi-threaded); follow a
+ * symbolic link while building the root (workspace content is written by commands); say a sandbox is
+ * gone without seeing its PID-namespace init exit through a pidfd.
+ *
+ * The sandbox's view (every path the agent and its commands can reach):
+ *   /                      a tmpfs, read-only once built
+ *   /usr /bin /sbin /lib*  the host's, read-only recursive binds (a symbolic link such as /bin -> usr/bin
+ *                          is recreated as a link, not bound)
+ *   /etc                   a tmpfs, read-only, holding only the entries of etc_entries[] (no shadow,
+ *                          no ssl/private, no ssh host keys: what root could read on the host stays out)
+ *   /dev                   a tmpfs, read-only: null zero full random urandom tty (binds of the host's
+ *                          nodes), fd stdin stdout stderr (links into /proc/self/fd), shm (tmpfs 1777);
+ *                          no pts: commands never get a terminal
+ *   /proc                  a fresh procfs of the sandbox's PID namespace, unmasked (the agent mounts a
+ *                          fresh one per command, which the kernel allows only over a fully visible one)
+ *   /tmp                   a tmpfs 1777 of the sandbox's own, gone with it
+ *   /.sandbox/bin/sandbox-agent   the agent binary, a read-only bind (/usr is the host's and read-only,
+ *                          so /usr/local/bin cannot take a new file; the agent never re-executes itself)
+ *   /.sandbox/empty        an empty file: the source of hidden files
+ *   the mount plan         every entry in order, at its own path
+ *   credentials_dir        read-only at its own path, when given
+ *   <private_dir>/tls      read-only; state/ and sock/ read-write: the agent hides all three from commands
+ * Directories made to hold mount points under the sandbox's writable /tmp get a tmpfs of their own that
+ * turns read-only once built: otherwise a command could rename them and move the agent's state away.
+ */
+#include "backend.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <ftw.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/close_range.h>
+#include <linux/openat2.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define SETUP_MS 10000        /* sandbox init: from release to execve of the agent */
+#define READY_MS 10000        /* the agent: from execve to a socket that accepts (ASan builds are slow) */
+#define ABORT_MS 5000         /* a failed prepare: from SIGKILL to the reaped init */
+#define LOG_TAIL_BYTES 600    /* of agent.log, in the message of a failed prepare */
+#define INIT_EXIT_SETUP_FAILED 125
+
+#define AGENT_INSIDE "/.sandbox/bin/sandbox-agent"
+#define EMPTY_INSIDE "/.sandbox/empty"
+#define PUT_OLD ".oldroot"
+#define SANDBOX_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* Mount attributes every bind and tmpfs gets unless it must hold device nodes or executables. */
+#define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+
+static void cleanup_freep(void *p)
+{
+	free(*(void **)p);
+}
+
+static void cleanup_closep(const int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+
+#define cleanup_free __attribute__((cleanup(cleanup_freep)))
+#define cleanup_close __attribute__((cleanup(cleanup_closep)))
+
+/* ------------------------------------------------------------------ the steps of the root */
+
+enum step_kind {
+	STEP_TMPFS,   /* a fresh tmpfs at path (mode), sealed read-only at the end when seal */
+	STEP_BIND,    /* source (a host path, or a path inside the new root) at path, recursively */
+	STEP_SYMLINK, /* a symbolic link at path whose text is source */
+	STEP_FILE,    /* an empty file at path */
+	STEP_PROC,    /* a fresh procfs of the sandbox's PID namespace at path */
+};
+
+struct step {
+	enum step_kind kind;
+	char *path;          /* inside the sandbox: absolute, no '.', '..' or empty components */
+	char *source;        /* STEP_BIND: where from; STEP_SYMLINK: the link's text */
+	bool source_inside;  /* STEP_BIND: source is a path in the new root (resolved beneath it) */
+	bool seal;           /* STEP_TMPFS: read-only once the root is complete */
+	const char *mode;    /* STEP_TMPFS: mode of its root directory */
+	uint64_t attrs;      /* MOUNT_ATTR_* of the new mount (STEP_BIND: recursively) */
+	int mnt_fd;          /* sandbox init: the tmpfs, kept until it is sealed */
+};
+
+struct steps {
+	struct step *v;
+	size_t n, cap;
+};
+
+static void steps_free(struct steps *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->v[i].path);
+		free(s->v[i].source);
+	}
+	free(s->v);
+	memset(s, 0, sizeof *s);
+}
+
+/* A sandbox path we mount at must be plain: '..' or '.' could climb out of what the plan meant. */
+static bool path_plain(const char *p)
+{
+	if (p == NULL || p[0] != '/' || strlen(p) >= PATH_MAX)
+		return false;
+	for (const char *c = p + 1; *c != '\0';) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		c += n;
+		if (*c == '/')
+			c++;
+		if (*c == '\0' && c[-1] == '/')
+			return false;
+	}
+	return p[1] != '\0';
+}
+
+static int steps_add(struct steps *s, const struct step *tmpl, const char *path, const char *source,
+		     struct sb_err *err)
+{
+	struct step *st;
+
+	if (!path_plain(path))
+		return sb_fail(err, EINVAL, "mount target '%s' is not a plain absolute path", path ? path : "(null)");
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct step *v = realloc(s->v, cap * sizeof *v);
+
+		if (v == NULL)
+			return sb_fail(err, ENOMEM, "planning the sandbox's root");
+		s->v = v;
+		s->cap = cap;
+	}
+	st = &s->v[s->n];
+	*st = *tmpl;
+	st->mnt_fd = -1;
+	st->path = strdup(path);
+	st->source = source ? strdup(source) : NULL;
+	if (st->path == NULL || (source != NULL && st->source == NULL)) {
+		free(st->path);
+		free(st->source);
+		return sb_fail(err, ENOMEM, "planning the sandbox's root");
+	}
+	s->n++;
+	return 0;
+}
+
+static int step_tmpfs(struct steps *s, const char *path, const char *mode, uint64_t attrs, bool seal,
+		      struct sb_err *err)
+{
+	struct step t = { .kind = STEP_TMPFS, .mode = mode, .attrs = attrs, .seal = seal };
+
+	return steps_add(s, &t, path, NULL, err);
+}
+
+static int step_bind(struct steps *s, const char *path, const char *source, uint64_t attrs, struct sb_err *err)
+{
+	struct step t = { .kind = STEP_BIND, .attrs = attrs };
+
+	return steps_add(s, &t, path, source, err);
+}
+
+static int step_bind_inside(struct steps *s, const char *path, const char *source, uint64_t attrs,
+			    struct sb_err *err)
+{
+	struct step t = { .kind = STEP_BIND, .attrs = attrs, .source_inside = true };
+
+	return steps_add(s, &t, path, source, err);
+}
+
+static int step_symlink(struct steps *s, const char *path, const char *text, struct sb_err *err)
+{
+	struct step t = { .kind = STEP_SYMLINK };
+
+	return steps_add(s, &t, path, text, err);
+}
+
+static int step_simple(struct steps *s, enum step_kind kind, const char *path, uint64_t attrs, struct sb_err *err)
+{
+	struct step t = { .kind = kind, .attrs = attrs };
+
+	return steps_add(s, &t, path, NULL, err);
+}
+
+/* ---- manager, outside: what goes into the root ---- */
+
+/* The host's system directories, read-only. Merged-/usr systems have /bin -> usr/bin: the link is
+ * recreated, so the sandbox resolves it exactly as the host does. */
+static int steps_system(struct steps *s, struct sb_err *err)
+{
+	static const char *const dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		struct stat st;
+		char link[PATH_MAX];
+		ssize_t n;
+
+		if (lstat(dirs[i], &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return sb_fail_errno(err, "inspecting %s", dirs[i]);
+		}
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(dirs[i], link, sizeof link - 1);
+			if (n < 0)
+				return sb_fail_errno(err, "reading the link %s", dirs[i]);
+			link[n] = '\0';
+			if (step_symlink(s, dirs[i], link, err) < 0)
+				return -1;
+		} else if (S_ISDIR(st.st_mode)) {
+			if (step_bind(s, dirs[i], dirs[i], MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, err) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* What /etc holds, and nothing else: name resolution, users and groups for `id` and git, time zone,
+ * CA certificates (ssl/certs, never ssl/private), the dynamic linker's cache, shell profiles and git's
+ * system configuration. Anything the host does not have is skipped; an entry that others may not read
+ * on the host is left out too (a root manager would otherwise hand root's private files to the sandbox). */
+static const char *const etc_entries[] = {
+	"passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+	"services", "protocols", "networks", "localtime", "timezone", "ssl/certs", "ssl/openssl.cnf",
+	"ca-certificates", "ca-certificates.conf", "pki/ca-trust", "pki/tls/certs", "alternatives",
+	"gitconfig", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "bash.bashrc", "profile", "profile.d",
+	"inputrc", "mime.types", "os-release", "debian_version", "mtab", "terminfo",
+};
+
+/* The absolute, lexically normalised target of the link /etc/<entry> with text `text`. */
+static void link_target_normalise(const char *entry, const char *text, char *out, size_t len)
+{
+	char buf[PATH_MAX * 2];
+	size_t o = 0;
+
+	if (text[0] == '/')
+		snprintf(buf, sizeof buf, "%s", text);
+	else
+		snprintf(buf, sizeof buf, "/etc/%s/../%s", entry, text);
+	out[0] = '\0';
+	for (char *save = NULL, *c = strtok_r(buf, "/", &save); c != NULL; c = strtok_r(NULL, "/", &save)) {
+		if (strcmp(c, ".") == 0)
+			continue;
+		if (strcmp(c, "..") == 0) {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+			out[o] = '\0';
+			continue;
+		}
+		o += (size_t)snprintf(out + o, o < len ? len - o : 0, "/%s", c);
+		if (o >= len) {
+			out[0] = '\0';
+			return;
+		}
+	}
+}
+
+static bool others_may_read(const struct stat *st)
+{
+	return (st->st_mode & S_IROTH) && (!S_ISDIR(st->st_mode) || (st->st_mode & S_IXOTH));
+}
+
+static int steps_etc_entry(struct steps *s, const char *entry, struct sb_err *err)
+{
+	char host[PATH_MAX], inside[PATH_MAX], text[PATH_MAX], target[PATH_MAX];
+	cleanup_free char *real = NULL;
+	struct stat st;
+	ssize_t n;
+
+	snprintf(host, sizeof host, "/etc/%s", entry);
+	snprintf(inside, sizeof inside, "/etc/%s", entry);
+	if (lstat(host, &st) < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : sb_fail_errno(err, "inspecting %s", host);
+	if (S_ISLNK(st.st_mode)) {
+		n = readlink(host, text, sizeof text - 1);
+		if (n < 0)
+			return sb_fail_errno(err, "reading the link %s", host);
+		text[n] = '\0';
+		/* A link into /usr or /proc resolves the same inside (localtime, os-release, mtab): keep
+		 * the link, so tools that read it (the time zone's name) still can. */
+		link_target_normalise(entry, text, target, sizeof target);
+		if (strncmp(target, "/usr/", 5) == 0 || strncmp(target, "/proc/", 6) == 0)
+			return step_symlink(s, inside, text, err);
+		/* Anything else (resolv.conf -> /run/...) is bound from where it really is. */
+		real = realpath(host, NULL);
+		if (real == NULL || stat(real, &st) < 0)
+			return 0; /* a dangling link: nothing to show */
+	}
+	if (!others_may_read(&st) || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+		return 0;
+	return step_bind(s, inside, real ? real : host, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err);
+}
+
+static int steps_etc(struct steps *s, struct sb_err *err)
+{
+	if (step_tmpfs(s, "/etc", "0755", ATTR_SAFE | MOUNT_ATTR_NOEXEC, true, err) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof etc_entries / sizeof etc_entries[0]; i++)
+		if (steps_etc_entry(s, etc_entries[i], err) < 0)
+			return -1;
+	return 0;
+}
+
+/* A minimal /dev: the host's harmless character devices (bound: a tmpfs made in a user namespace
+ * cannot hold working device nodes), the usual links, and a /dev/shm of the sandbox's own. */
+static int steps_dev(struct steps *s, struct sb_err *err)
+{
+	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+	static const char *const links[][2] = {
+		{ "/dev/fd", "/proc/self/fd" }, { "/dev/stdin", "/proc/self/fd/0" },
+		{ "/dev/stdout", "/proc/self/fd/1" }, { "/dev/stderr", "/proc/self/fd/2" },
+	};
+	char path[64];
+
+	if (step_tmpfs(s, "/dev", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, true, err) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+		snprintf(path, sizeof path, "/dev/%s", nodes[i]);
+		if (access(path, F_OK) == 0 && step_bind(s, path, path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+		if (step_symlink(s, links[i][0], links[i][1], err) < 0)
+			return -1;
+	return step_tmpfs(s, "/dev/shm", "1777", ATTR_SAFE, false, err);
+}
+
+/* A target under the sandbox's writable /tmp gets an anchor: a tmpfs at /tmp/<first component>,
+ * sealed read-only at the end, so the directories leading to the mount points cannot be renamed. */
+static int steps_anchor(struct steps *s, const char *target, struct sb_err *err)
+{
+	char anchor[PATH_MAX];
+	size_t n;
+
+	if (strncmp(target, "/tmp/", 5) != 0)
+		return 0;
+	n = 5 + strcspn(target + 5, "/");
+	if (n >= sizeof anchor)
+		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
+	memcpy(anchor, target, n);
+	anchor[n] = '\0';
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].kind == STEP_TMPFS && strcmp(s->v[i].path, anchor) == 0)
+			return 0;
+	return step_tmpfs(s, anchor, "0755", ATTR_SAFE, true, err);
+}
+
+/* ------------------------------------------------------------------ one launch */
+
+struct launch {
+	char private_dir[PATH_MAX];
+	char root[PATH_MAX];            /* <private_dir>/root: the new root's mount point on the host */
+	char tls[PATH_MAX + 8], state[PATH_MAX + 8], sock_dir[PATH_MAX + 8];
+	char sock[PATH_MAX + 32], listen[PATH_MAX + 40];
+	char cert[PATH_MAX + 32], key[PATH_MAX + 32], ca[PATH_MAX + 32];
+	char log[PATH_MAX + 16];
+	char agent[PATH_MAX];
+	char credentials[PATH_MAX];
+	char generation[24];
+	uid_t host_uid;                 /* what the sandbox's uid and gid 0 are on the host */
+	gid_t host_gid;
+	char env_log_level[64];
+	char *argv[20];
+	char *envp[4];
+	const char *workdir;
+	struct steps steps;
+	off_t log_start;                /* agent.log's size before this launch: its tail is ours */
+	int go[2], error[2];            /* [0] read, [1] write; go: manager -> init, error: init -> manager */
+	int log_fd, null_fd;
+};
+
+static void fd_close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void launch_free(struct launch **lp)
+{
+	struct launch *l = *lp;
+
+	if (l == NULL)
+		return;
+	steps_free(&l->steps);
+	fd_close(&l->go[0]);
+	fd_close(&l->go[1]);
+	fd_close(&l->error[0]);
+	fd_close(&l->error[1]);
+	fd_close(&l->log_fd);
+	fd_close(&l->null_fd);
+	free(l);
+}
+
+static int path_fmt(char *out, size_t len, struct sb_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int path_fmt(char *out, size_t len, struct sb_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len)
+		return sb_fail(err, ENAMETOOLONG, "path too long: %s", out);
+	return 0;
+}
+
+/* The agent refuses a key, state or socket directory that is not its own (serve.c): say so here,
+ * before anything starts. owner: the host uid the directory must belong to (the manager's for
+ * the private directory itself, the sandbox's for what is mounted into it). */
+static int private_subdir(const char *dir, bool create, uid_t owner, struct sb_err *err)
+{
+	struct stat st;
+
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating %s", dir);
+	if (lstat(dir, &st) < 0)
+		return sb_fail_errno(err, "%s", dir);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != owner || (st.st_mode & 022) != 0)
+		return sb_fail(err, EPERM, "%s must be a directory owned by uid %u and not writable by group or "
+			       "others: the agent keeps its keys, receipts and socket there", dir, (unsigned)owner);
+	return 0;
+}
+
+/* When the sandbox runs as another uid than the manager (a root manager: backend.h), hand it
+ * what it must write: the plan's writable entries and its own tls/, state/ and sock/, without
+ * following a link a command may have planted there. The private directory itself stays the
+ * manager's, searchable (0711) so the sandbox's init can walk to those three. */
+static uid_t hand_uid;
+static gid_t hand_gid;
+
+static int hand_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)flag;
+	(void)ftw;
+	if ((st->st_uid == hand_uid && st->st_gid == hand_gid) || lchown(path, hand_uid, hand_gid) == 0)
+		return 0;
+	return -1;
+}
+
+static int hand_over(const struct launch *l, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* nftw's callback takes no context */
+	const char *own[3] = { l->tls, l->state, l->sock_dir };
+	int rc = 0;
+
+	if (l->host_uid == geteuid())
+		return 0;
+	if (chmod(l->private_dir, 0711) < 0)
+		return sb_fail_errno(err, "making %s searchable for the sandbox", l->private_dir);
+	pthread_mutex_lock(&lock);
+	hand_uid = l->host_uid;
+	hand_gid = l->host_gid;
+	for (size_t i = 0; i < spec->plan->n && rc == 0; i++)
+		if (spec->plan->entries[i].mode == MOUNT_RW && nftw(spec->plan->entries[i].source, hand_entry, 16, FTW_PHYS) < 0)
+			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", spec->plan->entries[i].source,
+					   (unsigned)hand_uid);
+	for (int i = 0; i < 3 && rc == 0; i++)
+		if ((mkdir(own[i], 0700) < 0 && errno != EEXIST) || nftw(own[i], hand_entry, 16, FTW_PHYS) < 0)
+			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", own[i], (unsigned)hand_uid);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+static int launch_paths(struct launch *l, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	struct stat st;
+
+	/* Canonical from here on: the root is built without following any symbolic link. */
+	l->host_uid = spec->host_uid;
+	l->host_gid = spec->host_gid;
+	if (l->host_uid == 0 || l->host_gid == 0)
+		return sb_fail(err, EPERM, "a sandbox never runs as host root: give it an unprivileged uid and gid");
+	if (realpath(spec->private_dir, l->private_dir) == NULL)
+		return sb_fail_errno(err, "private directory %s", spec->private_dir);
+	if (realpath(spec->agent_path, l->agent) == NULL)
+		return sb_fail_errno(err, "agent binary %s", spec->agent_path);
+	if (stat(l->agent, &st) < 0 || !S_ISREG(st.st_mode) || access(l->agent, X_OK) < 0)
+		return sb_fail(err, ENOEXEC, "agent binary %s is not an executable file", l->agent);
+	if (spec->credentials_dir != NULL && realpath(spec->credentials_dir, l->credentials) == NULL)
+		return sb_fail_errno(err, "credentials directory %s", spec->credentials_dir);
+	if (path_fmt(l->root, sizeof l->root, err, "%s/root", l->private_dir) < 0 ||
+	    path_fmt(l->tls, sizeof l->tls, err, "%s/tls", l->private_dir) < 0 ||
+	    path_fmt(l->state, sizeof l->state, err, "%s/state", l->private_dir) < 0 ||
+	    path_fmt(l->sock_dir, sizeof l->sock_dir, err, "%s/sock", l->private_dir) < 0 ||
+	    path_fmt(l->sock, sizeof l->sock, err, "%s/agent.sock", l->sock_dir) < 0 ||
+	    path_fmt(l->listen, sizeof l->listen, err, "unix:%s", l->sock) < 0 ||
+	    path_fmt(l->cert, sizeof l->cert, err, "%s/agent.crt", l->tls) < 0 ||
+	    path_fmt(l->key, sizeof l->key, err, "%s/agent.key", l->tls) < 0 ||
+	    path_fmt(l->ca, sizeof l->ca, err, "%s/ca.crt", l->tls) < 0 ||
+	    path_fmt(l->log, sizeof l->log, err, "%s/agent.log", l->private_dir) < 0)
+		return -1;
+	if (strlen(l->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return sb_fail(err, ENAMETOOLONG, "the agent's socket path %s is longer than a unix socket allows "
+			       "(%zu bytes): use a shorter private directory", l->sock,
+			       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	if (hand_over(l, spec, err) < 0)
+		return -1;
+	if (private_subdir(l->private_dir, false, geteuid(), err) < 0 ||
+	    private_subdir(l->tls, false, l->host_uid, err) < 0 || private_subdir(l->state, true, l->host_uid, err) < 0 ||
+	    private_subdir(l->sock_dir, true, l->host_uid, err) < 0)
+		return -1;
+	if (mkdir(l->root, 0700) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating %s", l->root);
+	/* A socket left by an earlier generation must not answer for this one. */
+	if (lstat(l->sock, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(l->sock) < 0)
+		return sb_fail_errno(err, "removing the stale socket %s", l->sock);
+	return 0;
+}
+
+static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	const struct mount_plan *plan = spec->plan;
+	struct steps *s = &l->steps;
+	const char *privates[3][2] = { { l->tls, "ro" }, { l->state, "rw" }, { l->sock_dir, "rw" } };
+
+	for (size_t i = 0; i < plan->n; i++)
+		if (steps_anchor(s, plan->entries[i].target, err) < 0)
+			return -1;
+	if ((spec->credentials_dir != NULL && steps_anchor(s, l->credentials, err) < 0) ||
+	    steps_anchor(s, l->private_dir, err) < 0)
+		return -1;
+	for (size_t i = 0; i < plan->n; i++) {
+		const struct mount_entry *e = &plan->entries[i];
+		int rc = 0;
+
+		switch (e->mode) {
+		case MOUNT_RW:
+			rc = step_bind(s, e->target, e->source, ATTR_SAFE, err);
+			break;
+		case MOUNT_RO:
+			rc = step_bind(s, e->target, e->source, MOUNT_ATTR_RDONLY | ATTR_SAFE, err);
+			break;
+		case MOUNT_HIDDEN:
+			rc = e->is_file ? step_bind_inside(s, e->target, EMPTY_INSIDE,
+							   MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err)
+					: step_tmpfs(s, e->target, "0000",
+						     MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, false, err);
+			break;
+		case MOUNT_TMPFS:
+			rc = step_tmpfs(s, e->target, "0755", ATTR_SAFE, false, err);
+			break;
+		}
+		if (rc < 0) {
+			sb_err_prefix(err, "mount plan entry %s", e->target ? e->target : "(null)");
+			return -1;
+		}
+	}
+	if (spec->credentials_dir != NULL &&
+	    step_bind(s, l->credentials, l->credentials, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0)
+		return -1;
+	for (size_t i = 0; i < 3; i++) {
+		uint64_t attrs = ATTR_SAFE | MOUNT_ATTR_NOEXEC | (privates[i][1][1] == 'o' ? MOUNT_ATTR_RDONLY : 0);
+
+		if (step_bind(s, privates[i][0], privates[i][0], attrs, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The whole root, in mount order: a parent always before what is mounted inside it. */
+static int launch_steps(struct launch *l, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	struct steps *s = &l->steps;
+
+	if (steps_system(s, err) < 0 || step_simple(s, STEP_FILE, EMPTY_INSIDE, 0, err) < 0 ||
+	    step_bind(s, AGENT_INSIDE, l->agent, MOUNT_ATTR_RDONLY | ATTR_SAFE, err) < 0 || steps_etc(s, err) < 0 ||
+	    steps_dev(s, err) < 0 ||
+	    step_simple(s, STEP_PROC, "/proc", ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0 ||
+	    step_tmpfs(s, "/tmp", "1777", ATTR_SAFE, false, err) < 0 || steps_plan(l, spec, err) < 0) {
+		sb_err_prefix(err, "planning the sandbox's root");
+		return -1;
+	}
+	return 0;
+}
+
+static int launch_command(struct launch *l, const struct sandbox_spec *spec)
+{
+	const char *level = getenv("SANDBOX_LOG_LEVEL");
+	size_t i = 0, e = 0;
+
+	snprintf(l->generation, sizeof l->generation, "%llu", (unsigned long long)spec->generation);
+	l->argv[i++] = "sandbox-agent";
+	l->argv[i++] = "serve";
+	l->argv[i++] = "--listen";
+	l->argv[i++] = l->listen;
+	l->argv[i++] = "--tls-cert";
+	l->argv[i++] = l->cert;
+	l->argv[i++] = "--tls-key";
+	l->argv[i++] = l->key;
+	l->argv[i++] = "--tls-ca";
+	l->argv[i++] = l->ca;
+	l->argv[i++] = "--manager-name";
+	l->argv[i++] = (char *)spec->manager_name;
+	l->argv[i++] = "--state-dir";
+	l->argv[i++] = l->state;
+	l->argv[i++] = "--generation";
+	l->argv[i++] = l->generation;
+	l->argv[i] = NULL;
+	/* A minimal, explicit environment: nothing of the manager's leaks in (commands get theirs
+	 * from each Exec anyway). */
+	l->envp[e++] = "PATH=" SANDBOX_PATH;
+	l->envp[e++] = "LANG=C.UTF-8";
+	if (level != NULL && strlen(level) < 32) {
+		snprintf(l->env_log_level, sizeof l->env_log_level, "SANDBOX_LOG_LEVEL=%s", level);
+		l->envp[e++] = l->env_log_level;
+	}
+	l->envp[e] = NULL;
+	l->workdir = spec->plan->workdir;
+	return 0;
+}
+
+/* Descriptors 0-2 are sandbox init's stdio-to-be: none of ours may sit there, or a dup2 onto
+ * them would clobber it. */
+static int fd_above_stdio(int *fd, struct sb_err *err)
+{
+	int high;
+
+	if (*fd > 2)
+		return 0;
+	high = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+	if (high < 0)
+		return sb_fail_errno(err, "moving a descriptor above 2");
+	close(*fd);
+	*fd = high;
+	return 0;
+}
+
+static int launch_fds(struct launch *l, struct sb_err *err)
+{
+	struct stat st;
+
+	/* Every descriptor close-on-exec: other threads of the manager may fork at any time. */
+	if (pipe2(l->go, O_CLOEXEC) < 0 || pipe2(l->error, O_CLOEXEC) < 0)
+		return sb_fail_errno(err, "creating pipes");
+	l->log_fd = open(l->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (l->log_fd < 0)
+		return sb_fail_errno(err, "opening the agent's log %s", l->log);
+	if (fstat(l->log_fd, &st) < 0)
+		return sb_fail_errno(err, "inspecting %s", l->log);
+	l->log_start = st.st_size;
+	l->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (l->null_fd < 0)
+		return sb_fail_errno(err, "opening /dev/null");
+	if (fd_above_stdio(&l->go[0], err) < 0 || fd_above_stdio(&l->go[1], err) < 0 ||
+	    fd_above_stdio(&l->error[0], err) < 0 || fd_above_stdio(&l->error[1], err) < 0 ||
+	    fd_above_stdio(&l->log_fd, err) < 0 || fd_above_stdio(&l->null_fd, err) < 0)
+		return -1;
+	/* Release a non-blocking error pipe: the manager polls it with a deadline. */
+	if (fcntl(l->error[0], F_SETFL, O_NONBLOCK) < 0)
+		return sb_fail_errno(err, "making the error pipe non-blocking");
+	return 0;
+}
+
+/* ================================================================== sandbox init, inside
+ * Runs in the clone: a copy of the manager's memory, one thread. Reads the launch and its steps,
+ * writes only to its stack and the steps' mnt_fd, allocates nothing, reports a failed step over the
+ * error pipe and dies. */
+
+static void write_all_fd(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return; /* the manager is gone: nobody is left to tell */
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Tell the manager what failed and die at once: prepare() fails with this message, never with
+ * "child exited 125". */
+__attribute__((noreturn)) static void die_report(int error_fd, const struct sb_err *err)
+{
+	static const char role[] = "sandbox init: ";
+	char msg[SB_ERR_MSG_MAX + sizeof role];
+	size_t mlen = strnlen(err->msg, SB_ERR_MSG_MAX);
+
+	memcpy(msg, role, sizeof role - 1);
+	memcpy(msg + sizeof role - 1, err->msg, mlen);
+	write_all_fd(error_fd, msg, sizeof role - 1 + mlen);
+	_exit(INIT_EXIT_SETUP_FAILED);
+}
+
+/* The manager may have handlers, ignored or blocked signals; the agent must start clean. It is PID 1
+ * of its namespace: with default dispositions the kernel drops signals sent from inside. */
+static int signals_reset(struct sb_err *err)
+{
+	struct sigaction dfl;
+	sigset_t none;
+
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
+			return sb_fail_errno(err, "resetting the disposition of signal %d", sig);
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		return sb_fail_errno(err, "unblocking signals");
+	return 0;
+}
+
+/* The clone holds a copy of every descriptor of the manager (its database, clients' sockets, other
+ * sandboxes' pipes). Keep only our four, so none of them stays open while the root is built. */
+static int fds_keep_only(const struct launch *l, struct sb_err *err)
+{
+	unsigned keep[4] = { (unsigned)l->go[0], (unsigned)l->error[1], (unsigned)l->log_fd, (unsigned)l->null_fd };
+	unsigned next = 0;
+
+	for (int i = 1; i < 4; i++)
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			unsigned t = keep[j];
+
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	for (int i = 0; i < 4; i++) {
+		if (keep[i] > next && syscall(SYS_close_range, next, keep[i] - 1, 0) < 0)
+			return sb_fail_errno(err, "closing the manager's descriptors");
+		next = keep[i] + 1;
+	}
+	if (syscall(SYS_close_range, next, ~0U, 0) < 0)
+		return sb_fail_errno(err, "closing the manager's descriptors");
+	return 0;
+}
+
+/* openat2 that refuses every symbolic link and, from a directory descriptor, anything that would
+ * resolve outside it. Returns the descriptor or -1 with errno. */
+static int open_nofollow(int dirfd, const char *path, uint64_t flags)
+{
+	struct open_how how = {
+		.flags = flags | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (dirfd == AT_FDCWD ? 0 : RESOLVE_BENEATH),
+	};
+
+	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/* Open the directory `rel` (relative, may be empty) beneath root, creating each missing component
+ * (0755). mkdirat never follows a link at the last component, and each step is reopened without
+ * following any: a link planted by a command in a writable workspace directory is refused (ELOOP),
+ * never used to create something elsewhere. Returns the descriptor or -1 with errno. */
+static int dir_make_beneath(int root, const char *rel)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(rel);
+	int fd = open_nofollow(root, ".", O_PATH | O_DIRECTORY);
+
+	if (len >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, rel, len + 1);
+	for (char *c = buf; fd >= 0 && *c != '\0';) {
+		char *end = c + strcspn(c, "/");
+		bool last = *end == '\0';
+		int next;
+
+		*end = '\0';
+		if (mkdirat(fd, c, 0755) < 0 && errno != EEXIST) {
+			int saved = errno;
+
+			close(fd);
+			errno = saved;
+			return -1;
+		}
+		next = open_nofollow(fd, c, O_PATH | O_DIRECTORY);
+		close(fd);
+		fd = next;
+		c = last ? end : end + 1;
+	}
+	return fd;
+}
+
+/* Make (or find) the mount point `path` inside the new root: a directory, or an empty file for a
+ * file bind, and open it without following links. Returns the descriptor or -1 with err. */
+static int mountpoint_make(int root, const char *path, bool dir, struct sb_err *err)
+{
+	char parent[PATH_MAX];
+	const char *name = strrchr(path, '/') + 1;
+	size_t plen = (size_t)(name - path) - 1;  /* without the leading and trailing slash */
+	cleanup_close int pfd = -1;
+	struct stat st;
+	int fd;
+
+	memcpy(parent, path + 1, plen ? plen - 1 : 0);
+	parent[plen ? plen - 1 : 0] = '\0';
+	pfd = dir_make_beneath(root, parent);
+	if (pfd < 0)
+		return sb_fail_errno(err, "making the directories that lead to %s", path);
+	if ((dir ? mkdirat(pfd, name, 0755) : mknodat(pfd, name, S_IFREG | 0444, 0)) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "making the mount point %s", path);
+	fd = open_nofollow(pfd, name, O_PATH);
+	if (fd < 0)
+		return sb_fail_errno(err, "opening the mount point %s", path);
+	if (fstat(fd, &st) < 0 || S_ISDIR(st.st_mode) != dir) {
+		close(fd);
+		return sb_fail(err, dir ? ENOTDIR : EISDIR, "mount point %s is not a %s", path,
+			       dir ? "directory" : "file");
+	}
+	return fd;
+}
+
+static int mount_attach(int mnt, int root, const char *path, bool dir, struct sb_err *err)
+{
+	cleanup_close int target = mountpoint_make(root, path, dir, err);
+
+	if (target < 0)
+		return -1;
+	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return sb_fail_errno(err, "attaching the mount at %s", path);
+	return 0;
+}
+
+/* A new filesystem instance (tmpfs, proc), detached until attached at its mount point. Returns the
+ * mount's descriptor or -1 with err. */
+static int fs_new(const char *type, const char *mode, uint64_t attrs, const char *path, struct sb_err *err)
+{
+	cleanup_close int fs = fsopen(type, FSOPEN_CLOEXEC);
+	int mnt;
+
+	if (fs < 0)
+		return sb_fail_errno(err, "creating a %s for %s", type, path);
+	if (mode != NULL && fsconfig(fs, FSCONFIG_SET_STRING, "mode", mode, 0) < 0)
+		return sb_fail_errno(err, "setting the mode of the %s for %s", type, path);
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return sb_fail_errno(err, "creating the %s for %s", type, path);
+	mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
+	if (mnt < 0)
+		return sb_fail_errno(err, "mounting the %s for %s", type, path);
+	return mnt;
+}
+
+static int run_tmpfs(struct step *st, int root, struct sb_err *err)
+{
+	int mnt = fs_new("tmpfs", st->mode, st->attrs, st->path, err);
+
+	if (mnt < 0)
+		return -1;
+	if (mount_attach(mnt, root, st->path, true, err) < 0) {
+		close(mnt);
+		return -1;
+	}
+	if (st->seal)
+		st->mnt_fd = mnt; /* read-only once everything inside is mounted */
+	else
+		close(mnt);
+	return 0;
+}
+
+static int run_proc(const struct step *st, int root, struct sb_err *err)
+{
+	/* Mounted from inside the new PID namespace, it shows only the sandbox's processes. The
+	 * kernel allows it because the host's /proc is fully visible in our (copied) mount tree. */
+	cleanup_close int mnt = fs_new("proc", NULL, st->attrs, st->path, err);
+
+	if (mnt < 0)
+		return -1;
+	return mount_attach(mnt, root, st->path, true, err);
+}
+
+static int run_bind(const struct step *st, int root, struct sb_err *err)
+{
+	cleanup_close int src = -1, mnt = -1;
+	struct mount_attr attr = { .attr_set = st->attrs };
+	struct stat sb;
+
+	/* The source is opened without following any link: a plan path is canonical, so a link on
+	 * the way can only be one a command planted in a writable workspace directory. */
+	src = st->source_inside ? open_nofollow(root, st->source + 1, O_PATH) : open_nofollow(AT_FDCWD, st->source, O_PATH);
+	if (src < 0 || fstat(src, &sb) < 0)
+		return sb_fail_errno(err, "opening %s to mount it at %s", st->source, st->path);
+	/* Recursive: a copy of a mount with locked submounts must take them along (the kernel
+	 * refuses otherwise), and a read-only view must be read-only all the way down. */
+	mnt = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+	if (mnt < 0)
+		return sb_fail_errno(err, "copying the mount of %s", st->source);
+	/* Attributes before attaching: the mount is never visible writable, not even for a moment. */
+	if (st->attrs && mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+		return sb_fail_errno(err, "restricting the mount of %s%s", st->source,
+				     (st->attrs & MOUNT_ATTR_RDONLY) ? " to read-only" : "");
+	return mount_attach(mnt, root, st->path, S_ISDIR(sb.st_mode), err);
+}
+
+static int run_symlink(const struct step *st, int root, struct sb_err *err)
+{
+	char parent[PATH_MAX];
+	const char *name = strrchr(st->path, '/') + 1;
+	size_t plen = (size_t)(name - st->path);
+	cleanup_close int pfd = -1;
+
+	memcpy(parent, st->path + 1, plen > 1 ? plen - 2 : 0);
+	parent[plen > 1 ? plen - 2 : 0] = '\0';
+	pfd = dir_make_beneath(root, parent);
+	if (pfd < 0)
+		return sb_fail_errno(err, "making the directories that lead to %s", st->path);
+	if (symlinkat(st->source, pfd, name) < 0)
+		return sb_fail_errno(err, "making the link %s -> %s", st->path, st->source);
+	return 0;
+}
+
+static int run_file(const struct step *st, int root, struct sb_err *err)
+{
+	cleanup_close int fd = mountpoint_make(root, st->path, false, err);
+
+	return fd < 0 ? -1 : 0;
+}
+
+static int root_steps(struct launch *l, int root, struct sb_err *err)
+{
+	for (size_t i = 0; i < l->steps.n; i++) {
+		struct step *st = &l->steps.v[i];
+		int rc = -1;
+
+		switch (st->kind) {
+		case STEP_TMPFS: rc = run_tmpfs(st, root, err); break;
+		case STEP_BIND: rc = run_bind(st, root, err); break;
+		case STEP_SYMLINK: rc = run_symlink(st, root, err); break;
+		case STEP_FILE: rc = run_file(st, root, err); break;
+		case STEP_PROC: rc = run_proc(st, root, err); break;
+		}
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The new root: a tmpfs on <private_dir>/root, seen only in this mount namespace. Returns its
+ * mount descriptor (also the directory everything else is resolved beneath) or -1. */
+static int root_mount(const struct launch *l, struct sb_err *err)
+{
+	cleanup_close int target = -1;
+	int mnt;
+
+	/* Private first: otherwise every mount below would propagate to the host's peer groups. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return sb_fail_errno(err, "making the mount tree private");
+	target = open_nofollow(AT_FDCWD, l->root, O_PATH | O_DIRECTORY);
+	if (target < 0)
+		return sb_fail_errno(err, "opening the new root's mount point %s", l->root);
+	mnt = fs_new("tmpfs", "0755", ATTR_SAFE, "/", err);
+	if (mnt < 0)
+		return -1;
+	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+		sb_fail_errno(err, "mounting the new root at %s", l->root);
+		close(mnt);
+		return -1;
+	}
+	return mnt;
+}
+
+static int mount_seal(int mnt, const char *path, struct sb_err *err)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+
+	/* Not recursive: only this tmpfs; what is mounted inside keeps its own mode. */
+	if (mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+		return sb_fail_errno(err, "making %s read-only", path);
+	return 0;
+}
+
+/* pivot_root into the new root and detach the host's tree for good: from here on nothing of the host
+ * is reachable but what the steps bound. Then the tmpfs directories turn read-only. */
+static int root_enter(struct launch *l, int root, struct sb_err *err)
+{
+	char seen[PATH_MAX];
+
+	if (mkdirat(root, PUT_OLD, 0700) < 0)
+		return sb_fail_errno(err, "making /%s", PUT_OLD);
+	if (fchdir(root) < 0)
+		return sb_fail_errno(err, "entering the new root");
+	if (syscall(SYS_pivot_root, ".", PUT_OLD) < 0)
+		return sb_fail_errno(err, "pivot_root into %s", l->root);
+	if (umount2(PUT_OLD, MNT_DETACH) < 0)
+		return sb_fail_errno(err, "detaching the host's root");
+	if (unlinkat(root, PUT_OLD, AT_REMOVEDIR) < 0)
+		return sb_fail_errno(err, "removing /%s", PUT_OLD);
+	if (chdir("/") < 0)
+		return sb_fail_errno(err, "entering /");
+	if (mount_seal(root, "/", err) < 0)
+		return -1;
+	for (size_t i = 0; i < l->steps.n; i++)
+		if (l->steps.v[i].mnt_fd >= 0 && mount_seal(l->steps.v[i].mnt_fd, l->steps.v[i].path, err) < 0)
+			return -1;
+	if (l->workdir == NULL)
+		return 0;
+	/* After the view is final, so the path resolves in the sandbox's world. */
+	if (chdir(l->workdir) < 0)
+		return sb_fail_errno(err, "entering the working directory %s", l->workdir);
+	if (getcwd(seen, sizeof seen) == NULL)
+		return sb_fail_errno(err, "reading back the working directory");
+	if (strcmp(seen, l->workdir) != 0)
+		return sb_fail(err, EXDEV, "working directory %s resolves to %s inside the sandbox", l->workdir, seen);
+	return 0;
+}
+
+static int stdio_attach(const struct launch *l, struct sb_err *err)
+{
+	/* All our descriptors are above 2 (fd_above_stdio), so nothing is clobbered here; dup2 leaves
+	 * 0-2 without close-on-exec, as execve needs. */
+	if (dup2(l->null_fd, 0) < 0 || dup2(l->log_fd, 1) < 0 || dup2(l->log_fd, 2) < 0)
+		return sb_fail_errno(err, "attaching stdin to /dev/null and stdout, stderr to %s", l->log);
+	return 0;
+}
+
+__attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
+{
+	struct sb_err err;
+	int root;
+	char go;
+
+	/* sandbox init, inside: PID 1 of the new PID namespace, in the new user namespace. */
+	if (signals_reset(&err) < 0 || fds_keep_only(l, &err) < 0)
+		die_report(l->error[1], &err);
+	/* A session of its own: a signal aimed at the manager's process group or terminal is not
+	 * aimed at the sandbox. */
+	if (setsid() < 0) {
+		sb_fail_errno(&err, "setsid");
+		die_report(l->error[1], &err);
+	}
+	/* Wait for the id maps: until they are written we hold no capability in our namespace. End
+	 * of file means the manager gave up (or died): leave quietly. */
+	if (read(l->go[0], &go, 1) != 1)
+		_exit(INIT_EXIT_SETUP_FAILED);
+	close(l->go[0]);
+	/* Become the namespace's root, which is host_uid outside: under a root manager our host
+	 * uid 0 has no mapping here, and files made with an unmapped owner fail (EOVERFLOW).
+	 * Raw syscalls: glibc's wrappers would signal the manager's threads, which do not exist here. */
+	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0) {
+		sb_fail_errno(&err, "becoming the sandbox's root");
+		die_report(l->error[1], &err);
+	}
+	/* The root, while we hold the namespace's CAP_SYS_ADMIN. */
+	root = root_mount(l, &err);
+	if (root < 0 || root_steps(l, root, &err) < 0 || root_enter(l, root, &err) < 0)
+		die_report(l->error[1], &err);
+	if (stdio_attach(l, &err) < 0)
+		die_report(l->error[1], &err);
+	/* No execve may ever grant more (setuid files, file capabilities) to the agent or below. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		sb_fail_errno(&err, "setting no_new_privs");
+		die_report(l->error[1], &err);
+	}
+	/* Everything above 2 closes at execve (the error pipe stays usable until then): the agent
+	 * starts with stdin, stdout and stderr only. */
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+		sb_fail_errno(&err, "close_range");
+		die_report(l->error[1], &err);
+	}
+	execve(AGENT_INSIDE, l->argv, l->envp);
+	sb_fail_errno(&err, "executing the agent (%s inside the sandbox, %s on the host)", AGENT_INSIDE, l->agent);
+	die_report(l->error[1], &err);
+}
+
+/* ================================================================== manager, outside */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int remaining_ms(int64_t deadline)
+{
+	int64_t left = deadline - mono_ms();
+
+	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/* clone3 into the sandbox's namespaces with a pidfd; clone() where clone3 is missing. The user
+ * namespace owns the others, so an unprivileged manager can create them too. The child runs
+ * sandbox_init_main and never returns. */
+static pid_t sandbox_clone(struct launch *l, int *pidfd, struct sb_err *err)
+{
+	const uint64_t ns = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+	struct clone_args args = {
+		.flags = ns | CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+
+	if (pid < 0 && errno == ENOSYS)
+		pid = (pid_t)syscall(SYS_clone, ns | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
+	if (pid == 0)
+		sandbox_init_main(l);
+	if (pid < 0)
+		return sb_fail_errno(err, "creating the sandbox's user, PID, mount, IPC and UTS namespaces");
+	return pid;
+}
+
+static int proc_write(pid_t pid, const char *name, const char *text, struct sb_err *err)
+{
+	char path[64];
+	size_t len = strlen(text);
+	cleanup_close int fd = -1;
+
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sb_fail_errno(err, "opening %s", path);
+	if (write(fd, text, len) != (ssize_t)len)
+		return sb_fail_errno(err, "writing %s", path);
+	return 0;
+}
+
+/* The sandbox's ids are the manager's own, 1:1 (root: "0 0 1"): files in the worktree keep their
+ * owner, and an unprivileged manager may map nothing else. setgroups must be denied before an
+ * unprivileged gid_map is accepted (user_namespaces(7)); it is denied for root too, so the sandbox
+ * can never change its groups. */
+/* The sandbox's root is its own uid 0, which is host_uid on the host: the manager's own uid
+ * when it is unprivileged (the only one it may map), an unprivileged uid when it is root.
+ * Nothing in a sandbox is ever host root: a process whose uid is host 0 writes /proc/sys,
+ * sysfs and root-owned devices without any capability. */
+static int id_maps_write(pid_t pid, uid_t host_uid, gid_t host_gid, struct sb_err *err)
+{
+	char map[64];
+
+	if (proc_write(pid, "setgroups", "deny", err) < 0)
+		return -1;
+	snprintf(map, sizeof map, "0 %u 1\n", (unsigned)host_gid);
+	if (proc_write(pid, "gid_map", map, err) < 0)
+		return -1;
+	snprintf(map, sizeof map, "0 %u 1\n", (unsigned)host_uid);
+	return proc_write(pid, "uid_map", map, err);
+}
+
+/* Field 22 of /proc/<pid>/stat, the start time in clock ticks since boot: with the pid it names
+ * one process for good, since a pid is reused only after its process was reaped. 0, or -1 with
+ * errno (ENOENT/ESRCH: no such process). */
+static int starttime_read(pid_t pid, unsigned long long *out)
+{
+	char path[64], buf[1024];
+	cleanup_close int fd = -1;
+	const char *p;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof buf - 1);
+	if (n <= 0)
+		return n == 0 ? (errno = ESRCH, -1) : -1;
+	buf[n] = '\0';
+	/* The command name (field 2) may hold spaces and parentheses: count from the last ')'. */
+	p = strrchr(buf, ')');
+	if (p == NULL) {
+		errno = EPROTO;
+		return -1;
+	}
+	/* p: the space before field 3; each step moves to the space before the next field. */
+	p++;
+	for (int field = 3; field < 22 && p != NULL; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL || sscanf(p, " %llu", out) != 1) {
+		errno = EPROTO;
+		return -1;
+	}
+	return 0;
+}
+
+/* "process:<pid>:<starttime>" */
+static int runtime_id_parse(const char *id, pid_t *pid, unsigned long long *start, struct sb_err *err)
+{
+	unsigned long p = 0;
+	char *end = NULL;
+	bool ok = id != NULL && strncmp(id, "process:", 8) == 0 && id[8] >= '1' && id[8] <= '9';
+
+	if (ok) {
+		errno = 0;
+		p = strtoul(id + 8, &end, 10);
+		ok = errno == 0 && *end == ':' && p > 1 && p <= INT_MAX && end[1] >= '0' && end[1] <= '9';
+	}
+	if (ok) {
+		*start = strtoull(end + 1, &end, 10);
+		ok = errno == 0 && *end == '\0';
+	}
+	if (!ok)
+		return sb_fail(err, EINVAL, "runtime id '%s' is not one of the process backend "
+			       "(process:<pid>:<start time>)", id ? id : "(null)");
+	*pid = (pid_t)p;
+	return 0;
+}
+
+/* A pidfd for the recorded init, or proof that it is gone. 1: gone (the pid is free or names a
+ * younger process); 0: *fd holds a pidfd of the very process; -1: err. The pidfd is opened BEFORE
+ * the start time is compared: a process reused the pid only after ours was reaped, so a match
+ * read after the open names the process the pidfd holds. */
+static int init_pidfd_open(const struct sandbox_handle *h, int *fd, struct sb_err *err)
+{
+	unsigned long long recorded, now = 0;
+	pid_t pid;
+
+	if (runtime_id_parse(h->runtime_id, &pid, &recorded, err) < 0)
+		return -1;
+	*fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (*fd < 0)
+		return errno == ESRCH ? 1 : sb_fail_errno(err, "pidfd_open(%d)", (int)pid);
+	if (starttime_read(pid, &now) == 0 && now == recorded)
+		return 0;
+	if (errno != 0 && errno != ENOENT && errno != ESRCH && errno != EPROTO) {
+		sb_fail_errno(err, "reading the start time of pid %d", (int)pid);
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	close(*fd);
+	*fd = -1;
+	return 1;
+}
+
+/* Our own child is reaped here; an adopted one is someone else's to reap (ECHILD), and its pidfd
+ * turning readable already proves it exited. */
+static void init_reap(int pidfd)
+{
+	siginfo_t info;
+
+	memset(&info, 0, sizeof info);
+	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED | WNOHANG) < 0 && errno == EINTR) {
+	}
+}
+
+/* Wait up to timeout_ms for the init behind pidfd to exit. 1: exited; 0: still running. A PID
+ * namespace's init exits only after the kernel has killed and reaped every other process of the
+ * namespace (zap_pid_ns_processes), nested namespaces included: its exit is the sandbox's end. */
+static int init_wait_exit(int pidfd, int timeout_ms)
+{
+	int64_t deadline = mono_ms() + timeout_ms;
+
+	for (;;) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int n = poll(&p, 1, remaining_ms(deadline));
+
+		if (n > 0) {
+			init_reap(pidfd);
+			return 1;
+		}
+		if (n == 0 || (n < 0 && errno != EINTR) || remaining_ms(deadline) == 0)
+			return 0;
+	}
+}
+
+static void handle_clear(struct sandbox_handle *h)
+{
+	memset(h, 0, sizeof *h);
+	h->pidfd = -1;
+}
+
+/* The last LOG_TAIL_BYTES of what the agent wrote in this launch, on one line. */
+static void log_tail(const struct launch *l, char *out, size_t len)
+{
+	cleanup_close int fd = open(l->log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char buf[LOG_TAIL_BYTES + 1];
+	struct stat st;
+	off_t from;
+	ssize_t n;
+
+	out[0] = '\0';
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= l->log_start)
+		return;
+	from = st.st_size - l->log_start > LOG_TAIL_BYTES ? st.st_size - LOG_TAIL_BYTES : l->log_start;
+	n = pread(fd, buf, sizeof buf - 1, from);
+	if (n <= 0)
+		return;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\n')
+			buf[i] = ' ';
+	snprintf(out, len, "; agent.log: %s", buf);
+}
+
+/* A failed prepare leaves nothing running: SIGKILL to the sandbox's init, then its end, bounded.
+ * err already says what failed; this adds whether the end was proven. */
+static void sandbox_abort(struct sandbox_handle *h, struct sb_err *err)
+{
+	if (h->pidfd < 0)
+		return;
+	syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+	if (!init_wait_exit(h->pidfd, ABORT_MS)) {
+		size_t len = strlen(err->msg);
+
+		snprintf(err->msg + len, sizeof err->msg - len,
+			 " (and the sandbox's init, pid %d, did not exit within %d ms of SIGKILL: its end is NOT "
+			 "proven; the handle keeps its pidfd for evidence())", (int)h->pid, ABORT_MS);
+		return;
+	}
+	close(h->pidfd);
+	handle_clear(h);
+}
+
+/* Until sandbox init reports a failed step or its execve closes the error pipe. */
+static int setup_wait(struct launch *l, struct sb_err *err)
+{
+	int64_t deadline = mono_ms() + SETUP_MS;
+	char msg[SB_ERR_MSG_MAX];
+	size_t have = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = l->error[0], .events = POLLIN };
+		int n = poll(&p, 1, remaining_ms(deadline));
+		ssize_t r;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return sb_fail(err, n == 0 ? ETIMEDOUT : errno, "sandbox init did not finish building the root "
+				       "within %d ms", SETUP_MS);
+		r = read(l->error[0], msg + have, sizeof msg - 1 - have);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r > 0 && have + (size_t)r < sizeof msg - 1) {
+			have += (size_t)r;
+			continue;
+		}
+		if (r > 0)
+			have += (size_t)r;
+		msg[have] = '\0';
+		if (have > 0)
+			return sb_fail(err, EPERM, "%s", msg);
+		return 0; /* end of file: the agent is executing (or init died; the next wait sees it) */
+	}
+}
+
+/* Is the agent serving? 1: yes; 0: not yet (no listener, or the connection was dropped unaccepted);
+ * the caller retries until its deadline. A bare connect is not enough: the agent listens before it
+ * has loaded its keys and checked the kernel, and may still exit after a connect succeeded. So the
+ * probe connects and half-closes without a byte (no TLS: the core speaks TLS), and waits for the
+ * agent's own end of file: its TLS layer reads ours and closes, which only a serving agent's
+ * connection thread does. A listener that closes with the connection still queued resets it
+ * (ECONNRESET) instead. */
+static int agent_serving(const char *path, int64_t deadline)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char byte;
+
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || shutdown(fd, SHUT_WR) < 0)
+		return 0;
+	while (poll(&p, 1, remaining_ms(deadline)) < 0 && errno == EINTR) {
+	}
+	return p.revents != 0 && read(fd, &byte, 1) == 0 ? 1 : 0;
+}
+
+/* Until the agent serves on its socket, or dies (its log says why). */
+static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err *err)
+{
+	int64_t deadline = mono_ms() + READY_MS;
+	char tail[LOG_TAIL_BYTES + 32];
+
+	for (;;) {
+		struct pollfd p = { .fd = h->pidfd, .events = POLLIN };
+		siginfo_t info;
+
+		if (agent_serving(l->sock, deadline) == 1)
+			return 0;
+		if (poll(&p, 1, 20) > 0) {
+			memset(&info, 0, sizeof info);
+			if (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &info, WEXITED) == 0) {
+				close(h->pidfd);
+				handle_clear(h);
+			}
+			log_tail(l, tail, sizeof tail);
+			if (info.si_code == CLD_EXITED)
+				return sb_fail(err, ECHILD, "the agent exited with status %d before serving%s",
+					       info.si_status, tail);
+			return sb_fail(err, ECHILD, "the agent was killed by signal %d before serving%s",
+				       info.si_status, tail);
+		}
+		if (remaining_ms(deadline) == 0) {
+			log_tail(l, tail, sizeof tail);
+			return sb_fail(err, ETIMEDOUT, "the agent did not serve on %s within %d ms%s", l->sock,
+				       READY_MS, tail);
+		}
+	}
+}
+
+/* manager, outside: clone, maps, release, then wait for the setup and the socket. */
+static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_err *err)
+{
+	unsigned long long start;
+	pid_t pid = sandbox_clone(l, &h->pidfd, err);
+
+	/* Init's ends of the pipes and its stdio are its own now. */
+	fd_close(&l->go[0]);
+	fd_close(&l->error[1]);
+	fd_close(&l->log_fd);
+	fd_close(&l->null_fd);
+	if (pid < 0) {
+		h->pidfd = -1;
+		return -1;
+	}
+	h->pid = pid;
+	/* Read while init waits for us: the start time pins this pid to this process. */
+	if (starttime_read(pid, &start) < 0) {
+		sb_fail_errno(err, "reading the start time of the sandbox's init (pid %d)", (int)pid);
+		sandbox_abort(h, err);
+		return -1;
+	}
+	snprintf(h->runtime_id, sizeof h->runtime_id, "process:%d:%llu", (int)pid, start);
+	snprintf(h->address, sizeof h->address, "%s", l->listen);
+	if (id_maps_write(pid, l->host_uid, l->host_gid, err) < 0) {
+		sb_err_prefix(err, "writing the sandbox's id maps");
+		sandbox_abort(h, err);
+		return -1;
+	}
+	if (write(l->go[1], "1", 1) != 1) {
+		sb_fail_errno(err, "releasing sandbox init");
+		sandbox_abort(h, err);
+		return -1;
+	}
+	fd_close(&l->go[1]);
+	if (setup_wait(l, err) < 0 || ready_wait(l, h, err) < 0) {
+		sandbox_abort(h, err);
+		return -1;
+	}
+	return 0;
+}
+
+static int spec_check(const struct sandbox_spec *spec, struct sb_err *err)
+{
+	if (spec == NULL || spec->session == NULL || spec->plan == NULL || spec->private_dir == NULL ||
+	    spec->agent_path == NULL || spec->manager_name == NULL)
+		return sb_fail(err, EINVAL, "the sandbox spec needs a session, a mount plan, a private directory, "
+			       "the agent's path and the manager's name");
+	if (spec->plan->workdir == NULL || !path_plain(spec->plan->workdir))
+		return sb_fail(err, EINVAL, "the mount plan has no plain absolute working directory");
+	if (spec->manager_name[0] == '\0' || spec->manager_name[0] == '-')
+		return sb_fail(err, EINVAL, "bad manager name '%s'", spec->manager_name);
+	return 0;
+}
+
+static int launch_run(const struct sandbox_spec *spec, struct sandbox_handle *h, struct sb_err *err)
+{
+	__attribute__((cleanup(launch_free))) struct launch *l = calloc(1, sizeof *l);
+
+	if (l == NULL)
+		return sb_fail(err, ENOMEM, "preparing a launch");
+	l->go[0] = l->go[1] = l->error[0] = l->error[1] = l->log_fd = l->null_fd = -1;
+	if (launch_paths(l, spec, err) < 0 || launch_steps(l, spec, err) < 0 || launch_command(l, spec) < 0 ||
+	    launch_fds(l, err) < 0)
+		return -1;
+	return sandbox_start(l, h, err);
+}
+
+static int process_prepare(struct backend *be, const struct sandbox_spec *spec, struct sandbox_handle *h,
+			   struct sb_err *err)
+{
+	(void)be;
+	handle_clear(h);
+	if (spec_check(spec, err) < 0 || launch_run(spec, h, err) < 0) {
+		sb_err_prefix(err, "preparing the sandbox of session %s (generation %llu)",
+			      spec && spec->session ? spec->session : "?",
+			      spec ? (unsigned long long)spec->generation : 0ULL);
+		return -1;
+	}
+	return 0;
+}
+
+/* SIGKILL to the sandbox's PID 1: the kernel then kills everything in its PID namespace, nested
+ * command namespaces included. A request, not evidence. */
+static int process_stop(struct backend *be, struct sandbox_handle *h, struct sb_err *err)
+{
+	(void)be;
+	if (h->pidfd < 0) {
+		int rc = init_pidfd_open(h, &h->pidfd, err);
+
+		if (rc != 0)
+			return rc < 0 ? -1 : 0; /* gone already */
+	}
+	if (syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		return sb_fail_errno(err, "sending SIGKILL to the sandbox's init (pid %d)", (int)h->pid);
+	return 0;
+}
+
+static int process_evidence(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err)
+{
+	(void)be;
+	if (h->pidfd < 0) {
+		int rc = init_pidfd_open(h, &h->pidfd, err);
+
+		if (rc < 0)
+			return -1;
+		if (rc == 1)
+			return 0; /* the pid is free or another process's: ours exited */
+	}
+	if (!init_wait_exit(h->pidfd, timeout_ms < 0 ? 0 : timeout_ms))
+		return sb_fail(err, ETIMEDOUT, "the sandbox's init (pid %d) did not exit within %d ms: not proven gone",
+			       (int)h->pid, timeout_ms);
+	close(h->pidfd);
+	h->pidfd = -1;
+	return 0;
+}
+
+static int process_adopt(struct backend *be, const char *runtime_id, const char *address, struct sandbox_handle *h,
+			 struct sb_err *err)
+{
+	unsigned long long start;
+	pid_t pid;
+
+	(void)be;
+	handle_clear(h);
+	if (runtime_id_parse(runtime_id, &pid, &start, err) < 0)
+		return -1;
+	if (strlen(runtime_id) >= sizeof h->runtime_id || (address && strlen(address) >= sizeof h->address))
+		return sb_fail(err, ENAMETOOLONG, "runtime id or address too long");
+	snprintf(h->runtime_id, sizeof h->runtime_id, "%s", runtime_id);
+	snprintf(h->address, sizeof h->address, "%s", address ? address : "");
+	h->pid = pid;
+	return 0; /* the pidfd is opened, start time checked, when stop() or evidence() needs it */
+}
+
+static void process_destroy(struct backend *be)
+{
+	free(be);
+}
+
+static const struct backend_ops process_ops = {
+	.name = "process",
+	.prepare = process_prepare,
+	.stop = process_stop,
+	.evidence = process_evidence,
+	.adopt = process_adopt,
+	.destroy = process_destroy,
+};
+
+int backend_process_create(struct backend **out, struct sb_err *err)
+{
+	struct backend *be = calloc(1, sizeof *be);
+
+	if (be == NULL)
+		return sb_fail(err, ENOMEM, "creating the process backend");
+	be->ops = &process_ops;
+	*out = be;
+	return 0;
+}

@@ -1,0 +1,200 @@
+/* `sandbox-manager serve`: the daemon. Start-up order matters and each step says why; then one
+ * thread per control connection. A connection's peer must be this manager's own uid (or root):
+ * the socket's mode is the first fence, SO_PEERCRED the second. */
+#include "manager.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "log.h"
+#include "workspace.h"
+
+/* The manager's private state: nothing in it is readable or writable by others. Under a root
+ * manager it is 0711 (search only) because each sandbox's init, running as an unprivileged uid,
+ * walks through it to its own directory (sandboxes/<id>/); the CA key, the records and the
+ * manager's key sit in 0700 directories and 0600 files below. */
+static int dir_private(const char *path, struct sb_err *err)
+{
+	mode_t mode = geteuid() == 0 ? 0711 : 0700;
+	struct stat st;
+
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating %s", path);
+	if (stat(path, &st) < 0)
+		return sb_fail_errno(err, "checking %s", path);
+	if (st.st_uid != geteuid() || (st.st_mode & 066) != 0)
+		return sb_fail(err, EPERM, "%s holds the manager's records and keys: it must be owned by uid %u and "
+			       "neither readable nor writable by others (mode 0700, or 0711 under root)", path,
+			       (unsigned)geteuid());
+	if ((st.st_mode & 0777) != mode && chmod(path, mode) < 0)
+		return sb_fail_errno(err, "setting %s to mode %o", path, (unsigned)mode);
+	return 0;
+}
+
+/* The manager's own client certificate, issued fresh at every start (short-lived). */
+static int manager_tls(struct manager *m, struct sb_err *err)
+{
+	struct ca_leaf leaf = { .dns_name = CA_MANAGER_NAME, .usage = CA_USAGE_CLIENT };
+	char ca_dir[PATH_MAX + 8];
+
+	snprintf(ca_dir, sizeof ca_dir, "%s/ca", m->cfg.state_dir);
+	snprintf(m->tls_dir, sizeof m->tls_dir, "%s/tls", m->cfg.state_dir);
+	if (ca_open(ca_dir, &m->ca, err) < 0 || dir_private(m->tls_dir, err) < 0)
+		return -1;
+	if (ca_issue_leaf(m->ca, &leaf, m->tls_dir, "manager", err) < 0)
+		return -1;
+	return ca_write_cert(m->ca, m->tls_dir, "ca.crt", err);
+}
+
+static int manager_start(struct manager *m, struct sb_err *err)
+{
+	char db[PATH_MAX + 16];
+
+	pthread_mutex_init(&m->lock, NULL);
+	/* Private state first: everything else lives in it. */
+	if (dir_private(m->cfg.state_dir, err) < 0)
+		return -1;
+	if (mkdir(m->cfg.volume, 0755) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating the volume %s", m->cfg.volume);
+	/* The volume must do what git and the records rely on, or nothing it holds is safe. */
+	if (volume_probe(m->cfg.volume, err) < 0)
+		return -1;
+	snprintf(db, sizeof db, "%s/records.db", m->cfg.state_dir);
+	if (records_open(db, &m->rec, err) < 0 || manager_tls(m, err) < 0)
+		return -1;
+	m->queue = queue_new();
+	if (m->queue == NULL)
+		return sb_fail(err, ENOMEM, "creating the queue");
+	if (backend_process_create(&m->backend, err) < 0)
+		return -1;
+	/* Before the first call: what a previous run left in flight is settled, never rerun. */
+	return sandbox_recover(m, err);
+}
+
+static json_t *dispatch(struct manager *m, json_t *req)
+{
+	const char *op = json_string_value(json_object_get(req, "op"));
+	const char *session = json_string_value(json_object_get(req, "session"));
+
+	if (op == NULL)
+		return control_error("invalid", "the request names no op");
+	if (strcmp(op, "exec") == 0)
+		return execpath_run(m, req);
+	if (strcmp(op, "session.create") == 0)
+		return sessions_create(m, req);
+	if (strcmp(op, "session.show") == 0)
+		return sessions_show(m, session);
+	if (strcmp(op, "session.delete") == 0)
+		return sessions_delete(m, session, json_is_true(json_object_get(req, "delete_branch")));
+	if (strcmp(op, "cancel") == 0)
+		return session == NULL ? control_error("invalid", "cancel needs a session") : execpath_cancel(m, session);
+	if (strcmp(op, "grant") == 0)
+		return sessions_grant(m, req);
+	if (strcmp(op, "records") == 0)
+		return sessions_records(m, session);
+	if (strcmp(op, "config") == 0)
+		return json_pack("{s:b, s:i, s:i, s:s}", "ok", 1, "default_timeout_seconds", m->cfg.default_timeout,
+				 "max_timeout_seconds", m->cfg.max_timeout, "backend", m->cfg.backend);
+	return control_error("invalid", "unknown op '%s'", op);
+}
+
+struct conn {
+	struct manager *m;
+	int fd;
+};
+
+static void *conn_thread(void *arg)
+{
+	struct conn *c = arg;
+	struct sb_err err;
+	uid_t peer;
+
+	if (control_peer_uid(c->fd, &peer, &err) < 0 || (peer != geteuid() && peer != 0)) {
+		sb_warn("refused a control connection from uid %d", err.msg[0] ? -1 : (int)peer);
+		goto out;
+	}
+	for (;;) {
+		json_t *req = NULL, *resp;
+		int rc = control_recv(c->fd, CONTROL_REQUEST_CAP, &req, &err);
+
+		if (rc == 0)
+			break;
+		/* Bad input gets a clear answer when the stream still allows one. */
+		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req);
+		json_decref(req);
+		if (resp == NULL)
+			resp = control_error("internal", "out of memory");
+		rc = control_send(c->fd, resp, CONTROL_RESPONSE_CAP, &err);
+		json_decref(resp);
+		if (rc < 0 || err.errnum == EMSGSIZE || err.errnum == EPROTO)
+			break;
+	}
+out:
+	close(c->fd);
+	free(c);
+	return NULL;
+}
+
+static void conn_start(struct manager *m, int fd)
+{
+	struct conn *c = calloc(1, sizeof *c);
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (c == NULL) {
+		close(fd);
+		return;
+	}
+	c->m = m;
+	c->fd = fd;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, conn_thread, c) != 0) {
+		sb_error("could not start a connection thread");
+		close(fd);
+		free(c);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+int daemon_serve(int argc, char **argv)
+{
+	static struct manager m;
+	struct sb_err err;
+	pthread_t evictor;
+	int fd;
+
+	sb_err_clear(&err);
+	signal(SIGPIPE, SIG_IGN);
+	if (config_load(&m.cfg, argc, argv, &err) < 0 || manager_start(&m, &err) < 0) {
+		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
+		sb_error("cannot serve: %s", err.msg);
+		return 125;
+	}
+	fd = control_listen(m.cfg.socket, 0600, &err);
+	if (fd < 0 || pthread_create(&evictor, NULL, sandbox_evictor, &m) != 0) {
+		fprintf(stderr, "sandbox-manager serve: %s\n", fd < 0 ? err.msg : "cannot start the idle evictor");
+		return 125;
+	}
+	sb_info("serving on %s (state %s, volume %s, backend %s)", m.cfg.socket, m.cfg.state_dir, m.cfg.volume,
+		m.cfg.backend);
+	for (;;) {
+		int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (conn >= 0) {
+			conn_start(&m, conn);
+			continue;
+		}
+		if (errno != EINTR && errno != ECONNABORTED)
+			sb_warn("accept: %s", strerror(errno));
+		if (errno == EMFILE || errno == ENFILE)
+			sleep(1);
+	}
+}

@@ -1,0 +1,462 @@
+/* One Bash call through the manager, the six steps of DESIGN.md "One call, end to end":
+ * validate; bind to session and turn and record it (accepted); check ownership, workspace and
+ * generation; obtain the sandbox and recheck; dispatch once (recorded first) with a fresh nonce;
+ * complete only with a Result AND a verified Receipt for this exec and generation, otherwise
+ * stop the sandbox, require evidence and record `uncertain`. Never dispatches an exec twice. */
+#include "manager.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent_client.h"
+#include "control.h"
+#include "log.h"
+#include "random.h"
+#include "receipt_mac.h"
+#include "workspace.h"
+
+#define COMMAND_MAX (1024 * 1024)
+#define CONNECT_MS 10000
+#define RESULT_MARGIN_MS 30000   /* beyond the command's timeout: teardown, receipt, transfer */
+#define QUERY_TRIES 5
+
+struct call {
+	char exec_id[33];
+	char session[65];
+	const char *command;
+	unsigned timeout;
+	int64_t turn;
+	uint8_t nonce[AGENT_NONCE_BYTES];
+	char nonce_hex[2 * AGENT_NONCE_BYTES + 1];
+	struct live_sandbox *sandbox;
+	struct agent_reply reply;
+	char reason[SB_ERR_MSG_MAX];
+};
+
+static json_t *refused_result(const struct call *c, const char *status, const char *why)
+{
+	return json_pack("{s:s, s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:s, s:n}", "exec_id", c->exec_id,
+			 "status", status, "exit_code", "signal", "stdout", "", "stderr", "", "stdout_bytes", 0,
+			 "stderr_bytes", 0, "stdout_truncated", 0, "stderr_truncated", 0, "error", why, "receipt");
+}
+
+/* Record the end and build the response. status is one of the final states. */
+static json_t *call_finish(struct manager *m, struct call *c, const char *status, json_t *result)
+{
+	struct sb_err err;
+	char *result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+
+	if (records_exec_finish(m->rec, c->exec_id, status, result_text, c->reply.receipt,
+				c->reason[0] ? c->reason : NULL, &err) < 0)
+		sb_error("exec %s: recording %s: %s", c->exec_id, status, err.msg);
+	free(result_text);
+	sb_info("exec %s (session %s): %s%s%s", c->exec_id, c->session, status, c->reason[0] ? ": " : "", c->reason);
+	return json_pack("{s:b, s:o}", "ok", 1, "result", result);
+}
+
+/* ---- steps 1-3: validate, record, check ---- */
+
+static json_t *call_validate(struct manager *m, json_t *req, struct call *c)
+{
+	json_t *timeout = json_object_get(req, "timeout_seconds"), *turn = json_object_get(req, "turn");
+	const char *session = json_string_value(json_object_get(req, "session"));
+	struct sb_err err;
+
+	c->command = json_string_value(json_object_get(req, "command"));
+	if (session == NULL || strlen(session) >= sizeof c->session)
+		return control_error("invalid", "exec needs a session");
+	if (c->command == NULL || c->command[0] == '\0')
+		return control_error("invalid", "exec needs a non-empty command");
+	if (strlen(c->command) > COMMAND_MAX)
+		return control_error("invalid", "the command is over %d bytes", COMMAND_MAX);
+	if (timeout != NULL && (!json_is_integer(timeout) || json_integer_value(timeout) < 1))
+		return control_error("invalid", "timeout_seconds must be a whole number of seconds, at least 1");
+	if (timeout != NULL && json_integer_value(timeout) > m->cfg.max_timeout)
+		return control_error("refused", "timeout_seconds %lld is over the configured maximum of %u seconds",
+				     (long long)json_integer_value(timeout), m->cfg.max_timeout);
+	if (turn != NULL && (!json_is_integer(turn) || json_integer_value(turn) < 0))
+		return control_error("invalid", "turn must be a non-negative number");
+	snprintf(c->session, sizeof c->session, "%s", session);
+	c->timeout = timeout ? (unsigned)json_integer_value(timeout) : m->cfg.default_timeout;
+	c->turn = turn ? json_integer_value(turn) : -1;
+	if (sb_random_hex(c->exec_id, 12, &err) < 0)
+		return control_error_from("internal", &err);
+	return NULL;
+}
+
+static int call_record(struct manager *m, struct call *c, const struct session_row *s, struct sb_err *err)
+{
+	struct exec_row e;
+
+	memset(&e, 0, sizeof e);
+	snprintf(e.id, sizeof e.id, "%s", c->exec_id);
+	snprintf(e.session, sizeof e.session, "%s", c->session);
+	e.turn = c->turn >= 0 ? c->turn : s->turn;
+	snprintf(e.state, sizeof e.state, "accepted");
+	snprintf(e.command, sizeof e.command, "%s", c->command);
+	e.timeout_seconds = c->timeout;
+	e.accepted_ms = now_wall_ms();
+	if (c->turn >= 0 && c->turn != s->turn && records_session_set_turn(m->rec, c->session, c->turn, err) < 0)
+		return -1;
+	return records_exec_insert(m->rec, &e, err);
+}
+
+/* Ownership, workspace and state: the checks of step 3, and again after step 4. */
+static int call_check(struct manager *m, struct call *c, struct session_row *s, struct sb_err *err)
+{
+	struct workspace ws;
+	int rc;
+
+	sb_err_clear(err);
+	if (records_session_get(m->rec, c->session, s, err) != RECORDS_FOUND)
+		return err->msg[0] ? -1 : sb_fail(err, ENOENT, "no session '%s'", c->session);
+	if (strcmp(s->state, "active") != 0)
+		return sb_fail(err, EPERM, "session %s is %s: no calls run on it", c->session, s->state);
+	if (workspace_open(m->cfg.volume, s->identity, s->id, &ws, err) < 0)
+		return -1;
+	rc = workspace_recheck(&ws, err);
+	workspace_free(&ws);
+	return rc;
+}
+
+/* ---- steps 5-6: dispatch once, then insist on evidence ---- */
+
+static void env_fill(struct agent_env *env, size_t *n, const char *scratch, const char *worktree)
+{
+	static const char path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+	env[0] = (struct agent_env){ "PATH", path };
+	env[1] = (struct agent_env){ "LANG", "C.UTF-8" };
+	env[2] = (struct agent_env){ "HOME", scratch };
+	env[3] = (struct agent_env){ "TMPDIR", scratch };
+	env[4] = (struct agent_env){ "TMP", scratch };
+	env[5] = (struct agent_env){ "TEMP", scratch };
+	env[6] = (struct agent_env){ "PWD", worktree };
+	*n = 7;
+}
+
+static int result_verify(struct call *c, struct sb_err *err)
+{
+	json_t *receipt;
+
+	if (c->reply.result_json == NULL)
+		return sb_fail(err, EPROTO, "no result");
+	if (c->reply.receipt == NULL)
+		return sb_fail(err, EPROTO, "a result without a receipt: the namespace's end is not proven");
+	/* agent_client verified it with the key already; verify again here, where the record is
+	 * written, so no path can complete an exec on an unverified receipt. */
+	receipt = receipt_mac_verify(c->reply.receipt, c->reply.receipt_len, c->sandbox->receipt_key, c->nonce_hex,
+				     c->exec_id, (int64_t)c->sandbox->generation, err);
+	if (receipt == NULL)
+		return -1;
+	if (!json_is_true(json_object_get(json_object_get(receipt, "boundary"), "confirmed"))) {
+		json_decref(receipt);
+		return sb_fail(err, EPROTO, "the receipt says the command's namespace was not confirmed empty");
+	}
+	json_decref(receipt);
+	return 0;
+}
+
+/* After a lost answer: reconnect and ask, a few times, until the agent knows the end. */
+static int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err)
+{
+	struct agent_expect want = { c->exec_id, c->sandbox->generation, c->nonce, c->sandbox->receipt_key };
+
+	for (int i = 0; i < QUERY_TRIES && tls_deadline_after(0) < deadline; i++) {
+		/* A cancel stopped the sandbox on purpose: there is nobody left to ask. */
+		pthread_mutex_lock(&m->lock);
+		bool cancelled = c->sandbox->cancel_reason[0] != '\0';
+		pthread_mutex_unlock(&m->lock);
+		if (cancelled)
+			return sb_fail(err, ECANCELED, "cancelled");
+		struct agent_conn *conn = NULL;
+		int rc = agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err);
+
+		if (rc == 0) {
+			agent_reply_free(&c->reply);
+			rc = agent_query(conn, &want, tls_deadline_after(CONNECT_MS), &c->reply, err);
+			agent_close(conn);
+			if (rc == 0 && c->reply.state == AGENT_EXEC_FINISHED)
+				return 0;
+			if (rc == 0 && c->reply.state == AGENT_EXEC_UNKNOWN)
+				return sb_fail(err, ENOENT, "the agent has no record of the exec");
+		}
+		sleep(1);
+	}
+	return sb_fail(err, ETIMEDOUT, "the agent could not say how the exec ended");
+}
+
+static int call_dispatch(struct manager *m, struct call *c, const struct mount_plan *plan, struct sb_err *err)
+{
+	struct agent_env env[8];
+	struct agent_exec_request req = { 0 };
+	struct agent_conn *conn = NULL;
+	int64_t deadline = tls_deadline_after((int64_t)c->timeout * 1000 + RESULT_MARGIN_MS);
+	int rc;
+
+	env_fill(env, &req.n_env, plan->scratch, plan->workdir);
+	req.exec_id = c->exec_id;
+	req.generation = c->sandbox->generation;
+	memcpy(req.nonce, c->nonce, sizeof c->nonce);
+	req.command = c->command;
+	req.cwd = plan->workdir;
+	req.timeout_seconds = c->timeout;
+	req.output_limit = m->cfg.output_limit;
+	req.env = env;
+	req.receipt_key = c->sandbox->receipt_key;
+	if (agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err) < 0)
+		return -2; /* nothing was sent: the exec never ran */
+	/* Recorded before a byte goes out: after this, the exec is never dispatched again. */
+	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
+				    err) < 0) {
+		agent_close(conn);
+		return -2;
+	}
+	rc = agent_exec(conn, &req, deadline, &c->reply, err);
+	agent_close(conn);
+	if (rc < 0 && c->reply.agent_error != 0)
+		return -3; /* the agent refused it: it did not run */
+	if (rc < 0)
+		rc = call_reconcile(m, c, deadline, err);
+	return rc < 0 ? -1 : result_verify(c, err);
+}
+
+static json_t *result_parse(struct call *c)
+{
+	json_error_t jerr;
+	json_t *r = json_loads(c->reply.result_json, 0, &jerr);
+
+	if (!json_is_object(r)) {
+		json_decref(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Missing evidence: stop the sandbox, require evidence, record uncertain. */
+static json_t *call_uncertain(struct manager *m, struct call *c, const char *why)
+{
+	struct sb_err err;
+	const char *cancel = c->sandbox ? c->sandbox->cancel_reason : "";
+	int cancelled = cancel[0] != '\0';
+
+	snprintf(c->reason, sizeof c->reason, "%s", cancelled ? cancel : why);
+	if (c->sandbox != NULL && sandbox_retire(m, c->sandbox, why, &err) < 0) {
+		snprintf(c->reason, sizeof c->reason, "%s; and the sandbox's end is not proven: %s", why, err.msg);
+		cancelled = 0;
+	}
+	c->sandbox = NULL;
+	/* A cancel stops the sandbox on purpose: with evidence of its end, that is `cancelled`. */
+	return call_finish(m, c, cancelled ? "cancelled" : "uncertain",
+			   refused_result(c, cancelled ? "cancelled" : "uncertain", c->reason));
+}
+
+static json_t *call_run(struct manager *m, struct call *c)
+{
+	struct session_row s;
+	struct workspace ws;
+	struct mount_plan plan = { 0 };
+	struct sb_err err;
+	json_t *result;
+	int rc;
+
+	/* Steps 3 and 4: check, obtain the sandbox, check again (it may have taken a while). */
+	if (call_check(m, c, &s, &err) < 0 || sandbox_acquire(m, c->session, &c->sandbox, &err) < 0 ||
+	    call_check(m, c, &s, &err) < 0 || workspace_open(m->cfg.volume, s.identity, s.id, &ws, &err) < 0) {
+		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
+		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
+	}
+	rc = mount_plan_build(&ws, &plan, &err);
+	workspace_free(&ws);
+	if (rc < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, &err) < 0) {
+		mount_plan_free(&plan);
+		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
+		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
+	}
+	sb_hex_encode(c->nonce, sizeof c->nonce, c->nonce_hex);
+	pthread_mutex_lock(&m->lock);
+	c->sandbox->busy = true;
+	snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
+	pthread_mutex_unlock(&m->lock);
+	rc = call_dispatch(m, c, &plan, &err);
+	mount_plan_free(&plan);
+	pthread_mutex_lock(&m->lock);
+	c->sandbox->busy = false;
+	c->sandbox->last_used_ms = now_wall_ms();
+	pthread_mutex_unlock(&m->lock);
+	if (rc == -2 || rc == -3) {
+		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
+		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
+	}
+	if (rc < 0 || (result = result_parse(c)) == NULL)
+		return call_uncertain(m, c, rc < 0 ? err.msg : "the result is not JSON");
+	return call_finish(m, c, json_string_value(json_object_get(result, "status")) ?: "uncertain", result);
+}
+
+json_t *execpath_run(struct manager *m, json_t *req)
+{
+	struct call *c = calloc(1, sizeof *c);
+	struct session_row s;
+	struct sb_err err;
+	json_t *resp;
+
+	if (c == NULL)
+		return control_error("internal", "out of memory");
+	resp = call_validate(m, req, c);
+	if (resp != NULL) {
+		free(c);
+		return resp;
+	}
+	/* Step 2 under the session's turn: calls of one session never overlap. */
+	sb_err_clear(&err);
+	queue_enter(m->queue, c->session);
+	if (records_session_get(m->rec, c->session, &s, &err) != RECORDS_FOUND) {
+		queue_leave(m->queue, c->session);
+		resp = err.msg[0] ? control_error_from("internal", &err) :
+				       control_error("not_found", "no session '%s'", c->session);
+		free(c);
+		return resp;
+	}
+	if (call_record(m, c, &s, &err) < 0)
+		resp = control_error_from("internal", &err);
+	else
+		resp = call_run(m, c);
+	queue_leave(m->queue, c->session);
+	agent_reply_free(&c->reply);
+	free(c);
+	return resp;
+}
+
+/* Cancel the session's running call: stop its sandbox. The call's own thread then finds the
+ * exec lost, gets the sandbox's evidence and records it `cancelled`. */
+json_t *execpath_cancel(struct manager *m, const char *session)
+{
+	struct live_sandbox *l;
+	struct sb_err err;
+	char exec_id[65] = "";
+	int rc = 0;
+
+	pthread_mutex_lock(&m->lock);
+	for (l = m->live; l != NULL && strcmp(l->session, session) != 0; l = l->next) {
+	}
+	if (l != NULL && l->busy) {
+		snprintf(exec_id, sizeof exec_id, "%s", l->running_exec);
+		snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled by request");
+		rc = m->backend->ops->stop(m->backend, &l->h, &err);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (exec_id[0] == '\0')
+		return json_pack("{s:b, s:n}", "ok", 1, "cancelled");
+	if (rc < 0)
+		return control_error_from("unavailable", &err);
+	return json_pack("{s:b, s:s}", "ok", 1, "cancelled", exec_id);
+}
+
+/* ---- after a restart: settle what the previous run left in flight ---- */
+
+static int receipt_key_read(const char *private_dir, uint8_t key[32], struct sb_err *err)
+{
+	char path[PATH_MAX + 32];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof path, "%s/state/receipt.key", private_dir);
+	f = fopen(path, "rbe");
+	if (f == NULL)
+		return sb_fail_errno(err, "opening %s", path);
+	n = fread(key, 1, 32, f);
+	fclose(f);
+	return n == 32 ? 0 : sb_fail(err, EINVAL, "%s is not a 32-byte key", path);
+}
+
+/* Ask the sandbox the exec was dispatched to; fill c->reply on a verified, finished answer. */
+static int recover_query(struct manager *m, struct call *c, const struct exec_row *e, struct sb_err *err)
+{
+	struct sandbox_row sb;
+	struct live_sandbox *l = calloc(1, sizeof *l);
+	int rc = -1;
+
+	if (l == NULL)
+		return sb_fail(err, ENOMEM, "recovering");
+	sb_err_clear(err);
+	if (records_sandbox_get(m->rec, e->session, &sb, err) != RECORDS_FOUND || sb.generation != e->generation ||
+	    strcmp(sb.runtime_id, e->sandbox) != 0) {
+		free(l);
+		return sb_fail(err, ENOENT, "its sandbox is not on record any more");
+	}
+	snprintf(l->session, sizeof l->session, "%s", e->session);
+	l->generation = e->generation;
+	snprintf(l->h.address, sizeof l->h.address, "%s", sb.address);
+	snprintf(l->private_dir, sizeof l->private_dir, "%s", sb.private_dir);
+	c->sandbox = l;
+	if (receipt_key_read(sb.private_dir, l->receipt_key, err) == 0 &&
+	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
+		char cert[PATH_MAX + 16], key[PATH_MAX + 16], ca[PATH_MAX + 16];
+
+		snprintf(cert, sizeof cert, "%s/manager.crt", m->tls_dir);
+		snprintf(key, sizeof key, "%s/manager.key", m->tls_dir);
+		snprintf(ca, sizeof ca, "%s/ca.crt", m->tls_dir);
+		if (agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err) == 0)
+			rc = call_reconcile(m, c, tls_deadline_after(30000), err);
+		if (rc == 0)
+			rc = result_verify(c, err);
+	}
+	tls_config_free(l->tls);
+	explicit_bzero(l->receipt_key, sizeof l->receipt_key);
+	free(l);
+	c->sandbox = NULL;
+	return rc;
+}
+
+static void recover_dispatched(struct manager *m, const char *exec_id)
+{
+	struct call *c = calloc(1, sizeof *c);
+	struct exec_row e;
+	struct sb_err err;
+	json_t *result, *resp;
+
+	if (c == NULL || records_exec_get(m->rec, exec_id, &e, &err) != RECORDS_FOUND) {
+		free(c);
+		return;
+	}
+	snprintf(c->exec_id, sizeof c->exec_id, "%s", e.id);
+	snprintf(c->session, sizeof c->session, "%s", e.session);
+	snprintf(c->nonce_hex, sizeof c->nonce_hex, "%s", e.nonce_hex);
+	if (recover_query(m, c, &e, &err) == 0 && (result = result_parse(c)) != NULL) {
+		resp = call_finish(m, c, json_string_value(json_object_get(result, "status")) ?: "uncertain", result);
+	} else {
+		/* Invariant 7: lost is uncertain, and uncertain is never rerun. */
+		snprintf(c->reason, sizeof c->reason, "the manager restarted while it ran, and its end could not be "
+			 "established: %s", err.msg);
+		resp = call_finish(m, c, "uncertain", refused_result(c, "uncertain", c->reason));
+	}
+	json_decref(resp);
+	agent_reply_free(&c->reply);
+	free(c);
+}
+
+int execpath_recover(struct manager *m, struct sb_err *err)
+{
+	json_t *ids = records_exec_ids_in_state(m->rec, "accepted", err), *id;
+	size_t i;
+
+	if (ids == NULL)
+		return -1;
+	json_array_foreach(ids, i, id) {
+		struct sb_err ignored;
+
+		records_exec_finish(m->rec, json_string_value(id), "refused", NULL, NULL,
+				    "the manager stopped before dispatching it: it never ran", &ignored);
+	}
+	json_decref(ids);
+	ids = records_exec_ids_in_state(m->rec, "dispatched", err);
+	if (ids == NULL)
+		return -1;
+	json_array_foreach(ids, i, id)
+		recover_dispatched(m, json_string_value(id));
+	json_decref(ids);
+	return 0;
+}

@@ -1,0 +1,1162 @@
+/* The manager's records in SQLite (see records.h): the schema and its version, the one connection
+ * and its mutex, and every read and write of sessions, grants, sandboxes and execs.
+ * Must never build SQL from strings (every value is a bound parameter), never let an exec's state
+ * go backwards, never call a sandbox gone without evidence, and never store a key. */
+#include "records.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The schema this code reads and writes, kept in PRAGMA user_version. A file with a newer version
+ * was written by a newer sandbox-manager and is refused rather than misread. */
+#define RECORDS_SCHEMA_VERSION 1
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+#define ID_MAX 64              /* session and exec ids: the rows' id[65] */
+#define BUSY_TIMEOUT_MS 5000   /* another process (a second manager, the sqlite3 shell) holding the lock */
+
+struct records {
+	pthread_mutex_t lock;  /* held for a whole call: its statements and sqlite3_errmsg() belong together */
+	sqlite3 *db;
+};
+
+/* ---------------------------------------------------------------- scope-bound cleanup */
+
+static void stmt_finalizep(sqlite3_stmt **st)
+{
+	sqlite3_finalize(*st); /* a no-op on NULL; its code repeats the last step's, already handled */
+}
+
+static void records_unlockp(struct records **r)
+{
+	if (*r)
+		pthread_mutex_unlock(&(*r)->lock);
+}
+
+static void closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+
+/* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
+static void txn_rollbackp(struct records **r)
+{
+	if (*r)
+		sqlite3_exec((*r)->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+#define cleanup_stmt __attribute__((cleanup(stmt_finalizep)))
+/* The guard variable exists only for its scope, hence unused. */
+#define cleanup_unlock __attribute__((cleanup(records_unlockp), unused))
+#define cleanup_json __attribute__((cleanup(json_decrefp))) /* jansson's own helper */
+#define cleanup_close __attribute__((cleanup(closep)))
+#define cleanup_txn __attribute__((cleanup(txn_rollbackp)))
+
+static struct records *records_lock(struct records *r)
+{
+	pthread_mutex_lock(&r->lock);
+	return r;
+}
+
+/* Hand a JSON value on and clear the old owner, so cleanup_json does not release it. */
+static json_t *steal_json(json_t **j)
+{
+	json_t *v = *j;
+
+	*j = NULL;
+	return v;
+}
+
+/* ---------------------------------------------------------------- small helpers */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "records: <context>: <SQLite's message>"; errnum 0, since the failure is SQLite's, not a syscall's. */
+static int db_fail(struct records *r, struct sb_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int db_fail(struct records *r, struct sb_err *err, const char *fmt, ...)
+{
+	char context[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(context, sizeof context, fmt, ap);
+	va_end(ap);
+	return sb_fail(err, 0, "records: %s: %s", context, sqlite3_errmsg(r->db));
+}
+
+static int oom_fail(struct sb_err *err, const char *what)
+{
+	return sb_fail(err, ENOMEM, "records: %s", what);
+}
+
+/* A required text argument: present, not empty, at most max bytes. */
+static int check_arg(const char *what, const char *s, size_t max, struct sb_err *err)
+{
+	if (!s || !*s)
+		return sb_fail(err, EINVAL, "records: %s is missing", what);
+	if (strnlen(s, max + 1) > max)
+		return sb_fail(err, EINVAL, "records: %s is longer than %zu bytes", what, max);
+	return 0;
+}
+
+/* A text field of a caller's row: NUL-terminated inside its array, and not empty when required. */
+static int check_field(const char *what, const char *s, size_t size, bool required, struct sb_err *err)
+{
+	if (strnlen(s, size) == size)
+		return sb_fail(err, EINVAL, "records: %s is not terminated within its %zu bytes", what, size);
+	if (required && !*s)
+		return sb_fail(err, EINVAL, "records: %s is missing", what);
+	return 0;
+}
+
+static bool is_hex(const char *s)
+{
+	return *s && s[strspn(s, "0123456789abcdefABCDEF")] == '\0';
+}
+
+static bool is_final_state(const char *state)
+{
+	static const char *const finals[] = { "exited", "signaled", "timed_out", "cancelled", "uncertain", "refused" };
+
+	for (size_t i = 0; i < sizeof finals / sizeof finals[0]; i++)
+		if (strcmp(state, finals[i]) == 0)
+			return true;
+	return false;
+}
+
+static void copy_text(char *dst, size_t size, const char *src)
+{
+	snprintf(dst, size, "%s", src ? src : "");
+}
+
+/* ---------------------------------------------------------------- statements */
+
+static int prepare(struct records *r, const char *sql, sqlite3_stmt **st, struct sb_err *err)
+{
+	if (sqlite3_prepare_v2(r->db, sql, -1, st, NULL) != SQLITE_OK)
+		return db_fail(r, err, "preparing \"%.60s...\"", sql);
+	return 0;
+}
+
+/* Binds are no-ops once *rc holds an error, so a run of binds is checked once, at step(). */
+static void bind_text(sqlite3_stmt *st, int i, const char *s, int *rc)
+{
+	if (*rc == SQLITE_OK)
+		*rc = s ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+static void bind_textn(sqlite3_stmt *st, int i, const char *s, size_t n, int *rc)
+{
+	if (*rc == SQLITE_OK)
+		*rc = sqlite3_bind_text(st, i, s, (int)n, SQLITE_STATIC);
+}
+
+static void bind_int(sqlite3_stmt *st, int i, int64_t v, int *rc)
+{
+	if (*rc == SQLITE_OK)
+		*rc = sqlite3_bind_int64(st, i, v);
+}
+
+/* The step's result code, or the binds' error (SQLite has set its message for either). */
+static int step(sqlite3_stmt *st, int bind_rc)
+{
+	return bind_rc != SQLITE_OK ? bind_rc : sqlite3_step(st);
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	return (const char *)sqlite3_column_text(st, i);
+}
+
+/* Run one constant statement without parameters or rows (BEGIN, COMMIT, the schema). */
+static int exec_sql(struct records *r, const char *sql, const char *what, struct sb_err *err)
+{
+	if (sqlite3_exec(r->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_fail(r, err, "%s", what);
+	return 0;
+}
+
+/* A pragma that answers one integer. */
+static int pragma_int(struct records *r, const char *sql, int64_t *out, struct sb_err *err)
+{
+	sqlite3_stmt *st cleanup_stmt = NULL;
+
+	if (prepare(r, sql, &st, err) != 0)
+		return -1;
+	if (sqlite3_step(st) != SQLITE_ROW)
+		return db_fail(r, err, "reading %s", sql);
+	*out = sqlite3_column_int64(st, 0);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- JSON out of columns */
+
+/* Length of the valid UTF-8 sequence at p (left bytes remain), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p, size_t left)
+{
+	size_t n;
+	uint32_t cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		n = 2;
+		cp = p[0] & 0x1f;
+	} else if ((p[0] & 0xf0) == 0xe0) {
+		n = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n > left)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+static bool utf8_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0, k; i < n; i += k)
+		if ((k = utf8_len((const unsigned char *)s + i, n - i)) == 0)
+			return false;
+	return true;
+}
+
+/* A JSON string for stored text. jansson refuses bytes that are not UTF-8 (a command given on the
+ * command line may hold some); they become the text "\xNN" so nothing is dropped silently. */
+static json_t *json_text(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char *buf;
+	size_t len = 0;
+	json_t *j = json_stringn(s, n);
+
+	if (j || !(buf = malloc(4 * n + 1)))
+		return j;
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_len(p + i, n - i);
+
+		if (k == 0) {
+			len += (size_t)sprintf(buf + len, "\\x%02x", p[i]);
+			i++;
+		} else {
+			memcpy(buf + len, p + i, k);
+			len += k;
+			i += k;
+		}
+	}
+	j = json_stringn(buf, len);
+	free(buf);
+	return j;
+}
+
+static json_t *col_json_text(sqlite3_stmt *st, int i)
+{
+	const char *t = col_text(st, i);
+
+	return t ? json_text(t, (size_t)sqlite3_column_bytes(st, i)) : json_null();
+}
+
+static json_t *col_json_int(sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		return json_null();
+	return json_integer(sqlite3_column_int64(st, i));
+}
+
+/* Stored JSON parsed back; text that is not JSON (a receipt as the agent sent it) stays a string,
+ * since a record keeps what it was given. */
+static json_t *col_json_parsed(sqlite3_stmt *st, int i)
+{
+	const char *t = col_text(st, i);
+	size_t n = (size_t)sqlite3_column_bytes(st, i);
+	json_t *j;
+
+	if (!t)
+		return json_null();
+	j = json_loadb(t, n, JSON_DECODE_ANY, NULL);
+	return j ? j : json_text(t, n);
+}
+
+/* An object of n keys and their values; NULL when any value is NULL (out of memory) or a set
+ * fails. Every value is consumed either way (json_object_set_new releases it on failure too). */
+static json_t *json_row(const char *const keys[], json_t *const values[], size_t n)
+{
+	json_t *obj = json_object();
+	int bad = obj == NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!obj)
+			json_decref(values[i]);
+		else if (json_object_set_new(obj, keys[i], values[i]) != 0)
+			bad = 1;
+	}
+	if (bad) {
+		json_decref(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+/* Collect one JSON value per row (row_json builds it) into an array. */
+static json_t *rows_json(struct records *r, sqlite3_stmt *st, int bind_rc, json_t *(*row_json)(sqlite3_stmt *),
+			 const char *what, struct sb_err *err)
+{
+	json_t *list cleanup_json = json_array();
+	int rc;
+
+	if (!list) {
+		oom_fail(err, what);
+		return NULL;
+	}
+	while ((rc = step(st, bind_rc)) == SQLITE_ROW) {
+		if (json_array_append_new(list, row_json(st)) != 0) {
+			oom_fail(err, what);
+			return NULL;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		db_fail(r, err, "%s", what);
+		return NULL;
+	}
+	return steal_json(&list);
+}
+
+/* ---------------------------------------------------------------- opening */
+
+/* The database file is created 0600 here, before SQLite opens it: SQLite creates -wal and -shm with
+ * the database file's mode (fchmod, so the umask does not matter). An existing file is tightened,
+ * and so are sidecars left by an older run. The directory must exist: the manager's private state
+ * is made (0700) by whoever owns it, not as a side effect of opening records. */
+static int tighten_mode(int fd, const char *path, struct sb_err *err)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return sb_fail_errno(err, "records: checking %s", path);
+	if (!S_ISREG(st.st_mode))
+		return sb_fail(err, EINVAL, "records: %s is not a regular file", path);
+	if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0)
+		return sb_fail_errno(err, "records: making %s mode 0600", path);
+	return 0;
+}
+
+static int tighten_sidecar(const char *path, const char *suffix, struct sb_err *err)
+{
+	char side[PATH_MAX];
+	int fd cleanup_close = -1;
+
+	if ((size_t)snprintf(side, sizeof side, "%s%s", path, suffix) >= sizeof side)
+		return sb_fail(err, ENAMETOOLONG, "records: %s%s", path, suffix);
+	fd = open(side, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : sb_fail_errno(err, "records: opening %s", side);
+	return tighten_mode(fd, side, err);
+}
+
+static int db_file_prepare(const char *path, struct sb_err *err)
+{
+	int fd cleanup_close = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0 && errno == ENOENT)
+		return sb_fail_errno(err, "records: creating %s (its directory must exist)", path);
+	if (fd < 0)
+		return sb_fail_errno(err, "records: opening %s", path);
+	if (tighten_mode(fd, path, err) != 0)
+		return -1;
+	if (tighten_sidecar(path, "-wal", err) != 0 || tighten_sidecar(path, "-shm", err) != 0)
+		return -1;
+	return 0;
+}
+
+static int wal_enable(struct records *r, const char *path, struct sb_err *err)
+{
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	const char *mode;
+
+	/* The pragma answers the mode now in force: a file system without shared memory stays put. */
+	if (prepare(r, "PRAGMA journal_mode = WAL", &st, err) != 0)
+		return -1;
+	if (sqlite3_step(st) != SQLITE_ROW)
+		return db_fail(r, err, "switching %s to WAL", path);
+	mode = col_text(st, 0);
+	if (!mode || strcasecmp(mode, "wal") != 0)
+		return sb_fail(err, 0, "records: %s stayed in journal mode %s instead of WAL: put the state directory "
+			       "on a local file system", path, mode ? mode : "(none)");
+	return 0;
+}
+
+/* Connection settings. WAL + synchronous=NORMAL: a commit is appended to the WAL by write(2)
+ * before sqlite3_step returns, so a kill -9 of the manager at any point keeps every committed
+ * transaction (the kernel has the pages); only a power loss or kernel crash can lose the last few,
+ * and never corrupts the file. Durability against a process kill is the requirement here; FULL
+ * would add an fsync per commit for the power-loss case only. */
+static int db_configure(struct records *r, const char *path, struct sb_err *err)
+{
+	int64_t v;
+
+	if (sqlite3_busy_timeout(r->db, BUSY_TIMEOUT_MS) != SQLITE_OK)
+		return db_fail(r, err, "setting the busy timeout on %s", path);
+	if (wal_enable(r, path, err) != 0)
+		return -1;
+	if (exec_sql(r, "PRAGMA synchronous = NORMAL", "setting synchronous=NORMAL", err) != 0 ||
+	    exec_sql(r, "PRAGMA foreign_keys = ON", "turning foreign keys on", err) != 0)
+		return -1;
+	if (pragma_int(r, "PRAGMA foreign_keys", &v, err) != 0)
+		return -1;
+	if (v != 1)
+		return sb_fail(err, 0, "records: this SQLite does not enforce foreign keys");
+	return 0;
+}
+
+static const char SCHEMA_V1[] =
+	"CREATE TABLE sessions ("
+	"  id TEXT PRIMARY KEY NOT NULL, identity TEXT NOT NULL, repo TEXT NOT NULL,"
+	"  worktree TEXT NOT NULL, branch TEXT NOT NULL, state TEXT NOT NULL,"
+	"  generation INTEGER NOT NULL, turn INTEGER NOT NULL, created_ms INTEGER NOT NULL);"
+	"CREATE TABLE grants ("
+	"  session TEXT NOT NULL REFERENCES sessions(id), resource TEXT NOT NULL, access TEXT NOT NULL,"
+	"  PRIMARY KEY (session, resource));"
+	"CREATE TABLE sandboxes ("
+	"  session TEXT PRIMARY KEY NOT NULL REFERENCES sessions(id), generation INTEGER NOT NULL,"
+	"  backend TEXT NOT NULL, runtime_id TEXT NOT NULL, address TEXT NOT NULL, private_dir TEXT NOT NULL,"
+	"  state TEXT NOT NULL, grants_json TEXT NOT NULL, started_ms INTEGER NOT NULL, evidence TEXT);"
+	"CREATE TABLE execs ("
+	"  id TEXT PRIMARY KEY NOT NULL, session TEXT NOT NULL REFERENCES sessions(id), turn INTEGER NOT NULL,"
+	"  state TEXT NOT NULL CHECK (state IN ('accepted', 'dispatched', 'exited', 'signaled', 'timed_out',"
+	"                                       'cancelled', 'uncertain', 'refused')),"
+	"  command TEXT NOT NULL, timeout_seconds INTEGER NOT NULL, generation INTEGER, nonce_hex TEXT,"
+	"  sandbox TEXT, accepted_ms INTEGER NOT NULL, dispatched_ms INTEGER, finished_ms INTEGER,"
+	"  result_json TEXT, receipt_json TEXT, reason TEXT);"
+	"CREATE INDEX execs_session_accepted ON execs (session, accepted_ms);"
+	"CREATE INDEX execs_state ON execs (state);"
+	/* The functions below only move states forward (their UPDATEs carry the allowed source state);
+	 * this trigger holds the same line for any other writer, the sqlite3 shell included. */
+	"CREATE TRIGGER execs_state_forward BEFORE UPDATE OF state ON execs"
+	"  WHEN NOT ((OLD.state = 'accepted' AND NEW.state <> 'accepted')"
+	"         OR (OLD.state = 'dispatched' AND NEW.state NOT IN ('accepted', 'dispatched')))"
+	"  BEGIN SELECT RAISE(ABORT, 'an exec state only moves forward'); END;"
+	"PRAGMA user_version = " STR(RECORDS_SCHEMA_VERSION) ";";
+
+static int schema_refuse_newer(const char *path, int64_t version, struct sb_err *err)
+{
+	return sb_fail(err, 0, "records: %s has schema version %lld, newer than this sandbox-manager understands (%d): "
+		       "run the sandbox-manager that wrote it, or give this one another state directory",
+		       path, (long long)version, RECORDS_SCHEMA_VERSION);
+}
+
+/* Create the schema on a new file (user_version 0). BEGIN IMMEDIATE and the second read make two
+ * managers opening a new file at once create it exactly once. */
+static int schema_ensure(struct records *r, const char *path, struct sb_err *err)
+{
+	struct records *txn cleanup_txn = NULL;
+	int64_t version;
+
+	if (pragma_int(r, "PRAGMA user_version", &version, err) != 0)
+		return -1;
+	if (version == RECORDS_SCHEMA_VERSION)
+		return 0;
+	if (version > RECORDS_SCHEMA_VERSION || version < 0)
+		return schema_refuse_newer(path, version, err);
+	if (exec_sql(r, "BEGIN IMMEDIATE", "starting the schema transaction", err) != 0)
+		return -1;
+	txn = r;
+	if (pragma_int(r, "PRAGMA user_version", &version, err) != 0)
+		return -1;
+	if (version == 0 && exec_sql(r, SCHEMA_V1, "creating the schema", err) != 0)
+		return -1;
+	if (exec_sql(r, "COMMIT", "committing the schema", err) != 0)
+		return -1;
+	txn = NULL;
+	return 0;
+}
+
+int records_open(const char *path, struct records **out, struct sb_err *err)
+{
+	struct records *r;
+
+	*out = NULL;
+	if (check_arg("database path", path, PATH_MAX - 8, err) != 0 || db_file_prepare(path, err) != 0)
+		return -1;
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return oom_fail(err, "opening the records");
+	pthread_mutex_init(&r->lock, NULL);
+	/* FULLMUTEX: SQLite's own locking too, though every call here also holds r->lock.
+	 * NOFOLLOW: the file was just checked not to be a symbolic link; keep it so.
+	 * Close-on-exec: SQLite's unix VFS opens the file, -wal and -shm with O_CLOEXEC (test_records
+	 * checks /proc/self/fd), so a sandbox runtime started by the manager inherits none of them. */
+	if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE |
+				SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
+		if (r->db)
+			sb_fail(err, sqlite3_system_errno(r->db), "records: opening %s: %s", path, sqlite3_errmsg(r->db));
+		else
+			oom_fail(err, "opening the records");
+		records_close(r);
+		return -1;
+	}
+	if (db_configure(r, path, err) != 0 || schema_ensure(r, path, err) != 0) {
+		records_close(r);
+		return -1;
+	}
+	*out = r;
+	return 0;
+}
+
+void records_close(struct records *r)
+{
+	if (!r)
+		return;
+	/* Every statement is finalized by the call that made it, so the close itself cannot be busy;
+	 * the last connection's close checkpoints the WAL into the database file. */
+	sqlite3_close_v2(r->db);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+static int session_row_check(const struct session_row *s, struct sb_err *err)
+{
+	if (check_field("session id", s->id, sizeof s->id, true, err) != 0 ||
+	    check_field("session identity", s->identity, sizeof s->identity, true, err) != 0 ||
+	    check_field("session repository", s->repo, sizeof s->repo, false, err) != 0 ||
+	    check_field("session worktree", s->worktree, sizeof s->worktree, false, err) != 0 ||
+	    check_field("session branch", s->branch, sizeof s->branch, false, err) != 0 ||
+	    check_field("session state", s->state, sizeof s->state, false, err) != 0)
+		return -1;
+	if (s->generation > INT64_MAX)
+		return sb_fail(err, EINVAL, "records: session %s generation is out of range", s->id);
+	return 0;
+}
+
+int records_session_insert(struct records *r, const struct session_row *s, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (session_row_check(s, err) != 0)
+		return -1;
+	if (prepare(r, "INSERT INTO sessions (id, identity, repo, worktree, branch, state, generation, turn,"
+		       " created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, s->id, &rc);
+	bind_text(st, 2, s->identity, &rc);
+	bind_text(st, 3, s->repo, &rc);
+	bind_text(st, 4, s->worktree, &rc);
+	bind_text(st, 5, s->branch, &rc);
+	bind_text(st, 6, *s->state ? s->state : "active", &rc);
+	bind_int(st, 7, (int64_t)s->generation, &rc);
+	bind_int(st, 8, s->turn, &rc);
+	bind_int(st, 9, s->created_ms ? s->created_ms : now_ms(), &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "inserting session %s", s->id);
+	return 0;
+}
+
+int records_session_get(struct records *r, const char *id, struct session_row *out, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	memset(out, 0, sizeof *out);
+	if (check_arg("session id", id, ID_MAX, err) != 0 ||
+	    prepare(r, "SELECT id, identity, repo, worktree, branch, state, generation, turn, created_ms"
+		       " FROM sessions WHERE id = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, id, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE) {
+		sb_fail(err, 0, "records: no session %s", id);
+		return RECORDS_NOT_FOUND;
+	}
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading session %s", id);
+	copy_text(out->id, sizeof out->id, col_text(st, 0));
+	copy_text(out->identity, sizeof out->identity, col_text(st, 1));
+	copy_text(out->repo, sizeof out->repo, col_text(st, 2));
+	copy_text(out->worktree, sizeof out->worktree, col_text(st, 3));
+	copy_text(out->branch, sizeof out->branch, col_text(st, 4));
+	copy_text(out->state, sizeof out->state, col_text(st, 5));
+	out->generation = (uint64_t)sqlite3_column_int64(st, 6);
+	out->turn = sqlite3_column_int64(st, 7);
+	out->created_ms = sqlite3_column_int64(st, 8);
+	return RECORDS_FOUND;
+}
+
+/* After an UPDATE of one session: 0 when it changed a row, else "no session". */
+static int session_changed(struct records *r, const char *id, struct sb_err *err)
+{
+	if (sqlite3_changes(r->db) == 0)
+		return sb_fail(err, 0, "records: no session %s", id);
+	return 0;
+}
+
+int records_session_set_state(struct records *r, const char *id, const char *state, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("session id", id, ID_MAX, err) != 0 || check_arg("session state", state, 31, err) != 0 ||
+	    prepare(r, "UPDATE sessions SET state = ?1 WHERE id = ?2", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, state, &rc);
+	bind_text(st, 2, id, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "setting session %s to %s", id, state);
+	return session_changed(r, id, err);
+}
+
+/* One statement (UPDATE ... RETURNING), so two threads or processes bumping at once each get
+ * their own new value. */
+int records_session_bump_generation(struct records *r, const char *id, uint64_t *generation, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("session id", id, ID_MAX, err) != 0 ||
+	    prepare(r, "UPDATE sessions SET generation = generation + 1 WHERE id = ?1 RETURNING generation",
+		    &st, err) != 0)
+		return -1;
+	bind_text(st, 1, id, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE)
+		return sb_fail(err, 0, "records: no session %s", id);
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "bumping the generation of session %s", id);
+	*generation = (uint64_t)sqlite3_column_int64(st, 0);
+	/* Run the statement to its end so the change is committed before this returns. */
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return db_fail(r, err, "bumping the generation of session %s", id);
+	return 0;
+}
+
+int records_session_set_turn(struct records *r, const char *id, int64_t turn, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("session id", id, ID_MAX, err) != 0 ||
+	    prepare(r, "UPDATE sessions SET turn = ?1 WHERE id = ?2", &st, err) != 0)
+		return -1;
+	bind_int(st, 1, turn, &rc);
+	bind_text(st, 2, id, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "setting the turn of session %s", id);
+	return session_changed(r, id, err);
+}
+
+/* ---------------------------------------------------------------- grants */
+
+int records_grant_set(struct records *r, const char *session, const char *resource, const char *access,
+		      struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("grant resource", resource, 1024, err) != 0 ||
+	    check_arg("grant access", access, 64, err) != 0 ||
+	    prepare(r, "INSERT INTO grants (session, resource, access) VALUES (?1, ?2, ?3)"
+		       " ON CONFLICT (session, resource) DO UPDATE SET access = excluded.access", &st, err) != 0)
+		return -1;
+	/* They become the keys and values of records_grants(), which JSON needs in UTF-8. */
+	if (!utf8_valid(resource) || !utf8_valid(access))
+		return sb_fail(err, EINVAL, "records: grant for session %s is not UTF-8 text", session);
+	bind_text(st, 1, session, &rc);
+	bind_text(st, 2, resource, &rc);
+	bind_text(st, 3, access, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "granting %s=%s to session %s", resource, access, session);
+	return 0;
+}
+
+/* Revoking a grant the session does not hold is an error: the caller retires the sandbox for a
+ * revoke, and should not do that for nothing. */
+int records_grant_revoke(struct records *r, const char *session, const char *resource, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("grant resource", resource, 1024, err) != 0 ||
+	    prepare(r, "DELETE FROM grants WHERE session = ?1 AND resource = ?2", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, session, &rc);
+	bind_text(st, 2, resource, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "revoking %s from session %s", resource, session);
+	if (sqlite3_changes(r->db) == 0)
+		return sb_fail(err, 0, "records: session %s has no grant on %s to revoke", session, resource);
+	return 0;
+}
+
+json_t *records_grants(struct records *r, const char *session, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	json_t *grants cleanup_json = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("session id", session, ID_MAX, err) != 0 ||
+	    prepare(r, "SELECT resource, access FROM grants WHERE session = ?1 ORDER BY resource", &st, err) != 0)
+		return NULL;
+	grants = json_object(); /* jansson keeps insertion order, so the object is sorted too */
+	if (!grants) {
+		oom_fail(err, "listing grants");
+		return NULL;
+	}
+	bind_text(st, 1, session, &rc);
+	if (rc != SQLITE_OK) {
+		db_fail(r, err, "listing the grants of session %s", session);
+		return NULL;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (json_object_set_new(grants, col_text(st, 0), col_json_text(st, 1)) != 0) {
+			oom_fail(err, "listing grants");
+			return NULL;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		db_fail(r, err, "listing the grants of session %s", session);
+		return NULL;
+	}
+	return steal_json(&grants);
+}
+
+/* ---------------------------------------------------------------- sandboxes */
+
+static int sandbox_row_check(const struct sandbox_row *s, struct sb_err *err)
+{
+	if (check_field("sandbox session", s->session, sizeof s->session, true, err) != 0 ||
+	    check_field("sandbox backend", s->backend, sizeof s->backend, true, err) != 0 ||
+	    check_field("sandbox runtime id", s->runtime_id, sizeof s->runtime_id, false, err) != 0 ||
+	    check_field("sandbox address", s->address, sizeof s->address, false, err) != 0 ||
+	    check_field("sandbox private directory", s->private_dir, sizeof s->private_dir, false, err) != 0 ||
+	    check_field("sandbox state", s->state, sizeof s->state, true, err) != 0 ||
+	    check_field("sandbox grants", s->grants_json, sizeof s->grants_json, false, err) != 0)
+		return -1;
+	if (s->generation > INT64_MAX)
+		return sb_fail(err, EINVAL, "records: sandbox generation of session %s is out of range", s->session);
+	/* "gone" needs evidence, which only records_sandbox_set_state() takes. */
+	if (strcmp(s->state, "gone") == 0)
+		return sb_fail(err, EINVAL, "records: sandbox of session %s: record it gone with its evidence, not by upsert",
+			       s->session);
+	return 0;
+}
+
+/* Current generation and state of a session's sandbox row. */
+static int sandbox_current(struct records *r, const char *session, int64_t *generation, char state[32],
+			   struct sb_err *err)
+{
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (prepare(r, "SELECT generation, state FROM sandboxes WHERE session = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, session, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE)
+		return RECORDS_NOT_FOUND;
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading the sandbox of session %s", session);
+	*generation = sqlite3_column_int64(st, 0);
+	copy_text(state, 32, col_text(st, 1));
+	return RECORDS_FOUND;
+}
+
+/* Why an upsert changed nothing: the row it would replace is live, or is not older. */
+static int sandbox_upsert_refusal(struct records *r, const struct sandbox_row *s, struct sb_err *err)
+{
+	char state[32];
+	int64_t generation;
+	int found = sandbox_current(r, s->session, &generation, state, err);
+
+	if (found != RECORDS_FOUND)
+		return found < 0 ? -1 : sb_fail(err, 0, "records: sandbox of session %s vanished during upsert", s->session);
+	return sb_fail(err, 0, "records: session %s has sandbox generation %lld (%s): generation %llu may replace it "
+		       "only once it is gone, with evidence, and only with a newer generation",
+		       s->session, (long long)generation, state, (unsigned long long)s->generation);
+}
+
+/* Insert the session's sandbox, update it within its generation, or replace a gone one with a newer
+ * generation. Replacing a live or unproven sandbox would lose the only record of a runtime that may
+ * still be running, so that is refused (the DO UPDATE's WHERE). */
+int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (sandbox_row_check(s, err) != 0 ||
+	    prepare(r, "INSERT INTO sandboxes (session, generation, backend, runtime_id, address, private_dir,"
+		       " state, grants_json, started_ms, evidence) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)"
+		       " ON CONFLICT (session) DO UPDATE SET generation = excluded.generation,"
+		       " backend = excluded.backend, runtime_id = excluded.runtime_id, address = excluded.address,"
+		       " private_dir = excluded.private_dir, state = excluded.state,"
+		       " grants_json = excluded.grants_json, started_ms = excluded.started_ms, evidence = NULL"
+		       " WHERE (sandboxes.generation = excluded.generation AND sandboxes.state <> 'gone')"
+		       " OR (sandboxes.state = 'gone' AND excluded.generation > sandboxes.generation)", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, s->session, &rc);
+	bind_int(st, 2, (int64_t)s->generation, &rc);
+	bind_text(st, 3, s->backend, &rc);
+	bind_text(st, 4, s->runtime_id, &rc);
+	bind_text(st, 5, s->address, &rc);
+	bind_text(st, 6, s->private_dir, &rc);
+	bind_text(st, 7, s->state, &rc);
+	bind_text(st, 8, *s->grants_json ? s->grants_json : "{}", &rc);
+	bind_int(st, 9, s->started_ms ? s->started_ms : now_ms(), &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "recording the sandbox of session %s", s->session);
+	if (sqlite3_changes(r->db) == 0)
+		return sandbox_upsert_refusal(r, s, err);
+	return 0;
+}
+
+int records_sandbox_get(struct records *r, const char *session, struct sandbox_row *out, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	memset(out, 0, sizeof *out);
+	if (check_arg("session id", session, ID_MAX, err) != 0 ||
+	    prepare(r, "SELECT session, generation, backend, runtime_id, address, private_dir, state, grants_json,"
+		       " started_ms FROM sandboxes WHERE session = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, session, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE) {
+		sb_fail(err, 0, "records: no sandbox for session %s", session);
+		return RECORDS_NOT_FOUND;
+	}
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading the sandbox of session %s", session);
+	copy_text(out->session, sizeof out->session, col_text(st, 0));
+	out->generation = (uint64_t)sqlite3_column_int64(st, 1);
+	copy_text(out->backend, sizeof out->backend, col_text(st, 2));
+	copy_text(out->runtime_id, sizeof out->runtime_id, col_text(st, 3));
+	copy_text(out->address, sizeof out->address, col_text(st, 4));
+	copy_text(out->private_dir, sizeof out->private_dir, col_text(st, 5));
+	copy_text(out->state, sizeof out->state, col_text(st, 6));
+	copy_text(out->grants_json, sizeof out->grants_json, col_text(st, 7));
+	out->started_ms = sqlite3_column_int64(st, 8);
+	return RECORDS_FOUND;
+}
+
+/* Why a state change matched no row: no sandbox, another generation, or already gone. */
+static int sandbox_state_refusal(struct records *r, const char *session, uint64_t generation, struct sb_err *err)
+{
+	char state[32];
+	int64_t current;
+	int found = sandbox_current(r, session, &current, state, err);
+
+	if (found < 0)
+		return -1;
+	if (found == RECORDS_NOT_FOUND)
+		return sb_fail(err, 0, "records: no sandbox for session %s", session);
+	if ((uint64_t)current != generation)
+		return sb_fail(err, 0, "records: sandbox of session %s is generation %lld, not %llu: refusing a stale "
+			       "state change", session, (long long)current, (unsigned long long)generation);
+	return sb_fail(err, 0, "records: sandbox generation %llu of session %s is already gone: a gone sandbox "
+		       "stays gone", (unsigned long long)generation, session);
+}
+
+/* Only the row of that generation changes, and a gone sandbox stays gone; "gone" needs evidence. */
+int records_sandbox_set_state(struct records *r, const char *session, uint64_t generation, const char *state,
+			      const char *evidence, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("sandbox state", state, 31, err) != 0)
+		return -1;
+	if (strcmp(state, "gone") == 0 && (!evidence || !*evidence))
+		return sb_fail(err, EINVAL, "records: sandbox of session %s cannot be recorded gone without evidence "
+			       "that all of its processes have ended", session);
+	if (generation > INT64_MAX)
+		return sb_fail(err, EINVAL, "records: sandbox generation %llu is out of range",
+			       (unsigned long long)generation);
+	if (prepare(r, "UPDATE sandboxes SET state = ?1, evidence = coalesce(?2, evidence)"
+		       " WHERE session = ?3 AND generation = ?4 AND state <> 'gone'", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, state, &rc);
+	bind_text(st, 2, evidence, &rc);
+	bind_text(st, 3, session, &rc);
+	bind_int(st, 4, (int64_t)generation, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "setting the sandbox of session %s to %s", session, state);
+	if (sqlite3_changes(r->db) == 0)
+		return sandbox_state_refusal(r, session, generation, err);
+	return 0;
+}
+
+/* {"session", "generation", "backend", "runtime_id", "address", "private_dir", "state",
+ *  "grants": <the snapshot parsed>, "started_ms", "evidence": <text or null>} */
+static json_t *sandbox_json(sqlite3_stmt *st)
+{
+	static const char *const keys[] = { "session", "generation", "backend", "runtime_id", "address",
+					    "private_dir", "state", "grants", "started_ms", "evidence" };
+	json_t *values[] = { col_json_text(st, 0), col_json_int(st, 1), col_json_text(st, 2), col_json_text(st, 3),
+			     col_json_text(st, 4), col_json_text(st, 5), col_json_text(st, 6), col_json_parsed(st, 7),
+			     col_json_int(st, 8), col_json_text(st, 9) };
+
+	return json_row(keys, values, sizeof values / sizeof values[0]);
+}
+
+json_t *records_sandboxes_not_gone(struct records *r, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+
+	if (prepare(r, "SELECT session, generation, backend, runtime_id, address, private_dir, state, grants_json,"
+		       " started_ms, evidence FROM sandboxes WHERE state <> 'gone' ORDER BY session", &st, err) != 0)
+		return NULL;
+	return rows_json(r, st, SQLITE_OK, sandbox_json, "listing sandboxes not gone", err);
+}
+
+/* ---------------------------------------------------------------- execs */
+
+static int exec_row_check(const struct exec_row *e, struct sb_err *err)
+{
+	if (check_field("exec id", e->id, sizeof e->id, true, err) != 0 ||
+	    check_field("exec session", e->session, sizeof e->session, true, err) != 0 ||
+	    check_field("exec state", e->state, sizeof e->state, false, err) != 0)
+		return -1;
+	/* A record starts accepted; dispatch and finish move it on, so nothing skips a step. */
+	if (*e->state && strcmp(e->state, "accepted") != 0)
+		return sb_fail(err, EINVAL, "records: exec %s cannot start in state %s: a new exec is accepted", e->id,
+			       e->state);
+	return 0;
+}
+
+/* Insert an accepted exec. The dispatch fields (generation, nonce, sandbox) are set by
+ * records_exec_dispatched(), not here. The command is kept up to its first NUL or the end of its
+ * array, whichever comes first: the record's copy. */
+int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (exec_row_check(e, err) != 0 ||
+	    prepare(r, "INSERT INTO execs (id, session, turn, state, command, timeout_seconds, accepted_ms)"
+		       " VALUES (?1, ?2, ?3, 'accepted', ?4, ?5, ?6)", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, e->id, &rc);
+	bind_text(st, 2, e->session, &rc);
+	bind_int(st, 3, e->turn, &rc);
+	bind_textn(st, 4, e->command, strnlen(e->command, sizeof e->command - 1), &rc);
+	bind_int(st, 5, e->timeout_seconds, &rc);
+	bind_int(st, 6, e->accepted_ms ? e->accepted_ms : now_ms(), &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "inserting exec %s", e->id);
+	return 0;
+}
+
+/* The current state of an exec, to explain a refused transition. */
+static int exec_state_of(struct records *r, const char *id, char state[16], struct sb_err *err)
+{
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (prepare(r, "SELECT state FROM execs WHERE id = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, id, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE)
+		return sb_fail(err, 0, "records: no exec %s", id);
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading exec %s", id);
+	copy_text(state, 16, col_text(st, 0));
+	return 0;
+}
+
+/* accepted -> dispatched, once: the WHERE makes a second dispatch change nothing, and that is an
+ * error, so an exec is never sent to an agent twice (invariant 7). */
+int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t generation, const char *nonce_hex,
+			    const char *sandbox, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	char state[16];
+	int rc = SQLITE_OK;
+
+	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("exec nonce", nonce_hex, 64, err) != 0 ||
+	    check_arg("exec sandbox", sandbox, 255, err) != 0)
+		return -1;
+	if (!is_hex(nonce_hex) || generation > INT64_MAX)
+		return sb_fail(err, EINVAL, "records: exec %s: the nonce must be hex and the generation in range", exec_id);
+	if (prepare(r, "UPDATE execs SET state = 'dispatched', generation = ?1, nonce_hex = ?2, sandbox = ?3,"
+		       " dispatched_ms = ?4 WHERE id = ?5 AND state = 'accepted'", &st, err) != 0)
+		return -1;
+	bind_int(st, 1, (int64_t)generation, &rc);
+	bind_text(st, 2, nonce_hex, &rc);
+	bind_text(st, 3, sandbox, &rc);
+	bind_int(st, 4, now_ms(), &rc);
+	bind_text(st, 5, exec_id, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "dispatching exec %s", exec_id);
+	if (sqlite3_changes(r->db) == 1)
+		return 0;
+	if (exec_state_of(r, exec_id, state, err) != 0)
+		return -1;
+	return sb_fail(err, 0, "records: exec %s is not accepted (state %s): never dispatched twice", exec_id, state);
+}
+
+/* accepted|dispatched -> a final state, once. result_json and receipt_json are stored as given
+ * (records_execs parses them back, keeping text that is not JSON as a string). */
+int records_exec_finish(struct records *r, const char *exec_id, const char *state, const char *result_json,
+			const char *receipt_json, const char *reason, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	char current[16];
+	int rc = SQLITE_OK;
+
+	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("exec state", state, 15, err) != 0)
+		return -1;
+	if (!is_final_state(state))
+		return sb_fail(err, EINVAL, "records: exec %s cannot finish as %s: a final state is one of exited, "
+			       "signaled, timed_out, cancelled, uncertain, refused", exec_id, state);
+	if (prepare(r, "UPDATE execs SET state = ?1, result_json = ?2, receipt_json = ?3, reason = ?4,"
+		       " finished_ms = ?5 WHERE id = ?6 AND state IN ('accepted', 'dispatched')", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, state, &rc);
+	bind_text(st, 2, result_json, &rc);
+	bind_text(st, 3, receipt_json, &rc);
+	bind_text(st, 4, reason, &rc);
+	bind_int(st, 5, now_ms(), &rc);
+	bind_text(st, 6, exec_id, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "finishing exec %s as %s", exec_id, state);
+	if (sqlite3_changes(r->db) == 1)
+		return 0;
+	if (exec_state_of(r, exec_id, current, err) != 0)
+		return -1;
+	return sb_fail(err, 0, "records: exec %s already finished (state %s): an exec finished once stays finished",
+		       exec_id, current);
+}
+
+int records_exec_get(struct records *r, const char *exec_id, struct exec_row *out, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	memset(out, 0, sizeof *out);
+	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 ||
+	    prepare(r, "SELECT id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox,"
+		       " accepted_ms, dispatched_ms, finished_ms FROM execs WHERE id = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, exec_id, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE) {
+		sb_fail(err, 0, "records: no exec %s", exec_id);
+		return RECORDS_NOT_FOUND;
+	}
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading exec %s", exec_id);
+	/* Columns that are NULL before dispatch or finish read as 0 and "". */
+	copy_text(out->id, sizeof out->id, col_text(st, 0));
+	copy_text(out->session, sizeof out->session, col_text(st, 1));
+	out->turn = sqlite3_column_int64(st, 2);
+	copy_text(out->state, sizeof out->state, col_text(st, 3));
+	copy_text(out->command, sizeof out->command, col_text(st, 4));
+	out->timeout_seconds = (uint32_t)sqlite3_column_int64(st, 5);
+	out->generation = (uint64_t)sqlite3_column_int64(st, 6);
+	copy_text(out->nonce_hex, sizeof out->nonce_hex, col_text(st, 7));
+	copy_text(out->sandbox, sizeof out->sandbox, col_text(st, 8));
+	out->accepted_ms = sqlite3_column_int64(st, 9);
+	out->dispatched_ms = sqlite3_column_int64(st, 10);
+	out->finished_ms = sqlite3_column_int64(st, 11);
+	return RECORDS_FOUND;
+}
+
+/* {"exec_id", "session", "turn", "state", "command", "timeout_seconds", "generation", "nonce",
+ *  "sandbox", "accepted_ms", "dispatched_ms", "finished_ms", "result", "receipt", "reason"};
+ * a column not yet set (before dispatch or finish) is null. */
+static json_t *exec_json(sqlite3_stmt *st)
+{
+	static const char *const keys[] = { "exec_id", "session", "turn", "state", "command", "timeout_seconds",
+					    "generation", "nonce", "sandbox", "accepted_ms", "dispatched_ms",
+					    "finished_ms", "result", "receipt", "reason" };
+	json_t *values[] = { col_json_text(st, 0), col_json_text(st, 1), col_json_int(st, 2), col_json_text(st, 3),
+			     col_json_text(st, 4), col_json_int(st, 5), col_json_int(st, 6), col_json_text(st, 7),
+			     col_json_text(st, 8), col_json_int(st, 9), col_json_int(st, 10), col_json_int(st, 11),
+			     col_json_parsed(st, 12), col_json_parsed(st, 13), col_json_text(st, 14) };
+
+	return json_row(keys, values, sizeof values / sizeof values[0]);
+}
+
+json_t *records_execs(struct records *r, const char *session, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	/* rowid breaks ties between execs accepted in the same millisecond: insertion order. */
+	if (check_arg("session id", session, ID_MAX, err) != 0 ||
+	    prepare(r, "SELECT id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox,"
+		       " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason FROM execs"
+		       " WHERE session = ?1 ORDER BY accepted_ms, rowid", &st, err) != 0)
+		return NULL;
+	bind_text(st, 1, session, &rc);
+	return rows_json(r, st, rc, exec_json, "listing execs", err);
+}
+
+static json_t *id_json(sqlite3_stmt *st)
+{
+	return col_json_text(st, 0);
+}
+
+json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("exec state", state, 15, err) != 0 ||
+	    prepare(r, "SELECT id FROM execs WHERE state = ?1 ORDER BY accepted_ms, rowid", &st, err) != 0)
+		return NULL;
+	bind_text(st, 1, state, &rc);
+	return rows_json(r, st, rc, id_json, "listing execs by state", err);
+}

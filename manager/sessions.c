@@ -1,0 +1,257 @@
+/* The session operations of the control API: create (workspace + records), show, delete (only
+ * with evidence that the sandbox is gone), grants, and the records of a session's calls. Every
+ * argument arrives from a local client and is checked here before anything changes. */
+#include "manager.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "log.h"
+#include "random.h"
+#include "workspace.h"
+
+/* A session id: lowercase hex, so it fits a certificate name and every path. */
+static bool session_id_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	return n > 0 && n <= 64 && strspn(id, "0123456789abcdef") == n;
+}
+
+static json_t *session_lookup(struct manager *m, const char *id, struct session_row *s)
+{
+	struct sb_err err;
+	int rc;
+
+	if (!session_id_valid(id))
+		return control_error("invalid", "'%s' is not a session id", id ? id : "");
+	sb_err_clear(&err);
+	rc = records_session_get(m->rec, id, s, &err);
+	if (rc < 0)
+		return control_error_from("internal", &err);
+	if (rc == RECORDS_NOT_FOUND || strcmp(s->state, "deleted") == 0)
+		return control_error("not_found", "no session '%s'", id);
+	return NULL;
+}
+
+/* "RES=ACCESS": RES declared by the operator, ACCESS read or write. */
+static int grant_parse(struct manager *m, const char *text, char *res, size_t len, const char **access,
+		       struct sb_err *err)
+{
+	const char *eq = text ? strchr(text, '=') : NULL;
+
+	if (eq == NULL || eq == text || (size_t)(eq - text) >= len)
+		return sb_fail(err, EINVAL, "grant '%s' must be RESOURCE=ACCESS", text ? text : "");
+	memcpy(res, text, (size_t)(eq - text));
+	res[eq - text] = '\0';
+	*access = eq + 1;
+	if (strcmp(*access, "read") != 0 && strcmp(*access, "write") != 0)
+		return sb_fail(err, EINVAL, "grant '%s': access must be read or write", text);
+	if (json_object_get(m->cfg.resources, res) == NULL)
+		return sb_fail(err, ENOENT, "grant '%s': resource '%s' is not declared by the operator", text, res);
+	return 0;
+}
+
+static json_t *grants_check(struct manager *m, json_t *grants)
+{
+	struct sb_err err;
+	char res[128];
+	const char *access;
+	size_t i;
+	json_t *g;
+
+	if (grants != NULL && !json_is_array(grants))
+		return control_error("invalid", "grants must be a list of RESOURCE=ACCESS");
+	json_array_foreach(grants, i, g)
+		if (grant_parse(m, json_string_value(g), res, sizeof res, &access, &err) < 0)
+			return control_error_from(err.errnum == ENOENT ? "refused" : "invalid", &err);
+	return NULL;
+}
+
+static int session_store(struct manager *m, const struct workspace *ws, const char *repo, json_t *grants,
+			 struct sb_err *err)
+{
+	struct session_row s;
+	char res[128];
+	const char *access;
+	size_t i;
+	json_t *g;
+
+	memset(&s, 0, sizeof s);
+	snprintf(s.id, sizeof s.id, "%s", ws->session);
+	snprintf(s.identity, sizeof s.identity, "%s", ws->identity);
+	snprintf(s.repo, sizeof s.repo, "%s", repo);
+	snprintf(s.worktree, sizeof s.worktree, "%s", ws->worktree);
+	snprintf(s.branch, sizeof s.branch, "%s", ws->branch ? ws->branch : "");
+	snprintf(s.state, sizeof s.state, "active");
+	s.created_ms = now_wall_ms();
+	if (records_session_insert(m->rec, &s, err) < 0)
+		return -1;
+	json_array_foreach(grants, i, g)
+		if (grant_parse(m, json_string_value(g), res, sizeof res, &access, err) < 0 ||
+		    records_grant_set(m->rec, s.id, res, access, err) < 0)
+			return -1;
+	return 0;
+}
+
+json_t *sessions_create(struct manager *m, json_t *req)
+{
+	const char *identity = json_string_value(json_object_get(req, "identity"));
+	const char *repo = json_string_value(json_object_get(req, "repo"));
+	const char *branch = json_string_value(json_object_get(req, "branch"));
+	json_t *grants = json_object_get(req, "grants"), *resp;
+	struct workspace ws;
+	struct sb_err err;
+	char id[2 * SESSION_ID_BYTES + 1];
+
+	if (identity == NULL || repo == NULL)
+		return control_error("invalid", "session create needs an identity and a repo");
+	if (workspace_name_check("identity", identity, &err) < 0)
+		return control_error_from("invalid", &err);
+	if ((resp = grants_check(m, grants)) != NULL)
+		return resp;
+	if (sb_random_hex(id, SESSION_ID_BYTES, &err) < 0)
+		return control_error_from("internal", &err);
+	if (workspace_create(m->cfg.volume, identity, id, repo, branch, &ws, &err) < 0)
+		return control_error_from("refused", &err);
+	if (session_store(m, &ws, repo, grants, &err) < 0) {
+		struct sb_err ignored;
+
+		/* No record, no workspace: nothing half-made stays behind. */
+		workspace_delete(&ws, false, &ignored);
+		workspace_free(&ws);
+		return control_error_from("internal", &err);
+	}
+	sb_info("session %s created for %s on %s", id, identity, repo);
+	resp = json_pack("{s:b, s:s, s:s, s:s?}", "ok", 1, "session", id, "worktree", ws.worktree, "branch", ws.branch);
+	workspace_free(&ws);
+	return resp;
+}
+
+json_t *sessions_show(struct manager *m, const char *id)
+{
+	struct session_row s;
+	struct sandbox_row sb;
+	struct sb_err err;
+	json_t *resp = session_lookup(m, id, &s), *grants, *sandbox = json_null();
+
+	if (resp != NULL)
+		return resp;
+	grants = records_grants(m->rec, id, &err);
+	if (grants == NULL)
+		return control_error_from("internal", &err);
+	if (records_sandbox_get(m->rec, id, &sb, &err) == RECORDS_FOUND && strcmp(sb.state, "gone") != 0) {
+		json_decref(sandbox);
+		sandbox = json_pack("{s:s, s:s, s:I, s:s}", "runtime_id", sb.runtime_id, "backend", sb.backend,
+				    "generation", (json_int_t)sb.generation, "state", sb.state);
+	}
+	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:s, s:i}", "ok", 1, "session", s.id,
+			 "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch", s.branch, "grants",
+			 grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn, "sandbox", sandbox,
+			 "state", s.state, "queued", (int)queue_depth(m->queue, id));
+}
+
+static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)
+{
+	struct live_sandbox *l = sandbox_find(m, s->id);
+	struct workspace ws;
+	struct sb_err err;
+	int rc;
+
+	/* Invariant 9: the workspace goes only after evidence that its sandbox is gone. */
+	if (l != NULL && sandbox_retire(m, l, "session deleted", &err) < 0)
+		return control_error("refused", "session %s: its sandbox's end is not proven (%s); the workspace stays "
+				     "reserved", s->id, err.msg);
+	if (strcmp(s->state, "reserved") == 0)
+		return control_error("refused", "session %s is reserved: an earlier sandbox's end was never proven; "
+				     "its workspace stays until it is", s->id);
+	if (workspace_open(m->cfg.volume, s->identity, s->id, &ws, &err) < 0)
+		return control_error_from("internal", &err);
+	rc = workspace_delete(&ws, !delete_branch, &err);
+	workspace_free(&ws);
+	if (rc < 0 || records_session_set_state(m->rec, s->id, "deleted", &err) < 0)
+		return control_error_from("internal", &err);
+	sb_info("session %s deleted (branch %s)", s->id, delete_branch ? "deleted" : "kept");
+	return json_pack("{s:b, s:s, s:b}", "ok", 1, "session", s->id, "branch_kept", !delete_branch);
+}
+
+json_t *sessions_delete(struct manager *m, const char *id, bool delete_branch)
+{
+	struct session_row s;
+	json_t *resp = session_lookup(m, id, &s);
+
+	if (resp != NULL)
+		return resp;
+	if (queue_depth(m->queue, id) > 0)
+		return control_error("refused", "session %s has a command running or queued; cancel it first", id);
+	queue_enter(m->queue, id);
+	resp = delete_locked(m, &s, delete_branch);
+	queue_leave(m->queue, id);
+	return resp;
+}
+
+/* A change of authority retires the sandbox: a revocation stops the running call at once
+ * (recorded cancelled, with the reason); an addition waits for it. The next call prepares a new
+ * sandbox, with a new generation and the new snapshot. */
+static void authority_changed(struct manager *m, const char *id, const char *revoked)
+{
+	struct live_sandbox *l;
+	struct sb_err err;
+
+	if (revoked != NULL) {
+		pthread_mutex_lock(&m->lock);
+		for (l = m->live; l != NULL && strcmp(l->session, id) != 0; l = l->next) {
+		}
+		if (l != NULL && l->busy) {
+			snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled: grant %s revoked", revoked);
+			m->backend->ops->stop(m->backend, &l->h, &err);
+		}
+		pthread_mutex_unlock(&m->lock);
+	}
+	queue_enter(m->queue, id);
+	l = sandbox_find(m, id);
+	if (l != NULL)
+		sandbox_retire(m, l, revoked ? "grant revoked" : "grant changed", &err);
+	queue_leave(m->queue, id);
+}
+
+json_t *sessions_grant(struct manager *m, json_t *req)
+{
+	const char *id = json_string_value(json_object_get(req, "session"));
+	const char *set = json_string_value(json_object_get(req, "set"));
+	const char *revoke = json_string_value(json_object_get(req, "revoke"));
+	struct session_row s;
+	struct sb_err err;
+	char res[128];
+	const char *access;
+	json_t *resp = session_lookup(m, id, &s);
+
+	if (resp != NULL)
+		return resp;
+	if ((set == NULL) == (revoke == NULL))
+		return control_error("invalid", "grant needs exactly one of set=RESOURCE=ACCESS or revoke=RESOURCE");
+	if (set != NULL && grant_parse(m, set, res, sizeof res, &access, &err) < 0)
+		return control_error_from(err.errnum == ENOENT ? "refused" : "invalid", &err);
+	if (set != NULL ? records_grant_set(m->rec, id, res, access, &err) < 0 :
+			  records_grant_revoke(m->rec, id, revoke, &err) < 0)
+		return control_error_from("internal", &err);
+	authority_changed(m, id, revoke);
+	return sessions_show(m, id);
+}
+
+json_t *sessions_records(struct manager *m, const char *id)
+{
+	struct session_row s;
+	struct sb_err err;
+	json_t *resp = session_lookup(m, id, &s), *list;
+
+	if (resp != NULL)
+		return resp;
+	list = records_execs(m->rec, id, &err);
+	if (list == NULL)
+		return control_error_from("internal", &err);
+	return json_pack("{s:b, s:o}", "ok", 1, "records", list);
+}

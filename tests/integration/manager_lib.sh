@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# Helpers for the manager's integration tests (sourced by run.sh before manager_*.sh; named so it sorts
+# first). Each test starts its own `sandbox-manager serve` as the test user on a fresh state directory,
+# with the process backend, and stops it (and every sandbox it left) when the test's subshell exits.
+
+MGR_FIXTURE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/deploy-repo" && pwd)
+
+# mgr_repo: a git repository of the fixture manifests, owned by the test user, at $REPO.
+mgr_repo() {
+	REPO=$TD/repo
+	mkdir -p "$REPO" && cp -r "$MGR_FIXTURE"/. "$REPO"/ && chown -R "$RUN_USER:" "$REPO"
+	as_user git -C "$REPO" init -q -b main &&
+		as_user git -C "$REPO" add -A &&
+		as_user git -C "$REPO" -c user.name=test -c user.email=test@example.invalid commit -qm "manifests"
+}
+
+# mgr_start [SERVE ARGS...]: a manager on a short state directory (a unix socket path has at most
+# 107 bytes, and the agents' sockets live below it); sets MSTATE, MSOCK, MGR_PID. Called again,
+# it restarts on the same state.
+mgr_start() {
+	local i
+	if [ -z "${MSTATE:-}" ]; then
+		MSTATE=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$MSTATE" && echo "$MSTATE" >"$TD/mstate.path"
+	fi
+	MSOCK=$MSTATE/manager.sock
+	rm -f "$MSOCK" # the socket of a killed manager must not pass for the new one's"
+	# a root manager's sandboxes run as nobody and must walk to their worktree
+	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
+	"${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" "$@" >>"$TD/manager.log" 2>&1 &
+	MGR_PID=$!
+	trap mgr_cleanup EXIT
+	for i in $(seq 1 100); do
+		[ -S "$MSOCK" ] && return 0
+		kill -0 "$MGR_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	bad "the manager did not start: $(tail -n 5 "$TD/manager.log")"
+	return 1
+}
+
+# The sandboxes outlive a killed manager by design (the next start stops them with evidence);
+# a test's end stops everything it started.
+mgr_cleanup() {
+	[ -n "${MGR_PID:-}" ] && kill -KILL "$MGR_PID" 2>/dev/null
+	pkill -KILL -f -- "--state-dir $MSTATE/sandboxes/" 2>/dev/null
+	wait 2>/dev/null
+	[ -z "${IT_KEEP:-}" ] && rm -rf "$MSTATE"
+	return 0
+}
+
+# mgr ARGS...: a client command as the test user. Sets RC; stdout in $OUT, stderr in $ERR.
+mgr() {
+	timeout -k 3 "${MGR_TIMEOUT:-60}" "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" "$MANAGER" "$@" \
+		>"$OUT" 2>"$ERR"
+	RC=$?
+}
+
+# mgr_session: creates a session on $REPO; sets SID and WT (its worktree).
+mgr_session() {
+	mgr session create --identity alice --repo "$REPO" "$@"
+	assert_eq "session create exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	SID=$(jr .session)
+	WT=$(jr .worktree)
+	[ -n "$SID" ] && [ "$SID" != null ] || bad "no session id: $(cat "$OUT")"
+}
+
+# mgr_bg_exec NAME COMMAND [SESSION]: a call in the background; wait_bg_execs waits for them all.
+mgr_bg_exec() {
+	timeout 60 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" "$MANAGER" exec --session "${3:-$SID}" -- "$2" \
+		>"$TD/bg-$1.out" 2>&1 &
+	BG_PIDS+=("$!")
+}
+wait_bg_execs() {
+	local p
+	for p in "${BG_PIDS[@]}"; do
+		wait "$p" || bad "background call $p failed"
+	done
+	BG_PIDS=()
+}
+BG_PIDS=()
+
+wait_bg_execs_allow_fail() {
+	local p
+	for p in "${BG_PIDS[@]}"; do wait "$p"; done
+	BG_PIDS=()
+}

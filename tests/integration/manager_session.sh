@@ -1,0 +1,89 @@
+# shellcheck shell=bash
+# sandbox-manager end to end with the process backend: sessions, calls, exit codes, records, refusals.
+
+test_manager_exec() {
+	mgr_repo && mgr_start && mgr_session
+	mgr exec --session "$SID" -- 'pwd -P; grep -c replicas payments/deployment.yaml; echo oops >&2; exit 3'
+	assert_eq "exit code is the command's" 3 "$RC"
+	assert_lines "$(cat "$OUT")" "$WT" "1"
+	assert_eq "stderr" "oops" "$(cat "$ERR")"
+	mgr exec --session "$SID" --json -- 'echo "$TMPDIR"; touch "$TMPDIR/report.txt"; id -u'
+	assert_eq "exit code" 0 "$RC"
+	assert_json .status '"exited"'
+	assert_json .receipt.verified true
+	# the sandbox's own root: the manager's uid (unprivileged) or nobody (root manager) outside
+	assert_lines "$(jr .stdout)" "$WT/.sandbox-tmp" 0
+	[ -e "$WT/.sandbox-tmp/report.txt" ] || bad "the report written to TMPDIR is not in the worktree's scratch"
+	mgr records --session "$SID"
+	assert_eq "records exit code" 0 "$RC"
+	assert_json '[.records[].state]' '["exited","exited"]'
+	assert_json '[.records[] | .receipt.nonce == .nonce]' '[true,true]'
+	assert_json '[.records[] | .result.exit_code]' '[3,0]'
+	mgr session show --session "$SID"
+	assert_json '.worktree' "$(json_str "$WT")"
+	assert_json '.sandbox.state' '"running"'
+	assert_json '.generation' 1
+}
+t manager_exec test_manager_exec
+
+test_manager_refusals() {
+	mgr_repo && mgr_start --max-timeout-seconds 30 --default-timeout-seconds 10 && mgr_session
+	mgr exec --session "$SID" --timeout-seconds 31 -- true
+	assert_eq "over the cap: exit code" 125 "$RC"
+	assert_match "over the cap: message" "over the configured maximum of 30 seconds" "$(cat "$ERR")"
+	mgr exec --session 0123456789abcdef -- true
+	assert_eq "unknown session" 125 "$RC"
+	assert_match "unknown session: message" "no session" "$(cat "$ERR")"
+	mgr session create --identity alice --repo "$TD/nope"
+	assert_eq "missing repository" 125 "$RC"
+	mgr session create --identity '../x' --repo "$REPO"
+	assert_eq "bad identity" 125 "$RC"
+	as_user git -C "$REPO" config include.path /etc/gitconfig
+	mgr session create --identity alice --repo "$REPO"
+	assert_eq "repository with an include" 125 "$RC"
+	assert_match "include refused: message" "include.path" "$(cat "$ERR")"
+	mgr exec --session "$SID"
+	assert_eq "no command" 2 "$RC"
+	# refused before it was bound to the session: nothing was recorded, nothing changed
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '[]'
+}
+t manager_refusals test_manager_refusals
+
+test_manager_timeout_and_leftovers() {
+	local m t0
+	m=$(unique_marker)
+	mgr_repo && mgr_start && mgr_session
+	t0=$(now_ms)
+	mgr exec --session "$SID" --timeout-seconds 1 -- "setsid sleep 300.$m & sleep 30"
+	assert_eq "timeout exit code" 124 "$RC"
+	assert_lt "ms until the timeout returned" $(($(now_ms) - t0)) 4000
+	no_process "sleep 300.$m"
+	mgr exec --session "$SID" -- "setsid sleep 301.$m & echo detached"
+	assert_eq "exit code" 0 "$RC"
+	no_process "sleep 301.$m"
+}
+t manager_timeout_and_leftovers test_manager_timeout_and_leftovers
+
+# Calls of one session never overlap and run in order of arrival; other sessions run meanwhile.
+test_manager_serialization() {
+	local i s2 t0 elapsed
+	mgr_repo && mgr_start && mgr_session
+	for i in 1 2 3 4 5; do
+		mgr_bg_exec "$i" "echo start-$i >> \"\$TMPDIR/log\"; sleep 0.3; echo end-$i >> \"\$TMPDIR/log\""
+		sleep 0.1
+	done
+	wait_bg_execs
+	assert_lines "$(cat "$WT/.sandbox-tmp/log")" start-1 end-1 start-2 end-2 start-3 end-3 start-4 end-4 \
+		start-5 end-5
+	mgr session create --identity bob --repo "$REPO"
+	s2=$(jr .session)
+	t0=$(now_ms)
+	mgr_bg_exec a "sleep 2" "$SID"
+	mgr_bg_exec b "sleep 2" "$s2"
+	wait_bg_execs
+	elapsed=$(($(now_ms) - t0))
+	assert_lt "two sessions' 2-second calls ran in parallel (ms)" "$elapsed" 3800
+}
+t manager_serialization test_manager_serialization
+

@@ -1,0 +1,521 @@
+/* Integration tests of the process backend (manager/backend_process.c) with a real workspace, a real
+ * mount plan and the real agent ($SANDBOX_AGENT): the sandbox's view (worktree at its own path, git
+ * works, /etc/shadow, private-state and the agent's keys unreachable, system directories read-only, a
+ * private /tmp), the end of a detached child, stop + evidence, and adopt() after a manager restart, for a
+ * gone and for a live sandbox. Runs as root (CI) and unprivileged: the id maps are the caller's own.
+ * Every wait is bounded; the file runs in a few seconds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "agent_client.h"
+#include "backend.h"
+#include "ca.h"
+#include "random.h"
+#include "receipt_mac.h"
+#include "tls.h"
+#include "workspace.h"
+
+#define STEP_MS 20000
+#define EVIDENCE_MS 5000
+
+struct fixture {
+	char base[64], repo[128], volume[128], priv[128], tls[160], state[160], mgr[128], creds[128];
+	char marker[32];
+	uint8_t key[RECEIPT_KEY_BYTES];
+	struct workspace ws;
+	struct mount_plan plan;
+	struct backend *be;
+	struct sandbox_spec spec;
+	struct tls_config *client;
+	int execs;
+};
+
+static struct fixture F;
+
+/* Every sandbox a test started, so teardown ends those a failed test left behind. */
+static char started[16][256];
+static size_t n_started;
+
+/* ---------- helpers ---------- */
+
+static void must(int rc, const struct sb_err *err, const char *what)
+{
+	if (rc < 0)
+		fail_msg("%s: %s", what, err->msg);
+}
+
+static void assert_contains(const char *text, const char *want)
+{
+	if (text == NULL || strstr(text, want) == NULL)
+		fail_msg("'%s' does not contain '%s'", text ? text : "(null)", want);
+}
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	if (rc != 0)
+		fail_msg("'%s' failed (%d)", cmd, rc);
+}
+
+static void dir_make(const char *path)
+{
+	if (mkdir(path, 0700) < 0)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* 1 when a process on the host has `needle` in its command line. */
+static int process_with(const char *needle)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+
+	assert_non_null(d);
+	while (!found && (e = readdir(d)) != NULL) {
+		char path[300], buf[4096];
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+		buf[n > 0 ? n : 0] = '\0';
+		found = strstr(buf, needle) != NULL;
+	}
+	closedir(d);
+	return found;
+}
+
+static int pid_alive(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
+	return stat(path, &st) == 0;
+}
+
+/* ---------- one command through the real agent, as the manager core would send it ---------- */
+
+struct run {
+	int exit_code;
+	char status[32];
+	char out[4096], err[4096];
+};
+
+static void run_cmd(const struct sandbox_handle *h, const char *command, struct run *out)
+{
+	struct agent_env env[] = {
+		{ "PATH", "/usr/local/bin:/usr/bin:/bin" }, { "HOME", F.ws.worktree }, { "TMPDIR", F.plan.scratch },
+		{ "TMP", F.plan.scratch }, { "TEMP", F.plan.scratch }, { "LANG", "C.UTF-8" },
+	};
+	struct agent_exec_request req = {
+		.generation = F.spec.generation, .command = command, .cwd = F.ws.worktree, .timeout_seconds = 20,
+		.output_limit = 65536, .env = env, .n_env = sizeof env / sizeof env[0], .receipt_key = F.key,
+	};
+	struct agent_reply r = { 0 };
+	struct agent_conn *c = NULL;
+	struct sb_err err;
+	char id[32];
+	json_t *res;
+
+	snprintf(id, sizeof id, "e%d", ++F.execs);
+	req.exec_id = id;
+	must(sb_random_bytes(req.nonce, sizeof req.nonce, &err), &err, "nonce");
+	must(agent_connect(F.client, h->address, tls_deadline_after(STEP_MS), &c, &err), &err, "agent_connect");
+	must(agent_exec(c, &req, tls_deadline_after(STEP_MS), &r, &err), &err, command);
+	assert_true(r.receipt_verified);
+	res = json_loads(r.result_json, 0, NULL);
+	assert_non_null(res);
+	snprintf(out->status, sizeof out->status, "%s", json_string_value(json_object_get(res, "status")));
+	out->exit_code = (int)json_integer_value(json_object_get(res, "exit_code"));
+	snprintf(out->out, sizeof out->out, "%s", json_string_value(json_object_get(res, "stdout")) ?: "");
+	snprintf(out->err, sizeof out->err, "%s", json_string_value(json_object_get(res, "stderr")) ?: "");
+	json_decref(res);
+	agent_reply_free(&r);
+	agent_close(c);
+	if (strcmp(out->status, "exited") != 0)
+		fail_msg("'%s': status %s, stderr %s", command, out->status, out->err);
+}
+
+static void expect_ok(const struct sandbox_handle *h, const char *command, struct run *r)
+{
+	run_cmd(h, command, r);
+	if (r->exit_code != 0)
+		fail_msg("'%s' exited %d: %s%s", command, r->exit_code, r->out, r->err);
+}
+
+static void expect_fail(const struct sandbox_handle *h, const char *command, const char *why)
+{
+	struct run r;
+
+	run_cmd(h, command, &r);
+	if (r.exit_code == 0)
+		fail_msg("'%s' succeeded inside the sandbox: %s", command, r.out);
+	if (why != NULL)
+		assert_contains(r.err, why);
+}
+
+/* ---------- the fixture: a repository, a workspace, its plan, certificates, the backend ---------- */
+
+static void pki_make(void)
+{
+	char dir[160], name[128];
+	struct ca_leaf agent = { .usage = CA_USAGE_SERVER }, mgr = { .dns_name = CA_MANAGER_NAME,
+								     .usage = CA_USAGE_CLIENT };
+	char crt[200], key[200], ca_crt[200];
+	struct ca *ca;
+	struct sb_err err;
+	int fd;
+
+	snprintf(dir, sizeof dir, "%s/ca", F.base);
+	must(ca_open(dir, &ca, &err), &err, "ca_open");
+	must(ca_format_sandbox_name(name, sizeof name, "s1", 1, &err), &err, "sandbox name");
+	agent.dns_name = name;
+	must(ca_issue_leaf(ca, &agent, F.tls, "agent", &err), &err, "agent certificate");
+	must(ca_write_cert(ca, F.tls, "ca.crt", &err), &err, "ca.crt");
+	must(ca_issue_leaf(ca, &mgr, F.mgr, "manager", &err), &err, "manager certificate");
+	ca_free(ca);
+	snprintf(crt, sizeof crt, "%s/manager.crt", F.mgr);
+	snprintf(key, sizeof key, "%s/manager.key", F.mgr);
+	snprintf(ca_crt, sizeof ca_crt, "%s/ca.crt", F.tls);
+	must(agent_client_config(&F.client, crt, key, ca_crt, "s1", 1, &err), &err, "client configuration");
+	/* The receipt key, written by the manager before the agent starts, as in production. */
+	must(sb_random_bytes(F.key, sizeof F.key, &err), &err, "receipt key");
+	snprintf(key, sizeof key, "%s/receipt.key", F.state);
+	fd = open(key, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, F.key, sizeof F.key), (ssize_t)sizeof F.key);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	struct sb_err err;
+	char path[200];
+	FILE *f;
+
+	(void)state;
+	if (getenv("SANDBOX_AGENT") == NULL) {
+		fprintf(stderr, "SANDBOX_AGENT must name the sandbox-agent binary\n");
+		return -1;
+	}
+	snprintf(F.base, sizeof F.base, "/tmp/be-proc.XXXXXX");
+	if (mkdtemp(F.base) == NULL)
+		return -1;
+	chmod(F.base, 0755);
+	snprintf(F.repo, sizeof F.repo, "%s/repo", F.base);
+	snprintf(F.volume, sizeof F.volume, "%s/volume", F.base);
+	snprintf(F.priv, sizeof F.priv, "%s/priv", F.base);
+	snprintf(F.tls, sizeof F.tls, "%s/tls", F.priv);
+	snprintf(F.state, sizeof F.state, "%s/state", F.priv);
+	snprintf(F.mgr, sizeof F.mgr, "%s/mgr", F.base);
+	snprintf(F.creds, sizeof F.creds, "%s/creds", F.base);
+	snprintf(F.marker, sizeof F.marker, "300.%d%03d", (int)getpid() % 100000, (int)(time(NULL) % 1000));
+	sh("git init -q -b main %s && printf 'replicas: 2\\n' > %s/deploy.yaml && "
+	   "git -C %s -c user.name=t -c user.email=t@example.com add deploy.yaml && "
+	   "git -C %s -c user.name=t -c user.email=t@example.com commit -q -m init",
+	   F.repo, F.repo, F.repo, F.repo);
+	if (mkdir(F.volume, 0755) < 0)
+		return -1;
+	if (workspace_create(F.volume, "alice", "s1", F.repo, NULL, &F.ws, &err) < 0 ||
+	    mount_plan_build(&F.ws, &F.plan, &err) < 0) {
+		fprintf(stderr, "workspace: %s\n", err.msg);
+		return -1;
+	}
+	dir_make(F.priv);
+	dir_make(F.tls);
+	dir_make(F.state);
+	snprintf(path, sizeof path, "%s/sock", F.priv);
+	dir_make(path);
+	dir_make(F.mgr);
+	if (mkdir(F.creds, 0755) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/token", F.creds);
+	f = fopen(path, "w");
+	if (f == NULL)
+		return -1;
+	fputs("grant-token\n", f);
+	fclose(f);
+	pki_make();
+	if (backend_process_create(&F.be, &err) < 0)
+		return -1;
+	F.spec = (struct sandbox_spec){
+		.session = "s1", .generation = 1, .plan = &F.plan, .private_dir = F.priv, .credentials_dir = F.creds,
+		.agent_path = getenv("SANDBOX_AGENT"), .manager_name = CA_MANAGER_NAME,
+		/* as the manager does: never host root inside (backend.h) */
+		.host_uid = geteuid() == 0 ? 65534 : geteuid(), .host_gid = geteuid() == 0 ? 65534 : getegid(),
+	};
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct sandbox_handle h;
+	struct sb_err err;
+	int rc = 0;
+
+	(void)state;
+	for (size_t i = 0; F.be != NULL && i < n_started; i++)
+		if (F.be->ops->adopt(F.be, started[i], NULL, &h, &err) < 0 || F.be->ops->stop(F.be, &h, &err) < 0 ||
+		    F.be->ops->evidence(F.be, &h, EVIDENCE_MS, &err) < 0) {
+			fprintf(stderr, "teardown: sandbox %s: %s\n", started[i], err.msg);
+			rc = -1;
+		}
+	if (F.be)
+		F.be->ops->destroy(F.be);
+	tls_config_free(F.client);
+	mount_plan_free(&F.plan);
+	workspace_free(&F.ws);
+	if (F.base[0] != '\0' && getenv("BE_KEEP") == NULL)
+		nftw(F.base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return rc;
+}
+
+static void prepare(struct sandbox_handle *h)
+{
+	struct sb_err err;
+
+	must(F.be->ops->prepare(F.be, &F.spec, h, &err), &err, "prepare");
+	assert_true(h->pid > 1);
+	assert_true(h->pidfd >= 0);
+	assert_true(strncmp(h->runtime_id, "process:", 8) == 0);
+	assert_true(strncmp(h->address, "unix:", 5) == 0);
+	assert_contains(h->address, "/sock/agent.sock");
+	if (n_started < sizeof started / sizeof started[0])
+		snprintf(started[n_started++], sizeof started[0], "%s", h->runtime_id);
+}
+
+static void stop_and_prove(struct sandbox_handle *h)
+{
+	struct sb_err err;
+	pid_t pid = h->pid;
+
+	must(F.be->ops->stop(F.be, h, &err), &err, "stop");
+	must(F.be->ops->evidence(F.be, h, EVIDENCE_MS, &err), &err, "evidence");
+	assert_int_equal(h->pidfd, -1);
+	assert_false(pid_alive(pid));
+}
+
+/* ---------- tests ---------- */
+
+/* The sandbox's view, through the real agent, as a command sees it. */
+static void test_view(void **state)
+{
+	struct sandbox_handle h;
+	struct sb_err err;
+	struct run r;
+	char cmd[600], path[300];
+	struct stat st;
+
+	(void)state;
+	prepare(&h);
+	/* The worktree at its own path, writable, and what is written there is on the host. */
+	expect_ok(&h, "pwd -P", &r);
+	snprintf(path, sizeof path, "%s\n", F.ws.worktree);
+	assert_string_equal(r.out, path);
+	expect_ok(&h, "echo from-sandbox > report.txt && cat report.txt", &r);
+	snprintf(path, sizeof path, "%s/report.txt", F.ws.worktree);
+	assert_int_equal(stat(path, &st), 0);
+	/* git works on the session's worktree. */
+	expect_ok(&h, "git status --porcelain && git log --oneline | wc -l", &r);
+	assert_contains(r.out, "?? report.txt");
+	/* What the host keeps from the sandbox. */
+	expect_fail(&h, "cat /etc/shadow", "No such file");
+	snprintf(cmd, sizeof cmd, "ls %s/identities/alice/private-state", F.ws.volume);
+	expect_fail(&h, cmd, "No such file");
+	snprintf(cmd, sizeof cmd, "ls %s", F.tls);
+	expect_fail(&h, cmd, "Permission denied");
+	snprintf(cmd, sizeof cmd, "ls %s/agent.log", F.priv);
+	expect_fail(&h, cmd, "No such file");
+	expect_fail(&h, "ls /etc/ssl/private", "No such file");
+	expect_fail(&h, "touch /usr/x", "Read-only file system");
+	expect_fail(&h, "touch /etc/x", "Read-only file system");
+	expect_fail(&h, "mkdir /x", "Read-only file system");
+	expect_fail(&h, "ln -s x /.sandbox/y", "Read-only file system");
+	expect_fail(&h, "touch /.sandbox/bin/sandbox-agent", NULL); /* EROFS or ETXTBSY */
+	/* The grant's credentials: readable, read-only. */
+	snprintf(cmd, sizeof cmd, "cat %s/token", F.creds);
+	expect_ok(&h, cmd, &r);
+	assert_string_equal(r.out, "grant-token\n");
+	snprintf(cmd, sizeof cmd, "touch %s/new", F.creds);
+	expect_fail(&h, cmd, "Read-only file system");
+	/* The sandbox's own /tmp, writable, not the host's. */
+	expect_ok(&h, "echo t > /tmp/in-sandbox && cat /tmp/in-sandbox", &r);
+	assert_int_equal(stat("/tmp/in-sandbox", &st), -1);
+	/* The directories leading to the workspace cannot be moved away under the agent. */
+	snprintf(cmd, sizeof cmd, "mv %s %s.moved", F.base, F.base);
+	run_cmd(&h, cmd, &r);
+	assert_int_not_equal(r.exit_code, 0);
+	expect_ok(&h, "pwd -P", &r);
+	/* A fresh procfs: the command sees its own namespace's few processes, not the host's. */
+	expect_ok(&h, "ls /proc | grep -c '^[0-9]'", &r);
+	assert_true(atoi(r.out) > 0 && atoi(r.out) < 10);
+	/* A detached child does not outlive its command. */
+	snprintf(cmd, sizeof cmd, "setsid sleep %s > /dev/null 2>&1 & echo started", F.marker);
+	expect_ok(&h, cmd, &r);
+	assert_string_equal(r.out, "started\n");
+	assert_false(process_with(F.marker));
+	stop_and_prove(&h);
+	assert_false(process_with(F.marker));
+	/* evidence() again on a proven handle: still gone. */
+	must(F.be->ops->evidence(F.be, &h, 0, &err), &err, "evidence again");
+}
+
+/* A recorded runtime id whose process is gone: adopt, stop and evidence all say so. */
+static void test_adopt_gone(void **state)
+{
+	struct sandbox_handle h, adopted;
+	struct sb_err err;
+	char id[256];
+
+	(void)state;
+	prepare(&h);
+	snprintf(id, sizeof id, "%s", h.runtime_id);
+	stop_and_prove(&h);
+	must(F.be->ops->adopt(F.be, id, h.address, &adopted, &err), &err, "adopt");
+	assert_int_equal(adopted.pidfd, -1);
+	must(F.be->ops->stop(F.be, &adopted, &err), &err, "stop of a gone sandbox");
+	must(F.be->ops->evidence(F.be, &adopted, 0, &err), &err, "evidence of a gone sandbox");
+}
+
+/* A live sandbox adopted into a fresh handle (the manager restarted): stop + evidence end it. */
+static void test_adopt_live(void **state)
+{
+	struct sandbox_handle h, adopted;
+	struct sb_err err;
+	struct run r;
+	char id[256], addr[PATH_MAX + 8];
+
+	(void)state;
+	prepare(&h);
+	snprintf(id, sizeof id, "%s", h.runtime_id);
+	snprintf(addr, sizeof addr, "%s", h.address);
+	must(F.be->ops->adopt(F.be, id, addr, &adopted, &err), &err, "adopt");
+	assert_int_equal(adopted.pid, h.pid);
+	assert_string_equal(adopted.address, h.address);
+	expect_ok(&adopted, "echo adopted", &r);
+	/* Not gone yet: evidence must not say so. */
+	assert_int_equal(F.be->ops->evidence(F.be, &adopted, 100, &err), -1);
+	assert_contains(err.msg, "not proven gone");
+	stop_and_prove(&adopted);
+	/* The original handle (our child) is proven gone as well. */
+	must(F.be->ops->evidence(F.be, &h, EVIDENCE_MS, &err), &err, "evidence on the original handle");
+	assert_false(pid_alive(h.pid));
+}
+
+/* A pid that now names another process (a reused pid) is not the sandbox. */
+static void test_adopt_reused_pid(void **state)
+{
+	struct sandbox_handle adopted;
+	struct sb_err err;
+	char id[64];
+
+	(void)state;
+	/* Our own pid, with a start time that is not ours. */
+	snprintf(id, sizeof id, "process:%d:1", (int)getpid());
+	must(F.be->ops->adopt(F.be, id, NULL, &adopted, &err), &err, "adopt");
+	must(F.be->ops->evidence(F.be, &adopted, 0, &err), &err, "evidence of a reused pid");
+	assert_int_equal(F.be->ops->adopt(F.be, "process:abc", NULL, &adopted, &err), -1);
+	assert_contains(err.msg, "is not one of the process backend");
+	assert_int_equal(F.be->ops->adopt(F.be, "podman:1234", NULL, &adopted, &err), -1);
+}
+
+/* An agent that cannot start: prepare fails with what its log says, and nothing stays behind. */
+static void test_agent_fails(void **state)
+{
+	struct sandbox_spec spec = F.spec;
+	struct sandbox_handle h;
+	struct sb_err err;
+	char priv[160], dir[200];
+
+	(void)state;
+	snprintf(priv, sizeof priv, "%s/priv-nocert", F.base);
+	dir_make(priv);
+	snprintf(dir, sizeof dir, "%s/tls", priv);
+	dir_make(dir);
+	spec.private_dir = priv;
+	assert_int_equal(F.be->ops->prepare(F.be, &spec, &h, &err), -1);
+	assert_contains(err.msg, "preparing the sandbox of session s1");
+	assert_contains(err.msg, "the agent exited with status");
+	assert_contains(err.msg, "agent.log");
+	assert_int_equal(h.pidfd, -1);
+	/* A private directory others may write to is refused before anything starts. */
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_int_equal(F.be->ops->prepare(F.be, &spec, &h, &err), -1);
+	assert_contains(err.msg, "not writable by group or others");
+}
+
+/* A failed step inside sandbox init reaches prepare() as it is. */
+static void test_setup_fails(void **state)
+{
+	struct mount_plan plan = F.plan;
+	struct mount_entry entries[1] = { { .source = "/nonexistent-source", .target = "/srv/x", .mode = MOUNT_RO,
+					    .why = "test" } };
+	struct sandbox_spec spec = F.spec;
+	struct sandbox_handle h;
+	struct sb_err err;
+
+	(void)state;
+	plan.entries = entries;
+	plan.n = 1;
+	spec.plan = &plan;
+	assert_int_equal(F.be->ops->prepare(F.be, &spec, &h, &err), -1);
+	assert_contains(err.msg, "sandbox init: opening /nonexistent-source to mount it at /srv/x: No such file");
+	assert_int_equal(h.pidfd, -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_view),
+		cmocka_unit_test(test_adopt_gone),
+		cmocka_unit_test(test_adopt_live),
+		cmocka_unit_test(test_adopt_reused_pid),
+		cmocka_unit_test(test_agent_fails),
+		cmocka_unit_test(test_setup_fails),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

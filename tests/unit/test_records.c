@@ -1,0 +1,816 @@
+/* Unit tests for manager/records.c on real SQLite files in temporary directories: open, reopen and
+ * the file's settings (WAL, mode 0600, close-on-exec, schema version), sessions, grants, sandboxes,
+ * the exec life cycle and the transitions it refuses, eight threads at once, and a writer killed
+ * with SIGKILL in the middle of a transaction. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "records.h"
+
+struct fixture {
+	char dir[PATH_MAX];  /* mkdtemp root */
+	char db[PATH_MAX];   /* <dir>/records.db */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof f->dir, "/tmp/test_records.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->db, sizeof f->db, "%s/records.db", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	nftw(f->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+static void expect_msg(const struct sb_err *err, const char *needle)
+{
+	if (!strstr(err->msg, needle))
+		fail_msg("expected \"%s\" in the error, got \"%s\"", needle, err->msg);
+}
+
+static struct records *open_ok(const char *path)
+{
+	struct records *r = NULL;
+	struct sb_err err;
+
+	if (records_open(path, &r, &err) != 0)
+		fail_msg("records_open: %s", err.msg);
+	return r;
+}
+
+static void session_add(struct records *r, const char *id)
+{
+	struct session_row s = { .generation = 1 };
+	struct sb_err err;
+
+	snprintf(s.id, sizeof s.id, "%s", id);
+	snprintf(s.identity, sizeof s.identity, "alice");
+	snprintf(s.repo, sizeof s.repo, "/srv/repos/manifests");
+	snprintf(s.worktree, sizeof s.worktree, "/volume/identities/alice/workspaces/%s", id);
+	snprintf(s.branch, sizeof s.branch, "agent/%s", id);
+	if (records_session_insert(r, &s, &err) != 0)
+		fail_msg("records_session_insert: %s", err.msg);
+}
+
+/* exec_row is 66 KB: kept off the (thread) stacks. */
+static struct exec_row *exec_new(const char *id, const char *session, int64_t accepted_ms)
+{
+	struct exec_row *e = calloc(1, sizeof *e);
+
+	assert_non_null(e);
+	snprintf(e->id, sizeof e->id, "%s", id);
+	snprintf(e->session, sizeof e->session, "%s", session);
+	snprintf(e->command, sizeof e->command, "kubectl get pods -n %s", session);
+	e->turn = 3;
+	e->timeout_seconds = 30;
+	e->accepted_ms = accepted_ms;
+	return e;
+}
+
+static void exec_add(struct records *r, const char *id, const char *session, int64_t accepted_ms)
+{
+	struct exec_row *e = exec_new(id, session, accepted_ms);
+	struct sb_err err;
+
+	if (records_exec_insert(r, e, &err) != 0)
+		fail_msg("records_exec_insert: %s", err.msg);
+	free(e);
+}
+
+static void exec_state_is(struct records *r, const char *id, const char *state)
+{
+	struct exec_row *e = calloc(1, sizeof *e);
+	struct sb_err err;
+
+	assert_non_null(e);
+	if (records_exec_get(r, id, e, &err) != RECORDS_FOUND)
+		fail_msg("records_exec_get %s: %s", id, err.msg);
+	assert_string_equal(e->state, state);
+	free(e);
+}
+
+static sqlite3 *raw_open(const char *path)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL), SQLITE_OK);
+	return db;
+}
+
+static char *raw_text(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	char *out;
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	out = strdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return out;
+}
+
+static void json_is(json_t *j, const char *expected)
+{
+	char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	assert_non_null(text);
+	assert_string_equal(text, expected);
+	free(text);
+}
+
+static mode_t mode_of(const char *fmt, const char *path)
+{
+	char p[PATH_MAX + 8];
+	struct stat st;
+
+	snprintf(p, sizeof p, fmt, path);
+	if (stat(p, &st) != 0)
+		fail_msg("stat %s: %s", p, strerror(errno));
+	return st.st_mode & 07777;
+}
+
+/* ---------------------------------------------------------------- opening */
+
+static void test_reopen_keeps_data(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct session_row s;
+	struct sb_err err;
+	json_t *grants;
+	sqlite3 *db;
+	char *version;
+
+	session_add(r, "s1");
+	assert_int_equal(records_grant_set(r, "s1", "kubernetes:staging", "read", &err), 0);
+	exec_add(r, "e1", "s1", 0);
+	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00ff", "process:10:20", &err), 0);
+	assert_int_equal(records_exec_finish(r, "e1", "exited", "{\"exit_code\":0}", "{}", NULL, &err), 0);
+	records_close(r);
+
+	r = open_ok(f->db);
+	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
+	assert_string_equal(s.identity, "alice");
+	assert_string_equal(s.worktree, "/volume/identities/alice/workspaces/s1");
+	exec_state_is(r, "e1", "exited");
+	grants = records_grants(r, "s1", &err);
+	json_is(grants, "{\"kubernetes:staging\":\"read\"}");
+	json_decref(grants);
+	records_close(r);
+
+	db = raw_open(f->db);
+	version = raw_text(db, "PRAGMA user_version");
+	assert_string_equal(version, "1");
+	free(version);
+	sqlite3_close(db);
+}
+
+/* Every descriptor on a file in dir is close-on-exec; returns how many there were. */
+static int check_cloexec_fds(const char *dir)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int count = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char link[64], target[PATH_MAX];
+		ssize_t n;
+		int fd = atoi(de->d_name);
+
+		if (de->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+		n = readlink(link, target, sizeof target - 1);
+		if (n < 0)
+			continue;
+		target[n] = '\0';
+		if (strncmp(target, dir, strlen(dir)) != 0)
+			continue;
+		count++;
+		if (!(fcntl(fd, F_GETFD) & FD_CLOEXEC))
+			fail_msg("fd %d on %s is not close-on-exec", fd, target);
+	}
+	closedir(d);
+	return count;
+}
+
+static void test_wal_mode_and_cloexec(void **state)
+{
+	struct fixture *f = *state;
+	mode_t old = umask(022); /* a permissive umask must not leak into the files' modes */
+	struct records *r = open_ok(f->db);
+	sqlite3 *db;
+	char *mode;
+
+	session_add(r, "s1"); /* a write, so -wal and -shm exist and are open */
+	assert_int_equal(mode_of("%s", f->db), 0600);
+	assert_int_equal(mode_of("%s-wal", f->db), 0600);
+	assert_int_equal(mode_of("%s-shm", f->db), 0600);
+	/* The database file, its -wal and its -shm at least. */
+	assert_true(check_cloexec_fds(f->dir) >= 3);
+
+	db = raw_open(f->db);
+	mode = raw_text(db, "PRAGMA journal_mode");
+	assert_string_equal(mode, "wal");
+	free(mode);
+	sqlite3_close(db);
+	records_close(r);
+
+	/* A file left too open by someone else is tightened on the next open. */
+	assert_int_equal(chmod(f->db, 0644), 0);
+	r = open_ok(f->db);
+	assert_int_equal(mode_of("%s", f->db), 0600);
+	records_close(r);
+	umask(old);
+}
+
+static void test_open_refusals(void **state)
+{
+	struct fixture *f = *state;
+	char path[PATH_MAX + 32];
+	struct records *r = NULL;
+	struct sb_err err;
+	sqlite3 *db;
+
+	snprintf(path, sizeof path, "%s/missing/records.db", f->dir);
+	assert_int_equal(records_open(path, &r, &err), -1);
+	assert_null(r);
+	expect_msg(&err, "its directory must exist");
+
+	/* A symbolic link in place of the database is not followed. */
+	snprintf(path, sizeof path, "%s/link.db", f->dir);
+	assert_int_equal(symlink(f->db, path), 0);
+	assert_int_equal(records_open(path, &r, &err), -1);
+	expect_msg(&err, "link.db");
+
+	/* A file written by a newer schema is refused, not misread. */
+	db = raw_open(f->db);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(records_open(f->db, &r, &err), -1);
+	assert_null(r);
+	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (1)");
+}
+
+/* ---------------------------------------------------------------- sessions and grants */
+
+static void test_sessions(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct session_row s;
+	struct sb_err err;
+	uint64_t gen = 0;
+
+	session_add(r, "s1");
+	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
+	assert_string_equal(s.id, "s1");
+	assert_string_equal(s.repo, "/srv/repos/manifests");
+	assert_string_equal(s.branch, "agent/s1");
+	assert_string_equal(s.state, "active"); /* the default */
+	assert_int_equal(s.generation, 1);
+	assert_int_equal(s.turn, 0);
+	assert_true(s.created_ms > 0);
+
+	assert_int_equal(records_session_get(r, "nope", &s, &err), RECORDS_NOT_FOUND);
+	expect_msg(&err, "no session nope");
+
+	/* A duplicate id carries SQLite's message with the context. */
+	memset(&s, 0, sizeof s);
+	snprintf(s.id, sizeof s.id, "s1");
+	snprintf(s.identity, sizeof s.identity, "bob");
+	assert_int_equal(records_session_insert(r, &s, &err), -1);
+	assert_string_equal(err.msg, "records: inserting session s1: UNIQUE constraint failed: sessions.id");
+
+	assert_int_equal(records_session_bump_generation(r, "s1", &gen, &err), 0);
+	assert_int_equal(gen, 2);
+	assert_int_equal(records_session_bump_generation(r, "s1", &gen, &err), 0);
+	assert_int_equal(gen, 3);
+	assert_int_equal(records_session_bump_generation(r, "nope", &gen, &err), -1);
+	expect_msg(&err, "no session nope");
+
+	assert_int_equal(records_session_set_turn(r, "s1", 5, &err), 0);
+	assert_int_equal(records_session_set_state(r, "s1", "deleting", &err), 0);
+	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
+	assert_int_equal(s.generation, 3);
+	assert_int_equal(s.turn, 5);
+	assert_string_equal(s.state, "deleting");
+	assert_int_equal(records_session_set_turn(r, "nope", 1, &err), -1);
+	assert_int_equal(records_session_set_state(r, "nope", "deleted", &err), -1);
+	expect_msg(&err, "no session nope");
+	records_close(r);
+}
+
+static void grants_are(struct records *r, const char *session, const char *expected)
+{
+	struct sb_err err;
+	json_t *g = records_grants(r, session, &err);
+
+	if (!g)
+		fail_msg("records_grants: %s", err.msg);
+	json_is(g, expected);
+	json_decref(g);
+}
+
+static void test_grants(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct sb_err err;
+
+	session_add(r, "s1");
+	grants_are(r, "s1", "{}");
+	assert_int_equal(records_grant_set(r, "s1", "kubernetes:staging", "read", &err), 0);
+	assert_int_equal(records_grant_set(r, "s1", "aws:prod", "write", &err), 0);
+	assert_int_equal(records_grant_set(r, "s1", "kubernetes:staging", "write", &err), 0); /* replaces */
+	grants_are(r, "s1", "{\"aws:prod\":\"write\",\"kubernetes:staging\":\"write\"}");
+
+	assert_int_equal(records_grant_revoke(r, "s1", "aws:prod", &err), 0);
+	grants_are(r, "s1", "{\"kubernetes:staging\":\"write\"}");
+	assert_int_equal(records_grant_revoke(r, "s1", "aws:prod", &err), -1);
+	expect_msg(&err, "session s1 has no grant on aws:prod to revoke");
+
+	assert_int_equal(records_grant_set(r, "nope", "aws:prod", "read", &err), -1);
+	expect_msg(&err, "FOREIGN KEY constraint failed");
+	assert_int_equal(records_grant_set(r, "s1", "bad\xff", "read", &err), -1);
+	expect_msg(&err, "not UTF-8");
+	records_close(r);
+}
+
+/* ---------------------------------------------------------------- sandboxes */
+
+static void sandbox_fill(struct sandbox_row *s, const char *session, uint64_t generation, const char *state)
+{
+	memset(s, 0, sizeof *s);
+	snprintf(s->session, sizeof s->session, "%s", session);
+	s->generation = generation;
+	snprintf(s->backend, sizeof s->backend, "process");
+	snprintf(s->runtime_id, sizeof s->runtime_id, "process:%llu:99", (unsigned long long)generation + 100);
+	snprintf(s->address, sizeof s->address, "unix:/state/sandboxes/%s/agent.sock", session);
+	snprintf(s->private_dir, sizeof s->private_dir, "/state/sandboxes/%s", session);
+	snprintf(s->state, sizeof s->state, "%s", state);
+	snprintf(s->grants_json, sizeof s->grants_json, "{\"kubernetes:staging\":\"read\"}");
+	s->started_ms = 12345;
+}
+
+static size_t not_gone_count(struct records *r)
+{
+	struct sb_err err;
+	json_t *list = records_sandboxes_not_gone(r, &err);
+	size_t n;
+
+	if (!list)
+		fail_msg("records_sandboxes_not_gone: %s", err.msg);
+	n = json_array_size(list);
+	json_decref(list);
+	return n;
+}
+
+static void test_sandboxes(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct sandbox_row s, got;
+	struct sb_err err;
+	json_t *list;
+
+	session_add(r, "s1");
+	assert_int_equal(records_sandbox_get(r, "s1", &got, &err), RECORDS_NOT_FOUND);
+	sandbox_fill(&s, "s1", 1, "starting");
+	assert_int_equal(records_sandbox_upsert(r, &s, &err), 0);
+	sandbox_fill(&s, "s1", 1, "running"); /* same generation: an update */
+	assert_int_equal(records_sandbox_upsert(r, &s, &err), 0);
+	assert_int_equal(records_sandbox_get(r, "s1", &got, &err), RECORDS_FOUND);
+	assert_int_equal(got.generation, 1);
+	assert_string_equal(got.state, "running");
+	assert_string_equal(got.runtime_id, "process:101:99");
+	assert_string_equal(got.address, "unix:/state/sandboxes/s1/agent.sock");
+	assert_string_equal(got.grants_json, "{\"kubernetes:staging\":\"read\"}");
+	assert_int_equal(got.started_ms, 12345);
+
+	/* A live sandbox is never replaced: its record is the only way to find and stop it. */
+	sandbox_fill(&s, "s1", 2, "starting");
+	assert_int_equal(records_sandbox_upsert(r, &s, &err), -1);
+	expect_msg(&err, "session s1 has sandbox generation 1 (running): generation 2 may replace it only once it is gone");
+	sandbox_fill(&s, "s1", 1, "gone");
+	assert_int_equal(records_sandbox_upsert(r, &s, &err), -1);
+	expect_msg(&err, "with its evidence, not by upsert");
+
+	assert_int_equal(records_sandbox_set_state(r, "s1", 1, "stopping", NULL, &err), 0);
+	assert_int_equal(records_sandbox_set_state(r, "s1", 0, "gone", "reaped", &err), -1);
+	expect_msg(&err, "sandbox of session s1 is generation 1, not 0: refusing a stale state change");
+	assert_int_equal(records_sandbox_set_state(r, "s1", 1, "gone", NULL, &err), -1);
+	expect_msg(&err, "cannot be recorded gone without evidence");
+	assert_int_equal(records_sandbox_set_state(r, "nope", 1, "stopping", NULL, &err), -1);
+	expect_msg(&err, "no sandbox for session nope");
+	assert_int_equal(not_gone_count(r), 1);
+
+	assert_int_equal(records_sandbox_set_state(r, "s1", 1, "gone", "pidfd: agent init reaped", &err), 0);
+	assert_int_equal(not_gone_count(r), 0);
+	assert_int_equal(records_sandbox_set_state(r, "s1", 1, "running", NULL, &err), -1);
+	expect_msg(&err, "is already gone: a gone sandbox stays gone");
+
+	/* Once gone, only a newer generation replaces it. */
+	sandbox_fill(&s, "s1", 1, "starting");
+	assert_int_equal(records_sandbox_upsert(r, &s, &err), -1);
+	sandbox_fill(&s, "s1", 2, "starting");
+	assert_int_equal(records_sandbox_upsert(r, &s, &err), 0);
+	list = records_sandboxes_not_gone(r, &err);
+	assert_non_null(list);
+	json_is(list, "[{\"session\":\"s1\",\"generation\":2,\"backend\":\"process\",\"runtime_id\":\"process:102:99\","
+		      "\"address\":\"unix:/state/sandboxes/s1/agent.sock\",\"private_dir\":\"/state/sandboxes/s1\","
+		      "\"state\":\"starting\",\"grants\":{\"kubernetes:staging\":\"read\"},"
+		      "\"started_ms\":12345,\"evidence\":null}]");
+	json_decref(list);
+	records_close(r);
+}
+
+/* ---------------------------------------------------------------- execs */
+
+static json_t *execs_of(struct records *r, const char *session)
+{
+	struct sb_err err;
+	json_t *list = records_execs(r, session, &err);
+
+	if (!list)
+		fail_msg("records_execs: %s", err.msg);
+	return list;
+}
+
+static void test_exec_lifecycle(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct exec_row *e = calloc(1, sizeof *e);
+	struct sb_err err;
+	json_t *list, *o, *ids;
+
+	assert_non_null(e);
+	session_add(r, "s1");
+	exec_add(r, "e1", "s1", 1000);
+	assert_int_equal(records_exec_get(r, "e1", e, &err), RECORDS_FOUND);
+	assert_string_equal(e->state, "accepted");
+	assert_string_equal(e->command, "kubectl get pods -n s1");
+	assert_int_equal(e->turn, 3);
+	assert_int_equal(e->timeout_seconds, 30);
+	assert_int_equal(e->accepted_ms, 1000);
+	assert_int_equal(e->generation, 0);
+	assert_string_equal(e->nonce_hex, "");
+	ids = records_exec_ids_in_state(r, "accepted", &err);
+	json_is(ids, "[\"e1\"]");
+	json_decref(ids);
+
+	assert_int_equal(records_exec_dispatched(r, "e1", 7, "a1b2c3", "process:10:20", &err), 0);
+	assert_int_equal(records_exec_get(r, "e1", e, &err), RECORDS_FOUND);
+	assert_string_equal(e->state, "dispatched");
+	assert_int_equal(e->generation, 7);
+	assert_string_equal(e->nonce_hex, "a1b2c3");
+	assert_string_equal(e->sandbox, "process:10:20");
+	assert_true(e->dispatched_ms > 0);
+	ids = records_exec_ids_in_state(r, "dispatched", &err);
+	json_is(ids, "[\"e1\"]");
+	json_decref(ids);
+
+	assert_int_equal(records_exec_finish(r, "e1", "exited", "{\"status\":\"exited\",\"exit_code\":0}",
+					     "{\"nonce\":\"a1b2c3\",\"verified\":true}", NULL, &err), 0);
+	assert_int_equal(records_exec_get(r, "e1", e, &err), RECORDS_FOUND);
+	assert_string_equal(e->state, "exited");
+	assert_true(e->finished_ms >= e->dispatched_ms);
+
+	/* Refused straight from accepted, with a reason; and one accepted earlier lists first. */
+	exec_add(r, "e2", "s1", 2000);
+	assert_int_equal(records_exec_finish(r, "e2", "refused", NULL, NULL, "timeout over the cap", &err), 0);
+	exec_add(r, "e0", "s1", 500);
+
+	list = execs_of(r, "s1");
+	assert_int_equal(json_array_size(list), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "exec_id")), "e0");
+	o = json_array_get(list, 1);
+	assert_int_equal(json_object_size(o), 15);
+	assert_string_equal(json_string_value(json_object_get(o, "exec_id")), "e1");
+	assert_string_equal(json_string_value(json_object_get(o, "session")), "s1");
+	assert_int_equal(json_integer_value(json_object_get(o, "turn")), 3);
+	assert_string_equal(json_string_value(json_object_get(o, "state")), "exited");
+	assert_string_equal(json_string_value(json_object_get(o, "command")), "kubectl get pods -n s1");
+	assert_int_equal(json_integer_value(json_object_get(o, "timeout_seconds")), 30);
+	assert_int_equal(json_integer_value(json_object_get(o, "generation")), 7);
+	assert_string_equal(json_string_value(json_object_get(o, "nonce")), "a1b2c3");
+	assert_string_equal(json_string_value(json_object_get(o, "sandbox")), "process:10:20");
+	assert_int_equal(json_integer_value(json_object_get(o, "accepted_ms")), 1000);
+	assert_true(json_is_integer(json_object_get(o, "dispatched_ms")));
+	assert_true(json_is_integer(json_object_get(o, "finished_ms")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "result"), "exit_code")), 0);
+	assert_true(json_is_true(json_object_get(json_object_get(o, "receipt"), "verified")));
+	assert_true(json_is_null(json_object_get(o, "reason")));
+
+	o = json_array_get(list, 2);
+	assert_string_equal(json_string_value(json_object_get(o, "state")), "refused");
+	assert_string_equal(json_string_value(json_object_get(o, "reason")), "timeout over the cap");
+	assert_true(json_is_null(json_object_get(o, "generation")));
+	assert_true(json_is_null(json_object_get(o, "nonce")));
+	assert_true(json_is_null(json_object_get(o, "dispatched_ms")));
+	assert_true(json_is_null(json_object_get(o, "result")));
+	assert_true(json_is_null(json_object_get(o, "receipt")));
+	json_decref(list);
+
+	list = execs_of(r, "other");
+	assert_int_equal(json_array_size(list), 0);
+	json_decref(list);
+	free(e);
+	records_close(r);
+}
+
+static void test_exec_forbidden_transitions(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct exec_row *e;
+	struct sb_err err;
+	sqlite3 *db;
+
+	session_add(r, "s1");
+	exec_add(r, "e1", "s1", 0);
+	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00", "process:1:1", &err), 0);
+	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00", "process:1:1", &err), -1);
+	assert_string_equal(err.msg, "records: exec e1 is not accepted (state dispatched): never dispatched twice");
+
+	assert_int_equal(records_exec_finish(r, "e1", "running", NULL, NULL, NULL, &err), -1);
+	expect_msg(&err, "exec e1 cannot finish as running: a final state is one of");
+	assert_int_equal(records_exec_finish(r, "e1", "accepted", NULL, NULL, NULL, &err), -1);
+	exec_state_is(r, "e1", "dispatched");
+
+	assert_int_equal(records_exec_finish(r, "e1", "uncertain", NULL, NULL, "agent connection lost", &err), 0);
+	assert_int_equal(records_exec_finish(r, "e1", "exited", "{}", "{}", NULL, &err), -1);
+	assert_string_equal(err.msg,
+			    "records: exec e1 already finished (state uncertain): an exec finished once stays finished");
+	assert_int_equal(records_exec_dispatched(r, "e1", 2, "01", "process:1:1", &err), -1);
+	assert_string_equal(err.msg, "records: exec e1 is not accepted (state uncertain): never dispatched twice");
+	exec_state_is(r, "e1", "uncertain");
+
+	assert_int_equal(records_exec_dispatched(r, "nope", 1, "00", "process:1:1", &err), -1);
+	expect_msg(&err, "no exec nope");
+	assert_int_equal(records_exec_finish(r, "nope", "exited", NULL, NULL, NULL, &err), -1);
+	expect_msg(&err, "no exec nope");
+
+	exec_add(r, "e2", "s1", 0);
+	assert_int_equal(records_exec_dispatched(r, "e2", 1, "not-hex", "process:1:1", &err), -1);
+	expect_msg(&err, "the nonce must be hex");
+	exec_state_is(r, "e2", "accepted");
+
+	e = exec_new("e1", "s1", 0);
+	assert_int_equal(records_exec_insert(r, e, &err), -1);
+	assert_string_equal(err.msg, "records: inserting exec e1: UNIQUE constraint failed: execs.id");
+	snprintf(e->id, sizeof e->id, "e3");
+	snprintf(e->state, sizeof e->state, "dispatched");
+	assert_int_equal(records_exec_insert(r, e, &err), -1);
+	expect_msg(&err, "cannot start in state dispatched");
+	snprintf(e->state, sizeof e->state, "accepted");
+	snprintf(e->session, sizeof e->session, "nope");
+	assert_int_equal(records_exec_insert(r, e, &err), -1);
+	expect_msg(&err, "FOREIGN KEY constraint failed");
+	free(e);
+
+	/* The same line holds for a writer that bypasses records.c. */
+	db = raw_open(f->db);
+	assert_int_not_equal(sqlite3_exec(db, "UPDATE execs SET state = 'dispatched' WHERE id = 'e1'", NULL, NULL, NULL),
+			     SQLITE_OK);
+	assert_non_null(strstr(sqlite3_errmsg(db), "an exec state only moves forward"));
+	assert_int_not_equal(sqlite3_exec(db, "UPDATE execs SET state = 'finished' WHERE id = 'e2'", NULL, NULL, NULL),
+			     SQLITE_OK);
+	sqlite3_close(db);
+	exec_state_is(r, "e1", "uncertain");
+	records_close(r);
+}
+
+/* Text that is not JSON (a receipt as received) or not UTF-8 (a command from a shell) is kept. */
+static void test_exec_odd_text_kept(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct exec_row *e = exec_new("e1", "s1", 0);
+	struct sb_err err;
+	json_t *list, *o;
+
+	session_add(r, "s1");
+	snprintf(e->command, sizeof e->command, "printf '\xff\xfe' caf\xc3\xa9");
+	assert_int_equal(records_exec_insert(r, e, &err), 0);
+	assert_int_equal(records_exec_finish(r, "e1", "uncertain", "not json {", "raw receipt", "no receipt", &err), 0);
+	list = execs_of(r, "s1");
+	o = json_array_get(list, 0);
+	assert_string_equal(json_string_value(json_object_get(o, "command")), "printf '\\xff\\xfe' caf\xc3\xa9");
+	assert_string_equal(json_string_value(json_object_get(o, "result")), "not json {");
+	assert_string_equal(json_string_value(json_object_get(o, "receipt")), "raw receipt");
+	json_decref(list);
+	free(e);
+	records_close(r);
+}
+
+/* ---------------------------------------------------------------- threads and crashes */
+
+struct worker {
+	pthread_t thread;
+	struct records *r;
+	int index;
+	char error[SB_ERR_MSG_MAX];
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct exec_row *e = calloc(1, sizeof *e);
+	struct sb_err err;
+
+	if (!e)
+		return NULL;
+	snprintf(e->session, sizeof e->session, "s1");
+	snprintf(e->command, sizeof e->command, "true");
+	for (int i = 0; i < 100 && !w->error[0]; i++) {
+		snprintf(e->id, sizeof e->id, "t%d-%03d", w->index, i);
+		if (records_exec_insert(w->r, e, &err) != 0 ||
+		    records_exec_dispatched(w->r, e->id, 1, "abcd", "process:1:1", &err) != 0 ||
+		    records_exec_finish(w->r, e->id, "exited", "{\"exit_code\":0}", "{}", NULL, &err) != 0)
+			snprintf(w->error, sizeof w->error, "%s", err.msg);
+	}
+	free(e);
+	return NULL;
+}
+
+static void test_concurrent_inserts(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct worker workers[8];
+	struct sb_err err;
+	json_t *list, *ids;
+
+	session_add(r, "s1");
+	for (int i = 0; i < 8; i++) {
+		workers[i] = (struct worker){ .r = r, .index = i };
+		assert_int_equal(pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(pthread_join(workers[i].thread, NULL), 0);
+		if (workers[i].error[0])
+			fail_msg("worker %d: %s", i, workers[i].error);
+	}
+	list = execs_of(r, "s1");
+	assert_int_equal(json_array_size(list), 800);
+	json_decref(list);
+	ids = records_exec_ids_in_state(r, "exited", &err);
+	assert_int_equal(json_array_size(ids), 800);
+	json_decref(ids);
+	for (int t = 0; t < 8; t++) {
+		for (int i = 0; i < 100; i++) {
+			char id[32];
+
+			snprintf(id, sizeof id, "t%d-%03d", t, i);
+			exec_state_is(r, id, "exited");
+		}
+	}
+	records_close(r);
+}
+
+static off_t file_size(const char *path, const char *suffix)
+{
+	char p[PATH_MAX + 8];
+	struct stat st;
+
+	snprintf(p, sizeof p, "%s%s", path, suffix);
+	return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+/* Child, a manager about to die: commits exec "committed", then writes many rows in a second
+ * transaction until SQLite has spilled some of them into the WAL, and kills itself with SIGKILL
+ * before that transaction commits. Any exit code means a step failed (the code says which). */
+static void crash_child(const char *path)
+{
+	static char command[8192];
+	struct records *r;
+	struct sb_err err;
+	sqlite3_stmt *st;
+	sqlite3 *db;
+	off_t committed_wal;
+
+	if (records_open(path, &r, &err) != 0)
+		_exit(10);
+	session_add(r, "s1");
+	exec_add(r, "committed", "s1", 0);
+	committed_wal = file_size(path, "-wal");
+	memset(command, 'x', sizeof command - 1);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "PRAGMA cache_size = 10; BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "INSERT INTO execs (id, session, turn, state, command, timeout_seconds, accepted_ms)"
+			       " VALUES (?1, 's1', 0, 'accepted', ?2, 1, 1)", -1, &st, NULL) != SQLITE_OK)
+		_exit(11);
+	for (int i = 0; i < 200; i++) {
+		char id[32];
+
+		snprintf(id, sizeof id, "uncommitted-%d", i);
+		if (sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
+		    sqlite3_bind_text(st, 2, command, -1, SQLITE_STATIC) != SQLITE_OK ||
+		    sqlite3_step(st) != SQLITE_DONE || sqlite3_reset(st) != SQLITE_OK)
+			_exit(12);
+	}
+	if (file_size(path, "-wal") <= committed_wal)
+		_exit(13); /* nothing of the open transaction reached the file: the test would prove little */
+	kill(getpid(), SIGKILL);
+	_exit(14);
+}
+
+static void test_crash_keeps_committed(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r;
+	struct exec_row *e = calloc(1, sizeof *e);
+	struct sb_err err;
+	json_t *list;
+	sqlite3 *db;
+	char *check;
+	int status;
+	pid_t pid;
+
+	assert_non_null(e);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		crash_child(f->db);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+		fail_msg("the child did not die by SIGKILL (status 0x%x)", status);
+
+	r = open_ok(f->db);
+	assert_int_equal(records_exec_get(r, "committed", e, &err), RECORDS_FOUND);
+	assert_string_equal(e->state, "accepted");
+	assert_int_equal(records_exec_get(r, "uncommitted-0", e, &err), RECORDS_NOT_FOUND);
+	list = execs_of(r, "s1");
+	assert_int_equal(json_array_size(list), 1);
+	json_decref(list);
+	records_close(r);
+
+	db = raw_open(f->db);
+	check = raw_text(db, "PRAGMA integrity_check");
+	assert_string_equal(check, "ok");
+	free(check);
+	sqlite3_close(db);
+	free(e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_mode_and_cloexec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grants, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_lifecycle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_forbidden_transitions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_odd_text_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash_keeps_committed, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
