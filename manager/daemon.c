@@ -53,6 +53,26 @@ static int manager_tls(struct manager *m, struct sb_err *err)
 	return ca_write_cert(m->ca, m->tls_dir, "ca.crt", err);
 }
 
+/* Under a root manager each sandbox's init runs as the sandbox uid and must walk from / to its
+ * worktree and its private directory: say at start, not at the first call, when it cannot. */
+static int walkable_check(const char *path, uid_t uid, struct sb_err *err)
+{
+	char prefix[PATH_MAX];
+	struct stat st;
+
+	snprintf(prefix, sizeof prefix, "%s", path);
+	for (char *slash = prefix; slash != NULL; slash = strchr(slash + 1, '/')) {
+		char keep = slash[1];
+
+		slash[1] = '\0';
+		if (stat(prefix, &st) == 0 && st.st_uid != uid && !(st.st_mode & S_IXOTH))
+			return sb_fail(err, EACCES, "sandboxes run as uid %u and cannot search %s: make it searchable "
+				       "(chmod o+x) or choose another state directory or volume", (unsigned)uid, prefix);
+		slash[1] = keep;
+	}
+	return 0;
+}
+
 static int manager_start(struct manager *m, struct sb_err *err)
 {
 	char db[PATH_MAX + 16];
@@ -65,6 +85,9 @@ static int manager_start(struct manager *m, struct sb_err *err)
 		return sb_fail_errno(err, "creating the volume %s", m->cfg.volume);
 	/* The volume must do what git and the records rely on, or nothing it holds is safe. */
 	if (volume_probe(m->cfg.volume, err) < 0)
+		return -1;
+	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, m->cfg.sandbox_uid, err) < 0 ||
+			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))
 		return -1;
 	snprintf(db, sizeof db, "%s/records.db", m->cfg.state_dir);
 	if (records_open(db, &m->rec, err) < 0 || manager_tls(m, err) < 0)

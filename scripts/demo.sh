@@ -7,6 +7,8 @@ set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/infra-sandbox-demo.XXXXXX)
+# Under root the sandboxes run as nobody and must walk to their worktree (search only).
+chmod 0711 "$work"
 export SANDBOX_MANAGER_SOCKET=$work/state/manager.sock
 manager_pid=
 
@@ -51,7 +53,7 @@ step "the investigation, one managed Bash call at a time"
 call 'grep -n -e replicas -e port payments/*.yaml'
 call 'printf "payments-api unavailable:\n- replicas: 0\n- readiness probe on 8081, container listens on 8080\n" > "$TMPDIR/report.md"; cat "$TMPDIR/report.md"'
 call "sed -i -e 's/replicas: 0/replicas: 2/' -e 's/port: 8081/port: 8080/' payments/deployment.yaml && git diff --stat && git diff | grep '^[-+] '"
-call 'setsid nohup bash -c "while :; do date +%s%N > \"$TMPDIR/heartbeat\"; sleep 0.1; done" >/dev/null 2>&1 & echo "left a detached child behind"'
+call 'setsid nohup bash -c "while :; do date +%s%N > \"$TMPDIR/heartbeat\"; sleep 0.1; done" >/dev/null 2>&1 & sleep 0.3; echo "left a detached child behind"'
 worktree=$(jq -r .worktree "$work/session.json")
 a=$(cat "$worktree/.sandbox-tmp/heartbeat"); sleep 0.5; b=$(cat "$worktree/.sandbox-tmp/heartbeat")
 [ "$a" = "$b" ] && echo "-> its heartbeat stopped: the boundary ended it with the call" ||
@@ -61,7 +63,7 @@ echo "-> exit 124: timed out, and nothing of it is left"
 
 step "the report and the patch, from the host (file tools see the same paths)"
 cat "$worktree/.sandbox-tmp/report.md"
-git -C "$worktree" diff --stat
+git -c safe.directory='*' -C "$worktree" diff --stat
 
 step "the records, each completed with its status and a verified receipt"
 "$build/sandbox-manager" records --session "$session" |
