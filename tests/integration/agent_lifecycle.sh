@@ -70,3 +70,12 @@ print(\"own\", probe(\"\\0sb-own-$m\"))
 	assert_lines "$(jr .stdout)" "host EPERM" "own connected"
 }
 t abstract_socket_scope test_abstract_socket_scope
+
+# Host uid 0 needs no capability to write /proc/sys or read root-only files: a host-root agent's
+# commands must not be host uid 0. Writing back the value just read is harmless if this ever breaks.
+test_never_host_root() {
+	ax_ok -- 'v=$(cat /proc/sys/kernel/printk_ratelimit); { echo "$v" > /proc/sys/kernel/printk_ratelimit; } 2>/dev/null && echo sysctl-written || echo sysctl-refused; cat /etc/shadow >/dev/null 2>&1 && echo shadow-read || echo shadow-refused'
+	assert_result exited 0 null
+	assert_lines "$(jr .stdout)" sysctl-refused shadow-refused
+}
+t never_host_root test_never_host_root

@@ -14,11 +14,14 @@ test_manager_exec() {
 	# the sandbox's own root: the manager's uid (unprivileged) or nobody (root manager) outside
 	assert_lines "$(jr .stdout)" "$WT/.sandbox-tmp" 0
 	[ -e "$WT/.sandbox-tmp/report.txt" ] || bad "the report written to TMPDIR is not in the worktree's scratch"
+	# never host root: no /proc/sys writes, no root-only host files (the sandbox's /etc is made)
+	mgr exec --session "$SID" -- 'v=$(cat /proc/sys/kernel/printk_ratelimit); { echo "$v" > /proc/sys/kernel/printk_ratelimit; } 2>/dev/null && echo sysctl-written || echo sysctl-refused; test -e /etc/shadow && echo shadow-present || echo shadow-absent'
+	assert_lines "$(cat "$OUT")" sysctl-refused shadow-absent
 	mgr records --session "$SID"
 	assert_eq "records exit code" 0 "$RC"
-	assert_json '[.records[].state]' '["exited","exited"]'
-	assert_json '[.records[] | .receipt.nonce == .nonce]' '[true,true]'
-	assert_json '[.records[] | .result.exit_code]' '[3,0]'
+	assert_json '[.records[].state]' '["exited","exited","exited"]'
+	assert_json '[.records[] | .receipt.nonce == .nonce]' '[true,true,true]'
+	assert_json '[.records[] | .result.exit_code]' '[3,0,0]'
 	mgr session show --session "$SID"
 	assert_json '.worktree' "$(json_str "$WT")"
 	assert_json '.sandbox.state' '"running"'
