@@ -7,6 +7,8 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/integration/lib_manager.sh
+. "$here/lib_manager.sh"
 
 for tool in jq timeout setpriv pgrep python3 sha256sum; do
 	if ! command -v "$tool" >/dev/null; then

@@ -1,7 +1,6 @@
 # shellcheck shell=bash
-# Helpers for the manager's integration tests (sourced by run.sh before manager_*.sh; named so it sorts
-# first). Each test starts its own `sandbox-manager serve` as the test user on a fresh state directory,
-# with the process backend, and stops it (and every sandbox it left) when the test's subshell exits.
+# Helpers for the manager's integration tests (sourced by run.sh after lib.sh). Each test starts its own
+# `sandbox-manager serve` as the test user on a fresh state directory, with the process backend, and stops it (and every sandbox it left) when the test's subshell exits.
 
 MGR_FIXTURE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/deploy-repo" && pwd)
 
