@@ -31,6 +31,7 @@
  * turns read-only once built: otherwise a command could rename them and move the agent's state away.
  */
 #include "backend.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -723,46 +724,13 @@ __attribute__((noreturn)) static void die_report(int error_fd, const struct sb_e
 	_exit(INIT_EXIT_SETUP_FAILED);
 }
 
-/* The manager may have handlers, ignored or blocked signals; the agent must start clean. It is PID 1
- * of its namespace: with default dispositions the kernel drops signals sent from inside. */
-static int signals_reset(struct sb_err *err)
-{
-	struct sigaction dfl;
-	sigset_t none;
-
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
-			return sb_fail_errno(err, "resetting the disposition of signal %d", sig);
-	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		return sb_fail_errno(err, "unblocking signals");
-	return 0;
-}
-
 /* The clone holds a copy of every descriptor of the manager (its database, clients' sockets, other
  * sandboxes' pipes). Keep only our four, so none of them stays open while the root is built. */
 static int fds_keep_only(const struct launch *l, struct sb_err *err)
 {
 	unsigned keep[4] = { (unsigned)l->go[0], (unsigned)l->error[1], (unsigned)l->log_fd, (unsigned)l->null_fd };
-	unsigned next = 0;
 
-	for (int i = 1; i < 4; i++)
-		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			unsigned t = keep[j];
-
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	for (int i = 0; i < 4; i++) {
-		if (keep[i] > next && syscall(SYS_close_range, next, keep[i] - 1, 0) < 0)
-			return sb_fail_errno(err, "closing the manager's descriptors");
-		next = keep[i] + 1;
-	}
-	if (syscall(SYS_close_range, next, ~0U, 0) < 0)
-		return sb_fail_errno(err, "closing the manager's descriptors");
-	return 0;
+	return spawn_fds_keep(keep, 4, err);
 }
 
 /* openat2 that refuses every symbolic link and, from a directory descriptor, anything that would
@@ -1051,7 +1019,7 @@ __attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
 	char go;
 
 	/* sandbox init, inside: PID 1 of the new PID namespace, in the new user namespace. */
-	if (signals_reset(&err) < 0 || fds_keep_only(l, &err) < 0)
+	if (spawn_signals_default(&err) < 0 || fds_keep_only(l, &err) < 0)
 		die_report(l->error[1], &err);
 	/* A session of its own: a signal aimed at the manager's process group or terminal is not
 	 * aimed at the sandbox. */
@@ -1115,37 +1083,15 @@ static int remaining_ms(int64_t deadline)
  * sandbox_init_main and never returns. */
 static pid_t sandbox_clone(struct launch *l, int *pidfd, struct sb_err *err)
 {
-	const uint64_t ns = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
-	struct clone_args args = {
-		.flags = ns | CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)pidfd,
-		.exit_signal = SIGCHLD,
-	};
-	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+	pid_t pid = spawn_clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS, pidfd, err);
 
-	if (pid < 0 && errno == ENOSYS)
-		pid = (pid_t)syscall(SYS_clone, ns | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
 	if (pid == 0)
 		sandbox_init_main(l);
 	if (pid < 0)
-		return sb_fail_errno(err, "creating the sandbox's user, PID, mount, IPC and UTS namespaces");
+		sb_err_prefix(err, "creating the sandbox's user, PID, mount, IPC and UTS namespaces");
 	return pid;
 }
 
-static int proc_write(pid_t pid, const char *name, const char *text, struct sb_err *err)
-{
-	char path[64];
-	size_t len = strlen(text);
-	cleanup_close int fd = -1;
-
-	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sb_fail_errno(err, "opening %s", path);
-	if (write(fd, text, len) != (ssize_t)len)
-		return sb_fail_errno(err, "writing %s", path);
-	return 0;
-}
 
 /* The sandbox's ids are the manager's own, 1:1 (root: "0 0 1"): files in the worktree keep their
  * owner, and an unprivileged manager may map nothing else. setgroups must be denied before an
@@ -1159,13 +1105,13 @@ static int id_maps_write(pid_t pid, uid_t host_uid, gid_t host_gid, struct sb_er
 {
 	char map[64];
 
-	if (proc_write(pid, "setgroups", "deny", err) < 0)
+	if (spawn_proc_write(pid, "setgroups", "deny", err) < 0)
 		return -1;
 	snprintf(map, sizeof map, "0 %u 1\n", (unsigned)host_gid);
-	if (proc_write(pid, "gid_map", map, err) < 0)
+	if (spawn_proc_write(pid, "gid_map", map, err) < 0)
 		return -1;
 	snprintf(map, sizeof map, "0 %u 1\n", (unsigned)host_uid);
-	return proc_write(pid, "uid_map", map, err);
+	return spawn_proc_write(pid, "uid_map", map, err);
 }
 
 /* Field 22 of /proc/<pid>/stat, the start time in clock ticks since boot: with the pid it names

@@ -23,6 +23,7 @@
 #include "init.h"
 #include "landlock.h"
 #include "seccomp.h"
+#include "spawn.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -242,45 +243,17 @@ static int run_fds_open(struct run_fds *f, struct sb_err *err)
 	return 0;
 }
 
-/* clone3 into the new namespaces with a pidfd; clone() where clone3 is missing. The child
- * runs init_main and never returns. */
+/* Into the new namespaces with a pidfd. User namespace first among equals: it owns the others,
+ * so an unprivileged agent can create them. The command is never PID 1: init is. */
 static pid_t init_spawn(const struct init_context *ctx, int *pidfd, struct sb_err *err)
 {
-	/* User namespace first among equals: it owns the others, so an unprivileged agent can
-	 * create them. The command is never PID 1: init is. */
-	const uint64_t ns = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
-	struct clone_args args = {
-		.flags = ns | CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)pidfd,
-		.exit_signal = SIGCHLD,
-	};
-	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+	pid_t pid = spawn_clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS, pidfd, err);
 
-	if (pid < 0 && errno == ENOSYS)
-		pid = (pid_t)syscall(SYS_clone, ns | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
 	if (pid == 0)
 		init_main(ctx);
 	if (pid < 0)
-		return sb_fail_errno(err, "creating the user, PID and mount namespaces");
+		sb_err_prefix(err, "creating the command's user, PID and mount namespaces");
 	return pid;
-}
-
-static int file_write(pid_t pid, const char *name, const char *text, struct sb_err *err)
-{
-	char path[64];
-	size_t len = strlen(text);
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sb_fail_errno(err, "opening %s", path);
-	n = write(fd, text, len);
-	close(fd);
-	if (n != (ssize_t)len)
-		return sb_fail_errno(err, "writing %s", path);
-	return 0;
 }
 
 /* The maps make the command's uid and gid the agent's own (an unprivileged writer may map only
@@ -292,13 +265,13 @@ static int id_maps_write(pid_t pid, uid_t uid, gid_t gid, struct sb_err *err)
 {
 	char map[64];
 
-	if (file_write(pid, "setgroups", "deny", err) < 0)
+	if (spawn_proc_write(pid, "setgroups", "deny", err) < 0)
 		return -1;
 	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-	if (file_write(pid, "gid_map", map, err) < 0)
+	if (spawn_proc_write(pid, "gid_map", map, err) < 0)
 		return -1;
 	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-	return file_write(pid, "uid_map", map, err);
+	return spawn_proc_write(pid, "uid_map", map, err);
 }
 
 static void pid_namespace_read(pid_t pid, char *out, size_t len)

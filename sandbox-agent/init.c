@@ -18,6 +18,7 @@
 #include "mounts.h"
 #include "privileges.h"
 #include "seccomp.h"
+#include "spawn.h"
 
 static void write_all_fd(int fd, const void *buf, size_t len)
 {
@@ -132,51 +133,6 @@ static int reap_until_command_ends(pid_t command)
 	}
 }
 
-/* The agent may have handlers or ignored signals; init must not inherit them. A handler in
- * init is what would let a command signal it: the kernel drops signals to a namespace's init
- * only while their disposition is the default. The command inherits the clean state too. */
-static int signals_reset(struct sb_err *err)
-{
-	struct sigaction dfl;
-	sigset_t none;
-
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
-			return sb_fail_errno(err, "resetting the disposition of signal %d", sig);
-	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		return sb_fail_errno(err, "unblocking signals");
-	return 0;
-}
-
-/* init holds a copy of every descriptor the agent had (clone, no execve): other connections'
- * sockets, the listener, the agent's stdio. Keep only its own five, so nothing of the agent's
- * stays open for as long as a command runs. No allocation: the set is sorted in place. */
-static int fds_keep_only(const struct init_context *ctx, struct sb_err *err)
-{
-	unsigned keep[5] = { (unsigned)ctx->go_fd, (unsigned)ctx->report_fd, (unsigned)ctx->error_fd,
-			     (unsigned)ctx->stdout_fd, (unsigned)ctx->stderr_fd };
-	unsigned next = 0;
-
-	for (int i = 1; i < 5; i++)
-		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			unsigned t = keep[j];
-
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	for (int i = 0; i < 5; i++) {
-		if (keep[i] > next && syscall(SYS_close_range, next, keep[i] - 1, 0) < 0)
-			return sb_fail_errno(err, "closing the agent's descriptors");
-		next = keep[i] + 1;
-	}
-	if (syscall(SYS_close_range, next, ~0U, 0) < 0)
-		return sb_fail_errno(err, "closing the agent's descriptors");
-	return 0;
-}
-
 void init_main(const struct init_context *ctx)
 {
 	struct sb_err err;
@@ -191,7 +147,12 @@ void init_main(const struct init_context *ctx)
 		sb_fail_errno(&err, "PR_SET_PDEATHSIG");
 		die_report(ctx->error_fd, "init", &err);
 	}
-	if (signals_reset(&err) < 0 || fds_keep_only(ctx, &err) < 0)
+	/* Clean signal state (a handler would make init signalable from inside), and only init's
+	 * own five descriptors: nothing of the agent's stays open while a command runs. */
+	unsigned keep[5] = { (unsigned)ctx->go_fd, (unsigned)ctx->report_fd, (unsigned)ctx->error_fd,
+			     (unsigned)ctx->stdout_fd, (unsigned)ctx->stderr_fd };
+
+	if (spawn_signals_default(&err) < 0 || spawn_fds_keep(keep, 5, &err) < 0)
 		die_report(ctx->error_fd, "init", &err);
 	if (read(ctx->go_fd, &go, 1) != 1)
 		_exit(INIT_EXIT_SETUP_FAILED);
