@@ -124,7 +124,8 @@ static int call_check(struct manager *m, struct call *c, struct session_row *s, 
 
 /* ---- steps 5-6: dispatch once, then insist on evidence ---- */
 
-static void env_fill(struct agent_env *env, size_t *n, const char *scratch, const char *worktree)
+static void env_fill(struct agent_env *env, size_t *n, const char *scratch, const char *worktree,
+		     const char *kubeconfig)
 {
 	static const char path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -136,6 +137,9 @@ static void env_fill(struct agent_env *env, size_t *n, const char *scratch, cons
 	env[5] = (struct agent_env){ "TEMP", scratch };
 	env[6] = (struct agent_env){ "PWD", worktree };
 	*n = 7;
+	/* The snapshot's credentials, read-only outside the worktree (grants.c). */
+	if (kubeconfig[0] != '\0')
+		env[(*n)++] = (struct agent_env){ "KUBECONFIG", kubeconfig };
 }
 
 static int result_verify(struct call *c, struct sb_err *err)
@@ -197,7 +201,7 @@ static int call_dispatch(struct manager *m, struct call *c, const struct mount_p
 	int64_t deadline = tls_deadline_after((int64_t)c->timeout * 1000 + RESULT_MARGIN_MS);
 	int rc;
 
-	env_fill(env, &req.n_env, plan->scratch, plan->workdir);
+	env_fill(env, &req.n_env, plan->scratch, plan->workdir, c->sandbox->kubeconfig);
 	req.exec_id = c->exec_id;
 	req.generation = c->sandbox->generation;
 	memcpy(req.nonce, c->nonce, sizeof c->nonce);

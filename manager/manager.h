@@ -33,6 +33,7 @@ struct live_sandbox {
 	bool busy;                     /* an exec is in flight on it */
 	char running_exec[65];
 	char cancel_reason[256];       /* set: stop it and record the running exec cancelled */
+	char kubeconfig[8192];         /* from the authority snapshot: KUBECONFIG of every call */
 };
 
 struct manager {

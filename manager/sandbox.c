@@ -17,6 +17,7 @@
 #include "agent_client.h"
 #include "log.h"
 #include "random.h"
+#include "grants.h"
 #include "workspace.h"
 
 #define EVIDENCE_MS 10000
@@ -48,9 +49,19 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+static int dir_writable(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	/* The credentials snapshot is sealed read-only (0500): open it up to remove it. */
+	if (flag == FTW_D && (st->st_mode & 0700) != 0700)
+		chmod(path, 0700);
+	return 0;
+}
+
 /* The private directory holds the sandbox's keys: removed once the sandbox is proven gone. */
 static void private_dir_remove(const char *dir)
 {
+	nftw(dir, dir_writable, 16, FTW_PHYS);
 	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
 		sb_warn("removing %s: %s", dir, strerror(errno));
 }
@@ -168,7 +179,9 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 {
 	struct mount_plan plan = { 0 };
 	struct sandbox_spec spec = { 0 };
+	struct snapshot snap;
 	char private_sub[PATH_MAX];
+	json_t *grants;
 	int rc;
 
 	if (private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0 ||
@@ -176,6 +189,17 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 		mount_plan_free(&plan);
 		return -1;
 	}
+	/* The authority snapshot: the session's grants as they are now, for this generation only. */
+	grants = records_grants(m->rec, l->session, err);
+	rc = grants ? snapshot_make(l->private_dir, grants, m->cfg.resources, m->cfg.sandbox_uid, m->cfg.sandbox_gid,
+				    &snap, err) : -1;
+	json_decref(grants);
+	if (rc < 0) {
+		mount_plan_free(&plan);
+		return -1;
+	}
+	snprintf(l->kubeconfig, sizeof l->kubeconfig, "%s", snap.kubeconfig);
+	spec.credentials_dir = snap.dir;
 	snprintf(private_sub, sizeof private_sub, "%s", l->private_dir);
 	spec.session = l->session;
 	spec.generation = l->generation;
