@@ -16,7 +16,6 @@
 #include "log.h"
 #include "random.h"
 #include "receipt_mac.h"
-#include "workspace.h"
 
 #define COMMAND_MAX (1024 * 1024)
 #define CONNECT_MS 10000
@@ -104,22 +103,17 @@ static int call_record(struct manager *m, struct call *c, const struct session_r
 	return records_exec_insert(m->rec, &e, err);
 }
 
-/* Ownership, workspace and state: the checks of step 3, and again after step 4. */
+/* Ownership and state: the checks of step 3, and again after step 4. The workspace's own check
+ * (the git refusal list) runs when a sandbox is prepared (sandbox_acquire -> workspace_open), as
+ * the design asks, not on every call: it starts several git processes. */
 static int call_check(struct manager *m, struct call *c, struct session_row *s, struct sb_err *err)
 {
-	struct workspace ws;
-	int rc;
-
 	sb_err_clear(err);
 	if (records_session_get(m->rec, c->session, s, err) != RECORDS_FOUND)
 		return err->msg[0] ? -1 : sb_fail(err, ENOENT, "no session '%s'", c->session);
 	if (strcmp(s->state, "active") != 0)
 		return sb_fail(err, EPERM, "session %s is %s: no calls run on it", c->session, s->state);
-	if (workspace_open(m->cfg.volume, s->identity, s->id, &ws, err) < 0)
-		return -1;
-	rc = workspace_recheck(&ws, err);
-	workspace_free(&ws);
-	return rc;
+	return 0;
 }
 
 /* ---- steps 5-6: dispatch once, then insist on evidence ---- */
@@ -193,7 +187,7 @@ static int call_reconcile(struct manager *m, struct call *c, int64_t deadline, s
 	return sb_fail(err, ETIMEDOUT, "the agent could not say how the exec ended");
 }
 
-static int call_dispatch(struct manager *m, struct call *c, const struct mount_plan *plan, struct sb_err *err)
+static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 {
 	struct agent_env env[8];
 	struct agent_exec_request req = { 0 };
@@ -201,12 +195,12 @@ static int call_dispatch(struct manager *m, struct call *c, const struct mount_p
 	int64_t deadline = tls_deadline_after((int64_t)c->timeout * 1000 + RESULT_MARGIN_MS);
 	int rc;
 
-	env_fill(env, &req.n_env, plan->scratch, plan->workdir, c->sandbox->kubeconfig);
+	env_fill(env, &req.n_env, c->sandbox->scratch, c->sandbox->workdir, c->sandbox->kubeconfig);
 	req.exec_id = c->exec_id;
 	req.generation = c->sandbox->generation;
 	memcpy(req.nonce, c->nonce, sizeof c->nonce);
 	req.command = c->command;
-	req.cwd = plan->workdir;
+	req.cwd = c->sandbox->workdir;
 	req.timeout_seconds = c->timeout;
 	req.output_limit = m->cfg.output_limit;
 	req.env = env;
@@ -261,22 +255,13 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 static json_t *call_run(struct manager *m, struct call *c)
 {
 	struct session_row s;
-	struct workspace ws;
-	struct mount_plan plan = { 0 };
 	struct sb_err err;
 	json_t *result;
 	int rc;
 
 	/* Steps 3 and 4: check, obtain the sandbox, check again (it may have taken a while). */
 	if (call_check(m, c, &s, &err) < 0 || sandbox_acquire(m, c->session, &c->sandbox, &err) < 0 ||
-	    call_check(m, c, &s, &err) < 0 || workspace_open(m->cfg.volume, s.identity, s.id, &ws, &err) < 0) {
-		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
-		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
-	}
-	rc = mount_plan_build(&ws, &plan, &err);
-	workspace_free(&ws);
-	if (rc < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, &err) < 0) {
-		mount_plan_free(&plan);
+	    call_check(m, c, &s, &err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, &err) < 0) {
 		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
 		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
 	}
@@ -285,8 +270,7 @@ static json_t *call_run(struct manager *m, struct call *c)
 	c->sandbox->busy = true;
 	snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
 	pthread_mutex_unlock(&m->lock);
-	rc = call_dispatch(m, c, &plan, &err);
-	mount_plan_free(&plan);
+	rc = call_dispatch(m, c, &err);
 	pthread_mutex_lock(&m->lock);
 	c->sandbox->busy = false;
 	c->sandbox->last_used_ms = now_wall_ms();

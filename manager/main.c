@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "log.h"
 #include "manager.h"
+#include "mcp.h"
 
 #define SB_VERSION "0.1.0"
 
@@ -40,6 +41,8 @@ int main(int argc, char **argv)
 		return mcli_grant(argc - 1, argv + 1);
 	if (strcmp(cmd, "records") == 0)
 		return mcli_records(argc - 1, argv + 1);
+	if (strcmp(cmd, "mcp") == 0)
+		return mcp_serve(argc - 1, argv + 1, SB_VERSION);
 	if (strcmp(cmd, "version") == 0) {
 		printf("sandbox-manager %s\n", SB_VERSION);
 		return 0;

@@ -34,6 +34,8 @@ struct live_sandbox {
 	char running_exec[65];
 	char cancel_reason[256];       /* set: stop it and record the running exec cancelled */
 	char kubeconfig[8192];         /* from the authority snapshot: KUBECONFIG of every call */
+	char workdir[PATH_MAX];        /* from the mount plan: where every call starts */
+	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
 };
 
 struct manager {

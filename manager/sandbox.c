@@ -199,6 +199,8 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 		return -1;
 	}
 	snprintf(l->kubeconfig, sizeof l->kubeconfig, "%s", snap.kubeconfig);
+	snprintf(l->workdir, sizeof l->workdir, "%s", plan.workdir);
+	snprintf(l->scratch, sizeof l->scratch, "%s", plan.scratch);
 	spec.credentials_dir = snap.dir;
 	snprintf(private_sub, sizeof private_sub, "%s", l->private_dir);
 	spec.session = l->session;

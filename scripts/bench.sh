@@ -58,3 +58,7 @@ echo "output drain (1 GB of zeros through a 64 KiB bound):"
 res=$("$agent" exec --receipt-dir "$work/receipts" --output-limit 65536 --timeout-seconds 120 -- \
 	'head -c 1000000000 /dev/zero')
 echo "$res" | jq -r '"  \(.stdout_bytes) bytes in \(.duration_ms) ms = \((.stdout_bytes / 1048576) / (.duration_ms / 1000) | floor) MiB/s, truncated: \(.stdout_truncated)"'
+
+# The manager: a warm sandbox per call, and sessions in parallel (scripts/bench-manager.sh).
+echo
+bash "$(dirname "$0")/bench-manager.sh" "$build"

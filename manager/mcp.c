@@ -1,0 +1,877 @@
+/* The MCP server of `sandbox-manager mcp` (see mcp.h): JSON-RPC lines on stdin/stdout, strict
+ * validation of the `bash` tool's input, and the mapping of the daemon's exec results to tool
+ * results. It must never run a command itself: no shell, no exec, no fallback when the daemon is
+ * unreachable. Only protocol goes to stdout; logs go to stderr.
+ *
+ * Threads: the main thread reads stdin and answers everything but tools/call at once; one worker
+ * runs the queued tools/call requests in order of arrival (the session runs them one at a time
+ * anyway), so a cancellation is read and acted on while a call blocks on the daemon. */
+#include "mcp.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "log.h"
+
+#define LINE_CAP (4u * 1024u * 1024u)   /* one JSON-RPC message; larger ones are refused */
+#define QUICK_CALL_MS 10000             /* config and cancel: the daemon answers these at once */
+#define ANSWER_MARGIN_S 300             /* beyond a call's timeout: the daemon's own margins and reconcile */
+#define CANCEL_RETRY_MS 1000            /* a cancel that found nothing running yet is sent again */
+#define PROGRESS_EVERY_MS 15000
+#define DRAIN_SECONDS 10                /* after stdin ends, how long a running call is waited for */
+#define POLL_MS 250
+
+static const char *const mcp_versions[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
+#define MCP_VERSIONS (sizeof mcp_versions / sizeof mcp_versions[0])
+#define STRUCTURED_SINCE 1 /* outputSchema and structuredContent exist from 2025-06-18 on */
+
+enum { RPC_PARSE = -32700, RPC_INVALID_REQUEST = -32600, RPC_NO_METHOD = -32601, RPC_INVALID_PARAMS = -32602,
+       RPC_INTERNAL = -32603 };
+
+/* One tools/call that passed validation. */
+struct mcp_job {
+	json_t *id;             /* the request's id */
+	json_t *progress_token; /* params._meta.progressToken, or NULL */
+	char *command;
+	long long timeout;      /* what the daemon applies: asked for, else its default */
+	int timeout_given;
+	int cancel_requested;   /* under srv.lock */
+	struct mcp_job *next;
+};
+
+static struct {
+	const char *session, *socket_path, *version;
+	pthread_mutex_t lock;   /* the fields below, up to out_lock */
+	pthread_cond_t changed;
+	struct mcp_job *head, *tail; /* waiting for the worker */
+	struct mcp_job *running;
+	int closing;
+	int have_config;
+	long long max_timeout, default_timeout;
+	size_t proto;           /* index in mcp_versions */
+	pthread_mutex_t out_lock; /* one message at a time on stdout */
+} srv = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER,
+	  .out_lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- stdout: whole messages, one per line ---- */
+
+static void out_message(json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT);
+	size_t len, done = 0;
+
+	json_decref(msg);
+	if (text == NULL) {
+		sb_error("mcp: could not serialise a message (out of memory)");
+		return;
+	}
+	len = strlen(text);
+	text[len] = '\n'; /* replaces the terminator: written with an explicit length */
+	pthread_mutex_lock(&srv.out_lock);
+	while (done <= len) {
+		ssize_t n = write(STDOUT_FILENO, text + done, len + 1 - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			sb_warn("mcp: writing to stdout: %s (the client is gone?)", n < 0 ? strerror(errno) : "short write");
+			break;
+		}
+		done += (size_t)n;
+	}
+	pthread_mutex_unlock(&srv.out_lock);
+	free(text);
+}
+
+static void out_result(json_t *id, json_t *result)
+{
+	out_message(json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result));
+}
+
+/* id may be NULL: JSON-RPC answers an error it cannot tie to a request with id null. */
+static void out_error(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void out_error(json_t *id, int code, const char *fmt, ...)
+{
+	char msg[SB_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	out_message(json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
+			      "code", code, "message", msg));
+}
+
+/* ---- the daemon ---- */
+
+static int socket_timeout(int fd, int ms, struct sb_err *err)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+		return sb_fail_errno(err, "setting a timeout on the manager connection");
+	return 0;
+}
+
+/* Connect and send one request (consumed). -1: nothing reached the daemon, so nothing ran. */
+static int daemon_open(json_t *req, struct sb_err *err)
+{
+	int fd = control_connect(srv.socket_path, err);
+
+	if (fd >= 0 && control_send(fd, req, CONTROL_REQUEST_CAP, err) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	json_decref(req);
+	return fd;
+}
+
+/* A request the daemon answers at once (config, cancel); bounded so stdin is never held up. */
+static json_t *daemon_quick(json_t *req, struct sb_err *err)
+{
+	json_t *resp = NULL;
+	int fd = daemon_open(req, err), rc;
+
+	if (fd < 0)
+		return NULL;
+	rc = socket_timeout(fd, QUICK_CALL_MS, err);
+	if (rc == 0 && (rc = control_recv(fd, CONTROL_RESPONSE_CAP, &resp, err)) == 0)
+		sb_fail(err, EPIPE, "the manager closed the connection without answering");
+	close(fd);
+	return rc > 0 ? resp : NULL;
+}
+
+/* The daemon's timeout settings, once: the tool's schema states the maximum. */
+static int config_ensure(struct sb_err *err)
+{
+	json_t *resp;
+	int ok;
+
+	pthread_mutex_lock(&srv.lock);
+	ok = srv.have_config;
+	pthread_mutex_unlock(&srv.lock);
+	if (ok)
+		return 0;
+	resp = daemon_quick(json_pack("{s:s}", "op", "config"), err);
+	if (resp == NULL)
+		return -1;
+	ok = json_is_true(json_object_get(resp, "ok")) &&
+	     json_is_integer(json_object_get(resp, "max_timeout_seconds")) &&
+	     json_is_integer(json_object_get(resp, "default_timeout_seconds"));
+	pthread_mutex_lock(&srv.lock);
+	if (ok) {
+		srv.max_timeout = json_integer_value(json_object_get(resp, "max_timeout_seconds"));
+		srv.default_timeout = json_integer_value(json_object_get(resp, "default_timeout_seconds"));
+		srv.have_config = 1;
+	}
+	pthread_mutex_unlock(&srv.lock);
+	json_decref(resp);
+	return ok ? 0 : sb_fail(err, EPROTO, "the manager's config answer has no timeout settings");
+}
+
+/* ---- the tool ---- */
+
+static json_t *tool_input_schema(long long max)
+{
+	return json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s, s:i, s:I}}, s:[s], s:b}", "type", "object", "properties",
+			 "command", "type", "string", "description", "The Bash command to run (bash -c).",
+			 "timeout_seconds", "type", "integer", "description",
+			 "Seconds before the command and everything it started are stopped.", "minimum", 1, "maximum",
+			 (json_int_t)max, "required", "command", "additionalProperties", 0);
+}
+
+/* The exec result (docs/operations.md); the daemon may add fields, so more are allowed. */
+static json_t *tool_output_schema(void)
+{
+	json_t *props = json_pack(
+		"{s:{s:[s,s]}, s:{s:s, s:[s,s,s,s,s,s]}, s:{s:[s,s]}, s:{s:[s,s]}, s:{s:s}, s:{s:s}, s:{s:s, s:i},"
+		" s:{s:s, s:i}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:[s,s]}}",
+		"exec_id", "type", "string", "null", "status", "type", "string", "enum", "exited", "signaled", "timed_out",
+		"cancelled", "uncertain", "refused", "exit_code", "type", "integer", "null", "signal", "type", "integer",
+		"null", "stdout", "type", "string", "stderr", "type", "string", "stdout_bytes", "type", "integer",
+		"minimum", 0, "stderr_bytes", "type", "integer", "minimum", 0, "stdout_truncated", "type", "boolean",
+		"stderr_truncated", "type", "boolean", "stdout_escaped", "type", "boolean", "stderr_escaped", "type",
+		"boolean", "duration_ms", "type", "integer", "generation", "type", "integer", "error", "type", "string",
+		"receipt", "type", "object", "null");
+
+	return json_pack("{s:s, s:o, s:[s,s,s,s,s,s,s,s,s,s]}", "type", "object", "properties", props, "required",
+			 "exec_id", "status", "exit_code", "signal", "stdout", "stderr", "stdout_bytes", "stderr_bytes",
+			 "stdout_truncated", "stderr_truncated");
+}
+
+static json_t *tool_describe(long long max, long long dflt)
+{
+	char text[2048];
+	json_t *tool;
+
+	snprintf(text, sizeof text,
+		 "Run a Bash command in this session's sandbox, at the root of the session's git worktree. "
+		 "Each call is a fresh `bash -c` there: cd, variables, functions and aliases do not persist between "
+		 "calls, so chain dependent steps in one command. There is no stdin (reads get end-of-file) and "
+		 "nothing interactive. No background process survives the call: everything the command started is "
+		 "stopped when it ends. TMPDIR (also TMP, TEMP and HOME) is a scratch folder inside the worktree, "
+		 "ignored by git and shared with your file tools. Output is bounded: stdout and stderr each keep "
+		 "their head and tail with a marker between; write large output to a file under $TMPDIR and read "
+		 "it in parts. The result ends with \"exit code N\", or says the command timed out "
+		 "(timeout_seconds: default %lld, at most %lld), was refused, or that its outcome is uncertain "
+		 "(then check what it changed before running it again).",
+		 dflt, max);
+	tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:b, s:b, s:b}}", "name", "bash", "title", "Bash (sandboxed)",
+			 "description", text, "inputSchema", tool_input_schema(max), "annotations", "readOnlyHint", 0,
+			 "destructiveHint", 1, "idempotentHint", 0, "openWorldHint", 1);
+	if (tool != NULL && srv.proto <= STRUCTURED_SINCE)
+		json_object_set_new(tool, "outputSchema", tool_output_schema());
+	return tool;
+}
+
+/* An exec-result-shaped object for a call the daemon never ran (status refused) or whose
+ * answer was lost (uncertain): exec_id null, no output. */
+static json_t *result_synth(const char *status, const char *why)
+{
+	return json_pack("{s:n, s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:s, s:n}", "exec_id", "status", status,
+			 "exit_code", "signal", "stdout", "", "stderr", "", "stdout_bytes", 0, "stderr_bytes", 0,
+			 "stdout_truncated", 0, "stderr_truncated", 0, "error", why, "receipt");
+}
+
+/* A stream's text with a newline after it when it has none (the next part starts on its own line). */
+static void text_stream(FILE *f, const char *label, json_t *text)
+{
+	size_t len = json_string_length(text);
+
+	if (len == 0)
+		return;
+	if (label != NULL)
+		fprintf(f, "%s\n", label);
+	fwrite(json_string_value(text), 1, len, f);
+	if (json_string_value(text)[len - 1] != '\n')
+		fputc('\n', f);
+}
+
+/* The last line, and whether the call counts as an error for the model. */
+static int text_outcome(FILE *f, json_t *result, long long timeout)
+{
+	const char *status = json_string_value(json_object_get(result, "status")) ?: "";
+	const char *why = json_string_value(json_object_get(result, "error")) ?: "no reason given";
+
+	if (strcmp(status, "exited") == 0) {
+		fprintf(f, "exit code %lld", (long long)json_integer_value(json_object_get(result, "exit_code")));
+		return 0;
+	}
+	if (strcmp(status, "signaled") == 0) {
+		fprintf(f, "killed by signal %lld", (long long)json_integer_value(json_object_get(result, "signal")));
+		return 0;
+	}
+	if (strcmp(status, "timed_out") == 0)
+		fprintf(f, "timed out after %lld s", timeout);
+	else if (strcmp(status, "refused") == 0)
+		fprintf(f, "refused: %s", why);
+	else if (strcmp(status, "cancelled") == 0)
+		fprintf(f, "cancelled: %s", why);
+	else if (strcmp(status, "uncertain") == 0)
+		fprintf(f, "outcome uncertain: %s", why);
+	else
+		fprintf(f, "outcome uncertain: the manager reported status '%s'", status);
+	return 1;
+}
+
+/* The tool result for an exec result (consumed): output, stderr labelled, then the outcome. */
+static json_t *tool_result(json_t *result, long long timeout)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int is_error;
+	json_t *out;
+
+	if (f == NULL) {
+		json_decref(result);
+		return NULL;
+	}
+	text_stream(f, NULL, json_object_get(result, "stdout"));
+	text_stream(f, "[stderr]", json_object_get(result, "stderr"));
+	is_error = text_outcome(f, result, timeout);
+	if (fclose(f) != 0) {
+		free(text);
+		json_decref(result);
+		return NULL;
+	}
+	out = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text", text, len, "isError", is_error);
+	free(text);
+	if (out != NULL && srv.proto <= STRUCTURED_SINCE)
+		json_object_set(out, "structuredContent", result);
+	json_decref(result);
+	return out;
+}
+
+static json_t *tool_refusal(const char *why)
+{
+	return tool_result(result_synth("refused", why), 0);
+}
+
+/* ---- tools/call: validation (main thread) ---- */
+
+/* The arguments against the input schema; on failure, why in msg (for the model to read). */
+static int args_check(json_t *args, long long max, struct mcp_job *j, char *msg, size_t cap)
+{
+	const char *key;
+	json_t *v, *cmd, *tmo;
+
+	if (args == NULL || !json_is_object(args)) {
+		snprintf(msg, cap, "the arguments must be an object: {\"command\": string, \"timeout_seconds\": integer}");
+		return -1;
+	}
+	json_object_foreach (args, key, v) {
+		if (strcmp(key, "command") != 0 && strcmp(key, "timeout_seconds") != 0) {
+			snprintf(msg, cap, "unknown argument '%.100s': the bash tool takes only command and timeout_seconds",
+				 key);
+			return -1;
+		}
+	}
+	cmd = json_object_get(args, "command");
+	tmo = json_object_get(args, "timeout_seconds");
+	if (cmd == NULL || !json_is_string(cmd) || json_string_length(cmd) == 0) {
+		snprintf(msg, cap, "command %s", cmd == NULL ? "is required: the Bash command to run" :
+						   !json_is_string(cmd) ? "must be a string" : "must not be empty");
+		return -1;
+	}
+	if (tmo != NULL && (!json_is_integer(tmo) || json_integer_value(tmo) < 1 || json_integer_value(tmo) > max)) {
+		snprintf(msg, cap, "timeout_seconds must be a whole number of seconds from 1 to %lld (the configured "
+			 "maximum)", max);
+		return -1;
+	}
+	j->command = strdup(json_string_value(cmd));
+	j->timeout_given = tmo != NULL;
+	return j->command == NULL ? (snprintf(msg, cap, "out of memory"), -1) : 0;
+}
+
+static void job_free(struct mcp_job *j)
+{
+	if (j == NULL)
+		return;
+	json_decref(j->id);
+	json_decref(j->progress_token);
+	free(j->command);
+	free(j);
+}
+
+/* Same id as a request still in flight? (the spec forbids reusing one). Under srv.lock. */
+static int id_in_flight(json_t *id)
+{
+	if (srv.running != NULL && json_equal(srv.running->id, id))
+		return 1;
+	for (struct mcp_job *j = srv.head; j != NULL; j = j->next)
+		if (json_equal(j->id, id))
+			return 1;
+	return 0;
+}
+
+static void job_enqueue(struct mcp_job *j, json_t *id)
+{
+	pthread_mutex_lock(&srv.lock);
+	if (id_in_flight(id)) {
+		pthread_mutex_unlock(&srv.lock);
+		out_error(id, RPC_INVALID_REQUEST, "request id already in use by a call in flight");
+		job_free(j);
+		return;
+	}
+	if (srv.tail != NULL)
+		srv.tail->next = j;
+	else
+		srv.head = j;
+	srv.tail = j;
+	pthread_cond_broadcast(&srv.changed);
+	pthread_mutex_unlock(&srv.lock);
+}
+
+/* A validated call, ready for the worker; NULL with the answer already sent. */
+static struct mcp_job *call_prepare(json_t *id, json_t *params)
+{
+	json_t *args = json_object_get(params, "arguments");
+	struct mcp_job *j = calloc(1, sizeof *j);
+	char msg[512], why[600];
+
+	if (j == NULL) {
+		out_error(id, RPC_INTERNAL, "out of memory");
+		return NULL;
+	}
+	if (args_check(args, srv.max_timeout, j, msg, sizeof msg) < 0) {
+		sb_info("mcp: a call refused before reaching the manager: %s", msg);
+		job_free(j);
+		snprintf(why, sizeof why, "invalid arguments: %s", msg);
+		out_result(id, tool_refusal(why));
+		return NULL;
+	}
+	j->timeout = j->timeout_given ? json_integer_value(json_object_get(args, "timeout_seconds")) : srv.default_timeout;
+	j->id = json_incref(id);
+	j->progress_token = json_incref(json_object_get(json_object_get(params, "_meta"), "progressToken"));
+	return j;
+}
+
+static void rpc_tools_call(json_t *id, json_t *params)
+{
+	const char *name = json_string_value(json_object_get(params, "name"));
+	struct mcp_job *j;
+	struct sb_err err;
+	char why[SB_ERR_MSG_MAX + 64];
+
+	if (name == NULL) {
+		out_error(id, RPC_INVALID_PARAMS, "tools/call needs params.name");
+	} else if (strcmp(name, "bash") != 0) {
+		out_error(id, RPC_INVALID_PARAMS, "Unknown tool: %.200s (the only tool is bash)", name);
+	} else if (config_ensure(&err) < 0) {
+		snprintf(why, sizeof why, "sandbox-manager unavailable: %s", err.msg);
+		out_result(id, tool_refusal(why));
+	} else if ((j = call_prepare(id, params)) != NULL) {
+		job_enqueue(j, id);
+	}
+}
+
+/* ---- tools/call: the worker ---- */
+
+/* A cancellation was asked for: tell the daemon, again while it finds nothing running yet (the
+ * call may still be starting its sandbox). Worker thread. */
+static void job_cancel_send(int64_t *next_ms)
+{
+	struct sb_err err;
+	json_t *resp;
+
+	if (*next_ms < 0 || now_ms() < *next_ms)
+		return;
+	resp = daemon_quick(json_pack("{s:s, s:s}", "op", "cancel", "session", srv.session), &err);
+	if (resp == NULL || !json_is_true(json_object_get(resp, "ok"))) {
+		sb_warn("mcp: cancel: %s", resp ? json_string_value(json_object_get(json_object_get(resp, "error"),
+										    "message")) ?: "refused" :
+						     err.msg);
+		*next_ms = now_ms() + CANCEL_RETRY_MS;
+	} else if (json_is_string(json_object_get(resp, "cancelled"))) {
+		sb_info("mcp: cancelled exec %s", json_string_value(json_object_get(resp, "cancelled")));
+		*next_ms = -1;
+	} else {
+		*next_ms = now_ms() + CANCEL_RETRY_MS;
+	}
+	json_decref(resp);
+}
+
+static void job_progress(struct mcp_job *j, int64_t started, int64_t *next_ms)
+{
+	int64_t now = now_ms();
+
+	if (j->progress_token == NULL || now < *next_ms)
+		return;
+	*next_ms = now + PROGRESS_EVERY_MS;
+	out_message(json_pack("{s:s, s:s, s:{s:O, s:I, s:I, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress",
+			      "params", "progressToken", j->progress_token, "progress", (json_int_t)((now - started) / 1000),
+			      "total", (json_int_t)j->timeout, "message", "the command is still running"));
+}
+
+/* Wait for the exec's answer on fd while acting on cancellation; 1 with *resp, else -1. */
+static int job_wait(struct mcp_job *j, int fd, json_t **resp, struct sb_err *err)
+{
+	int64_t started = now_ms(), deadline = started + (j->timeout + ANSWER_MARGIN_S) * 1000;
+	int64_t cancel_next = 0, progress_next = started + PROGRESS_EVERY_MS;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int n = poll(&p, 1, POLL_MS), cancel;
+
+		if (n < 0 && errno != EINTR)
+			return sb_fail_errno(err, "waiting for the manager");
+		if (n > 0) {
+			n = control_recv(fd, CONTROL_RESPONSE_CAP, resp, err);
+			return n > 0 ? 1 : n == 0 ? sb_fail(err, EPIPE, "the manager closed the connection") : -1;
+		}
+		pthread_mutex_lock(&srv.lock);
+		cancel = j->cancel_requested;
+		pthread_mutex_unlock(&srv.lock);
+		if (cancel)
+			job_cancel_send(&cancel_next);
+		job_progress(j, started, &progress_next);
+		if (now_ms() > deadline)
+			return sb_fail(err, ETIMEDOUT, "no answer from the manager %d s after the call's timeout",
+				       ANSWER_MARGIN_S);
+	}
+}
+
+/* The daemon's answer (consumed) as a tool result. */
+static json_t *job_answer(struct mcp_job *j, json_t *resp)
+{
+	json_t *result = json_object_get(resp, "result"), *e = json_object_get(resp, "error");
+	char why[SB_ERR_MSG_MAX + 64];
+
+	if (json_is_true(json_object_get(resp, "ok")) && json_is_object(result)) {
+		json_incref(result);
+		json_decref(resp);
+		return tool_result(result, j->timeout);
+	}
+	/* Refused before it was recorded or ran (bad input, no such session, over the cap). */
+	snprintf(why, sizeof why, "%s%s",
+		 strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "unavailable") == 0 ?
+			 "sandbox-manager unavailable: " : "",
+		 json_string_value(json_object_get(e, "message")) ?: "the manager refused the call");
+	json_decref(resp);
+	return tool_refusal(why);
+}
+
+static json_t *job_run(struct mcp_job *j)
+{
+	json_t *req = json_pack("{s:s, s:s, s:s}", "op", "exec", "session", srv.session, "command", j->command);
+	json_t *resp = NULL;
+	struct sb_err err;
+	char why[SB_ERR_MSG_MAX + 160];
+	int fd;
+
+	if (req != NULL && j->timeout_given)
+		json_object_set_new(req, "timeout_seconds", json_integer(j->timeout));
+	fd = req ? daemon_open(req, &err) : (sb_fail(&err, ENOMEM, "out of memory"), -1);
+	if (fd < 0) {
+		/* Nothing reached the daemon, so nothing ran; and nothing runs here instead. */
+		snprintf(why, sizeof why, "sandbox-manager unavailable: %s", err.msg);
+		return tool_refusal(why);
+	}
+	if (job_wait(j, fd, &resp, &err) < 0) {
+		close(fd);
+		/* The request was sent: the command may have run. Say so, never guess. */
+		snprintf(why, sizeof why, "sandbox-manager unavailable: %s before the result arrived; the command may "
+			 "have run: check `sandbox-manager records --session %s` before running it again", err.msg,
+			 srv.session);
+		return tool_result(result_synth("uncertain", why), j->timeout);
+	}
+	close(fd);
+	return job_answer(j, resp);
+}
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct mcp_job *j;
+		json_t *result;
+		int cancelled;
+
+		pthread_mutex_lock(&srv.lock);
+		while (srv.head == NULL && !srv.closing)
+			pthread_cond_wait(&srv.changed, &srv.lock);
+		j = srv.head;
+		if (j == NULL) {
+			pthread_mutex_unlock(&srv.lock);
+			return NULL;
+		}
+		srv.head = j->next;
+		if (srv.head == NULL)
+			srv.tail = NULL;
+		srv.running = j;
+		pthread_mutex_unlock(&srv.lock);
+
+		result = job_run(j);
+		pthread_mutex_lock(&srv.lock);
+		cancelled = j->cancel_requested;
+		srv.running = NULL;
+		pthread_cond_broadcast(&srv.changed);
+		pthread_mutex_unlock(&srv.lock);
+		/* The spec: no response to a cancelled request (its sender ignores one anyway). */
+		if (cancelled)
+			json_decref(result);
+		else if (result == NULL)
+			out_error(j->id, RPC_INTERNAL, "out of memory building the result");
+		else
+			out_result(j->id, result);
+		job_free(j);
+	}
+}
+
+/* notifications/cancelled: a queued call is dropped (it never reached the daemon); the running
+ * one is cancelled in the daemon by the worker. Unknown or finished ids are ignored. */
+static void rpc_cancelled(json_t *params)
+{
+	json_t *id = json_object_get(params, "requestId");
+	struct mcp_job **p;
+
+	if (id == NULL)
+		return;
+	pthread_mutex_lock(&srv.lock);
+	if (srv.running != NULL && json_equal(srv.running->id, id)) {
+		srv.running->cancel_requested = 1;
+		sb_info("mcp: the client cancelled the running call: cancelling it in the manager");
+	}
+	for (p = &srv.head; *p != NULL; p = &(*p)->next) {
+		if (json_equal((*p)->id, id)) {
+			struct mcp_job *j = *p;
+
+			*p = j->next;
+			srv.tail = NULL;
+			for (struct mcp_job *t = srv.head; t != NULL; t = t->next)
+				srv.tail = t;
+			job_free(j);
+			sb_info("mcp: the client cancelled a queued call: dropped before it reached the manager");
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srv.lock);
+}
+
+/* ---- the other methods ---- */
+
+static void rpc_initialize(json_t *id, json_t *params)
+{
+	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+	size_t v = 0;
+
+	if (asked == NULL) {
+		out_error(id, RPC_INVALID_PARAMS, "initialize needs params.protocolVersion");
+		return;
+	}
+	while (v < MCP_VERSIONS && strcmp(mcp_versions[v], asked) != 0)
+		v++;
+	srv.proto = v < MCP_VERSIONS ? v : 0; /* unsupported: offer the latest, the client decides */
+	out_result(id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", mcp_versions[srv.proto],
+				 "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "sandbox-manager",
+				 "version", srv.version, "instructions",
+				 "Use the bash tool for every shell command: it runs in this session's sandbox."));
+}
+
+static void rpc_tools_list(json_t *id)
+{
+	struct sb_err err;
+
+	if (config_ensure(&err) < 0)
+		out_error(id, RPC_INTERNAL, "sandbox-manager unavailable: %s", err.msg);
+	else
+		out_result(id, json_pack("{s:[o]}", "tools", tool_describe(srv.max_timeout, srv.default_timeout)));
+}
+
+static void rpc_request(json_t *id, const char *method, json_t *params)
+{
+	if (strcmp(method, "initialize") == 0)
+		rpc_initialize(id, params);
+	else if (strcmp(method, "ping") == 0)
+		out_result(id, json_object());
+	else if (strcmp(method, "tools/list") == 0)
+		rpc_tools_list(id);
+	else if (strcmp(method, "tools/call") == 0)
+		rpc_tools_call(id, params);
+	else
+		out_error(id, RPC_NO_METHOD, "Method not found: %.200s", method);
+}
+
+static void rpc_notification(const char *method, json_t *params)
+{
+	if (strcmp(method, "notifications/cancelled") == 0)
+		rpc_cancelled(params);
+	else if (strcmp(method, "notifications/initialized") != 0)
+		sb_debug("mcp: ignored notification %.200s", method);
+}
+
+/* One line: a JSON-RPC request, notification or (ignored) response. */
+static void rpc_line(const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr), *id, *params;
+	const char *method;
+
+	if (msg == NULL) {
+		out_error(NULL, RPC_PARSE, "Parse error: %s (column %d)", jerr.text, jerr.column);
+		return;
+	}
+	id = json_object_get(msg, "id");
+	params = json_object_get(msg, "params");
+	method = json_string_value(json_object_get(msg, "method"));
+	if (!json_is_object(msg))
+		out_error(NULL, RPC_INVALID_REQUEST, "Invalid Request: a message is one JSON object (batches are not supported)");
+	else if (id != NULL && !json_is_string(id) && !json_is_integer(id))
+		out_error(NULL, RPC_INVALID_REQUEST, "Invalid Request: id must be a string or an integer");
+	else if (strcmp(json_string_value(json_object_get(msg, "jsonrpc")) ?: "", "2.0") != 0)
+		out_error(id, RPC_INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"");
+	else if (method == NULL && (json_object_get(msg, "result") || json_object_get(msg, "error")))
+		sb_debug("mcp: ignored a response: this server sends no requests");
+	else if (method == NULL)
+		out_error(id, RPC_INVALID_REQUEST, "Invalid Request: method must be a string");
+	else if (params != NULL && !json_is_object(params) && id != NULL)
+		out_error(id, RPC_INVALID_PARAMS, "params must be an object");
+	else if (id != NULL)
+		rpc_request(id, method, params);
+	else if (params == NULL || json_is_object(params))
+		rpc_notification(method, params);
+	json_decref(msg);
+}
+
+/* ---- stdin: lines, bounded ---- */
+
+struct line_reader {
+	char *buf;
+	size_t len, cap;
+	int overlong; /* the current line passed LINE_CAP: skipped up to its newline */
+};
+
+static void line_end(struct line_reader *r)
+{
+	size_t i = 0;
+
+	while (i < r->len && strchr(" \t\r", r->buf[i]) != NULL)
+		i++;
+	if (r->overlong)
+		out_error(NULL, RPC_INVALID_REQUEST, "Invalid Request: the message is over %u bytes", LINE_CAP);
+	else if (i < r->len)
+		rpc_line(r->buf, r->len);
+	r->len = 0;
+	r->overlong = 0;
+}
+
+static int line_append(struct line_reader *r, const char *data, size_t n)
+{
+	if (r->overlong)
+		return 0;
+	if (r->len + n > LINE_CAP) {
+		r->overlong = 1;
+		r->len = 0;
+		return 0;
+	}
+	if (r->len + n > r->cap) {
+		size_t cap = r->cap ? r->cap : 65536;
+		char *p;
+
+		while (cap < r->len + n)
+			cap *= 2;
+		p = realloc(r->buf, cap);
+		if (p == NULL)
+			return -1;
+		r->buf = p;
+		r->cap = cap;
+	}
+	memcpy(r->buf + r->len, data, n);
+	r->len += n;
+	return 0;
+}
+
+/* Read stdin to its end, handling each line; -1 on a read error. */
+static int stdin_serve(void)
+{
+	struct line_reader r = { 0 };
+	char chunk[65536];
+	int rc = 0;
+
+	for (;;) {
+		ssize_t n = read(STDIN_FILENO, chunk, sizeof chunk);
+		size_t off = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -1 : 0;
+			break;
+		}
+		while (off < (size_t)n) {
+			char *nl = memchr(chunk + off, '\n', (size_t)n - off);
+			size_t seg = nl ? (size_t)(nl - (chunk + off)) : (size_t)n - off;
+
+			if (line_append(&r, chunk + off, seg) < 0) {
+				r.overlong = 1; /* out of memory: answer it as too large, keep serving */
+				r.len = 0;
+			}
+			off += seg + (nl != NULL);
+			if (nl != NULL)
+				line_end(&r);
+		}
+	}
+	if (r.len > 0 || r.overlong)
+		line_end(&r); /* a last message without its newline */
+	free(r.buf);
+	return rc;
+}
+
+/* ---- the command ---- */
+
+/* stdin ended: queued calls are dropped (they never reached the daemon); the running one is
+ * waited for a while, then left to the daemon, which finishes and records it. */
+static int drain(pthread_t worker)
+{
+	struct timespec until;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += DRAIN_SECONDS;
+	pthread_mutex_lock(&srv.lock);
+	srv.closing = 1;
+	while (srv.head != NULL) {
+		struct mcp_job *j = srv.head;
+
+		srv.head = j->next;
+		job_free(j);
+	}
+	srv.tail = NULL;
+	pthread_cond_broadcast(&srv.changed);
+	while (srv.running != NULL && rc == 0)
+		rc = pthread_cond_timedwait(&srv.changed, &srv.lock, &until);
+	pthread_mutex_unlock(&srv.lock);
+	if (rc != 0) {
+		sb_warn("mcp: stdin closed while a call was still running after %d s: leaving it to the manager, which "
+			"records its end", DRAIN_SECONDS);
+		pthread_mutex_lock(&srv.out_lock); /* no half-written line on the way out */
+		_exit(0);
+	}
+	return pthread_join(worker, NULL) == 0 ? 0 : -1;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: sandbox-manager mcp --session S [--socket PATH]\n");
+	return 2;
+}
+
+int mcp_serve(int argc, char **argv, const char *version)
+{
+	static const struct option opts[] = { { "session", 1, NULL, 's' }, { "socket", 1, NULL, 'k' },
+					      { NULL, 0, NULL, 0 } };
+	const char *socket_flag = NULL;
+	pthread_t worker;
+	int opt, rc;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (opt == 's')
+			srv.session = optarg;
+		else if (opt == 'k')
+			socket_flag = optarg;
+		else
+			return usage();
+	}
+	srv.socket_path = control_socket_path(socket_flag);
+	srv.version = version;
+	if (optind != argc || srv.session == NULL || srv.session[0] == '\0')
+		return usage();
+	if (srv.socket_path == NULL) {
+		fprintf(stderr, "sandbox-manager mcp: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
+		return 2;
+	}
+	/* A client that went away must not kill us mid-write: writes fail with EPIPE instead. */
+	signal(SIGPIPE, SIG_IGN);
+	if (pthread_create(&worker, NULL, worker_main, NULL) != 0) {
+		sb_error("mcp: could not start the worker thread");
+		return 1;
+	}
+	sb_info("mcp: serving the bash tool for session %s (manager at %s)", srv.session, srv.socket_path);
+	rc = stdin_serve();
+	if (rc < 0)
+		sb_warn("mcp: reading stdin: %s", strerror(errno));
+	return drain(worker) < 0 ? 1 : 0;
+}
