@@ -187,6 +187,22 @@ static int call_reconcile(struct manager *m, struct call *c, int64_t deadline, s
 	return sb_fail(err, ETIMEDOUT, "the agent could not say how the exec ended");
 }
 
+/* The sandbox's kept connection when a Ping shows it alive (an agent closes idle ones), else a new
+ * one: a TLS handshake per call would cost more than the command. */
+static int conn_get(struct live_sandbox *l, struct agent_conn **out, struct sb_err *err)
+{
+	if (l->conn != NULL && agent_ping(l->conn, tls_deadline_after(2000), err) == 0) {
+		*out = l->conn;
+		return 0;
+	}
+	agent_close(l->conn);
+	l->conn = NULL;
+	if (agent_connect(l->tls, l->h.address, tls_deadline_after(CONNECT_MS), out, err) < 0)
+		return -1;
+	l->conn = *out;
+	return 0;
+}
+
 static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 {
 	struct agent_env env[8];
@@ -205,16 +221,18 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	req.output_limit = m->cfg.output_limit;
 	req.env = env;
 	req.receipt_key = c->sandbox->receipt_key;
-	if (agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err) < 0)
+	if (conn_get(c->sandbox, &conn, err) < 0)
 		return -2; /* nothing was sent: the exec never ran */
 	/* Recorded before a byte goes out: after this, the exec is never dispatched again. */
 	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
-				    err) < 0) {
-		agent_close(conn);
+				    err) < 0)
 		return -2;
-	}
 	rc = agent_exec(conn, &req, deadline, &c->reply, err);
-	agent_close(conn);
+	if (rc < 0) {
+		/* A failed exchange leaves the connection unusable: the next call makes a new one. */
+		agent_close(conn);
+		c->sandbox->conn = NULL;
+	}
 	if (rc < 0 && c->reply.agent_error != 0)
 		return -3; /* the agent refused it: it did not run */
 	if (rc < 0)

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent_client.h"
 #include "backend.h"
 #include "ca.h"
 #include "config.h"
@@ -27,6 +28,7 @@ struct live_sandbox {
 	uint64_t generation;
 	struct sandbox_handle h;
 	struct tls_config *tls;        /* trusts only this sandbox generation's certificate */
+	struct agent_conn *conn;       /* kept between calls (used under the session's turn only) */
 	char private_dir[PATH_MAX];
 	uint8_t receipt_key[32];
 	int64_t last_used_ms;

@@ -136,6 +136,7 @@ static void live_free(struct live_sandbox *l)
 {
 	if (l == NULL)
 		return;
+	agent_close(l->conn);
 	tls_config_free(l->tls);
 	explicit_bzero(l->receipt_key, sizeof l->receipt_key);
 	free(l);
