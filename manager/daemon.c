@@ -95,7 +95,7 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	m->queue = queue_new();
 	if (m->queue == NULL)
 		return sb_fail(err, ENOMEM, "creating the queue");
-	if (backend_process_create(&m->backend, err) < 0)
+	if (backend_process_create(&m->backend, err) < 0 || sandbox_volume_probe(m, err) < 0)
 		return -1;
 	/* Before the first call: what a previous run left in flight is settled, never rerun. */
 	return sandbox_recover(m, err);

@@ -21,6 +21,7 @@ static void usage(FILE *f)
 		   "       sandbox-manager cancel --session S\n"
 		   "       sandbox-manager grant --session S (--set RES=ACCESS | --revoke RES)\n"
 		   "       sandbox-manager records --session S\n"
+		   "       sandbox-manager mcp --session S        the Bash tool for agent frameworks, MCP on stdio\n"
 		   "Client commands find the daemon by --socket PATH or $SANDBOX_MANAGER_SOCKET.\n");
 }
 

@@ -58,6 +58,8 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err);
 struct live_sandbox *sandbox_find(struct manager *m, const char *session);
 void *sandbox_evictor(void *arg);
+/* At start: a write crosses the sandbox's mount view both ways (one throwaway sandbox). */
+int sandbox_volume_probe(struct manager *m, struct sb_err *err);
 int sandbox_recover(struct manager *m, struct sb_err *err);
 int64_t now_wall_ms(void);
 

@@ -29,7 +29,7 @@
 #define ANSWER_MARGIN_S 300             /* beyond a call's timeout: the daemon's own margins and reconcile */
 #define CANCEL_RETRY_MS 1000            /* a cancel that found nothing running yet is sent again */
 #define PROGRESS_EVERY_MS 15000
-#define DRAIN_SECONDS 10                /* after stdin ends, how long a running call is waited for */
+#define DRAIN_SECONDS 10                /* after stdin ends, how long the calls received are waited for */
 #define POLL_MS 250
 
 static const char *const mcp_versions[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
@@ -63,6 +63,17 @@ static struct {
 	pthread_mutex_t out_lock; /* one message at a time on stdout */
 } srv = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER,
 	  .out_lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* outputSchema and structuredContent only for clients that know them. Any thread. */
+static int structured_output(void)
+{
+	int yes;
+
+	pthread_mutex_lock(&srv.lock);
+	yes = srv.proto <= STRUCTURED_SINCE;
+	pthread_mutex_unlock(&srv.lock);
+	return yes;
+}
 
 static int64_t now_ms(void)
 {
@@ -239,7 +250,7 @@ static json_t *tool_describe(long long max, long long dflt)
 	tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:b, s:b, s:b}}", "name", "bash", "title", "Bash (sandboxed)",
 			 "description", text, "inputSchema", tool_input_schema(max), "annotations", "readOnlyHint", 0,
 			 "destructiveHint", 1, "idempotentHint", 0, "openWorldHint", 1);
-	if (tool != NULL && srv.proto <= STRUCTURED_SINCE)
+	if (tool != NULL && structured_output())
 		json_object_set_new(tool, "outputSchema", tool_output_schema());
 	return tool;
 }
@@ -307,6 +318,7 @@ static json_t *tool_result(json_t *result, long long timeout)
 		json_decref(result);
 		return NULL;
 	}
+	/* Write errors of a memstream surface at fclose. */
 	text_stream(f, NULL, json_object_get(result, "stdout"));
 	text_stream(f, "[stderr]", json_object_get(result, "stderr"));
 	is_error = text_outcome(f, result, timeout);
@@ -317,7 +329,7 @@ static json_t *tool_result(json_t *result, long long timeout)
 	}
 	out = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text", text, len, "isError", is_error);
 	free(text);
-	if (out != NULL && srv.proto <= STRUCTURED_SINCE)
+	if (out != NULL && structured_output())
 		json_object_set(out, "structuredContent", result);
 	json_decref(result);
 	return out;
@@ -361,7 +373,11 @@ static int args_check(json_t *args, long long max, struct mcp_job *j, char *msg,
 	}
 	j->command = strdup(json_string_value(cmd));
 	j->timeout_given = tmo != NULL;
-	return j->command == NULL ? (snprintf(msg, cap, "out of memory"), -1) : 0;
+	if (j->command == NULL) {
+		snprintf(msg, cap, "out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 static void job_free(struct mcp_job *j)
@@ -458,10 +474,12 @@ static void job_cancel_send(int64_t *next_ms)
 	if (*next_ms < 0 || now_ms() < *next_ms)
 		return;
 	resp = daemon_quick(json_pack("{s:s, s:s}", "op", "cancel", "session", srv.session), &err);
-	if (resp == NULL || !json_is_true(json_object_get(resp, "ok"))) {
-		sb_warn("mcp: cancel: %s", resp ? json_string_value(json_object_get(json_object_get(resp, "error"),
-										    "message")) ?: "refused" :
-						     err.msg);
+	if (resp == NULL) {
+		sb_warn("mcp: cancel: %s", err.msg);
+		*next_ms = now_ms() + CANCEL_RETRY_MS;
+	} else if (!json_is_true(json_object_get(resp, "ok"))) {
+		sb_warn("mcp: cancel refused: %s",
+			json_string_value(json_object_get(json_object_get(resp, "error"), "message")) ?: "no reason");
 		*next_ms = now_ms() + CANCEL_RETRY_MS;
 	} else if (json_is_string(json_object_get(resp, "cancelled"))) {
 		sb_info("mcp: cancelled exec %s", json_string_value(json_object_get(resp, "cancelled")));
@@ -642,8 +660,11 @@ static void rpc_initialize(json_t *id, json_t *params)
 	}
 	while (v < MCP_VERSIONS && strcmp(mcp_versions[v], asked) != 0)
 		v++;
-	srv.proto = v < MCP_VERSIONS ? v : 0; /* unsupported: offer the latest, the client decides */
-	out_result(id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", mcp_versions[srv.proto],
+	v = v < MCP_VERSIONS ? v : 0; /* unsupported: offer the latest, the client decides */
+	pthread_mutex_lock(&srv.lock);
+	srv.proto = v;
+	pthread_mutex_unlock(&srv.lock);
+	out_result(id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", mcp_versions[v],
 				 "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "sandbox-manager",
 				 "version", srv.version, "instructions",
 				 "Use the bash tool for every shell command: it runs in this session's sandbox."));
@@ -800,8 +821,21 @@ static int stdin_serve(void)
 
 /* ---- the command ---- */
 
-/* stdin ended: queued calls are dropped (they never reached the daemon); the running one is
- * waited for a while, then left to the daemon, which finishes and records it. */
+/* Drop the calls the worker has not started (they never reached the daemon). Under srv.lock. */
+static void queue_drop(void)
+{
+	while (srv.head != NULL) {
+		struct mcp_job *j = srv.head;
+
+		srv.head = j->next;
+		job_free(j);
+	}
+	srv.tail = NULL;
+}
+
+/* stdin ended: the calls already received are answered for a while (a client may close its end
+ * and still read); then the ones not started are dropped and a running one is left to the
+ * daemon, which finishes and records it. */
 static int drain(pthread_t worker)
 {
 	struct timespec until;
@@ -811,23 +845,17 @@ static int drain(pthread_t worker)
 	until.tv_sec += DRAIN_SECONDS;
 	pthread_mutex_lock(&srv.lock);
 	srv.closing = 1;
-	while (srv.head != NULL) {
-		struct mcp_job *j = srv.head;
-
-		srv.head = j->next;
-		job_free(j);
-	}
-	srv.tail = NULL;
 	pthread_cond_broadcast(&srv.changed);
-	while (srv.running != NULL && rc == 0)
+	while ((srv.head != NULL || srv.running != NULL) && rc == 0)
 		rc = pthread_cond_timedwait(&srv.changed, &srv.lock, &until);
-	pthread_mutex_unlock(&srv.lock);
-	if (rc != 0) {
-		sb_warn("mcp: stdin closed while a call was still running after %d s: leaving it to the manager, which "
+	queue_drop();
+	if (srv.running != NULL) {
+		sb_warn("mcp: stdin closed and a call is still running after %d s: leaving it to the manager, which "
 			"records its end", DRAIN_SECONDS);
 		pthread_mutex_lock(&srv.out_lock); /* no half-written line on the way out */
 		_exit(0);
 	}
+	pthread_mutex_unlock(&srv.lock);
 	return pthread_join(worker, NULL) == 0 ? 0 : -1;
 }
 

@@ -381,3 +381,114 @@ int sandbox_recover(struct manager *m, struct sb_err *err)
 	json_decref(rows);
 	return 0;
 }
+
+/* ---- the volume, as a sandbox sees it ---- */
+
+struct probe {
+	char dir[PATH_MAX];
+	char token[17];
+	struct mount_entry entry;
+	struct mount_plan plan;
+};
+
+static int probe_exec(struct live_sandbox *l, struct probe *p, struct sb_err *err)
+{
+	char cmd[256];
+	struct agent_env env[] = { { "PATH", "/usr/bin:/bin" } };
+	struct agent_exec_request req = { .exec_id = "volume-probe", .generation = l->generation, .command = cmd,
+					  .cwd = p->dir, .timeout_seconds = 10, .output_limit = 4096, .env = env,
+					  .n_env = 1, .receipt_key = l->receipt_key };
+	struct agent_reply reply = { 0 };
+	struct agent_conn *conn = NULL;
+	json_t *result = NULL;
+	int rc = -1;
+
+	snprintf(cmd, sizeof cmd, "cat host.txt && echo %s-sandbox > sandbox.txt", p->token);
+	if (sb_random_bytes(req.nonce, sizeof req.nonce, err) == 0 &&
+	    agent_connect(l->tls, l->h.address, tls_deadline_after(10000), &conn, err) == 0 &&
+	    agent_exec(conn, &req, tls_deadline_after(30000), &reply, err) == 0) {
+		result = json_loads(reply.result_json, 0, NULL);
+		const char *out = json_string_value(json_object_get(result, "stdout"));
+
+		rc = out != NULL && strncmp(out, p->token, 16) == 0 && reply.receipt_verified ? 0 :
+		     sb_fail(err, EIO, "a file written on the host is not visible inside a sandbox (it read '%s')",
+			     out ? out : "(nothing)");
+	}
+	json_decref(result);
+	agent_reply_free(&reply);
+	agent_close(conn);
+	return rc;
+}
+
+static int probe_host_side(struct probe *p, int write_it, struct sb_err *err)
+{
+	char path[PATH_MAX + 16], want[64], got[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", p->dir, write_it ? "host.txt" : "sandbox.txt");
+	f = fopen(path, write_it ? "we" : "re");
+	if (f == NULL)
+		return sb_fail_errno(err, write_it ? "writing %s" : "a file written inside a sandbox is not visible on the "
+			       "host (%s)", path);
+	if (write_it)
+		fprintf(f, "%s\n", p->token);
+	else if (fgets(got, sizeof got, f) == NULL)
+		got[0] = '\0';
+	if (fclose(f) != 0)
+		return sb_fail_errno(err, "closing %s", path);
+	snprintf(want, sizeof want, "%s-sandbox\n", p->token);
+	if (!write_it && strcmp(got, want) != 0)
+		return sb_fail(err, EIO, "a file written inside a sandbox reads differently on the host");
+	return 0;
+}
+
+/* The third property of the volume probe (workspace.c does the first two): a write on the host is
+ * visible through a sandbox's mount view, and a write inside is visible on the host. One
+ * throwaway sandbox on a probe directory of the volume, stopped with evidence afterwards. */
+int sandbox_volume_probe(struct manager *m, struct sb_err *err)
+{
+	struct live_sandbox *l = calloc(1, sizeof *l);
+	struct probe p = { 0 };
+	struct sandbox_spec spec = { 0 };
+	struct sb_err ignored;
+	int rc = -1;
+
+	if (l == NULL)
+		return sb_fail(err, ENOMEM, "probing the volume");
+	l->h.pidfd = -1;
+	l->generation = 1;
+	if (sb_random_hex(p.token, 8, err) < 0)
+		goto out;
+	snprintf(l->session, sizeof l->session, "volprobe-%s", p.token);
+	snprintf(p.dir, sizeof p.dir, "%s/.probe-%s", m->cfg.volume, p.token);
+	if (mkdir(p.dir, 0755) < 0) {
+		sb_fail_errno(err, "creating %s", p.dir);
+		goto out;
+	}
+	p.entry = (struct mount_entry){ .source = p.dir, .target = p.dir, .mode = MOUNT_RW, .why = "volume probe" };
+	p.plan = (struct mount_plan){ .entries = &p.entry, .n = 1, .workdir = p.dir, .scratch = p.dir };
+	spec = (struct sandbox_spec){ .session = l->session, .generation = 1, .plan = &p.plan, .agent_path = m->cfg.agent,
+				      .manager_name = CA_MANAGER_NAME, .host_uid = m->cfg.sandbox_uid,
+				      .host_gid = m->cfg.sandbox_gid };
+	if (probe_host_side(&p, 1, err) < 0 || private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0)
+		goto out;
+	spec.private_dir = l->private_dir;
+	if (m->backend->ops->prepare(m->backend, &spec, &l->h, err) < 0)
+		goto out;
+	rc = probe_exec(l, &p, err) == 0 && probe_host_side(&p, 0, err) == 0 ? 0 : -1;
+	m->backend->ops->stop(m->backend, &l->h, &ignored);
+	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, rc == 0 ? err : &ignored) < 0)
+		rc = -1;
+out:
+	if (rc < 0)
+		sb_err_prefix(err, "volume probe");
+	else
+		sb_info("volume probe: exclusive create, atomic rename, and writes visible both ways through a "
+			"sandbox's mount view");
+	if (l->private_dir[0] != '\0')
+		private_dir_remove(l->private_dir);
+	if (p.dir[0] != '\0')
+		private_dir_remove(p.dir);
+	live_free(l);
+	return rc;
+}

@@ -8,7 +8,7 @@ packages=(
 	build-essential pkg-config clang
 	libcap-dev libseccomp-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libsqlite3-dev libjansson-dev libcmocka-dev
-	git jq util-linux procps passwd iproute2
+	git jq util-linux procps passwd iproute2 nodejs
 )
 
 missing=()
@@ -17,6 +17,12 @@ for p in "${packages[@]}"; do
 	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
 	[ "$status" = installed ] || missing+=("$p")
 done
+
+# The MCP tests run the official TypeScript SDK client: NodeSource's nodejs ships npm, Debian's
+# needs the npm package beside it.
+if ! command -v npm >/dev/null 2>&1; then
+	missing+=(npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0

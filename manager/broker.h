@@ -1,0 +1,116 @@
+/* Credential brokers: each materialises one grant (a resource at an access) into one file of a
+ * sandbox's authority snapshot, and says when that credential expires. A broker never writes the
+ * manager's own API credential anywhere, never logs a credential, and never follows a redirect.
+ *
+ * ARG formats (the part after BROKER: in `--resource NAME=BROKER:ARG`):
+ *   tokenrequest:/abs/path.json   {"server": "https://host:6443", "ca_file": "/abs/ca.crt",
+ *                                  "namespace": "ci", "read_service_account": "viewer",
+ *                                  "write_service_account": "deployer", "token_file": "/abs/token",
+ *                                  "expiration_seconds": 3600, "audiences": ["..."],
+ *                                  "timeout_seconds": 15}
+ *   rancher:/abs/path.json        {"server": "https://rancher.example", "ca_file": "/abs/ca.crt",
+ *                                  "cluster_id": "c-m-abc123", "read_token_file": "/abs/read.token",
+ *                                  "write_token_file": "/abs/write.token", "ttl_seconds": 3600,
+ *                                  "timeout_seconds": 15}
+ * Required: server, namespace + at least one service account (tokenrequest), cluster_id + at least
+ * one token file (rancher), ca_file (tokenrequest only; rancher falls back to the system trust
+ * store). An access whose service account or token file is not configured is refused. */
+#ifndef SB_BROKER_H
+#define SB_BROKER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+#define BROKER_LIFETIME_MIN 600      /* seconds: the TokenRequest API's own minimum */
+#define BROKER_LIFETIME_DEFAULT 3600
+#define BROKER_LIFETIME_MAX (7 * 24 * 3600)
+#define BROKER_TIMEOUT_DEFAULT 15    /* seconds for one API call, connection included */
+
+struct broker_request {
+	const char *resource;  /* "kubernetes:staging": names the credential in messages and kubeconfigs */
+	const char *access;    /* "read" or "write" */
+	const char *arg;       /* the ARG of BROKER:ARG */
+	const char *label;     /* the sandbox this is for ("<session>.g<generation>"): token descriptions */
+	const char *path;      /* the file to create (O_EXCL, 0400) */
+	uid_t uid;             /* its owner: the sandbox's ids */
+	gid_t gid;
+};
+
+struct broker_result {
+	int64_t expires_ms;    /* wall clock (ms since the epoch) when the credential expires; 0: never */
+	char revoke_id[128];   /* non-empty: the broker can revoke the credential by this id (rancher) */
+};
+
+/* TokenRequest: a ServiceAccount token of the read or write service account, as a kubeconfig. */
+int broker_tokenrequest(const struct broker_request *req, struct broker_result *out, struct sb_err *err);
+
+/* Rancher: a cluster-scoped Rancher token with a TTL, as a kubeconfig for <server>/k8s/clusters/<id>. */
+int broker_rancher(const struct broker_request *req, struct broker_result *out, struct sb_err *err);
+
+/* Delete a Rancher token made by broker_rancher (id: its revoke_id), with the access's credential.
+ * A token already gone (404) counts as revoked. */
+int broker_rancher_revoke(const char *resource, const char *arg, const char *access, const char *id,
+			  struct sb_err *err);
+
+/* ---- shared by the brokers (broker.c) ---- */
+
+/* A broker's JSON config file: an object whose keys are all in `allowed` (NULL-terminated). */
+json_t *broker_config_load(const char *resource, const char *path, const char *const *allowed,
+			   struct sb_err *err);
+
+/* Field `key` as a string into out: "" when missing and optional; an error naming the resource
+ * when missing and required, not a string, or too long. */
+int broker_config_string(const char *resource, json_t *cfg, const char *key, bool required, char *out,
+			 size_t len, struct sb_err *err);
+
+/* Field `key` as a whole number in [min, max]; def when missing. */
+int broker_config_int(const char *resource, json_t *cfg, const char *key, long min, long max, long def,
+		      long *out, struct sb_err *err);
+
+/* "https://host[:port][/prefix]" without a trailing '/', no user info, query or fragment. */
+int broker_check_server(const char *resource, char *server, struct sb_err *err);
+
+/* [a-z0-9.-]: a Kubernetes name (or a Rancher id, with extra='_' allowed) safe in a URL path. */
+int broker_check_name(const char *resource, const char *what, const char *name, bool rancher, struct sb_err *err);
+
+/* The manager's API credential from path (a regular file, not accessible to others, trailing
+ * whitespace removed). The caller wipes out with explicit_bzero when done. */
+int broker_token_read(const char *resource, const char *path, char *out, size_t len, struct sb_err *err);
+
+struct broker_http {
+	const char *resource;  /* for messages */
+	const char *api;       /* for messages: "the TokenRequest API", "the Rancher API" */
+	const char *method;    /* "POST" or "DELETE" */
+	const char *url;
+	const char *ca_file;   /* "" or NULL: the system trust store */
+	const char *bearer;    /* the manager's credential: sent, never logged nor copied */
+	const char *body;      /* JSON text, or NULL */
+	long timeout_ms;
+};
+
+/* One HTTPS call. 2xx: 0, with *status and the parsed body in *out (NULL when empty or not JSON).
+ * Otherwise -1 with *status (0 when no answer) and a message naming the resource, the API, the
+ * status and the server's own message (Kubernetes Status / Rancher error "message"). */
+int broker_http_call(const struct broker_http *h, long *status, json_t **out, struct sb_err *err);
+
+/* RFC 3339 ("2024-05-01T12:00:00Z", fractions and offsets accepted) as ms since the epoch. */
+int broker_time_parse(const char *text, int64_t *out_ms);
+
+struct broker_kubeconfig {
+	const char *server;    /* the cluster's API URL */
+	const char *ca_file;   /* embedded as certificate-authority-data; "" or NULL: none */
+	const char *token;
+};
+
+/* A kubeconfig (JSON, which kubectl reads as YAML) holding one cluster, user and context named after
+ * the resource (its part after "kubernetes:"), written to req->path (0400, owned by req->uid/gid). */
+int broker_kubeconfig_write(const struct broker_request *req, const struct broker_kubeconfig *k,
+			    struct sb_err *err);
+
+int64_t broker_now_ms(void);
+
+#endif

@@ -1,0 +1,23 @@
+# shellcheck shell=bash
+# `sandbox-manager mcp` driven by the official MCP TypeScript SDK client (tests/mcp/client.mjs) against
+# a real manager and session: versions, the exact schema, output and exit codes, refusals, a timeout,
+# cancellation, and the manager going away (an error, and nothing run locally).
+
+MCP_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")/../mcp" && pwd)
+
+test_manager_mcp() {
+	local node
+	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	[ -d "$MCP_TESTS/node_modules/@modelcontextprotocol/sdk" ] ||
+		skip "tests/mcp/node_modules is missing: run cd tests/mcp && npm ci"
+	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/sdk/package.json" ||
+		skip "tests/mcp/node_modules is not readable by $RUN_USER"
+	mgr_repo && mgr_start --max-timeout-seconds 30 --default-timeout-seconds 10 && mgr_session
+	timeout -k 5 150 "${AS[@]}" "$node" "$MCP_TESTS/client.mjs" --manager "$MANAGER" --socket "$MSOCK" \
+		--session "$SID" --manager-pid "$MGR_PID" --max-timeout 30 --default-timeout 10 >"$TD/mcp.out" 2>&1
+	RC=$?
+	sed 's/^/      /' "$TD/mcp.out"
+	assert_eq "the MCP client's exit code" 0 "$RC"
+	grep -q '^ok   a call: last line "exit code 3"' "$TD/mcp.out" || bad "the client did not reach the call checks"
+}
+t manager_mcp test_manager_mcp
