@@ -123,3 +123,22 @@ test_manager_delete() {
 	assert_eq "a call on a deleted session" 125 "$RC"
 }
 t manager_delete test_manager_delete
+
+# Delete is refused while a command runs: the workspace stays until the sandbox is proven gone.
+test_manager_delete_while_running() {
+	local m i
+	m=$(unique_marker)
+	mgr_repo && mgr_start && mgr_session
+	mgr_bg_exec d "sleep 3.$m"
+	for i in $(seq 1 50); do pgrep -f "^sleep 3.$m" >/dev/null && break; sleep 0.1; done
+	mgr session delete --session "$SID"
+	assert_eq "delete while running" 125 "$RC"
+	assert_match "its message" "running" "$(cat "$ERR")"
+	[ -d "$WT" ] || bad "the worktree went while a command ran"
+	wait_bg_execs
+	mgr session delete --session "$SID"
+	assert_eq "delete once it is done" 0 "$RC"
+	[ -e "$WT" ] && bad "the worktree is still there"
+	return 0
+}
+t manager_delete_while_running test_manager_delete_while_running
