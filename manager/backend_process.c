@@ -31,7 +31,7 @@
  * turns read-only once built: otherwise a command could rename them and move the agent's state away.
  */
 #include "backend.h"
-#include "spawn.h"
+#include "nsspawn.h"
 
 #include <errno.h>
 #include <pthread.h>

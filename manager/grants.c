@@ -1,14 +1,19 @@
 /* Brokers and snapshots (see grants.h). The `file` broker copies an operator-provided credential;
- * network brokers (TokenRequest, Rancher) are declared but refused until they exist, so a grant
- * never silently yields nothing. */
+ * `tokenrequest` and `rancher` obtain short-lived ones over HTTPS (broker.h). An unknown broker is
+ * refused, so a grant never silently yields nothing; a failed snapshot revokes what it made. */
 #include "grants.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "broker.h"
+
+#define REVOKE_FILE "credentials.revoke"
 
 #define CREDENTIAL_MAX (1024 * 1024)
 
@@ -51,22 +56,78 @@ static int copy_file(const char *from, const char *to, uid_t uid, gid_t gid, str
 	return 0;
 }
 
-static int grant_materialise(struct snapshot *s, const char *resource, const char *access, const char *broker,
-			     uid_t uid, gid_t gid, struct sb_err *err)
+/* <private_dir>/credentials.revoke: what snapshot_release must revoke, replaced atomically. Beside
+ * the credentials directory, never in it: the sandbox does not see it. */
+static int revoke_list_write(const char *private_dir, json_t *list, struct sb_err *err)
 {
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+
+	snprintf(path, sizeof path, "%s/" REVOKE_FILE, private_dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	if (json_array_size(list) == 0)
+		return unlink(path) < 0 && errno != ENOENT ? sb_fail_errno(err, "removing %s", path) : 0;
+	if (json_dump_file(list, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0600) < 0 || rename(tmp, path) < 0) {
+		unlink(tmp);
+		return sb_fail(err, errno ? errno : EIO, "writing %s", path);
+	}
+	return 0;
+}
+
+struct snapshot_ctx {
+	struct snapshot *s;
+	const char *private_dir;
+	const char *label;     /* "<session>.g<generation>": the private directory's name */
+	json_t *revoke;        /* [{"resource", "access", "broker", "arg", "id"}] */
+	uid_t uid;
+	gid_t gid;
+};
+
+/* A network broker's grant: its kubeconfig, its expiry, and (if revocable) its entry in the list. */
+static int grant_broker(struct snapshot_ctx *c, const char *resource, const char *access, const char *broker,
+			const char *path, struct sb_err *err)
+{
+	bool rancher = strncmp(broker, "rancher:", 8) == 0;
+	struct broker_request req = { .resource = resource, .access = access, .label = c->label, .path = path,
+				      .uid = c->uid, .gid = c->gid };
+	struct broker_result res;
+
+	if (strncmp(resource, "kubernetes:", 11) != 0)
+		return sb_fail(err, EINVAL, "grant %s: the %s broker serves kubernetes:* resources only", resource,
+			       rancher ? "rancher" : "tokenrequest");
+	req.arg = broker + (rancher ? 8 : 13);
+	if ((rancher ? broker_rancher(&req, &res, err) : broker_tokenrequest(&req, &res, err)) < 0)
+		return -1;
+	if (res.expires_ms != 0 && (c->s->expires_ms == 0 || res.expires_ms < c->s->expires_ms))
+		c->s->expires_ms = res.expires_ms;
+	if (res.revoke_id[0] == '\0')
+		return 0;
+	json_array_append_new(c->revoke, json_pack("{s:s, s:s, s:s, s:s, s:s}", "resource", resource, "access",
+						   access, "broker", "rancher", "arg", req.arg, "id", res.revoke_id));
+	return revoke_list_write(c->private_dir, c->revoke, err);
+}
+
+static int grant_materialise(struct snapshot_ctx *c, const char *resource, const char *access, const char *broker,
+			     struct sb_err *err)
+{
+	struct snapshot *s = c->s;
 	char name[256], path[PATH_MAX + 300];
 	int kube = strncmp(resource, "kubernetes:", 11) == 0;
 	size_t used;
 
 	if (broker == NULL)
 		return sb_fail(err, ENOENT, "grant %s=%s: the resource is no longer declared", resource, access);
-	if (strncmp(broker, "file:", 5) != 0)
-		return sb_fail(err, EOPNOTSUPP, "grant %s: broker '%.*s' is not available in this build; use file:PATH",
-			       resource, (int)strcspn(broker, ":"), broker);
 	file_name(resource, name, sizeof name);
 	snprintf(path, sizeof path, "%s/%s%s", s->dir, name, kube ? ".kubeconfig" : "");
-	if (copy_file(broker + 5, path, uid, gid, err) < 0)
-		return -1;
+	if (strncmp(broker, "file:", 5) == 0) {
+		if (copy_file(broker + 5, path, c->uid, c->gid, err) < 0)
+			return -1;
+	} else if (strncmp(broker, "tokenrequest:", 13) == 0 || strncmp(broker, "rancher:", 8) == 0) {
+		if (grant_broker(c, resource, access, broker, path, err) < 0)
+			return -1;
+	} else {
+		return sb_fail(err, EOPNOTSUPP, "grant %s: unknown broker '%.*s'; use file:, tokenrequest: or rancher:",
+			       resource, (int)strcspn(broker, ":"), broker);
+	}
 	if (!kube)
 		return 0;
 	used = strlen(s->kubeconfig);
@@ -79,22 +140,71 @@ static int grant_materialise(struct snapshot *s, const char *resource, const cha
 int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
 		  struct snapshot *out, struct sb_err *err)
 {
-	const char *resource;
+	const char *resource, *slash = strrchr(private_dir, '/');
+	struct snapshot_ctx c = { .s = out, .private_dir = private_dir, .label = slash ? slash + 1 : private_dir,
+				  .uid = uid, .gid = gid };
 	json_t *access;
+	int rc = 0;
 
-	memset(out, 0, sizeof out->kubeconfig);
-	out->kubeconfig[0] = '\0';
+	memset(out, 0, sizeof *out);
 	snprintf(out->dir, sizeof out->dir, "%s/credentials", private_dir);
 	/* Readable by the sandbox's uid only; mounted read-only, outside the worktree. */
 	if (mkdir(out->dir, 0500) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating %s", out->dir);
 	if (chown(out->dir, uid, gid) < 0 || chmod(out->dir, 0700) < 0)
 		return sb_fail_errno(err, "preparing %s", out->dir);
+	c.revoke = json_array();
 	json_object_foreach(grants, resource, access)
-		if (grant_materialise(out, resource, json_string_value(access) ?: "",
-				      json_string_value(json_object_get(resources, resource)), uid, gid, err) < 0)
-			return -1;
+		if (rc == 0)
+			rc = grant_materialise(&c, resource, json_string_value(access) ?: "",
+					       json_string_value(json_object_get(resources, resource)), err);
+	json_decref(c.revoke);
+	if (rc < 0) {
+		struct sb_err ignored;
+
+		/* This sandbox will not start: what was already made must not outlive it. */
+		snapshot_release(private_dir, &ignored);
+		return -1;
+	}
 	if (chmod(out->dir, 0500) < 0)
 		return sb_fail_errno(err, "sealing %s", out->dir);
 	return 0;
+}
+
+int snapshot_release(const char *private_dir, struct sb_err *err)
+{
+	char path[PATH_MAX + 32];
+	json_t *list, *kept, *e;
+	json_error_t jerr;
+	size_t i;
+	int rc = 0;
+
+	snprintf(path, sizeof path, "%s/" REVOKE_FILE, private_dir);
+	if (access(path, F_OK) < 0)
+		return 0;
+	list = json_load_file(path, 0, &jerr);
+	if (!json_is_array(list)) {
+		json_decref(list);
+		return sb_fail(err, EINVAL, "%s: %s", path, jerr.text);
+	}
+	kept = json_array();
+	json_array_foreach(list, i, e) {
+		const char *resource = json_string_value(json_object_get(e, "resource")) ?: "?";
+		const char *arg = json_string_value(json_object_get(e, "arg"));
+		const char *acc = json_string_value(json_object_get(e, "access"));
+		const char *id = json_string_value(json_object_get(e, "id"));
+
+		if (arg == NULL || acc == NULL || id == NULL ||
+		    broker_rancher_revoke(resource, arg, acc, id, err) < 0) {
+			if (arg == NULL || acc == NULL || id == NULL)
+				sb_fail(err, EINVAL, "%s: entry %zu is incomplete", path, i);
+			json_array_append(kept, e);
+			rc = -1;
+		}
+	}
+	if (revoke_list_write(private_dir, kept, rc < 0 ? &(struct sb_err){ 0 } : err) < 0)
+		rc = -1;
+	json_decref(kept);
+	json_decref(list);
+	return rc;
 }

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -14,11 +15,19 @@
 struct snapshot {
 	char dir[PATH_MAX];           /* <private_dir>/credentials */
 	char kubeconfig[8192];        /* KUBECONFIG for every call: the kubernetes grants, ':'-joined */
+	int64_t expires_ms;           /* wall-clock ms when its first credential expires; 0: none expires */
 };
 
 /* Materialise grants ({"resource": "access"}) declared in resources ({"NAME": "BROKER:ARG"})
- * under private_dir; files are 0400, owned by uid/gid (the sandbox's ids). */
+ * under private_dir; files are 0400, owned by uid/gid (the sandbox's ids). Brokers: file:PATH,
+ * tokenrequest:CONFIG.json, rancher:CONFIG.json (broker.h). On failure nothing it made stays valid:
+ * credentials that can be revoked are revoked (snapshot_release). */
 int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
 		  struct snapshot *out, struct sb_err *err);
+
+/* Revoke what the snapshot under private_dir made that can be revoked (Rancher tokens, listed in
+ * <private_dir>/credentials.revoke), so that no credential outlives its sandbox. Call it once the
+ * sandbox is proven gone, before removing private_dir; what cannot be revoked stays listed. */
+int snapshot_release(const char *private_dir, struct sb_err *err);
 
 #endif

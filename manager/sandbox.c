@@ -58,9 +58,14 @@ static int dir_writable(const char *path, const struct stat *st, int flag, struc
 	return 0;
 }
 
-/* The private directory holds the sandbox's keys: removed once the sandbox is proven gone. */
+/* The private directory holds the sandbox's keys: removed once the sandbox is proven gone. The
+ * credentials it was issued that can be revoked (Rancher tokens) are revoked first. */
 static void private_dir_remove(const char *dir)
 {
+	struct sb_err err;
+
+	if (snapshot_release(dir, &err) < 0)
+		sb_warn("releasing the credentials of %s: %s", dir, err.msg);
 	nftw(dir, dir_writable, 16, FTW_PHYS);
 	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
 		sb_warn("removing %s: %s", dir, strerror(errno));
@@ -200,6 +205,7 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 		return -1;
 	}
 	snprintf(l->kubeconfig, sizeof l->kubeconfig, "%s", snap.kubeconfig);
+	l->credentials_expire_ms = snap.expires_ms;
 	snprintf(l->workdir, sizeof l->workdir, "%s", plan.workdir);
 	snprintf(l->scratch, sizeof l->scratch, "%s", plan.scratch);
 	spec.credentials_dir = snap.dir;
@@ -223,6 +229,13 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	return rc;
 }
 
+#define CREDENTIAL_MARGIN_MS 60000
+
+static bool credentials_expiring(const struct live_sandbox *l, int64_t now)
+{
+	return l->credentials_expire_ms != 0 && now >= l->credentials_expire_ms - CREDENTIAL_MARGIN_MS;
+}
+
 int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox **out, struct sb_err *err)
 {
 	struct session_row s;
@@ -231,6 +244,11 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 	int rc;
 
 	*out = NULL;
+	/* Short-lived credentials are renewed by a new sandbox (a new generation, a fresh snapshot):
+	 * never by changing the snapshot under a live one, and never used past their expiry. */
+	if (l != NULL && credentials_expiring(l, now_wall_ms()) && sandbox_retire(m, l, "credentials expiring", err) < 0)
+		return -1;
+	l = sandbox_find(m, session);
 	if (l != NULL) {
 		*out = l;
 		return 0;
@@ -288,6 +306,10 @@ int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, s
 		records_session_set_state(m->rec, l->session, "reserved", &ignored);
 		sb_error("session %s: the end of sandbox %s is NOT proven: %s; its workspace stays reserved",
 			 l->session, l->h.runtime_id, err->msg);
+		/* Out of the live list (no call may use it, and the evictor must not pick it again), but
+		 * its private directory stays: it may still be running with those keys. */
+		live_unlink(m, l);
+		live_free(l);
 		return -1;
 	}
 	records_sandbox_set_state(m->rec, l->session, l->generation, "gone", "init reaped", &ignored);
@@ -305,8 +327,8 @@ static struct live_sandbox *idle_pick(struct manager *m, int64_t now)
 
 	pthread_mutex_lock(&m->lock);
 	for (l = m->live; l != NULL; l = l->next)
-		if (!l->busy && now - l->last_used_ms > (int64_t)m->cfg.idle_seconds * 1000 &&
-		    queue_depth(m->queue, l->session) == 0)
+		if (!l->busy && queue_depth(m->queue, l->session) == 0 &&
+		    (now - l->last_used_ms > (int64_t)m->cfg.idle_seconds * 1000 || credentials_expiring(l, now)))
 			break;
 	pthread_mutex_unlock(&m->lock);
 	return l;
@@ -327,7 +349,9 @@ void *sandbox_evictor(void *arg)
 			snprintf(session, sizeof session, "%s", l->session);
 			queue_enter(m->queue, session);
 			l = sandbox_find(m, session);
-			if (l != NULL && !l->busy && now_wall_ms() - l->last_used_ms > (int64_t)m->cfg.idle_seconds * 1000)
+			if (l != NULL && !l->busy && credentials_expiring(l, now_wall_ms()))
+				sandbox_retire(m, l, "credentials expiring", &err);
+			else if (l != NULL && !l->busy && now_wall_ms() - l->last_used_ms > (int64_t)m->cfg.idle_seconds * 1000)
 				sandbox_retire(m, l, "idle", &err);
 			queue_leave(m->queue, session);
 		}

@@ -23,7 +23,7 @@
 #include "init.h"
 #include "landlock.h"
 #include "seccomp.h"
-#include "spawn.h"
+#include "nsspawn.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3

@@ -18,7 +18,7 @@
 #include "mounts.h"
 #include "privileges.h"
 #include "seccomp.h"
-#include "spawn.h"
+#include "nsspawn.h"
 
 static void write_all_fd(int fd, const void *buf, size_t len)
 {

@@ -2,8 +2,8 @@
  * namespaces with a pidfd, the id-map writes of the parent, and the child's first steps (clean
  * signal state, only its own descriptors). The child-side helpers run between clone() and
  * execve(): no allocation, no stdio, errors through sb_err. */
-#ifndef SB_SPAWN_H
-#define SB_SPAWN_H
+#ifndef SB_NSSPAWN_H
+#define SB_NSSPAWN_H
 
 #include <stddef.h>
 #include <stdint.h>

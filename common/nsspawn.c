@@ -1,5 +1,5 @@
-/* Shared clone-side steps (see spawn.h). */
-#include "spawn.h"
+/* Shared clone-side steps (see nsspawn.h). */
+#include "nsspawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

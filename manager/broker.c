@@ -1,0 +1,423 @@
+/* What the network brokers share (see broker.h): their config files, the manager's API credential,
+ * one bounded HTTPS call through libcurl (certificate verified, https only, no redirects), and the
+ * kubeconfig they write. Never logs a credential nor puts the manager's credential in a file. */
+#include "broker.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mbedtls/base64.h>
+
+#define RESPONSE_MAX (1024 * 1024)
+#define CA_FILE_MAX (256 * 1024)
+#define CONNECT_TIMEOUT_MS 5000
+
+int64_t broker_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+json_t *broker_config_load(const char *resource, const char *path, const char *const *allowed,
+			   struct sb_err *err)
+{
+	json_error_t jerr;
+	json_t *cfg, *v;
+	const char *key;
+
+	if (path[0] != '/') {
+		sb_fail(err, EINVAL, "resource %s: the broker's ARG must be the absolute path of its JSON config, not '%s'",
+			resource, path);
+		return NULL;
+	}
+	cfg = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(cfg)) {
+		sb_fail(err, EINVAL, "resource %s: config %s: %s", resource, path,
+			cfg ? "must be a JSON object" : jerr.text);
+		json_decref(cfg);
+		return NULL;
+	}
+	json_object_foreach(cfg, key, v) {
+		size_t i;
+
+		for (i = 0; allowed[i] != NULL && strcmp(allowed[i], key) != 0; i++) {
+		}
+		if (allowed[i] == NULL) {
+			sb_fail(err, EINVAL, "resource %s: config %s: unknown key '%s'", resource, path, key);
+			json_decref(cfg);
+			return NULL;
+		}
+	}
+	return cfg;
+}
+
+int broker_config_string(const char *resource, json_t *cfg, const char *key, bool required, char *out,
+			 size_t len, struct sb_err *err)
+{
+	json_t *v = json_object_get(cfg, key);
+
+	out[0] = '\0';
+	if (v == NULL || (json_is_string(v) && json_string_length(v) == 0)) {
+		if (required)
+			return sb_fail(err, EINVAL, "resource %s: its broker config needs \"%s\"", resource, key);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return sb_fail(err, EINVAL, "resource %s: \"%s\" must be a string", resource, key);
+	if (json_string_length(v) >= len || strlen(json_string_value(v)) != json_string_length(v))
+		return sb_fail(err, EINVAL, "resource %s: \"%s\" is too long or holds a NUL", resource, key);
+	memcpy(out, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+int broker_config_int(const char *resource, json_t *cfg, const char *key, long min, long max, long def,
+		      long *out, struct sb_err *err)
+{
+	json_t *v = json_object_get(cfg, key);
+
+	*out = def;
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+		return sb_fail(err, EINVAL, "resource %s: \"%s\" must be a whole number from %ld to %ld", resource, key,
+			       min, max);
+	*out = (long)json_integer_value(v);
+	return 0;
+}
+
+int broker_check_server(const char *resource, char *server, struct sb_err *err)
+{
+	size_t n = strlen(server);
+	const char *host = server + 8;
+
+	while (n > 8 && server[n - 1] == '/')
+		server[--n] = '\0';
+	if (strncmp(server, "https://", 8) != 0 || n == 8)
+		return sb_fail(err, EINVAL, "resource %s: \"server\" must be an https:// URL, not '%s'", resource, server);
+	for (const char *p = host; *p != '\0'; p++)
+		if (!isalnum((unsigned char)*p) && strchr(".-_:/[]", *p) == NULL)
+			return sb_fail(err, EINVAL,
+				       "resource %s: \"server\" may hold only a host, a port and a path ('%c' in '%s')",
+				       resource, *p, server);
+	return 0;
+}
+
+int broker_check_name(const char *resource, const char *what, const char *name, bool rancher, struct sb_err *err)
+{
+	size_t n = strlen(name);
+	bool ok = n > 0 && n <= 253 && name[0] != '.' && name[0] != '-';
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = islower((unsigned char)name[i]) || isdigit((unsigned char)name[i]) || name[i] == '-' ||
+		     name[i] == '.' || (rancher && (name[i] == '_' || isupper((unsigned char)name[i])));
+	if (!ok || strstr(name, "..") != NULL)
+		return sb_fail(err, EINVAL, "resource %s: \"%s\" '%s' is not a valid name (%s)", resource, what, name,
+			       rancher ? "letters, digits, '-', '_' and '.'" : "lower-case letters, digits, '-' and '.'");
+	return 0;
+}
+
+int broker_token_read(const char *resource, const char *path, char *out, size_t len, struct sb_err *err)
+{
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (path[0] != '/')
+		return sb_fail(err, EINVAL, "resource %s: the token file must be an absolute path", resource);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return sb_fail_errno(err, "resource %s: reading the manager's API credential %s", resource, path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0007) != 0) {
+		close(fd);
+		return sb_fail(err, EPERM,
+			       "resource %s: the manager's API credential %s must be a regular file with no access for "
+			       "others (chmod o-rwx)", resource, path);
+	}
+	n = read(fd, out, len);
+	close(fd);
+	if (n < 0 || (size_t)n >= len) {
+		explicit_bzero(out, len);
+		return sb_fail(err, n < 0 ? errno : EFBIG, "resource %s: the credential %s cannot be read whole", resource,
+			       path);
+	}
+	while (n > 0 && isspace((unsigned char)out[n - 1]))
+		n--;
+	out[n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (!isgraph((unsigned char)out[i])) {
+			explicit_bzero(out, len);
+			return sb_fail(err, EINVAL, "resource %s: the credential %s holds spaces or control characters",
+				       resource, path);
+		}
+	if (n == 0)
+		return sb_fail(err, EINVAL, "resource %s: the credential %s is empty", resource, path);
+	return 0;
+}
+
+/* ---- one HTTPS call ---- */
+
+struct response {
+	char *data;
+	size_t len;
+	bool too_big;
+};
+
+static size_t response_add(char *chunk, size_t size, size_t n, void *userdata)
+{
+	struct response *r = userdata;
+	size_t add = size * n;
+	char *grown;
+
+	if (r->len + add > RESPONSE_MAX) {
+		r->too_big = true;
+		return 0; /* makes curl fail the transfer */
+	}
+	grown = realloc(r->data, r->len + add + 1);
+	if (grown == NULL)
+		return 0;
+	r->data = grown;
+	memcpy(r->data + r->len, chunk, add);
+	r->len += add;
+	r->data[r->len] = '\0';
+	return add;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_start(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* The server's own explanation: "message" of a Kubernetes Status or a Rancher error, else the
+ * body's printable head. Never the request's credential: that is never echoed into messages. */
+static void server_message(const struct response *r, json_t *body, char *out, size_t len)
+{
+	const char *msg = json_string_value(json_object_get(body, "message"));
+	size_t i, j = 0;
+
+	if (msg == NULL)
+		msg = r->data ? r->data : "";
+	for (i = 0; msg[i] != '\0' && j + 1 < len && i < 400; i++)
+		out[j++] = isprint((unsigned char)msg[i]) ? msg[i] : ' ';
+	out[j] = '\0';
+	if (j == 0)
+		snprintf(out, len, "(no message)");
+}
+
+static const char *status_text(long status)
+{
+	switch (status) {
+	case 400: return " Bad Request";
+	case 401: return " Unauthorized (the manager's API credential was not accepted)";
+	case 403: return " Forbidden";
+	case 404: return " Not Found";
+	case 409: return " Conflict";
+	case 422: return " Unprocessable Entity";
+	case 429: return " Too Many Requests";
+	default: return status >= 500 ? " (server error)" : "";
+	}
+}
+
+int broker_http_call(const struct broker_http *h, long *status, json_t **out, struct sb_err *err)
+{
+	char curl_err[CURL_ERROR_SIZE] = "", auth[8192 + 32], msg[512];
+	struct response r = { 0 };
+	struct curl_slist *headers = NULL;
+	CURL *c;
+	CURLcode rc;
+	json_t *body;
+
+	*status = 0;
+	*out = NULL;
+	if (strlen(h->bearer) > 8192)
+		return sb_fail(err, EINVAL, "resource %s: the manager's API credential is too long", h->resource);
+	pthread_once(&curl_once, curl_start);
+	c = curl_easy_init();
+	if (c == NULL)
+		return sb_fail(err, ENOMEM, "resource %s: starting an HTTPS client", h->resource);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", h->bearer);
+	headers = curl_slist_append(headers, auth);
+	explicit_bzero(auth, sizeof auth);
+	headers = curl_slist_append(headers, "Accept: application/json");
+	if (h->body != NULL)
+		headers = curl_slist_append(headers, "Content-Type: application/json");
+	curl_easy_setopt(c, CURLOPT_URL, h->url);
+	/* https only, for the call and any redirect (none is followed: a redirect is an error). */
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	/* The server is verified: its chain against ca_file (or the system's store), its name. */
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (h->ca_file != NULL && h->ca_file[0] != '\0')
+		curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
+	/* Bounded: a stalled API fails the grant, it does not hold the session's queue. */
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->timeout_ms < CONNECT_TIMEOUT_MS ? h->timeout_ms :
+						      CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* the daemon is threaded */
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "infra-sandbox-manager");
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, response_add);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+	if (h->body != NULL) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, h->body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(h->body));
+	}
+	if (strcmp(h->method, "POST") != 0)
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, h->method);
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(c);
+	if (rc != CURLE_OK) {
+		free(r.data);
+		*status = 0;
+		/* errno only for a timeout: curl's own text says the rest better than strerror would. */
+		return sb_fail(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : 0,
+			       "resource %s: %s at %s: %s%s", h->resource, h->api, h->url,
+			       r.too_big ? "the answer is larger than 1 MiB" :
+			       rc == CURLE_OPERATION_TIMEDOUT ? "no answer in time" : curl_err[0] ? curl_err : curl_easy_strerror(rc),
+			       rc == CURLE_OPERATION_TIMEDOUT ? " (timeout_seconds in the broker config)" : "");
+	}
+	body = r.len > 0 ? json_loadb(r.data, r.len, 0, NULL) : NULL;
+	if (*status < 200 || *status > 299) {
+		server_message(&r, body, msg, sizeof msg);
+		json_decref(body);
+		free(r.data);
+		return sb_fail(err, 0, "resource %s: %s answered %ld%s: %s", h->resource, h->api, *status,
+			       status_text(*status), msg);
+	}
+	if (r.data != NULL)
+		explicit_bzero(r.data, r.len); /* it holds the new credential */
+	free(r.data);
+	*out = body;
+	return 0;
+}
+
+/* ---- time ---- */
+
+int broker_time_parse(const char *text, int64_t *out_ms)
+{
+	struct tm tm;
+	const char *rest;
+	long offset = 0;
+	time_t t;
+
+	memset(&tm, 0, sizeof tm);
+	rest = text ? strptime(text, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+	if (rest == NULL)
+		return -1;
+	if (*rest == '.')
+		for (rest++; isdigit((unsigned char)*rest); rest++) {
+		}
+	if (*rest == 'Z' || *rest == 'z') {
+		rest++;
+	} else if ((*rest == '+' || *rest == '-') && isdigit((unsigned char)rest[1]) && isdigit((unsigned char)rest[2]) &&
+		   rest[3] == ':' && isdigit((unsigned char)rest[4]) && isdigit((unsigned char)rest[5])) {
+		offset = ((rest[1] - '0') * 10 + (rest[2] - '0')) * 3600L + ((rest[4] - '0') * 10 + (rest[5] - '0')) * 60L;
+		if (*rest == '-')
+			offset = -offset;
+		rest += 6;
+	} else {
+		return -1;
+	}
+	if (*rest != '\0')
+		return -1;
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -1;
+	*out_ms = ((int64_t)t - offset) * 1000;
+	return 0;
+}
+
+/* ---- the kubeconfig ---- */
+
+static int file_write_new(const char *path, const char *data, size_t len, uid_t uid, gid_t gid, struct sb_err *err)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+
+	if (fd < 0)
+		return sb_fail_errno(err, "creating %s", path);
+	if (write(fd, data, len) != (ssize_t)len || fchown(fd, uid, gid) < 0 || fsync(fd) < 0) {
+		sb_fail_errno(err, "writing %s", path);
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static char *ca_data(const char *resource, const char *path, struct sb_err *err)
+{
+	static const size_t cap = CA_FILE_MAX;
+	unsigned char *raw = malloc(cap);
+	char *b64 = NULL;
+	size_t b64_len = 0;
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (raw != NULL && fd >= 0)
+		n = read(fd, raw, cap);
+	if (fd >= 0)
+		close(fd);
+	if (raw == NULL || n <= 0 || (size_t)n == cap) {
+		sb_fail(err, n < 0 || fd < 0 ? errno : EINVAL, "resource %s: reading the CA file %s", resource, path);
+		free(raw);
+		return NULL;
+	}
+	mbedtls_base64_encode(NULL, 0, &b64_len, raw, (size_t)n);
+	b64 = malloc(b64_len + 1);
+	if (b64 == NULL || mbedtls_base64_encode((unsigned char *)b64, b64_len + 1, &b64_len, raw, (size_t)n) != 0) {
+		sb_fail(err, ENOMEM, "resource %s: encoding the CA file %s", resource, path);
+		free(b64);
+		b64 = NULL;
+	}
+	free(raw);
+	return b64;
+}
+
+int broker_kubeconfig_write(const struct broker_request *req, const struct broker_kubeconfig *k,
+			    struct sb_err *err)
+{
+	const char *name = strncmp(req->resource, "kubernetes:", 11) == 0 ? req->resource + 11 : req->resource;
+	char *ca = NULL, *text;
+	json_t *cluster, *doc;
+	int rc;
+
+	if (k->ca_file != NULL && k->ca_file[0] != '\0' && (ca = ca_data(req->resource, k->ca_file, err)) == NULL)
+		return -1;
+	cluster = json_pack("{s:s}", "server", k->server);
+	if (ca != NULL)
+		json_object_set_new(cluster, "certificate-authority-data", json_string(ca));
+	free(ca);
+	/* Built as JSON by jansson: every value quoted and escaped; kubectl reads JSON kubeconfigs. */
+	doc = json_pack("{s:s, s:s, s:[{s:s, s:o}], s:[{s:s, s:{s:s}}], s:[{s:s, s:{s:s, s:s}}], s:s}",
+			"apiVersion", "v1", "kind", "Config",
+			"clusters", "name", name, "cluster", cluster,
+			"users", "name", name, "user", "token", k->token,
+			"contexts", "name", name, "context", "cluster", name, "user", name,
+			"current-context", name);
+	text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	json_decref(doc);
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "resource %s: building the kubeconfig", req->resource);
+	rc = file_write_new(req->path, text, strlen(text), req->uid, req->gid, err);
+	explicit_bzero(text, strlen(text));
+	free(text);
+	return rc;
+}
