@@ -225,7 +225,7 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 		return -2; /* nothing was sent: the exec never ran */
 	/* Recorded before a byte goes out: after this, the exec is never dispatched again. */
 	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
-				    err) < 0)
+				    c->sandbox->authority, err) < 0)
 		return -2;
 	rc = agent_exec(conn, &req, deadline, &c->reply, err);
 	if (rc < 0) {
@@ -270,6 +270,55 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 			   refused_result(c, cancelled ? "cancelled" : "uncertain", c->reason));
 }
 
+/* The grants now, against the snapshot the sandbox holds. Called with the sandbox marked busy: a
+ * change recorded before this read is seen here; one recorded after it finds the sandbox busy and
+ * stops it (sessions.c authority_changed), so no call runs on authority that was revoked. */
+static int authority_current(struct manager *m, struct call *c, struct sb_err *err)
+{
+	json_t *grants = records_grants(m->rec, c->session, err);
+	char *text = grants ? json_dumps(grants, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	int same = text != NULL && strcmp(text, c->sandbox->authority) == 0;
+
+	json_decref(grants);
+	free(text);
+	if (grants == NULL)
+		return -1;
+	return same ? 0 : 1;
+}
+
+static void sandbox_mark(struct manager *m, struct call *c, bool busy)
+{
+	pthread_mutex_lock(&m->lock);
+	c->sandbox->busy = busy;
+	if (busy)
+		snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
+	else
+		c->sandbox->last_used_ms = now_wall_ms();
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Step 4: the sandbox, marked busy, holding exactly the session's current grants. */
+static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
+{
+	for (int tries = 0; tries < 3; tries++) {
+		int rc;
+
+		if (sandbox_acquire(m, c->session, &c->sandbox, err) < 0)
+			return -1;
+		sandbox_mark(m, c, true);
+		rc = authority_current(m, c, err);
+		if (rc <= 0)
+			return rc;
+		/* The grants changed since it was prepared: a new sandbox with the new snapshot. */
+		sandbox_mark(m, c, false);
+		rc = sandbox_retire(m, c->sandbox, "grants changed", err);
+		c->sandbox = NULL; /* freed either way */
+		if (rc < 0)
+			return -1;
+	}
+	return sb_fail(err, EAGAIN, "the session's grants keep changing; try again");
+}
+
 static json_t *call_run(struct manager *m, struct call *c)
 {
 	struct session_row s;
@@ -278,21 +327,20 @@ static json_t *call_run(struct manager *m, struct call *c)
 	int rc;
 
 	/* Steps 3 and 4: check, obtain the sandbox, check again (it may have taken a while). */
-	if (call_check(m, c, &s, &err) < 0 || sandbox_acquire(m, c->session, &c->sandbox, &err) < 0 ||
-	    call_check(m, c, &s, &err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, &err) < 0) {
+	if (call_check(m, c, &s, &err) < 0 || sandbox_ready(m, c, &err) < 0) {
+		if (c->sandbox != NULL)
+			sandbox_mark(m, c, false);
+		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
+		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
+	}
+	if (call_check(m, c, &s, &err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, &err) < 0) {
+		sandbox_mark(m, c, false);
 		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
 		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
 	}
 	sb_hex_encode(c->nonce, sizeof c->nonce, c->nonce_hex);
-	pthread_mutex_lock(&m->lock);
-	c->sandbox->busy = true;
-	snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
-	pthread_mutex_unlock(&m->lock);
 	rc = call_dispatch(m, c, &err);
-	pthread_mutex_lock(&m->lock);
-	c->sandbox->busy = false;
-	c->sandbox->last_used_ms = now_wall_ms();
-	pthread_mutex_unlock(&m->lock);
+	sandbox_mark(m, c, false);
 	if (rc == -2 || rc == -3) {
 		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
 		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));

@@ -37,6 +37,7 @@ struct live_sandbox {
 	char cancel_reason[256];       /* set: stop it and record the running exec cancelled */
 	char kubeconfig[8192];         /* from the authority snapshot: KUBECONFIG of every call */
 	int64_t credentials_expire_ms; /* the snapshot's earliest expiry; 0: nothing expires */
+	char authority[8192];          /* the grants it was prepared with (canonical JSON) */
 	char workdir[PATH_MAX];        /* from the mount plan: where every call starts */
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
 };

@@ -458,7 +458,7 @@ static const char SCHEMA_V1[] =
 	"                                       'cancelled', 'uncertain', 'refused')),"
 	"  command TEXT NOT NULL, timeout_seconds INTEGER NOT NULL, generation INTEGER, nonce_hex TEXT,"
 	"  sandbox TEXT, accepted_ms INTEGER NOT NULL, dispatched_ms INTEGER, finished_ms INTEGER,"
-	"  result_json TEXT, receipt_json TEXT, reason TEXT);"
+	"  result_json TEXT, receipt_json TEXT, reason TEXT, authority TEXT);"
 	"CREATE INDEX execs_session_accepted ON execs (session, accepted_ms);"
 	"CREATE INDEX execs_state ON execs (state);"
 	/* The functions below only move states forward (their UPDATEs carry the allowed source state);
@@ -1013,7 +1013,7 @@ static int exec_state_of(struct records *r, const char *id, char state[16], stru
 /* accepted -> dispatched, once: the WHERE makes a second dispatch change nothing, and that is an
  * error, so an exec is never sent to an agent twice (invariant 7). */
 int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t generation, const char *nonce_hex,
-			    const char *sandbox, struct sb_err *err)
+			    const char *sandbox, const char *authority, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
 	sqlite3_stmt *st cleanup_stmt = NULL;
@@ -1026,8 +1026,9 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 	if (!is_hex(nonce_hex) || generation > INT64_MAX)
 		return sb_fail(err, EINVAL, "records: exec %s: the nonce must be hex and the generation in range", exec_id);
 	if (prepare(r, "UPDATE execs SET state = 'dispatched', generation = ?1, nonce_hex = ?2, sandbox = ?3,"
-		       " dispatched_ms = ?4 WHERE id = ?5 AND state = 'accepted'", &st, err) != 0)
+		       " dispatched_ms = ?4, authority = ?6 WHERE id = ?5 AND state = 'accepted'", &st, err) != 0)
 		return -1;
+	bind_text(st, 6, authority, &rc);
 	bind_int(st, 1, (int64_t)generation, &rc);
 	bind_text(st, 2, nonce_hex, &rc);
 	bind_text(st, 3, sandbox, &rc);
@@ -1112,17 +1113,19 @@ int records_exec_get(struct records *r, const char *exec_id, struct exec_row *ou
 }
 
 /* {"exec_id", "session", "turn", "state", "command", "timeout_seconds", "generation", "nonce",
- *  "sandbox", "accepted_ms", "dispatched_ms", "finished_ms", "result", "receipt", "reason"};
+ *  "sandbox", "accepted_ms", "dispatched_ms", "finished_ms", "result", "receipt", "reason",
+ *  "authority"};
  * a column not yet set (before dispatch or finish) is null. */
 static json_t *exec_json(sqlite3_stmt *st)
 {
 	static const char *const keys[] = { "exec_id", "session", "turn", "state", "command", "timeout_seconds",
 					    "generation", "nonce", "sandbox", "accepted_ms", "dispatched_ms",
-					    "finished_ms", "result", "receipt", "reason" };
+					    "finished_ms", "result", "receipt", "reason", "authority" };
 	json_t *values[] = { col_json_text(st, 0), col_json_text(st, 1), col_json_int(st, 2), col_json_text(st, 3),
 			     col_json_text(st, 4), col_json_int(st, 5), col_json_int(st, 6), col_json_text(st, 7),
 			     col_json_text(st, 8), col_json_int(st, 9), col_json_int(st, 10), col_json_int(st, 11),
-			     col_json_parsed(st, 12), col_json_parsed(st, 13), col_json_text(st, 14) };
+			     col_json_parsed(st, 12), col_json_parsed(st, 13), col_json_text(st, 14),
+			     col_json_parsed(st, 15) };
 
 	return json_row(keys, values, sizeof values / sizeof values[0]);
 }
@@ -1136,8 +1139,8 @@ json_t *records_execs(struct records *r, const char *session, struct sb_err *err
 	/* rowid breaks ties between execs accepted in the same millisecond: insertion order. */
 	if (check_arg("session id", session, ID_MAX, err) != 0 ||
 	    prepare(r, "SELECT id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox,"
-		       " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason FROM execs"
-		       " WHERE session = ?1 ORDER BY accepted_ms, rowid", &st, err) != 0)
+		       " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason, authority"
+		       " FROM execs WHERE session = ?1 ORDER BY accepted_ms, rowid", &st, err) != 0)
 		return NULL;
 	bind_text(st, 1, session, &rc);
 	return rows_json(r, st, rc, exec_json, "listing execs", err);

@@ -81,8 +81,9 @@ int records_sandbox_set_state(struct records *r, const char *session, uint64_t g
 json_t *records_sandboxes_not_gone(struct records *r, struct sb_err *err);
 
 int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_err *err);
+/* authority: the authority snapshot (grants JSON) of the sandbox it goes to; may be NULL. */
 int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t generation, const char *nonce_hex,
-			    const char *sandbox, struct sb_err *err);
+			    const char *sandbox, const char *authority, struct sb_err *err);
 /* Final state with the result JSON and the receipt text (either may be NULL) and a reason. */
 int records_exec_finish(struct records *r, const char *exec_id, const char *state, const char *result_json,
 			const char *receipt_json, const char *reason, struct sb_err *err);

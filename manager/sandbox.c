@@ -197,6 +197,12 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	}
 	/* The authority snapshot: the session's grants as they are now, for this generation only. */
 	grants = records_grants(m->rec, l->session, err);
+	if (grants != NULL) {
+		char *text = json_dumps(grants, JSON_COMPACT | JSON_SORT_KEYS);
+
+		snprintf(l->authority, sizeof l->authority, "%s", text ? text : "");
+		free(text);
+	}
 	rc = grants ? snapshot_make(l->private_dir, grants, m->cfg.resources, m->cfg.sandbox_uid, m->cfg.sandbox_gid,
 				    &snap, err) : -1;
 	json_decref(grants);

@@ -23,6 +23,9 @@ test_manager_grants() {
 	assert_lines "$(cat "$OUT")" "kubernetes-prod.kubeconfig" "kubernetes-staging.kubeconfig"
 	mgr session show --session "$SID"
 	assert_json .generation 2
+	# each exec records the authority it ran with
+	mgr records --session "$SID"
+	assert_json '[.records[].authority]' '[{"kubernetes:staging":"read"},{"kubernetes:prod":"write","kubernetes:staging":"read"}]'
 	mgr grant --session "$SID" --set kubernetes:nope=read
 	assert_eq "an undeclared resource" 125 "$RC"
 	assert_match "its message" "not declared" "$(cat "$ERR")"

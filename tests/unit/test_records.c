@@ -184,7 +184,7 @@ static void test_reopen_keeps_data(void **state)
 	session_add(r, "s1");
 	assert_int_equal(records_grant_set(r, "s1", "kubernetes:staging", "read", &err), 0);
 	exec_add(r, "e1", "s1", 0);
-	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00ff", "process:10:20", &err), 0);
+	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00ff", "process:10:20", NULL, &err), 0);
 	assert_int_equal(records_exec_finish(r, "e1", "exited", "{\"exit_code\":0}", "{}", NULL, &err), 0);
 	records_close(r);
 
@@ -501,7 +501,7 @@ static void test_exec_lifecycle(void **state)
 	json_is(ids, "[\"e1\"]");
 	json_decref(ids);
 
-	assert_int_equal(records_exec_dispatched(r, "e1", 7, "a1b2c3", "process:10:20", &err), 0);
+	assert_int_equal(records_exec_dispatched(r, "e1", 7, "a1b2c3", "process:10:20", NULL, &err), 0);
 	assert_int_equal(records_exec_get(r, "e1", e, &err), RECORDS_FOUND);
 	assert_string_equal(e->state, "dispatched");
 	assert_int_equal(e->generation, 7);
@@ -571,8 +571,8 @@ static void test_exec_forbidden_transitions(void **state)
 
 	session_add(r, "s1");
 	exec_add(r, "e1", "s1", 0);
-	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00", "process:1:1", &err), 0);
-	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00", "process:1:1", &err), -1);
+	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00", "process:1:1", NULL, &err), 0);
+	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00", "process:1:1", NULL, &err), -1);
 	assert_string_equal(err.msg, "records: exec e1 is not accepted (state dispatched): never dispatched twice");
 
 	assert_int_equal(records_exec_finish(r, "e1", "running", NULL, NULL, NULL, &err), -1);
@@ -584,17 +584,17 @@ static void test_exec_forbidden_transitions(void **state)
 	assert_int_equal(records_exec_finish(r, "e1", "exited", "{}", "{}", NULL, &err), -1);
 	assert_string_equal(err.msg,
 			    "records: exec e1 already finished (state uncertain): an exec finished once stays finished");
-	assert_int_equal(records_exec_dispatched(r, "e1", 2, "01", "process:1:1", &err), -1);
+	assert_int_equal(records_exec_dispatched(r, "e1", 2, "01", "process:1:1", NULL, &err), -1);
 	assert_string_equal(err.msg, "records: exec e1 is not accepted (state uncertain): never dispatched twice");
 	exec_state_is(r, "e1", "uncertain");
 
-	assert_int_equal(records_exec_dispatched(r, "nope", 1, "00", "process:1:1", &err), -1);
+	assert_int_equal(records_exec_dispatched(r, "nope", 1, "00", "process:1:1", NULL, &err), -1);
 	expect_msg(&err, "no exec nope");
 	assert_int_equal(records_exec_finish(r, "nope", "exited", NULL, NULL, NULL, &err), -1);
 	expect_msg(&err, "no exec nope");
 
 	exec_add(r, "e2", "s1", 0);
-	assert_int_equal(records_exec_dispatched(r, "e2", 1, "not-hex", "process:1:1", &err), -1);
+	assert_int_equal(records_exec_dispatched(r, "e2", 1, "not-hex", "process:1:1", NULL, &err), -1);
 	expect_msg(&err, "the nonce must be hex");
 	exec_state_is(r, "e2", "accepted");
 
