@@ -3,7 +3,8 @@
  * checked with SO_PEERCRED on every connection, not trusted from file modes alone.
  *
  * Request:  {"op": "session.create" | "session.show" | "session.delete" | "exec" | "cancel" |
- *            "grant" | "records" | "config", ...arguments}
+ *            "grant" | "records" | "config", ...arguments}. An exec may carry "tag" (the client's
+ *            name for the call); a cancel with "tag" stops only the running call that carries it.
  * Response: {"ok": true, ...} or {"ok": false, "error": {"kind": K, "message": M}} with K one of
  *            "invalid" (bad input), "not_found", "refused" (a rule said no), "unavailable" (the
  *            sandbox or manager cannot run it now), "internal". */

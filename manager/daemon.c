@@ -117,7 +117,8 @@ static json_t *dispatch(struct manager *m, json_t *req)
 	if (strcmp(op, "session.delete") == 0)
 		return sessions_delete(m, session, json_is_true(json_object_get(req, "delete_branch")));
 	if (strcmp(op, "cancel") == 0)
-		return session == NULL ? control_error("invalid", "cancel needs a session") : execpath_cancel(m, session);
+		return session == NULL ? control_error("invalid", "cancel needs a session") :
+					 execpath_cancel(m, session, json_string_value(json_object_get(req, "tag")));
 	if (strcmp(op, "grant") == 0)
 		return sessions_grant(m, req);
 	if (strcmp(op, "records") == 0)

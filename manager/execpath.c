@@ -28,6 +28,7 @@ struct call {
 	const char *command;
 	unsigned timeout;
 	int64_t turn;
+	char tag[65];                  /* optional, from the client: lets it cancel this call only */
 	uint8_t nonce[AGENT_NONCE_BYTES];
 	char nonce_hex[2 * AGENT_NONCE_BYTES + 1];
 	struct live_sandbox *sandbox;
@@ -61,6 +62,7 @@ static json_t *call_finish(struct manager *m, struct call *c, const char *status
 static json_t *call_validate(struct manager *m, json_t *req, struct call *c)
 {
 	json_t *timeout = json_object_get(req, "timeout_seconds"), *turn = json_object_get(req, "turn");
+	json_t *tag = json_object_get(req, "tag");
 	const char *session = json_string_value(json_object_get(req, "session"));
 	struct sb_err err;
 
@@ -78,6 +80,11 @@ static json_t *call_validate(struct manager *m, json_t *req, struct call *c)
 				     (long long)json_integer_value(timeout), m->cfg.max_timeout);
 	if (turn != NULL && (!json_is_integer(turn) || json_integer_value(turn) < 0))
 		return control_error("invalid", "turn must be a non-negative number");
+	if (tag != NULL && (!json_is_string(tag) || json_string_length(tag) == 0 || json_string_length(tag) > 64 ||
+			    strspn(json_string_value(tag), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") !=
+				    json_string_length(tag)))
+		return control_error("invalid", "tag must be 1-64 characters of [A-Za-z0-9._:-]");
+	snprintf(c->tag, sizeof c->tag, "%s", tag ? json_string_value(tag) : "");
 	snprintf(c->session, sizeof c->session, "%s", session);
 	c->timeout = timeout ? (unsigned)json_integer_value(timeout) : m->cfg.default_timeout;
 	c->turn = turn ? json_integer_value(turn) : -1;
@@ -290,10 +297,12 @@ static void sandbox_mark(struct manager *m, struct call *c, bool busy)
 {
 	pthread_mutex_lock(&m->lock);
 	c->sandbox->busy = busy;
-	if (busy)
+	if (busy) {
 		snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
-	else
+		snprintf(c->sandbox->running_tag, sizeof c->sandbox->running_tag, "%s", c->tag);
+	} else {
 		c->sandbox->last_used_ms = now_wall_ms();
+	}
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -386,7 +395,7 @@ json_t *execpath_run(struct manager *m, json_t *req)
 
 /* Cancel the session's running call: stop its sandbox. The call's own thread then finds the
  * exec lost, gets the sandbox's evidence and records it `cancelled`. */
-json_t *execpath_cancel(struct manager *m, const char *session)
+json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 {
 	struct live_sandbox *l;
 	struct sb_err err;
@@ -396,7 +405,8 @@ json_t *execpath_cancel(struct manager *m, const char *session)
 	pthread_mutex_lock(&m->lock);
 	for (l = m->live; l != NULL && strcmp(l->session, session) != 0; l = l->next) {
 	}
-	if (l != NULL && l->busy) {
+	/* With a tag, only the call that carries it: another client's call is left alone. */
+	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
 		snprintf(exec_id, sizeof exec_id, "%s", l->running_exec);
 		snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled by request");
 		rc = m->backend->ops->stop(m->backend, &l->h, &err);

@@ -34,6 +34,7 @@ struct live_sandbox {
 	int64_t last_used_ms;
 	bool busy;                     /* an exec is in flight on it */
 	char running_exec[65];
+	char running_tag[65];          /* the client's tag of the running call ("" when none) */
 	char cancel_reason[256];       /* set: stop it and record the running exec cancelled */
 	char kubeconfig[8192];         /* from the authority snapshot: KUBECONFIG of every call */
 	int64_t credentials_expire_ms; /* the snapshot's earliest expiry; 0: nothing expires */
@@ -67,7 +68,8 @@ int64_t now_wall_ms(void);
 
 /* execpath.c: the six steps of one call; returns the control response. */
 json_t *execpath_run(struct manager *m, json_t *req);
-json_t *execpath_cancel(struct manager *m, const char *session);
+/* Cancel the session's running call; with a tag, only the call the client tagged so. */
+json_t *execpath_cancel(struct manager *m, const char *session, const char *tag);
 /* At start: accepted execs are refused (they never ran), dispatched ones reconciled or uncertain. */
 int execpath_recover(struct manager *m, struct sb_err *err);
 

@@ -47,6 +47,7 @@ struct mcp_job {
 	long long timeout;      /* what the daemon applies: asked for, else its default */
 	int timeout_given;
 	int cancel_requested;   /* under srv.lock */
+	char tag[40];           /* sent with the exec and its cancel: "mcp-<pid>-<n>" */
 	struct mcp_job *next;
 };
 
@@ -440,6 +441,9 @@ static struct mcp_job *call_prepare(json_t *id, json_t *params)
 	j->timeout = j->timeout_given ? json_integer_value(json_object_get(args, "timeout_seconds")) : srv.default_timeout;
 	j->id = json_incref(id);
 	j->progress_token = json_incref(json_object_get(json_object_get(params, "_meta"), "progressToken"));
+	/* Only the reader thread prepares calls: a plain counter is enough. */
+	static unsigned long calls;
+	snprintf(j->tag, sizeof j->tag, "mcp-%d-%lu", (int)getpid(), ++calls);
 	return j;
 }
 
@@ -466,14 +470,15 @@ static void rpc_tools_call(json_t *id, json_t *params)
 
 /* A cancellation was asked for: tell the daemon, again while it finds nothing running yet (the
  * call may still be starting its sandbox). Worker thread. */
-static void job_cancel_send(int64_t *next_ms)
+static void job_cancel_send(const struct mcp_job *j, int64_t *next_ms)
 {
 	struct sb_err err;
 	json_t *resp;
 
 	if (*next_ms < 0 || now_ms() < *next_ms)
 		return;
-	resp = daemon_quick(json_pack("{s:s, s:s}", "op", "cancel", "session", srv.session), &err);
+	/* Tagged: only this call is cancelled, never another client's call on the same session. */
+	resp = daemon_quick(json_pack("{s:s, s:s, s:s}", "op", "cancel", "session", srv.session, "tag", j->tag), &err);
 	if (resp == NULL) {
 		sb_warn("mcp: cancel: %s", err.msg);
 		*next_ms = now_ms() + CANCEL_RETRY_MS;
@@ -522,7 +527,7 @@ static int job_wait(struct mcp_job *j, int fd, json_t **resp, struct sb_err *err
 		cancel = j->cancel_requested;
 		pthread_mutex_unlock(&srv.lock);
 		if (cancel)
-			job_cancel_send(&cancel_next);
+			job_cancel_send(j, &cancel_next);
 		job_progress(j, started, &progress_next);
 		if (now_ms() > deadline)
 			return sb_fail(err, ETIMEDOUT, "no answer from the manager %d s after the call's timeout",
@@ -552,7 +557,8 @@ static json_t *job_answer(struct mcp_job *j, json_t *resp)
 
 static json_t *job_run(struct mcp_job *j)
 {
-	json_t *req = json_pack("{s:s, s:s, s:s}", "op", "exec", "session", srv.session, "command", j->command);
+	json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "op", "exec", "session", srv.session, "command", j->command,
+				"tag", j->tag);
 	json_t *resp = NULL;
 	struct sb_err err;
 	char why[SB_ERR_MSG_MAX + 160];

@@ -3,7 +3,7 @@
 // check ("ok ..." / "FAIL ...") and exits 1 when any check failed. Run by tests/integration/manager_mcp.sh:
 //   node client.mjs --manager BIN --socket PATH --session S --manager-pid PID --max-timeout N --default-timeout N
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -242,6 +242,20 @@ async function cancelChecks(client) {
 	check('cancel: the next call runs', r.isError === false && /^after-cancel\n/.test(text(r)), text(r));
 }
 
+async function waitGone(pid, ms) {
+	const until = Date.now() + ms;
+	while (Date.now() < until) {
+		let state = '';
+		try {
+			state = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
+		} catch {
+			return;
+		}
+		if (state === 'Z') return;
+		await new Promise(resolve => setTimeout(resolve, 50));
+	}
+}
+
 async function managerGoneChecks(client) {
 	const cmd = `sleep 20.${MARK}3`;
 	const marker = `/tmp/mcp-local-fallback.${MARK}`;
@@ -250,6 +264,8 @@ async function managerGoneChecks(client) {
 	await waitRecord(x => x.command === cmd && x.state === 'dispatched', 15000);
 	process.kill(Number(opt['manager-pid']), 'SIGKILL');
 	let r = await call;
+	// A dying process's listening socket can still accept into its backlog: wait until it is gone.
+	await waitGone(Number(opt['manager-pid']), 5000);
 	check('manager killed mid-call: isError, outcome uncertain, unavailable', r.isError === true &&
 		/outcome uncertain: sandbox-manager unavailable/.test(text(r)) && r.structuredContent?.status === 'uncertain', text(r));
 	r = await client.callTool({ name: 'bash', arguments: { command: `touch ${marker}; echo ran` } });
