@@ -638,17 +638,18 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	if (hidden_add_dirname(cfg->key, bo.hidden, &bo.n_hidden, store[0], err) < 0)
 		return -1;
 	if (strncmp(cfg->listen, "unix:", 5) == 0) {
-		*listen_fd = listen_unix(cfg->listen + 5, err);
-		if (*listen_fd >= 0 && hidden_add_dirname(cfg->listen + 5, bo.hidden, &bo.n_hidden, store[1], err) < 0)
+		if (hidden_add_dirname(cfg->listen + 5, bo.hidden, &bo.n_hidden, store[1], err) < 0)
 			return -1;
 	} else {
-		*listen_fd = listen_tcp(cfg->listen, &port, err);
+		struct sockaddr_storage ss;
+		socklen_t len;
+
+		if (sockaddr_parse(cfg->listen, &ss, &len, &port, err) < 0)
+			return -1;
 		/* The agent's own port is always out of the commands' reach. */
-		if (*listen_fd >= 0 && cfg->n_ports < BOUNDARY_MAX_PORTS)
+		if (cfg->n_ports < BOUNDARY_MAX_PORTS)
 			cfg->ports[cfg->n_ports++] = port;
 	}
-	if (*listen_fd < 0)
-		return -1;
 	bo.n_block_ports = cfg->n_ports;
 	a->sec = secrets_alloc(err);
 	snprintf(key_path, sizeof key_path, "%s/receipt.key", cfg->state_dir);
@@ -666,8 +667,14 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	if (a->cancel_efd < 0)
 		return sb_fail_errno(err, "eventfd");
 	pthread_mutex_init(&a->lock, NULL);
-	/* Last: with blocked ports, this restricts the agent itself (Landlock) for good. */
-	return boundary_prepare(&a->b, &bo, err);
+	/* With blocked ports, this restricts the agent itself (Landlock, connect only) for good. */
+	if (boundary_prepare(&a->b, &bo, err) < 0)
+		return -1;
+	/* Listen last: a connection that succeeds means an agent that is ready to serve, never one
+	 * that is still loading its keys (or about to fail doing so). */
+	*listen_fd = strncmp(cfg->listen, "unix:", 5) == 0 ? listen_unix(cfg->listen + 5, err) :
+							     listen_tcp(cfg->listen, &port, err);
+	return *listen_fd < 0 ? -1 : 0;
 }
 
 static int serve_usage(const char *msg)
@@ -728,7 +735,7 @@ int cli_serve(int argc, char **argv)
 	static struct agent a;
 	struct serve_config cfg = { 0 };
 	struct sb_err err;
-	int fd, rc;
+	int fd = -1, rc;
 
 	if ((rc = serve_parse(&cfg, argc, argv)) != 0)
 		return rc;
