@@ -2,6 +2,7 @@
  * one bounded HTTPS call through libcurl (certificate verified, https only, no redirects), and the
  * kubeconfig they write. Never logs a credential nor puts the manager's credential in a file. */
 #include "broker.h"
+#include "jsonfile.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -41,7 +42,7 @@ json_t *broker_config_load(const char *resource, const char *path, const char *c
 			resource, path);
 		return NULL;
 	}
-	cfg = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	cfg = sb_json_load_path(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(cfg)) {
 		sb_fail(err, EINVAL, "resource %s: config %s: %s", resource, path,
 			cfg ? "must be a JSON object" : jerr.text);

@@ -1,5 +1,6 @@
 /* Configuration (see config.h). Owns the defaults and their reasons. */
 #include "config.h"
+#include "jsonfile.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -133,7 +134,7 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 static int file_apply(struct config *c, const char *path, struct sb_err *err)
 {
 	json_error_t jerr;
-	json_t *obj = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr), *v;
+	json_t *obj = sb_json_load_path(path, JSON_REJECT_DUPLICATES, &jerr), *v;
 	const char *key;
 	char num[32];
 	int rc = 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "jsonfile.h"
 
 #define REVOKE_FILE "credentials.revoke"
 
@@ -182,7 +183,7 @@ int snapshot_release(const char *private_dir, struct sb_err *err)
 	snprintf(path, sizeof path, "%s/" REVOKE_FILE, private_dir);
 	if (access(path, F_OK) < 0)
 		return 0;
-	list = json_load_file(path, 0, &jerr);
+	list = sb_json_load_path(path, 0, &jerr);
 	if (!json_is_array(list)) {
 		json_decref(list);
 		return sb_fail(err, EINVAL, "%s: %s", path, jerr.text);

@@ -1,6 +1,7 @@
 /* The journal (see journal.h). Each entry is written to a temporary name, fsynced, renamed into
  * place and the directory fsynced: a crash leaves the old entry or the new one, never half. */
 #include "journal.h"
+#include "jsonfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -72,7 +73,7 @@ static json_t *entry_load(const char *dir, const char *exec_id, struct sb_err *e
 
 	if (entry_path(dir, exec_id, "", path, sizeof path, err) < 0)
 		return NULL;
-	obj = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	obj = sb_json_load_path(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (obj == NULL && access(path, F_OK) == 0)
 		sb_fail(err, EIO, "journal entry %s is damaged: %s", path, jerr.text);
 	else if (obj == NULL)
