@@ -527,7 +527,7 @@ static void test_exec_lifecycle(void **state)
 	assert_int_equal(json_array_size(list), 3);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "exec_id")), "e0");
 	o = json_array_get(list, 1);
-	assert_int_equal(json_object_size(o), 15);
+	assert_int_equal(json_object_size(o), 16); /* ... "reason", "authority" */
 	assert_string_equal(json_string_value(json_object_get(o, "exec_id")), "e1");
 	assert_string_equal(json_string_value(json_object_get(o, "session")), "s1");
 	assert_int_equal(json_integer_value(json_object_get(o, "turn")), 3);
@@ -668,7 +668,7 @@ static void *worker_main(void *arg)
 	for (int i = 0; i < 100 && !w->error[0]; i++) {
 		snprintf(e->id, sizeof e->id, "t%d-%03d", w->index, i);
 		if (records_exec_insert(w->r, e, &err) != 0 ||
-		    records_exec_dispatched(w->r, e->id, 1, "abcd", "process:1:1", &err) != 0 ||
+		    records_exec_dispatched(w->r, e->id, 1, "abcd", "process:1:1", NULL, &err) != 0 ||
 		    records_exec_finish(w->r, e->id, "exited", "{\"exit_code\":0}", "{}", NULL, &err) != 0)
 			snprintf(w->error, sizeof w->error, "%s", err.msg);
 	}
