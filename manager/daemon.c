@@ -14,6 +14,7 @@
 
 #include "control.h"
 #include "log.h"
+#include "thread.h"
 #include "workspace.h"
 
 /* The manager's private state: nothing in it is readable or writable by others. Under a root
@@ -169,23 +170,20 @@ out:
 static void conn_start(struct manager *m, int fd)
 {
 	struct conn *c = calloc(1, sizeof *c);
-	pthread_attr_t attr;
-	pthread_t t;
+	struct sb_err err;
 
 	if (c == NULL) {
+		sb_error("refused a control connection: out of memory");
 		close(fd);
 		return;
 	}
 	c->m = m;
 	c->fd = fd;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, conn_thread, c) != 0) {
-		sb_error("could not start a connection thread");
+	if (sb_thread_detached(conn_thread, c, &err) < 0) {
+		sb_error("refused a control connection: %s", err.msg);
 		close(fd);
 		free(c);
 	}
-	pthread_attr_destroy(&attr);
 }
 
 int daemon_serve(int argc, char **argv)

@@ -2,6 +2,7 @@
  * place and the directory fsynced: a crash leaves the old entry or the new one, never half. */
 #include "journal.h"
 #include "jsonfile.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -97,7 +98,7 @@ static void entry_close_lost(const char *dir, const char *exec_id)
 	json_object_set_new(obj, "state", json_string("finished"));
 	json_object_set_new(obj, "result", result);
 	if (entry_store(dir, exec_id, obj, &err) < 0)
-		fprintf(stderr, "journal: %s\n", err.msg);
+		sb_warn("journal: %s", err.msg);
 	json_decref(obj);
 }
 

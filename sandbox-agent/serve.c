@@ -32,6 +32,7 @@
 #include "receipt.h"
 #include "result.h"
 #include "secret.h"
+#include "thread.h"
 #include "tls.h"
 
 #define SERVE_FRAME_CAP SB_FRAME_CAP_DEFAULT
@@ -466,8 +467,7 @@ static void *conn_thread(void *arg)
 static void conn_start(struct agent *a, int fd)
 {
 	struct conn *c = calloc(1, sizeof *c);
-	pthread_attr_t attr;
-	pthread_t t;
+	struct sb_err err;
 	bool room;
 
 	pthread_mutex_lock(&a->lock);
@@ -483,17 +483,14 @@ static void conn_start(struct agent *a, int fd)
 	}
 	c->agent = a;
 	c->fd = fd;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, conn_thread, c) != 0) {
-		sb_error("could not start a connection thread");
+	if (sb_thread_detached(conn_thread, c, &err) < 0) {
+		sb_error("refused a connection: %s", err.msg);
 		close(fd);
 		free(c);
 		pthread_mutex_lock(&a->lock);
 		a->connections--;
 		pthread_mutex_unlock(&a->lock);
 	}
-	pthread_attr_destroy(&attr);
 }
 
 /* ---- the listener ---- */

@@ -1,0 +1,18 @@
+/* Detached threads (see thread.h). */
+#include "thread.h"
+
+#include <pthread.h>
+
+int sb_thread_detached(void *(*fn)(void *), void *arg, struct sb_err *err)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc = pthread_attr_init(&attr);
+
+	if (rc == 0)
+		rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (rc == 0)
+		rc = pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return rc == 0 ? 0 : sb_fail(err, rc, "starting a thread");
+}
