@@ -64,4 +64,19 @@ struct backend {
  * user, PID, mount, IPC and UTS namespaces on this host, whose root is built from the mount plan. */
 int backend_process_create(struct backend **out, struct sb_err *err);
 
+/* The podman backend: the sandbox is a container of the sandbox image (images/), whose entrypoint
+ * is the agent, through the Docker-compatible API of a Podman service on a unix socket. */
+struct podman_settings {
+	char socket[PATH_MAX];           /* the service's unix socket */
+	char image[256];
+	char seccomp[PATH_MAX];          /* a seccomp profile on the service's host; "" = the runtime's default */
+	char network[64];                /* NetworkMode: "none" (default), "bridge", a network's name */
+	int64_t nano_cpus;               /* CPU limit, in 1e-9 CPUs */
+	int64_t memory_bytes;            /* memory limit; swap is not allowed on top */
+	int64_t pids;                    /* pids limit */
+};
+
+/* Checks that the service answers and has the image, once, at start. */
+int backend_podman_create(struct backend **out, const struct podman_settings *set, struct sb_err *err);
+
 #endif

@@ -30,6 +30,7 @@
  * Directories made to hold mount points under the sandbox's writable /tmp get a tmpfs of their own that
  * turns read-only once built: otherwise a command could rename them and move the agent's state away.
  */
+#include "agent_dir.h"
 #include "backend.h"
 #include "nsspawn.h"
 
@@ -73,7 +74,6 @@
 #define AGENT_INSIDE "/.sandbox/bin/sandbox-agent"
 #define EMPTY_INSIDE "/.sandbox/empty"
 #define PUT_OLD ".oldroot"
-#define SANDBOX_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /* Mount attributes every bind and tmpfs gets unless it must hold device nodes or executables. */
 #define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
@@ -382,20 +382,9 @@ static int steps_anchor(struct steps *s, const char *target, struct sb_err *err)
 /* ------------------------------------------------------------------ one launch */
 
 struct launch {
-	char private_dir[PATH_MAX];
+	struct agent_dir d;             /* private directory, the agent's argv and envp (agent_dir.h) */
 	char root[PATH_MAX];            /* <private_dir>/root: the new root's mount point on the host */
-	char tls[PATH_MAX + 8], state[PATH_MAX + 8], sock_dir[PATH_MAX + 8];
-	char sock[PATH_MAX + 32], listen[PATH_MAX + 40];
-	char cert[PATH_MAX + 32], key[PATH_MAX + 32], ca[PATH_MAX + 32];
-	char log[PATH_MAX + 16];
 	char agent[PATH_MAX];
-	char credentials[PATH_MAX];
-	char generation[24];
-	uid_t host_uid;                 /* what the sandbox's uid and gid 0 are on the host */
-	gid_t host_gid;
-	char env_log_level[64];
-	char *argv[20];
-	char *envp[4];
 	const char *workdir;
 	struct steps steps;
 	off_t log_start;                /* agent.log's size before this launch: its tail is ours */
@@ -426,122 +415,20 @@ static void launch_free(struct launch **lp)
 	free(l);
 }
 
-static int path_fmt(char *out, size_t len, struct sb_err *err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int path_fmt(char *out, size_t len, struct sb_err *err, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(out, len, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= len)
-		return sb_fail(err, ENAMETOOLONG, "path too long: %s", out);
-	return 0;
-}
-
-/* The agent refuses a key, state or socket directory that is not its own (serve.c): say so here,
- * before anything starts. owner: the host uid the directory must belong to (the manager's for
- * the private directory itself, the sandbox's for what is mounted into it). */
-static int private_subdir(const char *dir, bool create, uid_t owner, struct sb_err *err)
-{
-	struct stat st;
-
-	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return sb_fail_errno(err, "creating %s", dir);
-	if (lstat(dir, &st) < 0)
-		return sb_fail_errno(err, "%s", dir);
-	if (!S_ISDIR(st.st_mode) || st.st_uid != owner || (st.st_mode & 022) != 0)
-		return sb_fail(err, EPERM, "%s must be a directory owned by uid %u and not writable by group or "
-			       "others: the agent keeps its keys, receipts and socket there", dir, (unsigned)owner);
-	return 0;
-}
-
-/* When the sandbox runs as another uid than the manager (a root manager: backend.h), hand it
- * what it must write: the plan's writable entries and its own tls/, state/ and sock/, without
- * following a link a command may have planted there. The private directory itself stays the
- * manager's, searchable (0711) so the sandbox's init can walk to those three. */
-static uid_t hand_uid;
-static gid_t hand_gid;
-
-static int hand_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)flag;
-	(void)ftw;
-	if ((st->st_uid == hand_uid && st->st_gid == hand_gid) || lchown(path, hand_uid, hand_gid) == 0)
-		return 0;
-	return -1;
-}
-
-static int hand_over(const struct launch *l, const struct sandbox_spec *spec, struct sb_err *err)
-{
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* nftw's callback takes no context */
-	const char *own[3] = { l->tls, l->state, l->sock_dir };
-	int rc = 0;
-
-	if (l->host_uid == geteuid())
-		return 0;
-	if (chmod(l->private_dir, 0711) < 0)
-		return sb_fail_errno(err, "making %s searchable for the sandbox", l->private_dir);
-	pthread_mutex_lock(&lock);
-	hand_uid = l->host_uid;
-	hand_gid = l->host_gid;
-	for (size_t i = 0; i < spec->plan->n && rc == 0; i++)
-		if (spec->plan->entries[i].mode == MOUNT_RW && nftw(spec->plan->entries[i].source, hand_entry, 16, FTW_PHYS) < 0)
-			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", spec->plan->entries[i].source,
-					   (unsigned)hand_uid);
-	for (int i = 0; i < 3 && rc == 0; i++)
-		if ((mkdir(own[i], 0700) < 0 && errno != EEXIST) || nftw(own[i], hand_entry, 16, FTW_PHYS) < 0)
-			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", own[i], (unsigned)hand_uid);
-	pthread_mutex_unlock(&lock);
-	return rc;
-}
-
 static int launch_paths(struct launch *l, const struct sandbox_spec *spec, struct sb_err *err)
 {
 	struct stat st;
 
 	/* Canonical from here on: the root is built without following any symbolic link. */
-	l->host_uid = spec->host_uid;
-	l->host_gid = spec->host_gid;
-	if (l->host_uid == 0 || l->host_gid == 0)
-		return sb_fail(err, EPERM, "a sandbox never runs as host root: give it an unprivileged uid and gid");
-	if (realpath(spec->private_dir, l->private_dir) == NULL)
-		return sb_fail_errno(err, "private directory %s", spec->private_dir);
 	if (realpath(spec->agent_path, l->agent) == NULL)
 		return sb_fail_errno(err, "agent binary %s", spec->agent_path);
 	if (stat(l->agent, &st) < 0 || !S_ISREG(st.st_mode) || access(l->agent, X_OK) < 0)
 		return sb_fail(err, ENOEXEC, "agent binary %s is not an executable file", l->agent);
-	if (spec->credentials_dir != NULL && realpath(spec->credentials_dir, l->credentials) == NULL)
-		return sb_fail_errno(err, "credentials directory %s", spec->credentials_dir);
-	if (path_fmt(l->root, sizeof l->root, err, "%s/root", l->private_dir) < 0 ||
-	    path_fmt(l->tls, sizeof l->tls, err, "%s/tls", l->private_dir) < 0 ||
-	    path_fmt(l->state, sizeof l->state, err, "%s/state", l->private_dir) < 0 ||
-	    path_fmt(l->sock_dir, sizeof l->sock_dir, err, "%s/sock", l->private_dir) < 0 ||
-	    path_fmt(l->sock, sizeof l->sock, err, "%s/agent.sock", l->sock_dir) < 0 ||
-	    path_fmt(l->listen, sizeof l->listen, err, "unix:%s", l->sock) < 0 ||
-	    path_fmt(l->cert, sizeof l->cert, err, "%s/agent.crt", l->tls) < 0 ||
-	    path_fmt(l->key, sizeof l->key, err, "%s/agent.key", l->tls) < 0 ||
-	    path_fmt(l->ca, sizeof l->ca, err, "%s/ca.crt", l->tls) < 0 ||
-	    path_fmt(l->log, sizeof l->log, err, "%s/agent.log", l->private_dir) < 0)
-		return -1;
-	if (strlen(l->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		return sb_fail(err, ENAMETOOLONG, "the agent's socket path %s is longer than a unix socket allows "
-			       "(%zu bytes): use a shorter private directory", l->sock,
-			       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
-	if (hand_over(l, spec, err) < 0)
-		return -1;
-	if (private_subdir(l->private_dir, false, geteuid(), err) < 0 ||
-	    private_subdir(l->tls, false, l->host_uid, err) < 0 || private_subdir(l->state, true, l->host_uid, err) < 0 ||
-	    private_subdir(l->sock_dir, true, l->host_uid, err) < 0)
+	if (agent_dir_prepare(&l->d, spec, err) < 0 ||
+	    path_fmt(l->root, sizeof l->root, err, "%s/root", l->d.private_dir) < 0)
 		return -1;
 	if (mkdir(l->root, 0700) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating %s", l->root);
-	/* A socket left by an earlier generation must not answer for this one. */
-	if (lstat(l->sock, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(l->sock) < 0)
-		return sb_fail_errno(err, "removing the stale socket %s", l->sock);
 	return 0;
 }
 
@@ -549,13 +436,13 @@ static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct 
 {
 	const struct mount_plan *plan = spec->plan;
 	struct steps *s = &l->steps;
-	const char *privates[3][2] = { { l->tls, "ro" }, { l->state, "rw" }, { l->sock_dir, "rw" } };
+	const char *privates[3][2] = { { l->d.tls, "ro" }, { l->d.state, "rw" }, { l->d.sock_dir, "rw" } };
 
 	for (size_t i = 0; i < plan->n; i++)
 		if (steps_anchor(s, plan->entries[i].target, err) < 0)
 			return -1;
-	if ((spec->credentials_dir != NULL && steps_anchor(s, l->credentials, err) < 0) ||
-	    steps_anchor(s, l->private_dir, err) < 0)
+	if ((spec->credentials_dir != NULL && steps_anchor(s, l->d.credentials, err) < 0) ||
+	    steps_anchor(s, l->d.private_dir, err) < 0)
 		return -1;
 	for (size_t i = 0; i < plan->n; i++) {
 		const struct mount_entry *e = &plan->entries[i];
@@ -584,7 +471,7 @@ static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct 
 		}
 	}
 	if (spec->credentials_dir != NULL &&
-	    step_bind(s, l->credentials, l->credentials, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0)
+	    step_bind(s, l->d.credentials, l->d.credentials, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0)
 		return -1;
 	for (size_t i = 0; i < 3; i++) {
 		uint64_t attrs = ATTR_SAFE | MOUNT_ATTR_NOEXEC | (privates[i][1][1] == 'o' ? MOUNT_ATTR_RDONLY : 0);
@@ -613,36 +500,6 @@ static int launch_steps(struct launch *l, const struct sandbox_spec *spec, struc
 
 static int launch_command(struct launch *l, const struct sandbox_spec *spec)
 {
-	const char *level = getenv("SANDBOX_LOG_LEVEL");
-	size_t i = 0, e = 0;
-
-	snprintf(l->generation, sizeof l->generation, "%llu", (unsigned long long)spec->generation);
-	l->argv[i++] = "sandbox-agent";
-	l->argv[i++] = "serve";
-	l->argv[i++] = "--listen";
-	l->argv[i++] = l->listen;
-	l->argv[i++] = "--tls-cert";
-	l->argv[i++] = l->cert;
-	l->argv[i++] = "--tls-key";
-	l->argv[i++] = l->key;
-	l->argv[i++] = "--tls-ca";
-	l->argv[i++] = l->ca;
-	l->argv[i++] = "--manager-name";
-	l->argv[i++] = (char *)spec->manager_name;
-	l->argv[i++] = "--state-dir";
-	l->argv[i++] = l->state;
-	l->argv[i++] = "--generation";
-	l->argv[i++] = l->generation;
-	l->argv[i] = NULL;
-	/* A minimal, explicit environment: nothing of the manager's leaks in (commands get theirs
-	 * from each Exec anyway). */
-	l->envp[e++] = "PATH=" SANDBOX_PATH;
-	l->envp[e++] = "LANG=C.UTF-8";
-	if (level != NULL && strlen(level) < 32) {
-		snprintf(l->env_log_level, sizeof l->env_log_level, "SANDBOX_LOG_LEVEL=%s", level);
-		l->envp[e++] = l->env_log_level;
-	}
-	l->envp[e] = NULL;
 	l->workdir = spec->plan->workdir;
 	return 0;
 }
@@ -670,11 +527,11 @@ static int launch_fds(struct launch *l, struct sb_err *err)
 	/* Every descriptor close-on-exec: other threads of the manager may fork at any time. */
 	if (pipe2(l->go, O_CLOEXEC) < 0 || pipe2(l->error, O_CLOEXEC) < 0)
 		return sb_fail_errno(err, "creating pipes");
-	l->log_fd = open(l->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	l->log_fd = open(l->d.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (l->log_fd < 0)
-		return sb_fail_errno(err, "opening the agent's log %s", l->log);
+		return sb_fail_errno(err, "opening the agent's log %s", l->d.log);
 	if (fstat(l->log_fd, &st) < 0)
-		return sb_fail_errno(err, "inspecting %s", l->log);
+		return sb_fail_errno(err, "inspecting %s", l->d.log);
 	l->log_start = st.st_size;
 	l->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (l->null_fd < 0)
@@ -1008,7 +865,7 @@ static int stdio_attach(const struct launch *l, struct sb_err *err)
 	/* All our descriptors are above 2 (fd_above_stdio), so nothing is clobbered here; dup2 leaves
 	 * 0-2 without close-on-exec, as execve needs. */
 	if (dup2(l->null_fd, 0) < 0 || dup2(l->log_fd, 1) < 0 || dup2(l->log_fd, 2) < 0)
-		return sb_fail_errno(err, "attaching stdin to /dev/null and stdout, stderr to %s", l->log);
+		return sb_fail_errno(err, "attaching stdin to /dev/null and stdout, stderr to %s", l->d.log);
 	return 0;
 }
 
@@ -1056,27 +913,12 @@ __attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
 		sb_fail_errno(&err, "close_range");
 		die_report(l->error[1], &err);
 	}
-	execve(AGENT_INSIDE, l->argv, l->envp);
+	execve(AGENT_INSIDE, l->d.argv, l->d.envp);
 	sb_fail_errno(&err, "executing the agent (%s inside the sandbox, %s on the host)", AGENT_INSIDE, l->agent);
 	die_report(l->error[1], &err);
 }
 
 /* ================================================================== manager, outside */
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline)
-{
-	int64_t left = deadline - mono_ms();
-
-	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
-}
 
 /* clone3 into the sandbox's namespaces with a pidfd; clone() where clone3 is missing. The user
  * namespace owns the others, so an unprivileged manager can create them too. The child runs
@@ -1239,7 +1081,7 @@ static void handle_clear(struct sandbox_handle *h)
 /* The last LOG_TAIL_BYTES of what the agent wrote in this launch, on one line. */
 static void log_tail(const struct launch *l, char *out, size_t len)
 {
-	cleanup_close int fd = open(l->log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_close int fd = open(l->d.log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	char buf[LOG_TAIL_BYTES + 1];
 	struct stat st;
 	off_t from;
@@ -1313,28 +1155,6 @@ static int setup_wait(struct launch *l, struct sb_err *err)
 	}
 }
 
-/* Is the agent serving? 1: yes; 0: not yet (no listener, or the connection was dropped unaccepted);
- * the caller retries until its deadline. A bare connect is not enough: the agent listens before it
- * has loaded its keys and checked the kernel, and may still exit after a connect succeeded. So the
- * probe connects and half-closes without a byte (no TLS: the core speaks TLS), and waits for the
- * agent's own end of file: its TLS layer reads ours and closes, which only a serving agent's
- * connection thread does. A listener that closes with the connection still queued resets it
- * (ECONNRESET) instead. */
-static int agent_serving(const char *path, int64_t deadline)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char byte;
-
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || shutdown(fd, SHUT_WR) < 0)
-		return 0;
-	while (poll(&p, 1, remaining_ms(deadline)) < 0 && errno == EINTR) {
-	}
-	return p.revents != 0 && read(fd, &byte, 1) == 0 ? 1 : 0;
-}
-
 /* Until the agent serves on its socket, or dies (its log says why). */
 static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err *err)
 {
@@ -1345,7 +1165,7 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 		struct pollfd p = { .fd = h->pidfd, .events = POLLIN };
 		siginfo_t info;
 
-		if (agent_serving(l->sock, deadline) == 1)
+		if (agent_serving(l->d.sock, deadline) == 1)
 			return 0;
 		if (poll(&p, 1, 20) > 0) {
 			memset(&info, 0, sizeof info);
@@ -1362,7 +1182,7 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 		}
 		if (remaining_ms(deadline) == 0) {
 			log_tail(l, tail, sizeof tail);
-			return sb_fail(err, ETIMEDOUT, "the agent did not serve on %s within %d ms%s", l->sock,
+			return sb_fail(err, ETIMEDOUT, "the agent did not serve on %s within %d ms%s", l->d.sock,
 				       READY_MS, tail);
 		}
 	}
@@ -1391,8 +1211,8 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 		return -1;
 	}
 	snprintf(h->runtime_id, sizeof h->runtime_id, "process:%d:%llu", (int)pid, start);
-	snprintf(h->address, sizeof h->address, "%s", l->listen);
-	if (id_maps_write(pid, l->host_uid, l->host_gid, err) < 0) {
+	snprintf(h->address, sizeof h->address, "%s", l->d.listen);
+	if (id_maps_write(pid, l->d.host_uid, l->d.host_gid, err) < 0) {
 		sb_err_prefix(err, "writing the sandbox's id maps");
 		sandbox_abort(h, err);
 		return -1;

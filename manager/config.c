@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT 120
@@ -64,6 +65,10 @@ static void defaults(struct config *c)
 	else
 		snprintf(c->state_dir, sizeof c->state_dir, "%s/.local/state/infra-sandbox", home ? home : "/tmp");
 	snprintf(c->backend, sizeof c->backend, "process");
+	snprintf(c->podman_network, sizeof c->podman_network, "bridge");
+	c->sandbox_nano_cpus = 2000000000;
+	c->sandbox_memory_mib = 2048;
+	c->sandbox_pids = 1024;
 	agent_default(c->agent, sizeof c->agent);
 	c->default_timeout = DEFAULT_TIMEOUT;
 	c->max_timeout = MAX_TIMEOUT;
@@ -74,6 +79,21 @@ static void defaults(struct config *c)
 	 * sandbox is ever host root (backend.h), so sandboxes run as nobody unless told otherwise. */
 	c->sandbox_uid = geteuid() == 0 ? 65534 : geteuid();
 	c->sandbox_gid = geteuid() == 0 ? 65534 : getegid();
+}
+
+/* "1.5" CPUs, as podman --cpus takes them, to the API's billionths. */
+static int cpus_set(int64_t *out, const char *value, struct sb_err *err)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(value, &end);
+	if (errno != 0 || end == value || *end != '\0' || !(v >= 0.01 && v <= 1024))
+		return sb_fail(err, EINVAL, "config: sandbox-cpus must be a number of CPUs from 0.01 to 1024, not '%s'",
+			       value);
+	*out = (int64_t)(v * 1e9);
+	return 0;
 }
 
 /* One setting by name, from the file or a flag: the same checks for both. */
@@ -96,6 +116,18 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return str_set(c->podman_socket, sizeof c->podman_socket, value, key, err);
 	if (strcmp(key, "image") == 0)
 		return str_set(c->image, sizeof c->image, value, key, err);
+	if (strcmp(key, "podman-seccomp") == 0)
+		return str_set(c->podman_seccomp, sizeof c->podman_seccomp, value, key, err);
+	if (strcmp(key, "podman-network") == 0)
+		return str_set(c->podman_network, sizeof c->podman_network, value, key, err);
+	if (strcmp(key, "sandbox-cpus") == 0)
+		return cpus_set(&c->sandbox_nano_cpus, value, err);
+	if (strcmp(key, "sandbox-memory-mib") == 0 || strcmp(key, "sandbox-pids") == 0) {
+		if (uint_set(&v, value, 16, 1024 * 1024, key, err) < 0)
+			return -1;
+		*(key[8] == 'm' ? &c->sandbox_memory_mib : &c->sandbox_pids) = (int64_t)v;
+		return 0;
+	}
 	if (strcmp(key, "agent") == 0)
 		return str_set(c->agent, sizeof c->agent, value, key, err);
 	if (strcmp(key, "default-timeout-seconds") == 0 || strcmp(key, "max-timeout-seconds") == 0 ||
@@ -177,7 +209,9 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "image", 1, NULL, 0 },  { "agent", 1, NULL, 0 },     { "default-timeout-seconds", 1, NULL, 0 },
 		{ "max-timeout-seconds", 1, NULL, 0 }, { "idle-seconds", 1, NULL, 0 },
 		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { "sandbox-uid", 1, NULL, 0 },
-		{ "sandbox-gid", 1, NULL, 0 },  { NULL, 0, NULL, 0 },
+		{ "sandbox-gid", 1, NULL, 0 },  { "podman-seccomp", 1, NULL, 0 }, { "podman-network", 1, NULL, 0 },
+		{ "sandbox-cpus", 1, NULL, 0 }, { "sandbox-memory-mib", 1, NULL, 0 }, { "sandbox-pids", 1, NULL, 0 },
+		{ NULL, 0, NULL, 0 },
 	};
 	int idx, opt;
 
@@ -198,6 +232,28 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 	return 0;
 }
 
+/* The agent is the image's; what podman needs is its socket, the image, and a profile it can read. */
+static int podman_check(const struct config *c, struct sb_err *err)
+{
+	struct stat st;
+
+	if (c->podman_socket[0] != '/')
+		return sb_fail(err, EINVAL, "config: the podman backend needs podman-socket, the absolute path of the "
+			       "service's unix socket");
+	if (c->image[0] == '\0')
+		return sb_fail(err, EINVAL, "config: the podman backend needs image, the sandbox image's name (make image "
+			       "builds infra-sandbox-agent:dev)");
+	if (c->podman_seccomp[0] != '\0' && (c->podman_seccomp[0] != '/' || stat(c->podman_seccomp, &st) < 0 ||
+					      !S_ISREG(st.st_mode)))
+		return sb_fail(err, EINVAL, "config: podman-seccomp must be the absolute path of a seccomp profile "
+			       "(images/seccomp.json), not '%s'", c->podman_seccomp);
+	if (c->podman_network[0] == '\0' || strspn(c->podman_network, "abcdefghijklmnopqrstuvwxyz0123456789-_.") !=
+						   strlen(c->podman_network))
+		return sb_fail(err, EINVAL, "config: podman-network must be a network mode or name, not '%s'",
+			       c->podman_network);
+	return 0;
+}
+
 int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 {
 	defaults(c);
@@ -214,9 +270,11 @@ int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 			       c->default_timeout, c->max_timeout);
 	if (geteuid() != 0 && (c->sandbox_uid != geteuid() || c->sandbox_gid != getegid()))
 		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only");
-	if (strcmp(c->backend, "process") != 0)
-		return sb_fail(err, EOPNOTSUPP, "config: the %s backend is not available in this build yet; use process",
-			       c->backend);
+	if (strcmp(c->backend, "kubernetes") == 0)
+		return sb_fail(err, EOPNOTSUPP, "config: the kubernetes backend is not available in this build yet; use "
+			       "process or podman");
+	if (strcmp(c->backend, "podman") == 0)
+		return podman_check(c, err);
 	if (access(c->agent, X_OK) < 0)
 		return sb_fail_errno(err, "config: the agent binary %s", c->agent);
 	return 0;

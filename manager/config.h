@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -14,7 +15,12 @@ struct config {
 	char socket[PATH_MAX];
 	char backend[32];           /* "process" (default), "podman", "kubernetes" */
 	char podman_socket[PATH_MAX];
-	char image[256];
+	char image[256];            /* podman: the sandbox image (images/), the agent as entrypoint */
+	char podman_seccomp[PATH_MAX]; /* podman: seccomp profile (images/seccomp.json); "" = podman's */
+	char podman_network[64];    /* podman: the containers' network mode, default "bridge" */
+	int64_t sandbox_nano_cpus;  /* podman: limits of each sandbox (the process backend sets none) */
+	int64_t sandbox_memory_mib;
+	int64_t sandbox_pids;
 	char agent[PATH_MAX];       /* the static sandbox-agent binary */
 	unsigned default_timeout;   /* seconds, when a call names none */
 	unsigned max_timeout;       /* a call over it is refused */

@@ -74,6 +74,22 @@ static int walkable_check(const char *path, uid_t uid, struct sb_err *err)
 	return 0;
 }
 
+static int backend_make(struct manager *m, struct sb_err *err)
+{
+	struct podman_settings set = { 0 };
+
+	if (strcmp(m->cfg.backend, "podman") != 0)
+		return backend_process_create(&m->backend, err);
+	snprintf(set.socket, sizeof set.socket, "%s", m->cfg.podman_socket);
+	snprintf(set.image, sizeof set.image, "%s", m->cfg.image);
+	snprintf(set.seccomp, sizeof set.seccomp, "%s", m->cfg.podman_seccomp);
+	snprintf(set.network, sizeof set.network, "%s", m->cfg.podman_network);
+	set.nano_cpus = m->cfg.sandbox_nano_cpus;
+	set.memory_bytes = m->cfg.sandbox_memory_mib * 1024 * 1024;
+	set.pids = m->cfg.sandbox_pids;
+	return backend_podman_create(&m->backend, &set, err);
+}
+
 static int manager_start(struct manager *m, struct sb_err *err)
 {
 	char db[PATH_MAX + 16];
@@ -96,7 +112,7 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	m->queue = queue_new();
 	if (m->queue == NULL)
 		return sb_fail(err, ENOMEM, "creating the queue");
-	if (backend_process_create(&m->backend, err) < 0 || sandbox_volume_probe(m, err) < 0)
+	if (backend_make(m, err) < 0 || sandbox_volume_probe(m, err) < 0)
 		return -1;
 	/* Before the first call: what a previous run left in flight is settled, never rerun. */
 	return sandbox_recover(m, err);

@@ -13,7 +13,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sandbox-manager serve [--config FILE] [--state-dir DIR] [--volume DIR] [--socket PATH]\n"
-		   "                       [--backend process] [--agent PATH] [--resource NAME=BROKER:ARG]...\n"
+		   "                       [--backend process|podman] [--agent PATH] [--resource NAME=BROKER:ARG]...\n"
+		   "                       [--podman-socket PATH --image NAME [--podman-seccomp FILE] [--podman-network MODE]\n"
+		   "                        [--sandbox-cpus N] [--sandbox-memory-mib N] [--sandbox-pids N]]\n"
 		   "                       [--default-timeout-seconds N] [--max-timeout-seconds N] [--idle-seconds N]\n"
 		   "       sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
 		   "       sandbox-manager session show|delete --session S\n"

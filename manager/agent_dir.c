@@ -1,0 +1,207 @@
+/* The agent's private directory and command line, shared by every backend (agent_dir.h). */
+#include "agent_dir.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int remaining_ms(int64_t deadline)
+{
+	int64_t left = deadline - mono_ms();
+
+	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
+int path_fmt(char *out, size_t len, struct sb_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len)
+		return sb_fail(err, ENAMETOOLONG, "path too long: %s", out);
+	return 0;
+}
+
+/* The agent refuses a key, state or socket directory that is not its own (serve.c): say so here,
+ * before anything starts. owner: the host uid the directory must belong to (the manager's for
+ * the private directory itself, the sandbox's for what is mounted into it). */
+static int private_subdir(const char *dir, bool create, uid_t owner, struct sb_err *err)
+{
+	struct stat st;
+
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating %s", dir);
+	if (lstat(dir, &st) < 0)
+		return sb_fail_errno(err, "%s", dir);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != owner || (st.st_mode & 022) != 0)
+		return sb_fail(err, EPERM, "%s must be a directory owned by uid %u and not writable by group or "
+			       "others: the agent keeps its keys, receipts and socket there", dir, (unsigned)owner);
+	return 0;
+}
+
+/* When the sandbox runs as another uid than the manager (a root manager: backend.h), hand it
+ * what it must write: the plan's writable entries and its own tls/, state/ and sock/, without
+ * following a link a command may have planted there. The private directory itself stays the
+ * manager's, searchable (0711) so the sandbox can walk to those three. */
+static uid_t hand_uid;
+static gid_t hand_gid;
+
+static int hand_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)flag;
+	(void)ftw;
+	if ((st->st_uid == hand_uid && st->st_gid == hand_gid) || lchown(path, hand_uid, hand_gid) == 0)
+		return 0;
+	return -1;
+}
+
+static int hand_over(const struct agent_dir *d, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* nftw's callback takes no context */
+	const char *own[3] = { d->tls, d->state, d->sock_dir };
+	int rc = 0;
+
+	if (d->host_uid == geteuid())
+		return 0;
+	if (chmod(d->private_dir, 0711) < 0)
+		return sb_fail_errno(err, "making %s searchable for the sandbox", d->private_dir);
+	pthread_mutex_lock(&lock);
+	hand_uid = d->host_uid;
+	hand_gid = d->host_gid;
+	for (size_t i = 0; i < spec->plan->n && rc == 0; i++)
+		if (spec->plan->entries[i].mode == MOUNT_RW && nftw(spec->plan->entries[i].source, hand_entry, 16, FTW_PHYS) < 0)
+			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", spec->plan->entries[i].source,
+					   (unsigned)hand_uid);
+	for (int i = 0; i < 3 && rc == 0; i++)
+		if ((mkdir(own[i], 0700) < 0 && errno != EEXIST) || nftw(own[i], hand_entry, 16, FTW_PHYS) < 0)
+			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", own[i], (unsigned)hand_uid);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+static int dir_paths(struct agent_dir *d, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	if (realpath(spec->private_dir, d->private_dir) == NULL)
+		return sb_fail_errno(err, "private directory %s", spec->private_dir);
+	if (spec->credentials_dir != NULL && realpath(spec->credentials_dir, d->credentials) == NULL)
+		return sb_fail_errno(err, "credentials directory %s", spec->credentials_dir);
+	if (path_fmt(d->tls, sizeof d->tls, err, "%s/tls", d->private_dir) < 0 ||
+	    path_fmt(d->state, sizeof d->state, err, "%s/state", d->private_dir) < 0 ||
+	    path_fmt(d->sock_dir, sizeof d->sock_dir, err, "%s/sock", d->private_dir) < 0 ||
+	    path_fmt(d->sock, sizeof d->sock, err, "%s/agent.sock", d->sock_dir) < 0 ||
+	    path_fmt(d->listen, sizeof d->listen, err, "unix:%s", d->sock) < 0 ||
+	    path_fmt(d->cert, sizeof d->cert, err, "%s/agent.crt", d->tls) < 0 ||
+	    path_fmt(d->key, sizeof d->key, err, "%s/agent.key", d->tls) < 0 ||
+	    path_fmt(d->ca, sizeof d->ca, err, "%s/ca.crt", d->tls) < 0 ||
+	    path_fmt(d->log, sizeof d->log, err, "%s/agent.log", d->private_dir) < 0)
+		return -1;
+	if (strlen(d->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return sb_fail(err, ENAMETOOLONG, "the agent's socket path %s is longer than a unix socket allows "
+			       "(%zu bytes): use a shorter private directory", d->sock,
+			       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	return 0;
+}
+
+static void dir_command(struct agent_dir *d, const struct sandbox_spec *spec)
+{
+	const char *level = getenv("SANDBOX_LOG_LEVEL");
+	size_t i = 0, e = 0;
+
+	snprintf(d->generation, sizeof d->generation, "%llu", (unsigned long long)spec->generation);
+	d->argv[i++] = "sandbox-agent";
+	d->argv[i++] = "serve";
+	d->argv[i++] = "--listen";
+	d->argv[i++] = d->listen;
+	d->argv[i++] = "--tls-cert";
+	d->argv[i++] = d->cert;
+	d->argv[i++] = "--tls-key";
+	d->argv[i++] = d->key;
+	d->argv[i++] = "--tls-ca";
+	d->argv[i++] = d->ca;
+	d->argv[i++] = "--manager-name";
+	d->argv[i++] = (char *)spec->manager_name;
+	d->argv[i++] = "--state-dir";
+	d->argv[i++] = d->state;
+	d->argv[i++] = "--generation";
+	d->argv[i++] = d->generation;
+	d->argv[i] = NULL;
+	/* A minimal, explicit environment: nothing of the manager's leaks in (commands get theirs
+	 * from each Exec anyway). */
+	d->envp[e++] = "PATH=" AGENT_SANDBOX_PATH;
+	d->envp[e++] = "LANG=C.UTF-8";
+	if (level != NULL && strlen(level) < 32) {
+		snprintf(d->env_log_level, sizeof d->env_log_level, "SANDBOX_LOG_LEVEL=%s", level);
+		d->envp[e++] = d->env_log_level;
+	}
+	d->envp[e] = NULL;
+}
+
+int agent_dir_prepare(struct agent_dir *d, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	struct stat st;
+
+	d->host_uid = spec->host_uid;
+	d->host_gid = spec->host_gid;
+	if (d->host_uid == 0 || d->host_gid == 0)
+		return sb_fail(err, EPERM, "a sandbox never runs as host root: give it an unprivileged uid and gid");
+	if (dir_paths(d, spec, err) < 0 || hand_over(d, spec, err) < 0)
+		return -1;
+	if (private_subdir(d->private_dir, false, geteuid(), err) < 0 ||
+	    private_subdir(d->tls, false, d->host_uid, err) < 0 || private_subdir(d->state, true, d->host_uid, err) < 0 ||
+	    private_subdir(d->sock_dir, true, d->host_uid, err) < 0)
+		return -1;
+	/* A socket left by an earlier generation must not answer for this one. */
+	if (lstat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(d->sock) < 0)
+		return sb_fail_errno(err, "removing the stale socket %s", d->sock);
+	dir_command(d, spec);
+	return 0;
+}
+
+/* A bare connect is not enough: the agent listens only once it has loaded its keys and checked the
+ * kernel (serve.c), but it may still exit after a connect succeeded. So the probe connects and
+ * half-closes without a byte (no TLS: the core speaks TLS), and waits for the agent's own end of
+ * file: its TLS layer reads ours and closes, which only a serving agent's connection thread does.
+ * A listener that closes with the connection still queued resets it (ECONNRESET) instead. */
+int agent_serving(const char *path, int64_t deadline)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char byte;
+	int serving;
+
+	if (fd < 0)
+		return 0;
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || shutdown(fd, SHUT_WR) < 0) {
+		close(fd);
+		return 0;
+	}
+	while (poll(&p, 1, remaining_ms(deadline)) < 0 && errno == EINTR) {
+	}
+	serving = p.revents != 0 && read(fd, &byte, 1) == 0;
+	close(fd);
+	return serving ? 1 : 0;
+}
