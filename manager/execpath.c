@@ -393,6 +393,48 @@ json_t *execpath_run(struct manager *m, json_t *req)
 	return resp;
 }
 
+/* A cancel answers only once the call's record is final: the call's own thread gets the sandbox's
+ * evidence (sandbox_retire, bounded) and records it `cancelled`, or `uncertain` when the end is
+ * not proven (the workspace then stays reserved). The wait is bounded above that. */
+#define CANCEL_WAIT_MS 30000
+
+static json_t *cancel_outcome(struct manager *m, const char *exec_id)
+{
+	int64_t deadline = tls_deadline_after(CANCEL_WAIT_MS);
+	struct exec_row *row = malloc(sizeof *row);
+	struct sb_err err;
+	json_t *out;
+
+	if (row == NULL)
+		return control_error("unavailable", "out of memory waiting for exec %s", exec_id);
+	for (;;) {
+		if (records_exec_get(m->rec, exec_id, row, &err) != 0) {
+			out = control_error_from("unavailable", &err);
+			break;
+		}
+		if (strcmp(row->state, "cancelled") == 0) {
+			out = json_pack("{s:b, s:s, s:s}", "ok", 1, "cancelled", exec_id, "state", row->state);
+			break;
+		}
+		if (strcmp(row->state, "accepted") != 0 && strcmp(row->state, "dispatched") != 0) {
+			out = control_error(strcmp(row->state, "uncertain") == 0 ? "uncertain" : "finished",
+					    "exec %s ended %s: %s", exec_id, row->state,
+					    strcmp(row->state, "uncertain") == 0 ?
+					    "the sandbox's end is not proven; the workspace stays reserved (session show)" :
+					    "it finished before the cancel stopped it");
+			break;
+		}
+		if (tls_deadline_after(0) >= deadline) {
+			out = control_error("uncertain", "exec %s: no outcome within %d ms of the cancel", exec_id,
+					    CANCEL_WAIT_MS);
+			break;
+		}
+		usleep(50 * 1000);
+	}
+	free(row);
+	return out;
+}
+
 /* Cancel the session's running call: stop its sandbox. The call's own thread then finds the
  * exec lost, gets the sandbox's evidence and records it `cancelled`. */
 json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
@@ -416,7 +458,7 @@ json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 		return json_pack("{s:b, s:n}", "ok", 1, "cancelled");
 	if (rc < 0)
 		return control_error_from("unavailable", &err);
-	return json_pack("{s:b, s:s}", "ok", 1, "cancelled", exec_id);
+	return cancel_outcome(m, exec_id);
 }
 
 /* ---- after a restart: settle what the previous run left in flight ---- */

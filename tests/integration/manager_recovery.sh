@@ -89,7 +89,8 @@ test_manager_idle_eviction() {
 }
 t manager_idle_eviction test_manager_idle_eviction
 
-# Cancel stops the running call's sandbox; the call is recorded cancelled once its end is proven.
+# Cancel stops the running call's sandbox and answers once the call is recorded cancelled, which needs
+# the sandbox's end proven.
 test_manager_cancel() {
 	local m i t0
 	m=$(unique_marker)
@@ -98,12 +99,14 @@ test_manager_cancel() {
 	for i in $(seq 1 50); do pgrep -f "^sleep 30.$m" >/dev/null && break; sleep 0.1; done
 	t0=$(now_ms)
 	mgr cancel --session "$SID"
-	assert_eq "cancel exit code" 0 "$RC"
-	wait_bg_execs_allow_fail
-	assert_lt "ms until the call ended" $(($(now_ms) - t0)) 5000
+	assert_eq "cancel exit code (stderr: $(cat "$ERR"))" 0 "$RC"
+	assert_json .state '"cancelled"'
+	# cancel answers only after the evidence: the record is final and nothing runs, right now
 	no_process "sleep 30.$m"
 	mgr records --session "$SID"
 	assert_json '[.records[].state]' '["cancelled"]'
+	wait_bg_execs_allow_fail
+	assert_lt "ms until the call ended" $(($(now_ms) - t0)) 5000
 }
 t manager_cancel test_manager_cancel
 
