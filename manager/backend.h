@@ -52,6 +52,11 @@ struct backend_ops {
 	 * gone already, or another process may have the pid: the start time tells). */
 	int (*adopt)(struct backend *be, const char *runtime_id, const char *address, struct sandbox_handle *h,
 		     struct sb_err *err);
+	/* The sandbox of (session, generation) that a manager killed inside prepare() may have left
+	 * before its runtime id was recorded. 1: found (h filled, for stop() and evidence()); 0: none.
+	 * NULL for a backend whose sandbox cannot outlive an unfinished prepare. */
+	int (*lookup)(struct backend *be, const char *session, uint64_t generation, struct sandbox_handle *h,
+		      struct sb_err *err);
 	void (*destroy)(struct backend *be);
 };
 

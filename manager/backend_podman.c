@@ -207,11 +207,12 @@ static json_t *container_body(const struct podman *p, const struct agent_dir *d,
 		return NULL;
 	snprintf(user, sizeof user, "%u:%u", (unsigned)d->host_uid, (unsigned)d->host_gid);
 	/* argv[0] is the image's entrypoint, the agent itself. */
-	body = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:{s:s, s:s}, s:b,"
+	body = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:{s:s, s:s, s:s}, s:b,"
 			 " s:{s:o, s:o, s:o, s:[s], s:b, s:s, s:I, s:I, s:I, s:I, s:{s:s}, s:b}}",
 			 "Image", p->set.image, "User", user, "Cmd", strings_json(d->argv + 1), "Env", strings_json(d->envp),
 			 "WorkingDir", "/", "Hostname", "sandbox",
 			 "Labels", "infra-sandbox.session", spec->session, "infra-sandbox.generation", d->generation,
+			 "infra-sandbox.private-dir", d->private_dir,
 			 "AttachStdin", 0,
 			 "HostConfig", "Binds", binds, "Tmpfs", tmpfs, "SecurityOpt", security_json(p), "CapDrop", "ALL",
 			 "ReadonlyRootfs", 1, "NetworkMode", p->set.network, "NanoCpus", (json_int_t)p->set.nano_cpus,
@@ -287,7 +288,8 @@ struct container_state {
 	long long exit_code;
 };
 
-static int container_inspect(const struct podman *p, const char *id, struct container_state *s, struct sb_err *err)
+static int container_inspect(const struct podman *p, const char *id, long timeout_ms, struct container_state *s,
+			     struct sb_err *err)
 {
 	struct podman_reply r;
 	char path[128];
@@ -296,7 +298,7 @@ static int container_inspect(const struct podman *p, const char *id, struct cont
 
 	memset(s, 0, sizeof *s);
 	snprintf(path, sizeof path, "/containers/%s/json", id);
-	if (call(p, "GET", path, NULL, REQUEST_MS, &r, err) < 0)
+	if (call(p, "GET", path, NULL, timeout_ms < 1 ? 1 : timeout_ms, &r, err) < 0)
 		return -1;
 	state = json_object_get(r.body, "State");
 	if (r.status == 404) {
@@ -384,7 +386,7 @@ static int ready_wait(const struct podman *p, const struct agent_dir *d, const s
 		if (agent_serving(d->sock, mono_ms() + POLL_MS) == 1)
 			return 0;
 		if (mono_ms() >= next_inspect) {
-			if (container_inspect(p, handle_id(h), &s, err) < 0)
+			if (container_inspect(p, handle_id(h), REQUEST_MS, &s, err) < 0)
 				return -1;
 			if (strcmp(s.status, "running") != 0) {
 				logs_tail(p, h, tail, sizeof tail);
@@ -476,7 +478,9 @@ static int podman_evidence(struct backend *be, struct sandbox_handle *h, int tim
 	struct container_state s;
 
 	for (;;) {
-		if (container_inspect(p, handle_id(h), &s, err) == 0 && state_ended(&s)) {
+		/* Each question within what is left of the bound: a hung service is no evidence either. */
+		if (container_inspect(p, handle_id(h), remaining_ms(deadline) < REQUEST_MS ? remaining_ms(deadline) :
+			REQUEST_MS, &s, err) == 0 && state_ended(&s)) {
 			if (!s.gone)
 				container_delete(p, handle_id(h));
 			return 0;
@@ -507,6 +511,56 @@ static int podman_adopt(struct backend *be, const char *runtime_id, const char *
 	return 0;
 }
 
+/* Percent-encoding for a query value: everything but RFC 3986's unreserved characters. */
+static int query_escape(const char *in, char *out, size_t len, struct sb_err *err)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (const unsigned char *c = (const unsigned char *)in; *c != '\0'; c++) {
+		if (o + 4 > len)
+			return sb_fail(err, ENAMETOOLONG, "podman API: query too long");
+		if (isalnum(*c) || strchr("-._~", *c) != NULL) {
+			out[o++] = (char)*c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[*c >> 4];
+			out[o++] = hex[*c & 15];
+		}
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+static int podman_lookup(struct backend *be, const char *session, uint64_t generation, struct sandbox_handle *h,
+			 struct sb_err *err)
+{
+	char filters[512], escaped[1536], path[1700];
+	struct podman_reply r;
+	json_t *first;
+	int rc = 0;
+
+	handle_clear(h);
+	snprintf(filters, sizeof filters,
+		 "{\"label\":[\"infra-sandbox.session=%s\",\"infra-sandbox.generation=%llu\"]}", session,
+		 (unsigned long long)generation);
+	if (strpbrk(session, "\"\\") != NULL || query_escape(filters, escaped, sizeof escaped, err) < 0)
+		return sb_fail(err, EINVAL, "session '%s' cannot be looked up", session);
+	snprintf(path, sizeof path, "/containers/json?all=true&filters=%s", escaped);
+	if (call(podman_of(be), "GET", path, NULL, REQUEST_MS, &r, err) < 0)
+		return -1;
+	first = json_array_get(r.body, 0);
+	if (r.status != 200 || !json_is_array(r.body))
+		rc = sb_fail(err, EIO, "podman could not list containers (HTTP %ld): %s", r.status, podman_reply_message(&r));
+	else if (json_is_string(json_object_get(first, "Id")) && id_valid(json_string_value(json_object_get(first, "Id")))) {
+		snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s",
+			 json_string_value(json_object_get(first, "Id")));
+		rc = 1;
+	}
+	podman_reply_free(&r);
+	return rc;
+}
+
 static void podman_destroy(struct backend *be)
 {
 	free(podman_of(be));
@@ -518,6 +572,7 @@ static const struct backend_ops podman_ops = {
 	.stop = podman_stop,
 	.evidence = podman_evidence,
 	.adopt = podman_adopt,
+	.lookup = podman_lookup,
 	.destroy = podman_destroy,
 };
 

@@ -375,11 +375,27 @@ static void recover_one(struct manager *m, json_t *row)
 	const char *dir = json_string_value(json_object_get(row, "private_dir"));
 	uint64_t generation = (uint64_t)json_integer_value(json_object_get(row, "generation"));
 	struct sandbox_handle h = { .pidfd = -1 };
+	char found_id[sizeof h.runtime_id];
 	struct sb_err err;
 
 	if (session == NULL || runtime_id == NULL)
 		return;
-	/* A sandbox recorded as "starting" never got a runtime id: nothing can be running. */
+	/* A sandbox recorded as "starting" never got its runtime id recorded: the runtime may still
+	 * have made one (a container created just before the manager died). */
+	if (strcmp(runtime_id, "starting") == 0 && m->backend->ops->lookup != NULL) {
+		int found = m->backend->ops->lookup(m->backend, session, generation, &h, &err);
+
+		if (found < 0) {
+			records_sandbox_set_state(m->rec, session, generation, "unproven", err.msg, &err);
+			records_session_set_state(m->rec, session, "reserved", &err);
+			sb_error("session %s: cannot tell whether the previous run left a sandbox starting", session);
+			return;
+		}
+		if (found == 1) {
+			snprintf(found_id, sizeof found_id, "%s", h.runtime_id);
+			runtime_id = found_id; /* adopt() clears h */
+		}
+	}
 	if (strcmp(runtime_id, "starting") != 0 &&
 	    (m->backend->ops->adopt(m->backend, runtime_id, address ? address : "", &h, &err) < 0 ||
 	     (m->backend->ops->stop(m->backend, &h, &err), m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &err)) < 0)) {
