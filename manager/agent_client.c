@@ -546,6 +546,12 @@ const struct agent_peer *agent_conn_peer(const struct agent_conn *conn)
 	return &conn->peer;
 }
 
+void agent_interrupt(struct agent_conn *conn)
+{
+	if (conn != NULL)
+		(void)shutdown(conn->fd, SHUT_RDWR);
+}
+
 void agent_close(struct agent_conn *conn)
 {
 	struct sb_err err;

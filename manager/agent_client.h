@@ -88,6 +88,9 @@ const struct agent_peer *agent_conn_peer(const struct agent_conn *conn);
 
 /* Send close_notify (bounded) and free everything; NULL is a no-op. */
 void agent_close(struct agent_conn *conn);
+/* From another thread: makes a read or write the owner is blocked in fail at once (shutdown);
+ * the connection stays the owner's to close. */
+void agent_interrupt(struct agent_conn *conn);
 
 /* Run one exec and wait until deadline_ms for its Result and, when the result names one, its
  * Receipt. Returns 0 with result_json (and receipt) in *out; -1 with err and, when the agent

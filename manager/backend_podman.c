@@ -476,22 +476,27 @@ static int podman_evidence(struct backend *be, struct sandbox_handle *h, int tim
 	struct podman *p = podman_of(be);
 	int64_t deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 	struct container_state s;
+	char last[sizeof s.status] = "";
 
 	for (;;) {
 		/* Each question within what is left of the bound: a hung service is no evidence either. */
-		if (container_inspect(p, handle_id(h), remaining_ms(deadline) < REQUEST_MS ? remaining_ms(deadline) :
-			REQUEST_MS, &s, err) == 0 && state_ended(&s)) {
-			if (!s.gone)
-				container_delete(p, handle_id(h));
-			return 0;
+		int left = remaining_ms(deadline);
+
+		if (container_inspect(p, handle_id(h), left < REQUEST_MS ? left : REQUEST_MS, &s, err) == 0) {
+			if (state_ended(&s)) {
+				if (!s.gone)
+					container_delete(p, handle_id(h));
+				return 0;
+			}
+			snprintf(last, sizeof last, "%s", s.status);
 		}
 		if (remaining_ms(deadline) == 0)
 			break;
 		usleep(POLL_MS * 1000);
 	}
-	if (s.status[0] != '\0')
+	if (last[0] != '\0')
 		return sb_fail(err, ETIMEDOUT, "container %.12s is still %s after %d ms: not proven gone", handle_id(h),
-			       s.status, timeout_ms);
+			       last, timeout_ms);
 	sb_err_prefix(err, "container %.12s: no evidence of its end within %d ms", handle_id(h), timeout_ms);
 	return -1;
 }

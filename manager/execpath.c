@@ -194,19 +194,32 @@ static int call_reconcile(struct manager *m, struct call *c, int64_t deadline, s
 	return sb_fail(err, ETIMEDOUT, "the agent could not say how the exec ended");
 }
 
+/* l->conn changes under m->lock (a cancel may interrupt it from another thread); the old one is
+ * closed outside it, once no other thread can see it. */
+static void conn_swap(struct manager *m, struct live_sandbox *l, struct agent_conn *conn)
+{
+	struct agent_conn *old;
+
+	pthread_mutex_lock(&m->lock);
+	old = l->conn;
+	l->conn = conn;
+	pthread_mutex_unlock(&m->lock);
+	if (old != conn)
+		agent_close(old);
+}
+
 /* The sandbox's kept connection when a Ping shows it alive (an agent closes idle ones), else a new
  * one: a TLS handshake per call would cost more than the command. */
-static int conn_get(struct live_sandbox *l, struct agent_conn **out, struct sb_err *err)
+static int conn_get(struct manager *m, struct live_sandbox *l, struct agent_conn **out, struct sb_err *err)
 {
 	if (l->conn != NULL && agent_ping(l->conn, tls_deadline_after(2000), err) == 0) {
 		*out = l->conn;
 		return 0;
 	}
-	agent_close(l->conn);
-	l->conn = NULL;
+	conn_swap(m, l, NULL);
 	if (agent_connect(l->tls, l->h.address, tls_deadline_after(CONNECT_MS), out, err) < 0)
 		return -1;
-	l->conn = *out;
+	conn_swap(m, l, *out);
 	return 0;
 }
 
@@ -228,7 +241,7 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	req.output_limit = m->cfg.output_limit;
 	req.env = env;
 	req.receipt_key = c->sandbox->receipt_key;
-	if (conn_get(c->sandbox, &conn, err) < 0)
+	if (conn_get(m, c->sandbox, &conn, err) < 0)
 		return -2; /* nothing was sent: the exec never ran */
 	/* Recorded before a byte goes out: after this, the exec is never dispatched again. */
 	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
@@ -237,8 +250,7 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	rc = agent_exec(conn, &req, deadline, &c->reply, err);
 	if (rc < 0) {
 		/* A failed exchange leaves the connection unusable: the next call makes a new one. */
-		agent_close(conn);
-		c->sandbox->conn = NULL;
+		conn_swap(m, c->sandbox, NULL);
 	}
 	if (rc < 0 && c->reply.agent_error != 0)
 		return -3; /* the agent refused it: it did not run */
@@ -268,7 +280,11 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 
 	snprintf(c->reason, sizeof c->reason, "%s", cancelled ? cancel : why);
 	if (c->sandbox != NULL && sandbox_retire(m, c->sandbox, why, &err) < 0) {
-		snprintf(c->reason, sizeof c->reason, "%s; and the sandbox's end is not proven: %s", why, err.msg);
+		char first[sizeof c->reason];
+
+		/* c->reason, not cancel: the retire freed the sandbox that held it. */
+		snprintf(first, sizeof first, "%s", c->reason);
+		snprintf(c->reason, sizeof c->reason, "%s; and the sandbox's end is not proven: %s", first, err.msg);
 		cancelled = 0;
 	}
 	c->sandbox = NULL;
@@ -451,7 +467,7 @@ json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
 		snprintf(exec_id, sizeof exec_id, "%s", l->running_exec);
 		snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled by request");
-		rc = m->backend->ops->stop(m->backend, &l->h, &err);
+		rc = sandbox_interrupt(m, l, &err);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (exec_id[0] == '\0')

@@ -59,6 +59,9 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 /* Stop, wait for evidence, record. 0: proven gone; -1: not proven (the session is then marked
  * "reserved": its workspace stays until an operator or a later retire proves the end). */
 int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err);
+/* A cancel or a revocation, with m->lock held and the sandbox busy: asks the runtime to stop it and
+ * interrupts the running call's connection. The call's own thread then gets the evidence. */
+int sandbox_interrupt(struct manager *m, struct live_sandbox *l, struct sb_err *err);
 struct live_sandbox *sandbox_find(struct manager *m, const char *session);
 void *sandbox_evictor(void *arg);
 /* At start: a write crosses the sandbox's mount view both ways (one throwaway sandbox). */

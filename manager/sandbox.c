@@ -297,6 +297,16 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 	return 0;
 }
 
+int sandbox_interrupt(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	int rc = m->backend->ops->stop(m->backend, &l->h, err);
+
+	/* The runtime may accept the stop and not act on it: the call's thread must not wait for an
+	 * answer that may never come. It then asks for evidence, which decides cancelled or uncertain. */
+	agent_interrupt(l->conn);
+	return rc;
+}
+
 int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err)
 {
 	struct sb_err ignored;

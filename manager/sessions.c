@@ -207,7 +207,7 @@ static void authority_changed(struct manager *m, const char *id, const char *rev
 		}
 		if (l != NULL && l->busy) {
 			snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled: grant %s revoked", revoked);
-			m->backend->ops->stop(m->backend, &l->h, &err);
+			sandbox_interrupt(m, l, &err);
 		}
 		pthread_mutex_unlock(&m->lock);
 	}

@@ -1,0 +1,232 @@
+# shellcheck shell=bash
+# sandbox-manager with the podman backend, against the real podman service the run started
+# (lib_podman.sh): the agent in the sandbox image, reached over a unix socket in a bind-mounted
+# private directory (never a container address); evidence from the runtime for the recorded Id.
+# As root the manager runs the containers as nobody; as sbtest it uses the rootful service like a
+# docker-group member would, and the containers run as sbtest. Never as uid 0.
+
+POD_REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# pod_mgr_start [SERVE ARGS...]: a manager with the podman backend and the shipped seccomp profile.
+pod_mgr_start() {
+	mgr_start --backend podman --podman-socket "${POD_SOCK:-$PODMAN_SOCK}" --image "$PODMAN_IMAGE" \
+		--podman-seccomp "$POD_REPO_ROOT/images/seccomp.json" "$@"
+}
+
+# pod_ids SESSION: the ids of the session's containers, running or not (podman's own view).
+pod_ids() {
+	podman_cli ps -a --no-trunc -q --filter "label=infra-sandbox.session=$1"
+}
+
+# pod_cleanup: the test's containers go with it (the EXIT trap of the test's subshell).
+pod_cleanup() {
+	local id
+	mgr_cleanup
+	for id in $(podman_cli ps -a -q --no-trunc --filter "label=infra-sandbox.session"); do
+		case $(podman_cli inspect -f '{{index .Config.Labels "infra-sandbox.private-dir"}}' "$id" 2>/dev/null) in
+		"$MSTATE"/*) podman_cli rm -f "$id" >/dev/null 2>&1 ;;
+		esac
+	done
+	[ -n "${PROXY_PID:-}" ] && kill "$PROXY_PID" 2>/dev/null
+	return 0
+}
+
+# pod_sandbox_id: the container Id the manager recorded for $SID's sandbox.
+pod_sandbox_id() {
+	mgr session show --session "$SID"
+	jr '.sandbox.runtime_id' | sed -n 's/^podman://p'
+}
+
+# The same worktree path inside, the container as the sandbox's unprivileged uid, the limits and
+# security options on the container, and the agent's nested namespaces with a fresh /proc.
+test_podman_session() {
+	need_podman
+	mgr_repo && pod_mgr_start && mgr_session
+	trap pod_cleanup EXIT
+	local want_uid=$RUN_UID id
+	[ "$RUN_UID" -eq 0 ] && want_uid=65534
+	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-sandbox > note.txt; git status --short; ls /proc | grep -c "^[0-9]"'
+	assert_eq "exit code (stderr: $(head -c 400 "$ERR"))" 0 "$RC"
+	# pid 1 (the command's init), its shell and ls, and grep: nothing of the agent or the host
+	assert_lines "$(cat "$OUT")" "$WT" "$want_uid" "\?\? note.txt" "[1-4]"
+	assert_eq "the file is in the worktree on the host" from-sandbox "$(cat "$WT/note.txt" 2>/dev/null)"
+	id=$(pod_sandbox_id)
+	assert_match "recorded runtime id" '^[0-9a-f]{64}$' "$id"
+	assert_eq "podman's container for the session" "$id" "$(pod_ids "$SID")"
+	podman_cli inspect "$id" >"$TD/inspect.json"
+	assert_json '.[0].State.Status' '"running"' "$TD/inspect.json"
+	assert_json '.[0].Config.Labels["infra-sandbox.generation"]' '"1"' "$TD/inspect.json"
+	assert_json '.[0].Config.User' "\"$want_uid:$([ "$RUN_UID" -eq 0 ] && echo 65534 || id -g "$RUN_USER")\"" "$TD/inspect.json"
+	assert_json '.[0].HostConfig.PortBindings // {} | length' 0 "$TD/inspect.json"
+	assert_json '.[0].HostConfig.ReadonlyRootfs' true "$TD/inspect.json"
+	assert_json '.[0].HostConfig.Memory' $((2048 * 1024 * 1024)) "$TD/inspect.json"
+	assert_json '.[0].HostConfig.PidsLimit' 1024 "$TD/inspect.json"
+	assert_json '.[0].HostConfig.NanoCpus' 2000000000 "$TD/inspect.json"
+	assert_json '[.[0].HostConfig.CapAdd // [] | length, (.[0].EffectiveCaps // [] | length)]' '[0,0]' "$TD/inspect.json"
+	# the agent is the container's PID 1, running the image's binary (not the host's)
+	assert_match "the container's init" '^/usr/local/bin/sandbox-agent serve ' \
+		"$(tr '\0' ' ' <"/proc/$(jr '.[0].State.Pid' "$TD/inspect.json")/cmdline")"
+	mgr exec --session "$SID" --json -- 'git add note.txt && git -c user.name=t -c user.email=t@e commit -qm note && git log --oneline | wc -l'
+	assert_json .status '"exited"'
+	assert_json .stdout '"2\n"'
+	assert_json .receipt.verified true
+	mgr records --session "$SID"
+	assert_json "[.records[].sandbox] | unique" "[\"podman:$id\"]"
+}
+t podman_session test_podman_session
+
+# A detached child of a command does not outlive its call, inside a container too.
+test_podman_detached() {
+	need_podman
+	local m
+	m=$(unique_marker)
+	mgr_repo && pod_mgr_start && mgr_session
+	trap pod_cleanup EXIT
+	mgr exec --session "$SID" -- "(setsid sleep 40.$m </dev/null >/dev/null 2>&1 &); nohup sleep 41.$m >/dev/null 2>&1 & disown; echo started"
+	assert_eq "exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "output" started "$(cat "$OUT")"
+	no_process "sleep 4[01].$m"
+	mgr session show --session "$SID"
+	assert_json .sandbox.state '"running"'
+}
+t podman_detached test_podman_detached
+
+# Cancel stops the container and answers only once podman says it exited (or it is deleted):
+# right after the answer, podman has no running container for the session and nothing runs.
+test_podman_cancel() {
+	need_podman
+	local m i id
+	m=$(unique_marker)
+	mgr_repo && pod_mgr_start && mgr_session
+	trap pod_cleanup EXIT
+	mgr_bg_exec c "sleep 30.$m"
+	for i in $(seq 1 100); do pgrep -f "^sleep 30.$m" >/dev/null && break; sleep 0.1; done
+	id=$(pod_sandbox_id)
+	mgr cancel --session "$SID"
+	assert_eq "cancel exit code (stderr: $(cat "$ERR"))" 0 "$RC"
+	assert_json .state '"cancelled"'
+	assert_eq "podman's running containers of the session" "" "$(podman_cli ps -q --filter "label=infra-sandbox.session=$SID")"
+	case $(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1) in
+	exited | *"no such"*) ;;
+	*) bad "container $id is not exited nor deleted: $(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1)" ;;
+	esac
+	no_process "sleep 30.$m"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["cancelled"]'
+	mgr session show --session "$SID"
+	assert_json '[.state, .sandbox]' '["active",null]'
+	wait_bg_execs_allow_fail
+	mgr exec --session "$SID" -- 'echo again'
+	assert_eq "the next call: exit code" 0 "$RC"
+	assert_eq "the next call: output" again "$(cat "$OUT")"
+}
+t podman_cancel test_podman_cancel
+
+# A container killed from outside during a call: the call is uncertain (never rerun), and the
+# session comes back with a new container, a new generation and the same workspace.
+test_podman_killed_outside() {
+	need_podman
+	local m i id
+	m=$(unique_marker)
+	mgr_repo && pod_mgr_start && mgr_session
+	trap pod_cleanup EXIT
+	mgr exec --session "$SID" -- 'echo kept > kept.txt'
+	id=$(pod_sandbox_id)
+	mgr_bg_exec k "echo ran >> runs.txt; sleep 30.$m"
+	for i in $(seq 1 100); do pgrep -f "^sleep 30.$m" >/dev/null && break; sleep 0.1; done
+	podman_cli kill "$id" >/dev/null || bad "podman kill $id failed"
+	wait_bg_execs_allow_fail
+	assert_match "the call's answer" "uncertain" "$(cat "$TD/bg-k.out")"
+	no_process "sleep 30.$m"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","uncertain"]'
+	mgr exec --session "$SID" -- 'cat kept.txt runs.txt; pwd -P'
+	assert_eq "after the kill: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_lines "$(cat "$OUT")" kept ran "$WT"
+	mgr session show --session "$SID"
+	assert_json .generation 2
+	assert_ne "a new container" "podman:$id" "$(jr .sandbox.runtime_id)"
+	case $(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1) in
+	exited | *"no such"*) ;;
+	*) bad "the killed container $id is neither exited nor deleted" ;;
+	esac
+}
+t podman_killed_outside test_podman_killed_outside
+
+# A runtime that accepts the kill and does not kill (a proxy in front of podman that answers 204 and
+# forwards nothing): no evidence within the bound, so the call is uncertain, not cancelled, and the
+# session's workspace stays reserved, which session show says.
+test_podman_no_evidence() {
+	need_podman
+	local m i id
+	m=$(unique_marker)
+	POD_SOCK=$TD/proxy.sock
+	python3 "$POD_REPO_ROOT/tests/podman/kill_swallow.py" "$POD_SOCK" "$PODMAN_SOCK" "$TD/swallow" \
+		>"$TD/proxy.log" 2>&1 &
+	PROXY_PID=$!
+	for i in $(seq 1 50); do [ -S "$POD_SOCK" ] && break; sleep 0.1; done
+	mgr_repo && pod_mgr_start && mgr_session
+	trap pod_cleanup EXIT
+	mgr_bg_exec n "sleep 60.$m"
+	for i in $(seq 1 100); do pgrep -f "^sleep 60.$m" >/dev/null && break; sleep 0.1; done
+	id=$(pod_sandbox_id)
+	touch "$TD/swallow"
+	MGR_TIMEOUT=90 mgr cancel --session "$SID"
+	assert_eq "cancel exit code" 125 "$RC"
+	assert_match "cancel says" "uncertain.*not proven.*reserved" "$(cat "$ERR")"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["uncertain"]'
+	assert_match "the record's reason" "^cancelled by request; and the sandbox's end is not proven: container [0-9a-f]{12} is still running" \
+		"$(jr '.records[0].reason')"
+	mgr session show --session "$SID"
+	assert_json .state '"reserved"'
+	mgr exec --session "$SID" -- true
+	assert_eq "a reserved session refuses calls" 125 "$RC"
+	assert_eq "the container really still runs" running "$(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1)"
+	podman_cli rm -f "$id" >/dev/null
+	wait_bg_execs_allow_fail
+}
+t podman_no_evidence test_podman_no_evidence
+
+# A manager killed with its sandbox running: the restart stops that container with evidence from
+# podman before serving, and the session goes on in a new one.
+test_podman_restart() {
+	need_podman
+	local id
+	mgr_repo && pod_mgr_start && mgr_session
+	trap pod_cleanup EXIT
+	mgr exec --session "$SID" -- true
+	id=$(pod_sandbox_id)
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	assert_eq "the container outlives the manager" running "$(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1)"
+	pod_mgr_start
+	case $(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1) in
+	exited | *"no such"*) ;;
+	*) bad "after the restart, container $id is still $(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1)" ;;
+	esac
+	mgr exec --session "$SID" -- 'pwd -P'
+	assert_eq "exit code after the restart" 0 "$RC"
+	assert_eq "same worktree" "$WT" "$(cat "$OUT")"
+}
+t podman_restart test_podman_restart
+
+# Wrong settings are said at start, clearly, and nothing is served.
+test_podman_config_errors() {
+	need_podman
+	mgr_repo
+	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$MSTATE"
+	trap pod_cleanup EXIT
+	timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --backend podman --podman-socket "$PODMAN_SOCK" \
+		--image infra-sandbox-agent:missing >"$OUT" 2>"$ERR"
+	assert_ne "a missing image: exit code" 0 "$?"
+	assert_match "a missing image: message" "no image 'infra-sandbox-agent:missing'.*make image" "$(cat "$ERR")"
+	timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --backend podman --podman-socket "$TD/nothing.sock" \
+		--image "$PODMAN_IMAGE" >"$OUT" 2>"$ERR"
+	assert_ne "no service: exit code" 0 "$?"
+	assert_match "no service: message" "podman service.*podman system service" "$(cat "$ERR")"
+	timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --backend podman --image "$PODMAN_IMAGE" >"$OUT" 2>"$ERR"
+	assert_match "no socket: message" "needs podman-socket" "$(cat "$ERR")"
+	[ -S "$MSTATE/manager.sock" ] && bad "a manager with a wrong podman setting left a socket"
+}
+t podman_config_errors test_podman_config_errors
