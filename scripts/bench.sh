@@ -62,3 +62,7 @@ echo "$res" | jq -r '"  \(.stdout_bytes) bytes in \(.duration_ms) ms = \((.stdou
 # The manager: a warm sandbox per call, and sessions in parallel (scripts/bench-manager.sh).
 echo
 bash "$(dirname "$0")/bench-manager.sh" "$build"
+
+# The podman backend: cold start and a warm call beside `podman run` and `podman exec`.
+echo
+bash "$(dirname "$0")/bench-podman.sh" "$build"
