@@ -168,12 +168,43 @@ static int probe_wipeonfork(void)
 	return s ? 0 : err.errnum;
 }
 
+/* Fills OUT with the mount points below /proc (a container runtime's masks and read-only
+ * binds), comma-separated and cut at LEN; returns how many there are, 0 when none or unreadable. */
+static int proc_overmounts(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], point[1024];
+	size_t used = 0;
+	bool cut = false;
+	int n = 0;
+
+	out[0] = '\0';
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof line, f)) {
+		/* The fifth field is the mount point: "ID PARENT MAJ:MIN ROOT POINT ..." */
+		if (sscanf(line, "%*s %*s %*s %*s %1023s", point) != 1 || strncmp(point, "/proc/", 6) != 0)
+			continue;
+		/* Room is kept for a final ", ..." when the list does not fit. */
+		if (!cut && used + strlen(point) + 8 < len) {
+			used += (size_t)snprintf(out + used, len - used, "%s%s", n ? ", " : "", point);
+		} else if (!cut) {
+			snprintf(out + used, len - used, ", ...");
+			cut = true;
+		}
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
 static void namespaces_report(struct report *r)
 {
 	struct ns_probe p = { -1, -1, -1, -1, -1, -1 };
-	const char *mask_fix = "the container masks /proc; run it with --security-opt unmask=ALL (Podman), "
-			       "--security-opt systempaths=unconfined (Docker) or securityContext procMount: "
-			       "Unmasked with hostUsers: false (Kubernetes)";
+	char masked[512], proc_why[768];
+	const char *mask_fix = "run the container with /proc unmasked: Podman --security-opt unmask=ALL (or at "
+			       "least unmask=/proc/*), Docker --security-opt systempaths=unconfined, Kubernetes "
+			       "securityContext procMount: Unmasked with hostUsers: false (images/README.md)";
 
 	if (run_probe(probe_namespaces, &p, sizeof p) < 0)
 		p.userns = EIO;
@@ -187,8 +218,22 @@ static void namespaces_report(struct report *r)
 		"allow CLONE_NEWPID and CLONE_NEWNS inside a user namespace (seccomp profile)");
 	feature(r, "private_mounts", p.pidns_mntns ? -1 : p.private_mount, true,
 		"the command's mount view must not propagate to the host", "allow mount(2) in the seccomp profile");
-	feature(r, "proc_mount", p.private_mount ? -1 : p.proc_mount, true,
-		"a fresh /proc hides every process outside the command's namespace", mask_fix);
+	/* Name the cause: the kernel mounts a new procfs in a nested user namespace only when the
+	 * current /proc is fully visible (mount_too_revealing), and a container runtime's masked
+	 * and read-only paths are exactly what makes it not. The EPERM alone says none of that. */
+	if (p.proc_mount > 0 && proc_overmounts(masked, sizeof masked) > 0)
+		snprintf(proc_why, sizeof proc_why,
+			 "/proc cannot be mounted in the command's namespaces (%s): the kernel allows a fresh /proc "
+			 "only when the existing one is fully visible, and here paths are masked or read-only over "
+			 "it (%s); without a fresh /proc the command would see every process", strerror(p.proc_mount),
+			 masked);
+	else if (p.proc_mount > 0)
+		snprintf(proc_why, sizeof proc_why,
+			 "/proc cannot be mounted in the command's namespaces (%s); without a fresh /proc the "
+			 "command would see every process", strerror(p.proc_mount));
+	else
+		snprintf(proc_why, sizeof proc_why, "a fresh /proc hides every process outside the command's namespace");
+	feature(r, "proc_mount", p.private_mount ? -1 : p.proc_mount, true, proc_why, mask_fix);
 	feature(r, "pid_max_per_namespace", p.proc_mount ? -1 : p.pid_max, geteuid() == 0,
 		"bounds the number of processes in a namespace (Linux >= 6.14); RLIMIT_NPROC does not apply to host root",
 		"run the agent as a non-root user, or on Linux 6.14 or later");
@@ -238,6 +283,18 @@ json_t *check_report(bool *ok)
 			 "features", r.features, "problems", r.problems, "warnings", r.warnings);
 }
 
+static void check_problems_print(json_t *obj)
+{
+	json_t *problems = json_object_get(obj, "problems"), *pr;
+	size_t i;
+
+	fprintf(stderr, "sandbox-agent check: the boundary cannot be established here\n");
+	json_array_foreach(problems, i, pr)
+		fprintf(stderr, "sandbox-agent check: %s: %s; fix: %s\n",
+			json_string_value(json_object_get(pr, "feature")),
+			json_string_value(json_object_get(pr, "reason")), json_string_value(json_object_get(pr, "fix")));
+}
+
 int cli_check(int argc, char **argv)
 {
 	bool ok = false;
@@ -247,6 +304,9 @@ int cli_check(int argc, char **argv)
 	(void)argc;
 	(void)argv;
 	printf("%s\n", text ? text : "{\"ok\": false}");
+	/* The JSON is for programs; a container's log shows stderr, so say it there in words too. */
+	if (!ok)
+		check_problems_print(obj);
 	free(text);
 	json_decref(obj);
 	return ok ? 0 : 1;
