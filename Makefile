@@ -51,7 +51,7 @@ ESCAPE_BIN := $(patsubst tests/escape/%.c,$(BUILD)/tests/escape/%,$(ESCAPE_SRC))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps test test-unit test-integration test-asan demo demo-agent bench fuzz clean
+.PHONY: all deps test test-unit test-integration test-asan demo demo-agent bench fuzz image clean
 
 all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager
 
@@ -115,6 +115,11 @@ demo-agent: all
 
 bench: all
 	bash scripts/bench.sh $(BUILD)
+
+# The sandbox image, offline (no registry): debootstrap + the static agent, imported into root's podman
+# as infra-sandbox-agent:dev (IMAGE=... overrides). Root only; see images/README.md.
+image: $(BUILD)/sandbox-agent
+	bash scripts/image.sh $(BUILD)/sandbox-agent
 
 # libFuzzer targets (clang): every tests/fuzz/fuzz_*.c, linked with all non-main sources,
 # run FUZZ_SECONDS each on a copy of its seed corpus tests/fuzz/corpus/<name>/.

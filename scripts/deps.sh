@@ -9,6 +9,7 @@ packages=(
 	libcap-dev libseccomp-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libsqlite3-dev libjansson-dev libcmocka-dev
 	git jq util-linux procps passwd iproute2 nodejs python3 openssl
+	podman runc uidmap debootstrap curl
 )
 
 missing=()
