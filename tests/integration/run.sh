@@ -9,6 +9,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 # shellcheck source=tests/integration/lib_manager.sh
 . "$here/lib_manager.sh"
+# shellcheck source=tests/integration/lib_podman.sh
+. "$here/lib_podman.sh"
 
 for tool in jq timeout setpriv pgrep python3 sha256sum; do
 	if ! command -v "$tool" >/dev/null; then
@@ -20,6 +22,8 @@ done
 
 it_setup "${1:-build}"
 echo "integration: agent $AGENT, modes: $IT_MODES, host pid ns $HOST_PIDNS, user ns $HOST_USERNS"
+# One podman service and an up-to-date image for the tests that need a container runtime (root only).
+podman_setup
 
 for f in "$here"/agent_*.sh "$here"/manager_*.sh; do
 	echo "== $(basename "$f")"
