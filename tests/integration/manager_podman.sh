@@ -21,13 +21,14 @@ pod_ids() {
 # pod_cleanup: the test's containers go with it (the EXIT trap of the test's subshell).
 pod_cleanup() {
 	local id
+	# first: mgr_cleanup waits for every child of the test, the proxy included
+	[ -n "${PROXY_PID:-}" ] && kill "$PROXY_PID" 2>/dev/null
 	mgr_cleanup
 	for id in $(podman_cli ps -a -q --no-trunc --filter "label=infra-sandbox.session"); do
 		case $(podman_cli inspect -f '{{index .Config.Labels "infra-sandbox.private-dir"}}' "$id" 2>/dev/null) in
 		"$MSTATE"/*) podman_cli rm -f "$id" >/dev/null 2>&1 ;;
 		esac
 	done
-	[ -n "${PROXY_PID:-}" ] && kill "$PROXY_PID" 2>/dev/null
 	return 0
 }
 
