@@ -64,6 +64,9 @@ test_podman_session() {
 	assert_json '.[0].HostConfig.PidsLimit' 1024 "$TD/inspect.json"
 	assert_json '.[0].HostConfig.NanoCpus' 2000000000 "$TD/inspect.json"
 	assert_json '[.[0].HostConfig.CapAdd // [] | length, (.[0].EffectiveCaps // [] | length)]' '[0,0]' "$TD/inspect.json"
+	assert_json '.[0].HostConfig.CapDrop | index("CAP_SETUID") != null' true "$TD/inspect.json"
+	assert_json '.[0].HostConfig.SecurityOpt' "[\"no-new-privileges\",\"seccomp=$POD_REPO_ROOT/images/seccomp.json\"]" \
+		"$TD/inspect.json"
 	# the agent is the container's PID 1, running the image's binary (not the host's)
 	assert_match "the container's init" '^/usr/local/bin/sandbox-agent serve ' \
 		"$(tr '\0' ' ' <"/proc/$(jr '.[0].State.Pid' "$TD/inspect.json")/cmdline")"
