@@ -11,10 +11,11 @@
  *                    file or directory of the private dir), the credentials snapshot read-only, and
  *                    the agent's tls/ (read-only), state/ and sock/; all nosuid,nodev
  *   Tmpfs            /tmp, and the plan's tmpfs entries; the image's root is read-only
- *   SecurityOpt      unmask=ALL (else the agent cannot mount a fresh /proc for each command in its
- *                    nested user namespace: the runtime's masked paths make /proc "not fully
- *                    visible", mount_too_revealing() in fs/namespace.c), no-new-privileges, and
- *                    the seccomp profile of images/ when configured
+ *   SecurityOpt      unmask of every path below /proc, and only those (else the agent cannot
+ *                    mount a fresh /proc for each command in its nested user namespace: the
+ *                    runtime's masks and read-only binds make /proc "not fully visible",
+ *                    mount_too_revealing() in fs/namespace.c), no-new-privileges, and the
+ *                    seccomp profile of images/ when configured
  *   CapDrop ALL, no published port, CPU, memory (no swap) and pids limits, no restart policy
  *
  * Evidence is the runtime's own word for the recorded container Id: State.Status "exited" (or
@@ -188,7 +189,7 @@ static json_t *strings_json(char *const *v)
 static json_t *security_json(const struct podman *p)
 {
 	char seccomp[PATH_MAX + 16];
-	json_t *a = json_pack("[s, s]", "unmask=ALL", "no-new-privileges");
+	json_t *a = json_pack("[s, s]", "unmask=/proc/*", "no-new-privileges");
 
 	if (a != NULL && p->set.seccomp[0] != '\0') {
 		snprintf(seccomp, sizeof seccomp, "seccomp=%s", p->set.seccomp);
