@@ -96,7 +96,7 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(BUILD)/libmanager.a $(BUIL
 	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent -Imanager -o $@ $^ $(TEST_LIBS)
 
 # Attack programs run as commands inside the boundary; static so they also run in images.
-$(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h
+$(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h tests/escape/probe.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 $(WARN) -D_GNU_SOURCE -static -o $@ $<
 

@@ -21,30 +21,11 @@
 #include <unistd.h>
 
 #include "guard.h"
+#include "probe.h"
 
 #ifndef SB_LANDLOCK_CREATE_RULESET_VERSION
 #define SB_LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #endif
-
-static int failures;
-
-/* Prints NAME errno=E; counts a failure unless the outcome is WANT (0: the call must succeed). */
-static void report(const char *name, long r, int e, int want)
-{
-	int got = r < 0 ? e : 0;
-
-	printf("%s errno=%s\n", name, guard_errname(got));
-	if (got != want)
-		failures++;
-}
-
-#define PROBE(name, want, call) \
-	do { \
-		long r_; \
-		errno = 0; \
-		r_ = (long)(call); \
-		report((name), r_, errno, (want)); \
-	} while (0)
 
 /* The agent's first step: a user namespace (then PID and mount). In a child, so this process keeps
  * its own namespaces. */

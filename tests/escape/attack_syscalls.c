@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "guard.h"
+#include "probe.h"
 
 #ifndef TCP_FASTOPEN_CONNECT
 #define TCP_FASTOPEN_CONNECT 30
@@ -36,26 +37,6 @@
 #endif
 #define IPPROTO_MPTCP_NUM 262
 #define HIGH_BITS (1UL << 32)
-
-static int failures;
-
-/* Prints NAME errno=E; counts a failure unless the outcome is WANT (0: the call must succeed). */
-static void report(const char *name, long r, int e, int want)
-{
-	int got = r < 0 ? e : 0;
-
-	printf("%s errno=%s\n", name, guard_errname(got));
-	if (got != want)
-		failures++;
-}
-
-#define PROBE(name, want, call) \
-	do { \
-		long r_; \
-		errno = 0; \
-		r_ = (long)(call); \
-		report((name), r_, errno, (want)); \
-	} while (0)
 
 /* A raw syscall that may create a child (clone, clone3): the child exits at once. */
 static long fork_like(long r)
