@@ -46,16 +46,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-die() {
-	echo "bench-manager: $*" >&2
-	[ -f "$work/manager.log" ] && tail -n 5 "$work/manager.log" >&2
-	exit 1
-}
-now_us() { echo "${EPOCHREALTIME/./}"; }
+BENCH_NAME=bench-manager
+# shellcheck source=scripts/bench-lib.sh
+. "$here/scripts/bench-lib.sh"
 mgr() { timeout -k 3 "$call_timeout" "$manager" "$@"; }
 # cpu_snap: total and idle jiffies of all cores, from /proc/stat
 cpu_snap() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # loop_us BOUND_SECONDS RUNS CMD...: mean wall time of one call in microseconds, measured in a child
 # shell that the bound ends; prints "fail" if a call failed or the bound ran out.
@@ -71,12 +67,9 @@ loop_us() {
 }
 
 # --- a manager on a fresh state directory, and a repository of the fixture manifests ---------------
-mkdir -p "$work/repo" "$STATE"
+mkdir -p "$STATE"
 chmod 700 "$STATE"
-cp -r "$here/tests/fixtures/deploy-repo/." "$work/repo/"
-git -C "$work/repo" init -q -b main
-git -C "$work/repo" add -A
-git -C "$work/repo" -c user.name=bench -c user.email=bench@example.invalid commit -qm "manifests"
+bench_repo "$work/repo"
 
 # Idle eviction off for the run: sessions warmed for a later level must still be warm when it starts.
 "$manager" serve --state-dir "$STATE" --agent "$build/sandbox-agent" --idle-seconds 86400 \

@@ -46,14 +46,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-die() {
-	echo "bench-podman: $*" >&2
-	[ -f "$work/manager.log" ] && tail -n 5 "$work/manager.log" >&2
-	exit 1
-}
-now_us() { echo "${EPOCHREALTIME/./}"; }
+BENCH_NAME=bench-podman
+# shellcheck source=scripts/bench-lib.sh
+. "$here/scripts/bench-lib.sh"
 mgr() { timeout -k 3 120 "$manager" "$@"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 # mean_us RUNS CMD...: mean wall time of one run of CMD, in microseconds ("fail" if one failed).
 mean_us() {
 	local n=$1 s i
@@ -74,11 +70,8 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 
-mkdir -p "$work/repo" "$STATE" && chmod 700 "$STATE"
-cp -r "$here/tests/fixtures/deploy-repo/." "$work/repo/"
-git -C "$work/repo" init -q -b main
-git -C "$work/repo" add -A
-git -C "$work/repo" -c user.name=bench -c user.email=bench@example.invalid commit -qm "manifests"
+mkdir -p "$STATE" && chmod 700 "$STATE"
+bench_repo "$work/repo"
 "$manager" serve --state-dir "$STATE" --backend podman --podman-socket "$SOCK" --image "$image" \
 	--podman-seccomp "$here/images/seccomp.json" --idle-seconds 86400 >"$work/manager.log" 2>&1 &
 manager_pid=$!
