@@ -316,6 +316,24 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
 	return rc;
 }
 
+/* Until podman sees the container stop, at most timeout_ms. Its answer is not evidence (inspect
+ * decides); it only spares polling. A quick failure must not make the caller spin. */
+static void container_wait(const struct podman *p, const char *id, long timeout_ms)
+{
+	struct podman_reply r;
+	struct sb_err ignored;
+	char path[160];
+	long status = 0;
+
+	snprintf(path, sizeof path, "/containers/%s/wait?condition=not-running", id);
+	if (call(p, "POST", path, NULL, timeout_ms < 1 ? 1 : timeout_ms, &r, &ignored) == 0) {
+		status = r.status;
+		podman_reply_free(&r);
+	}
+	if (status != 200)
+		usleep(POLL_MS * 1000);
+}
+
 /* No process of the container can run any more: it exited, or it was created and never started. */
 static bool state_ended(const struct container_state *s)
 {
@@ -493,7 +511,7 @@ static int podman_evidence(struct backend *be, struct sandbox_handle *h, int tim
 		}
 		if (remaining_ms(deadline) == 0)
 			break;
-		usleep(POLL_MS * 1000);
+		container_wait(p, handle_id(h), remaining_ms(deadline));
 	}
 	if (last[0] != '\0')
 		return sb_fail(err, ETIMEDOUT, "container %.12s is still %s after %d ms: not proven gone", handle_id(h),

@@ -280,6 +280,8 @@ static void accepted_kill_is_not_evidence(void **state)
 	assert_int_equal(seen("POST /v1.41/containers/" ID "/kill?signal=KILL", NULL), 1);
 	assert_int_equal(be->ops->evidence(be, &h, 600, &err), -1);
 	assert_non_null(strstr(err.msg, "is still running after 600 ms: not proven gone"));
+	/* it waited for the container to stop between questions, and still asked again */
+	assert_true(seen("POST /v1.41/containers/" ID "/wait?condition=not-running", NULL) >= 1);
 	route("GET /v1.41/containers/" ID "/json", 200, "{\"State\":{\"Status\":\"paused\",\"Pid\":4242}}");
 	assert_int_equal(be->ops->evidence(be, &h, 300, &err), -1);
 	assert_non_null(strstr(err.msg, "still paused"));
