@@ -641,6 +641,22 @@ int records_session_set_state(struct records *r, const char *id, const char *sta
 	return session_changed(r, id, err);
 }
 
+/* A reserved session is released only when none of its sandboxes is left without evidence: the
+ * check and the change are one statement, so no sandbox row can slip in between. */
+int records_sessions_release(struct records *r, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+
+	if (prepare(r, "UPDATE sessions SET state = 'active' WHERE state = 'reserved' AND NOT EXISTS"
+		       " (SELECT 1 FROM sandboxes WHERE sandboxes.session = sessions.id AND sandboxes.state <> 'gone')",
+		    &st, err) != 0)
+		return -1;
+	if (step(st, SQLITE_OK) != SQLITE_DONE)
+		return db_fail(r, err, "releasing reserved sessions");
+	return sqlite3_changes(r->db);
+}
+
 /* One statement (UPDATE ... RETURNING), so two threads or processes bumping at once each get
  * their own new value. */
 int records_session_bump_generation(struct records *r, const char *id, uint64_t *generation, struct sb_err *err)

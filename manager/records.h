@@ -62,6 +62,9 @@ void records_close(struct records *r);
 int records_session_insert(struct records *r, const struct session_row *s, struct sb_err *err);
 int records_session_get(struct records *r, const char *id, struct session_row *out, struct sb_err *err);
 int records_session_set_state(struct records *r, const char *id, const char *state, struct sb_err *err);
+/* Every `reserved` session whose sandboxes are all proven gone becomes `active` again; returns how
+ * many, or -1. */
+int records_sessions_release(struct records *r, struct sb_err *err);
 /* Increment the generation; *generation receives the new value. */
 int records_session_bump_generation(struct records *r, const char *id, uint64_t *generation, struct sb_err *err);
 int records_session_set_turn(struct records *r, const char *id, int64_t turn, struct sb_err *err);

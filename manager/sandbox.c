@@ -422,6 +422,7 @@ static void recover_one(struct manager *m, json_t *row)
 
 int sandbox_recover(struct manager *m, struct sb_err *err)
 {
+	int released;
 	json_t *rows;
 	size_t i;
 	json_t *row;
@@ -435,6 +436,13 @@ int sandbox_recover(struct manager *m, struct sb_err *err)
 	json_array_foreach(rows, i, row)
 		recover_one(m, row);
 	json_decref(rows);
+	/* A session reserved because a sandbox's end was not proven gets its workspace back once
+	 * every one of its sandboxes is: the operator removed it, or it ended since. */
+	released = records_sessions_release(m->rec, err);
+	if (released < 0)
+		return -1;
+	if (released > 0)
+		sb_info("%d reserved session(s) released: their sandboxes are proven gone", released);
 	return 0;
 }
 

@@ -159,7 +159,8 @@ t podman_killed_outside test_podman_killed_outside
 
 # A runtime that accepts the kill and does not kill (a proxy in front of podman that answers 204 and
 # forwards nothing): no evidence within the bound, so the call is uncertain, not cancelled, and the
-# session's workspace stays reserved, which session show says.
+# session's workspace stays reserved, which session show says, until the container is removed and a
+# manager restart proves it gone.
 test_podman_no_evidence() {
 	need_podman
 	local m i id
@@ -187,8 +188,19 @@ test_podman_no_evidence() {
 	mgr exec --session "$SID" -- true
 	assert_eq "a reserved session refuses calls" 125 "$RC"
 	assert_eq "the container really still runs" running "$(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1)"
-	podman_cli rm -f "$id" >/dev/null
 	wait_bg_execs_allow_fail
+	# The operator's way out: remove the container, restart the manager. The restart proves the
+	# end (a 404 for the recorded Id) and gives the session its workspace back.
+	podman_cli rm -f "$id" >/dev/null
+	rm -f "$TD/swallow"
+	kill -TERM "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	pod_mgr_start
+	mgr session show --session "$SID"
+	assert_json '[.state, .sandbox]' '["active",null]'
+	mgr exec --session "$SID" -- 'echo released'
+	assert_eq "after the release: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "after the release: output" released "$(cat "$OUT")"
 }
 t podman_no_evidence test_podman_no_evidence
 

@@ -466,6 +466,36 @@ static void test_sandboxes(void **state)
 	records_close(r);
 }
 
+/* A reserved session gets its workspace back only once every sandbox of it is proven gone. */
+static void test_release_reserved(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct session_row got;
+	struct sandbox_row s;
+	struct sb_err err;
+
+	session_add(r, "s1");
+	session_add(r, "s2");
+	sandbox_fill(&s, "s1", 1, "running");
+	assert_int_equal(records_sandbox_upsert(r, &s, &err), 0);
+	assert_int_equal(records_sandbox_set_state(r, "s1", 1, "unproven", "container still running", &err), 0);
+	assert_int_equal(records_session_set_state(r, "s1", "reserved", &err), 0);
+	assert_int_equal(records_sessions_release(r, &err), 0);
+	assert_int_equal(records_session_get(r, "s1", &got, &err), RECORDS_FOUND);
+	assert_string_equal(got.state, "reserved");
+	assert_int_equal(records_sandbox_set_state(r, "s1", 1, "gone", "exited (podman)", &err), 0);
+	assert_int_equal(records_sessions_release(r, &err), 1);
+	assert_int_equal(records_session_get(r, "s1", &got, &err), RECORDS_FOUND);
+	assert_string_equal(got.state, "active");
+	/* nothing else moves: an active or deleted session stays as it is */
+	assert_int_equal(records_session_set_state(r, "s2", "deleted", &err), 0);
+	assert_int_equal(records_sessions_release(r, &err), 0);
+	assert_int_equal(records_session_get(r, "s2", &got, &err), RECORDS_FOUND);
+	assert_string_equal(got.state, "deleted");
+	records_close(r);
+}
+
 /* ---------------------------------------------------------------- execs */
 
 static json_t *execs_of(struct records *r, const char *session)
@@ -805,6 +835,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_reserved, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_lifecycle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_forbidden_transitions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_odd_text_kept, setup, teardown),
