@@ -59,9 +59,12 @@ mean_us() {
 	echo $((($(now_us) - s) / n))
 }
 
-if ! podman image exists "$image"; then
-	echo "bench-podman: building $image (make image)"
-	IMAGE=$image bash "$here/scripts/image.sh" "$build" >/dev/null || die "make image failed"
+# The image must carry this build's agent (scripts/image.sh labels it with the agent's sha256).
+want=$(sha256sum "$build/sandbox-agent" | cut -d' ' -f1)
+have=$(podman image inspect --format '{{index .Config.Labels "infra-sandbox.agent-sha256"}}' "$image" 2>/dev/null || true)
+if [ "$have" != "$want" ]; then
+	echo "bench-podman: building $image with this build's agent (scripts/image.sh)"
+	IMAGE=$image bash "$here/scripts/image.sh" "$build/sandbox-agent" >/dev/null || die "scripts/image.sh failed"
 fi
 podman system service --time=0 "unix://$SOCK" >"$work/service.log" 2>&1 &
 service_pid=$!
