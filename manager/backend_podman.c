@@ -106,7 +106,7 @@ static int empties_make(const struct agent_dir *d, char *file, char *dir, struct
 	if (path_fmt(file, PATH_MAX, err, "%s/empty", d->private_dir) < 0 ||
 	    path_fmt(dir, PATH_MAX, err, "%s/empty.d", d->private_dir) < 0)
 		return -1;
-	fd = open(file, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+	fd = open(file, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
 	if (fd < 0)
 		return sb_fail_errno(err, "creating %s", file);
 	close(fd);
