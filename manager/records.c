@@ -875,7 +875,7 @@ int records_sandbox_get(struct records *r, const char *session, struct sandbox_r
 	memset(out, 0, sizeof *out);
 	if (check_arg("session id", session, ID_MAX, err) != 0 ||
 	    prepare(r, "SELECT session, generation, backend, runtime_id, address, private_dir, state, grants_json,"
-		       " started_ms FROM sandboxes WHERE session = ?1", &st, err) != 0)
+		       " started_ms, evidence FROM sandboxes WHERE session = ?1", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, session, &rc);
 	rc = step(st, rc);
@@ -894,6 +894,7 @@ int records_sandbox_get(struct records *r, const char *session, struct sandbox_r
 	copy_text(out->state, sizeof out->state, col_text(st, 6));
 	copy_text(out->grants_json, sizeof out->grants_json, col_text(st, 7));
 	out->started_ms = sqlite3_column_int64(st, 8);
+	copy_text(out->evidence, sizeof out->evidence, col_text(st, 9));
 	return RECORDS_FOUND;
 }
 

@@ -54,6 +54,7 @@ struct sandbox_row {
 	char state[32];            /* "starting", "running", "stopping", "gone", "unproven" */
 	char grants_json[8192];    /* the authority snapshot it was prepared with */
 	int64_t started_ms;
+	char evidence[2048];       /* what the last state change said: the evidence, or why there is none */
 };
 
 int records_open(const char *path, struct records **out, struct sb_err *err);

@@ -145,8 +145,11 @@ json_t *sessions_show(struct manager *m, const char *id)
 		return control_error_from("internal", &err);
 	if (records_sandbox_get(m->rec, id, &sb, &err) == RECORDS_FOUND && strcmp(sb.state, "gone") != 0) {
 		json_decref(sandbox);
-		sandbox = json_pack("{s:s, s:s, s:I, s:s}", "runtime_id", sb.runtime_id, "backend", sb.backend,
-				    "generation", (json_int_t)sb.generation, "state", sb.state);
+		/* "evidence" (only when there is something to say): for an unproven sandbox, why its end
+		 * could not be proven. */
+		sandbox = json_pack("{s:s, s:s, s:I, s:s, s:s*}", "runtime_id", sb.runtime_id, "backend", sb.backend,
+				    "generation", (json_int_t)sb.generation, "state", sb.state, "evidence",
+				    sb.evidence[0] ? sb.evidence : NULL);
 	}
 	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:s, s:i}", "ok", 1, "session", s.id,
 			 "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch", s.branch, "grants",

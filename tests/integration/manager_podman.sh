@@ -185,6 +185,9 @@ test_podman_no_evidence() {
 		"$(jr '.records[0].reason')"
 	mgr session show --session "$SID"
 	assert_json .state '"reserved"'
+	assert_json .sandbox.state '"unproven"'
+	assert_match "session show says why" "container [0-9a-f]{12} is still running after 10000 ms: not proven gone" \
+		"$(jr .sandbox.evidence)"
 	mgr exec --session "$SID" -- true
 	assert_eq "a reserved session refuses calls" 125 "$RC"
 	assert_eq "the container really still runs" running "$(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1)"
