@@ -8,9 +8,14 @@
 POD_REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # pod_mgr_start [SERVE ARGS...]: a manager with the podman backend and the shipped seccomp profile.
+# mgr_start sets its own EXIT trap: this one replaces it on every (re)start.
 pod_mgr_start() {
+	local rc
 	mgr_start --backend podman --podman-socket "${POD_SOCK:-$PODMAN_SOCK}" --image "$PODMAN_IMAGE" \
 		--podman-seccomp "$POD_REPO_ROOT/images/seccomp.json" "$@"
+	rc=$?
+	trap pod_cleanup EXIT
+	return "$rc"
 }
 
 # pod_ids SESSION: the ids of the session's containers, running or not (podman's own view).
@@ -43,7 +48,6 @@ pod_sandbox_id() {
 test_podman_session() {
 	need_podman
 	mgr_repo && pod_mgr_start && mgr_session
-	trap pod_cleanup EXIT
 	local want_uid=$RUN_UID id
 	[ "$RUN_UID" -eq 0 ] && want_uid=65534
 	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-sandbox > note.txt; git status --short; ls /proc | grep -c "^[0-9]"'
@@ -85,7 +89,6 @@ test_podman_detached() {
 	local m
 	m=$(unique_marker)
 	mgr_repo && pod_mgr_start && mgr_session
-	trap pod_cleanup EXIT
 	mgr exec --session "$SID" -- "(setsid sleep 40.$m </dev/null >/dev/null 2>&1 &); nohup sleep 41.$m >/dev/null 2>&1 & disown; echo started"
 	assert_eq "exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 	assert_eq "output" started "$(cat "$OUT")"
@@ -102,7 +105,6 @@ test_podman_cancel() {
 	local m i id
 	m=$(unique_marker)
 	mgr_repo && pod_mgr_start && mgr_session
-	trap pod_cleanup EXIT
 	mgr_bg_exec c "sleep 30.$m"
 	for i in $(seq 1 100); do pgrep -f "^sleep 30.$m" >/dev/null && break; sleep 0.1; done
 	id=$(pod_sandbox_id)
@@ -133,7 +135,6 @@ test_podman_killed_outside() {
 	local m i id
 	m=$(unique_marker)
 	mgr_repo && pod_mgr_start && mgr_session
-	trap pod_cleanup EXIT
 	mgr exec --session "$SID" -- 'echo kept > kept.txt'
 	id=$(pod_sandbox_id)
 	mgr_bg_exec k "echo ran >> runs.txt; sleep 30.$m"
@@ -171,7 +172,6 @@ test_podman_no_evidence() {
 	PROXY_PID=$!
 	for i in $(seq 1 50); do [ -S "$POD_SOCK" ] && break; sleep 0.1; done
 	mgr_repo && pod_mgr_start && mgr_session
-	trap pod_cleanup EXIT
 	mgr_bg_exec n "sleep 60.$m"
 	for i in $(seq 1 100); do pgrep -f "^sleep 60.$m" >/dev/null && break; sleep 0.1; done
 	id=$(pod_sandbox_id)
@@ -213,7 +213,6 @@ test_podman_restart() {
 	need_podman
 	local id
 	mgr_repo && pod_mgr_start && mgr_session
-	trap pod_cleanup EXIT
 	mgr exec --session "$SID" -- true
 	id=$(pod_sandbox_id)
 	kill -KILL "$MGR_PID"
