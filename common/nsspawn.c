@@ -80,3 +80,31 @@ int spawn_fds_keep(unsigned *keep, size_t n, struct sb_err *err)
 		return sb_fail_errno(err, "closing inherited descriptors");
 	return 0;
 }
+
+void spawn_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+void spawn_die(int fd, const char *role, const struct sb_err *err, int status)
+{
+	char msg[SB_ERR_MSG_MAX + 64];
+	size_t rlen = strnlen(role, 32), mlen = strnlen(err->msg, SB_ERR_MSG_MAX);
+
+	memcpy(msg, role, rlen);
+	memcpy(msg + rlen, ": ", 2);
+	memcpy(msg + rlen + 2, err->msg, mlen);
+	spawn_write_all(fd, msg, rlen + 2 + mlen);
+	_exit(status);
+}

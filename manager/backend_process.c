@@ -551,34 +551,11 @@ static int launch_fds(struct launch *l, struct sb_err *err)
  * writes only to its stack and the steps' mnt_fd, allocates nothing, reports a failed step over the
  * error pipe and dies. */
 
-static void write_all_fd(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return; /* the manager is gone: nobody is left to tell */
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
 /* Tell the manager what failed and die at once: prepare() fails with this message, never with
  * "child exited 125". */
 __attribute__((noreturn)) static void die_report(int error_fd, const struct sb_err *err)
 {
-	static const char role[] = "sandbox init: ";
-	char msg[SB_ERR_MSG_MAX + sizeof role];
-	size_t mlen = strnlen(err->msg, SB_ERR_MSG_MAX);
-
-	memcpy(msg, role, sizeof role - 1);
-	memcpy(msg + sizeof role - 1, err->msg, mlen);
-	write_all_fd(error_fd, msg, sizeof role - 1 + mlen);
-	_exit(INIT_EXIT_SETUP_FAILED);
+	spawn_die(error_fd, "sandbox init", err, INIT_EXIT_SETUP_FAILED);
 }
 
 /* The clone holds a copy of every descriptor of the manager (its database, clients' sockets, other

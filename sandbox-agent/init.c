@@ -20,41 +20,18 @@
 #include "seccomp.h"
 #include "nsspawn.h"
 
-static void write_all_fd(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return; /* the agent is gone; nobody is left to tell */
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
 /* Report a failed setup step to the agent and die at once: the agent turns the message into
  * a refused outcome, so "child exited 125" is never all that anybody learns. */
 __attribute__((noreturn)) static void die_report(int error_fd, const char *role, const struct sb_err *err)
 {
-	char msg[SB_ERR_MSG_MAX + 32];
-	size_t rlen = strlen(role), mlen = strnlen(err->msg, SB_ERR_MSG_MAX);
-
-	memcpy(msg, role, rlen);
-	memcpy(msg + rlen, ": ", 2);
-	memcpy(msg + rlen + 2, err->msg, mlen);
-	write_all_fd(error_fd, msg, rlen + 2 + mlen);
-	_exit(INIT_EXIT_SETUP_FAILED);
+	spawn_die(error_fd, role, err, INIT_EXIT_SETUP_FAILED);
 }
 
 static void report(int fd, enum init_report_kind kind, int32_t value)
 {
 	struct init_report r = { .kind = kind, .value = value };
 
-	write_all_fd(fd, &r, sizeof r);
+	spawn_write_all(fd, &r, sizeof r);
 }
 
 static int stdio_attach(const struct init_context *ctx, struct sb_err *err)
