@@ -37,6 +37,7 @@
 #include "random.h"
 #include "receipt_mac.h"
 #include "tls.h"
+#include "testutil.h"
 
 #define AGENT_NAME "sandbox-s1.g1.agent"
 #define GENERATION 1
@@ -306,14 +307,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void agent_stop(struct fixture *f)
 {
 	int status;
@@ -342,7 +335,7 @@ static int teardown(void **state)
 	if (getenv("TEST_AGENT_SERVE_KEEP") != NULL)
 		fprintf(stderr, "kept %s\n", f->base);
 	else
-		nftw(f->base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		test_rmtree(f->base);
 	free(f);
 	return 0;
 }

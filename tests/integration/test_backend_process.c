@@ -30,6 +30,7 @@
 #include "receipt_mac.h"
 #include "tls.h"
 #include "workspace.h"
+#include "testutil.h"
 
 #define STEP_MS 20000
 #define EVIDENCE_MS 5000
@@ -86,14 +87,6 @@ static void dir_make(const char *path)
 {
 	if (mkdir(path, 0700) < 0)
 		fail_msg("mkdir %s: %s", path, strerror(errno));
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
 }
 
 /* 1 when a process on the host has `needle` in its command line. */
@@ -309,7 +302,7 @@ static int teardown(void **state)
 	mount_plan_free(&F.plan);
 	workspace_free(&F.ws);
 	if (F.base[0] != '\0' && getenv("BE_KEEP") == NULL)
-		nftw(F.base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		test_rmtree(F.base);
 	return rc;
 }
 

@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "workspace.h"
+#include "testutil.h"
 
 #define ID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define MAX_REQUESTS 64
@@ -189,14 +190,6 @@ static int fake_start(void **state)
 	return pthread_create(&F.thread, NULL, fake_main, NULL) == 0 ? 0 : -1;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static int fake_stop(void **state)
 {
 	(void)state;
@@ -207,7 +200,7 @@ static int fake_stop(void **state)
 		free(F.requests[i]);
 		free(F.bodies[i]);
 	}
-	nftw(F.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	test_rmtree(F.dir);
 	return 0;
 }
 

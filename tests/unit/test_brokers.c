@@ -28,6 +28,7 @@
 #include "broker.h"
 #include "ca.h"
 #include "grants.h"
+#include "testutil.h"
 
 #define MANAGER_TOKEN "manager-secret-token-0123"
 
@@ -46,24 +47,6 @@ static struct {
 	pid_t pid;
 	int n;                /* a counter for unique output names */
 } T;
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	chmod(path, 0700);
-	return remove(path);
-}
-
-static int dir_unlock(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_D)
-		chmod(path, 0700);
-	return 0;
-}
 
 static void write_text(const char *path, const char *text, mode_t mode)
 {
@@ -163,8 +146,7 @@ static int group_teardown(void **state)
 		kill(T.pid, SIGTERM);
 		waitpid(T.pid, NULL, 0);
 	}
-	nftw(T.base, dir_unlock, 16, FTW_PHYS);
-	nftw(T.base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	test_rmtree(T.base);
 	return 0;
 }
 

@@ -21,20 +21,13 @@
 
 #include "ca.h"
 #include "tls.h"
+#include "testutil.h"
 
 struct fixture {
 	char base[64];
 	char ca_dir[128];
 	char out_dir[128];
 };
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int setup(void **state)
 {
@@ -54,7 +47,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	nftw(f->base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	test_rmtree(f->base);
 	free(f);
 	return 0;
 }

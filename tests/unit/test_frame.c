@@ -11,45 +11,7 @@
 #include <errno.h>
 
 #include "frame.h"
-
-/* An in-memory stream: reads come from `data`, writes append to `data`. */
-struct memstream {
-	uint8_t data[256];
-	size_t len, pos;
-	size_t read_calls;
-};
-
-static ssize_t mem_read(void *ctx, void *buf, size_t len)
-{
-	struct memstream *m = ctx;
-	size_t n = m->len - m->pos < len ? m->len - m->pos : len;
-
-	m->read_calls++;
-	memcpy(buf, m->data + m->pos, n);
-	m->pos += n;
-	return (ssize_t)n;
-}
-
-static ssize_t mem_write(void *ctx, const void *buf, size_t len)
-{
-	struct memstream *m = ctx;
-
-	if (len > sizeof m->data - m->len) {
-		errno = ENOSPC;
-		return -1;
-	}
-	memcpy(m->data + m->len, buf, len);
-	m->len += len;
-	return (ssize_t)len;
-}
-
-static void stream_init(struct sb_stream *s, struct memstream *m)
-{
-	memset(m, 0, sizeof *m);
-	s->ctx = m;
-	s->read = mem_read;
-	s->write = mem_write;
-}
+#include "testutil.h"
 
 static void test_round_trip(void **state)
 {

@@ -21,6 +21,7 @@
 
 #include "gitconfig.h"
 #include "gitrun.h"
+#include "testutil.h"
 
 struct fixture {
 	char dir[PATH_MAX];   /* mkdtemp root */
@@ -45,14 +46,6 @@ static void write_file(const char *path, const char *text)
 	assert_int_equal(fclose(f), 0);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof *fx);
@@ -71,7 +64,7 @@ static int teardown(void **state)
 {
 	struct fixture *fx = *state;
 
-	assert_int_equal(nftw(fx->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+	assert_int_equal(test_rmtree(fx->dir), 0);
 	free(fx);
 	return 0;
 }

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "records.h"
+#include "testutil.h"
 
 struct fixture {
 	char dir[PATH_MAX];  /* mkdtemp root */
@@ -32,14 +33,6 @@ struct fixture {
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int setup(void **state)
 {
@@ -57,7 +50,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	nftw(f->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	test_rmtree(f->dir);
 	free(f);
 	return 0;
 }

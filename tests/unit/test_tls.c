@@ -25,6 +25,7 @@
 #include "frame.h"
 #include "random.h"
 #include "tls.h"
+#include "testutil.h"
 
 #define AGENT_NAME "sandbox-s1.g1.agent"
 #define TEST_TIMEOUT_MS 10000
@@ -110,21 +111,13 @@ static int setup(void **state)
 	return 0;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
 	tls_config_free(f->server);
 	tls_config_free(f->client);
-	nftw(f->base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	test_rmtree(f->base);
 	free(f);
 	return 0;
 }

@@ -21,6 +21,7 @@
 #include "gitconfig.h"
 #include "gitrun.h"
 #include "workspace.h"
+#include "testutil.h"
 
 struct fixture {
 	char dir[PATH_MAX];    /* mkdtemp root */
@@ -94,14 +95,6 @@ static int dir_entries(const char *path)
 	return n;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 /* A repository at path with README committed on main. */
 static void repo_make(const char *path, char head[64])
 {
@@ -140,7 +133,7 @@ static int teardown(void **state)
 {
 	struct fixture *fx = *state;
 
-	assert_int_equal(nftw(fx->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+	assert_int_equal(test_rmtree(fx->dir), 0);
 	free(fx);
 	return 0;
 }

@@ -1,0 +1,83 @@
+/* Helpers the C tests share (unit and integration): header-only, so each test program stays one
+ * file plus the libraries it tests. */
+#ifndef SB_TESTUTIL_H
+#define SB_TESTUTIL_H
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "frame.h"
+
+/* ---- an in-memory sb_stream: writes append to data, reads consume from the front ---- */
+
+struct memstream {
+	uint8_t data[8192];
+	size_t len, pos;
+	size_t read_calls;
+};
+
+static inline ssize_t memstream_read(void *ctx, void *buf, size_t len)
+{
+	struct memstream *m = ctx;
+	size_t n = m->len - m->pos < len ? m->len - m->pos : len;
+
+	m->read_calls++;
+	memcpy(buf, m->data + m->pos, n);
+	m->pos += n;
+	return (ssize_t)n;
+}
+
+static inline ssize_t memstream_write(void *ctx, const void *buf, size_t len)
+{
+	struct memstream *m = ctx;
+
+	if (len > sizeof m->data - m->len) {
+		errno = ENOSPC;
+		return -1;
+	}
+	memcpy(m->data + m->len, buf, len);
+	m->len += len;
+	return (ssize_t)len;
+}
+
+static inline void stream_init(struct sb_stream *s, struct memstream *m)
+{
+	memset(m, 0, sizeof *m);
+	s->ctx = m;
+	s->read = memstream_read;
+	s->write = memstream_write;
+}
+
+/* ---- removing a test's directory tree ---- */
+
+/* Directories a test sealed (0500, 0000) are opened up first, so their entries can go. */
+static inline int testutil_unlock(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	if (flag == FTW_D && (st->st_mode & 0700) != 0700)
+		chmod(path, 0700);
+	return 0;
+}
+
+static inline int testutil_remove(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Everything below dir, and dir, without following a symbolic link. 0, or -1 when something
+ * stayed (a test that leaves what it cannot remove may assert on it). */
+static inline int test_rmtree(const char *dir)
+{
+	nftw(dir, testutil_unlock, 16, FTW_PHYS);
+	return nftw(dir, testutil_remove, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+#endif
