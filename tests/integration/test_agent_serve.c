@@ -76,18 +76,6 @@ static void sleep_ms(int ms)
 	poll(NULL, 0, ms);
 }
 
-static void must(int rc, const struct sb_err *err, const char *what)
-{
-	if (rc < 0)
-		fail_msg("%s: %s", what, err->msg);
-}
-
-static void assert_contains(const char *text, const char *want)
-{
-	if (text == NULL || strstr(text, want) == NULL)
-		fail_msg("'%s' does not contain '%s'", text ? text : "(null)", want);
-}
-
 /* The agent's log, for failure messages and for the refusals it must record. */
 static char *log_read(const struct fixture *f)
 {

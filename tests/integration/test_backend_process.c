@@ -55,18 +55,6 @@ static size_t n_started;
 
 /* ---------- helpers ---------- */
 
-static void must(int rc, const struct sb_err *err, const char *what)
-{
-	if (rc < 0)
-		fail_msg("%s: %s", what, err->msg);
-}
-
-static void assert_contains(const char *text, const char *want)
-{
-	if (text == NULL || strstr(text, want) == NULL)
-		fail_msg("'%s' does not contain '%s'", text ? text : "(null)", want);
-}
-
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void sh(const char *fmt, ...)

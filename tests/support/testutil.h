@@ -7,11 +7,31 @@
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "error.h"
 #include "frame.h"
+
+/* ---- assertions (cmocka.h comes first) ---- */
+
+/* TEST_VERBOSE=1 prints every message checked, to see what a user would read. */
+static inline void assert_contains(const char *text, const char *want)
+{
+	if (getenv("TEST_VERBOSE") != NULL)
+		fprintf(stderr, "  message: %s\n", text ? text : "(null)");
+	if (text == NULL || strstr(text, want) == NULL)
+		fail_msg("'%s' does not contain '%s'", text ? text : "(null)", want);
+}
+
+/* A step the test needs to go on: its error message on failure. */
+static inline void must(int rc, const struct sb_err *err, const char *what)
+{
+	if (rc < 0)
+		fail_msg("%s: %s", what, err->msg);
+}
 
 /* ---- an in-memory sb_stream: writes append to data, reads consume from the front ---- */
 

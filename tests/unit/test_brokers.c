@@ -250,14 +250,6 @@ static const char *kube_get(json_t *k, const char *list, const char *inner, cons
 						 field));
 }
 
-static void assert_contains(const char *haystack, const char *needle)
-{
-	if (getenv("BROKER_TEST_VERBOSE"))
-		fprintf(stderr, "  message: %s\n", haystack);
-	if (strstr(haystack, needle) == NULL)
-		fail_msg("'%s' does not contain '%s'", haystack, needle);
-}
-
 /* ---- tokenrequest ---- */
 
 static void tokenrequest_read_and_write(void **state)
