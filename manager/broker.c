@@ -2,13 +2,13 @@
  * one bounded HTTPS call through libcurl (certificate verified, https only, no redirects), and the
  * kubeconfig they write. Never logs a credential nor puts the manager's credential in a file. */
 #include "broker.h"
+#include "curl_handle.h"
 #include "jsonfile.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,13 +194,6 @@ static size_t response_add(char *chunk, size_t size, size_t n, void *userdata)
 	return add;
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_start(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 /* The server's own explanation: "message" of a Kubernetes Status or a Rancher error, else the
  * body's printable head. Never the request's credential: that is never echoed into messages. */
 static void server_message(const struct response *r, json_t *body, char *out, size_t len)
@@ -244,8 +237,7 @@ int broker_http_call(const struct broker_http *h, long *status, json_t **out, st
 	*out = NULL;
 	if (strlen(h->bearer) > 8192)
 		return sb_fail(err, EINVAL, "resource %s: the manager's API credential is too long", h->resource);
-	pthread_once(&curl_once, curl_start);
-	c = curl_easy_init();
+	c = sb_curl_new();
 	if (c == NULL)
 		return sb_fail(err, ENOMEM, "resource %s: starting an HTTPS client", h->resource);
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", h->bearer);
@@ -268,7 +260,6 @@ int broker_http_call(const struct broker_http *h, long *status, json_t **out, st
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->timeout_ms < CONNECT_TIMEOUT_MS ? h->timeout_ms :
 						      CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* the daemon is threaded */
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "infra-sandbox-manager");
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);

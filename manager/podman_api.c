@@ -1,10 +1,10 @@
 /* podman_api.h over libcurl: plain HTTP on a unix socket (the socket's permissions are the access
  * control, as for Docker's), never a network address, no redirects, bounded in time and size. */
 #include "podman_api.h"
+#include "curl_handle.h"
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +13,6 @@
  * is not one we understand. */
 #define REPLY_MAX (4 * 1024 * 1024)
 #define CONNECT_TIMEOUT_MS 5000
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_start(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 static size_t reply_add(char *data, size_t size, size_t n, void *user)
 {
@@ -73,7 +66,6 @@ static int request_run(CURL *c, const char *socket, const char *method, const ch
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* the daemon is threaded */
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "infra-sandbox-manager");
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
@@ -110,8 +102,7 @@ int podman_request(const char *socket, const char *method, const char *path, jso
 		return sb_fail(err, ENAMETOOLONG, "podman API: the request path is too long");
 	if (body != NULL && (text = json_dumps(body, JSON_COMPACT)) == NULL)
 		return sb_fail(err, ENOMEM, "podman API: encoding the request body");
-	pthread_once(&curl_once, curl_start);
-	c = curl_easy_init();
+	c = sb_curl_new();
 	if (c == NULL) {
 		free(text);
 		return sb_fail(err, ENOMEM, "podman API: curl_easy_init failed");

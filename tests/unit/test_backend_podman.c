@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -55,6 +56,7 @@ struct fake {
 	} routes[16];
 	int n_routes;
 	volatile int stop;
+	int inheritable_sockets; /* client connections without close-on-exec, seen during requests */
 };
 
 static struct fake F;
@@ -84,6 +86,32 @@ static struct answer answer_for(const char *line)
 			a = F.routes[i].a;
 	pthread_mutex_unlock(&F.lock);
 	return a;
+}
+
+/* While the client's request is open: is its connection to the service close-on-exec? It is the
+ * socket of this process whose peer is the service's path. (libcurl's internal wakeup socketpair
+ * is not ours to flag; the manager's own child paths close every descriptor anyway.) */
+static int connections_inheritable(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		struct sockaddr_un peer;
+		socklen_t len = sizeof peer;
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		memset(&peer, 0, sizeof peer);
+		if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && peer.sun_family == AF_UNIX &&
+		    strcmp(peer.sun_path, F.sock) == 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }
 
 static void serve_one(int fd)
@@ -118,7 +146,9 @@ static void serve_one(int fd)
 		buf[have] = '\0';
 	}
 	snprintf(line, sizeof line, "%s %s", method, path);
+	n = connections_inheritable();
 	pthread_mutex_lock(&F.lock);
+	F.inheritable_sockets += n;
 	if (F.n < MAX_REQUESTS) {
 		F.requests[F.n] = strdup(line);
 		F.bodies[F.n] = strndup(end + 4, (size_t)length);
@@ -239,6 +269,8 @@ static void evidence_exited_then_deleted(void **state)
 	handle_of(be, &h);
 	assert_int_equal(be->ops->evidence(be, &h, 2000, &err), 0);
 	assert_int_equal(seen("DELETE /v1.41/containers/" ID "?v=true", NULL), 1);
+	/* the connections to the service are close-on-exec (curl_handle.c) */
+	assert_int_equal(F.inheritable_sockets, 0);
 	be->ops->destroy(be);
 }
 
