@@ -99,7 +99,13 @@ static int cpus_set(int64_t *out, const char *value, struct sb_err *err)
 /* One setting by name, from the file or a flag: the same checks for both. */
 static int setting_apply(struct config *c, const char *key, const char *value, struct sb_err *err)
 {
+	static const char *const podman_keys[] = { "podman-socket", "image", "podman-seccomp", "podman-network",
+						   "sandbox-cpus", "sandbox-memory-mib", "sandbox-pids", NULL };
 	unsigned long v;
+
+	for (size_t i = 0; podman_keys[i] != NULL; i++)
+		if (strcmp(key, podman_keys[i]) == 0)
+			snprintf(c->podman_only, sizeof c->podman_only, "%s", key);
 
 	if (strcmp(key, "state-dir") == 0)
 		return str_set(c->state_dir, sizeof c->state_dir, value, key, err);
@@ -275,6 +281,10 @@ int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 			       "process or podman");
 	if (strcmp(c->backend, "podman") == 0)
 		return podman_check(c, err);
+	/* A limit that silently does nothing would be a surprise: the process backend sets none. */
+	if (c->podman_only[0] != '\0')
+		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only (the backend is %s)",
+			       c->podman_only, c->backend);
 	if (access(c->agent, X_OK) < 0)
 		return sb_fail_errno(err, "config: the agent binary %s", c->agent);
 	return 0;

@@ -21,6 +21,7 @@ struct config {
 	int64_t sandbox_nano_cpus;  /* podman: limits of each sandbox (the process backend sets none) */
 	int64_t sandbox_memory_mib;
 	int64_t sandbox_pids;
+	char podman_only[32];       /* a podman-only setting that was given: refused on other backends */
 	char agent[PATH_MAX];       /* the static sandbox-agent binary */
 	unsigned default_timeout;   /* seconds, when a call names none */
 	unsigned max_timeout;       /* a call over it is refused */

@@ -50,6 +50,10 @@ test_manager_refusals() {
 	# refused before it was bound to the session: nothing was recorded, nothing changed
 	mgr records --session "$SID"
 	assert_json '[.records[].state]' '[]'
+	# a container limit on the process backend would do nothing: refused at start, by name
+	timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$TD/other-state" --sandbox-memory-mib 512 >/dev/null 2>"$ERR"
+	assert_eq "a podman-only setting on the process backend: exit code" 125 "$?"
+	assert_match "a podman-only setting: message" "sandbox-memory-mib applies to the podman backend only" "$(cat "$ERR")"
 }
 t manager_refusals test_manager_refusals
 
