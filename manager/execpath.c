@@ -451,8 +451,9 @@ static json_t *cancel_outcome(struct manager *m, const char *exec_id)
 	return out;
 }
 
-/* Cancel the session's running call: stop its sandbox. The call's own thread then finds the
- * exec lost, gets the sandbox's evidence and records it `cancelled`. */
+/* Cancel the session's running call: stop its sandbox and interrupt the call's connection. The
+ * call's own thread then finds the exec lost, gets the sandbox's evidence and records it
+ * `cancelled` (or `uncertain` without evidence); the answer waits for that record. */
 json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 {
 	struct live_sandbox *l;
