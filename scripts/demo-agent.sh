@@ -10,6 +10,11 @@ mkdir -p "$work/worktree" "$work/receipts"
 chmod 700 "$work/receipts"
 printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: payments-api\nspec:\n  replicas: 0\n' \
 	>"$work/worktree/deployment.yaml"
+# A root agent runs its commands as nobody, never as host root: the worktree must be theirs to write.
+if [ "$(id -u)" -eq 0 ]; then
+	chmod 0711 "$work"
+	chown -R 65534:65534 "$work/worktree"
+fi
 
 run() { # run TITLE TIMEOUT COMMAND
 	echo

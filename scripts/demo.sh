@@ -13,7 +13,8 @@ export SANDBOX_MANAGER_SOCKET=$work/state/manager.sock
 manager_pid=
 
 cleanup() {
-	[ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null && wait "$manager_pid" 2>/dev/null
+	# the daemon ends on SIGTERM (143): that is the stop asked for, not a failure
+	[ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null && { wait "$manager_pid" 2>/dev/null || true; }
 	pkill -KILL -f -- "--state-dir $work/state/sandboxes/" 2>/dev/null || true
 	rm -rf "$work"
 }
