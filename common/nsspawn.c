@@ -81,7 +81,7 @@ int spawn_fds_keep(unsigned *keep, size_t n, struct sb_err *err)
 	return 0;
 }
 
-void spawn_write_all(int fd, const void *buf, size_t len)
+int spawn_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 
@@ -90,11 +90,16 @@ void spawn_write_all(int fd, const void *buf, size_t len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return;
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			errno = EPIPE;
+			return -1;
+		}
 		p += n;
 		len -= (size_t)n;
 	}
+	return 0;
 }
 
 void spawn_die(int fd, const char *role, const struct sb_err *err, int status)
@@ -105,6 +110,7 @@ void spawn_die(int fd, const char *role, const struct sb_err *err, int status)
 	memcpy(msg, role, rlen);
 	memcpy(msg + rlen, ": ", 2);
 	memcpy(msg + rlen + 2, err->msg, mlen);
-	spawn_write_all(fd, msg, rlen + 2 + mlen);
+	/* Nobody left to read it when this fails: dying is all there is to do either way. */
+	(void)spawn_write_all(fd, msg, rlen + 2 + mlen);
 	_exit(status);
 }

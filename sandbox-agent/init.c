@@ -27,11 +27,23 @@ __attribute__((noreturn)) static void die_report(int error_fd, const char *role,
 	spawn_die(error_fd, role, err, INIT_EXIT_SETUP_FAILED);
 }
 
-static void report(int fd, enum init_report_kind kind, int32_t value)
+/* Fails only when the agent is gone (nobody holds the read end any more). */
+static int report(int fd, enum init_report_kind kind, int32_t value)
 {
 	struct init_report r = { .kind = kind, .value = value };
 
-	spawn_write_all(fd, &r, sizeof r);
+	return spawn_write_all(fd, &r, sizeof r);
+}
+
+/* If the agent dies, so does init, and with it the namespace. */
+static void parent_death_arm(const struct init_context *ctx)
+{
+	struct sb_err err;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+		sb_fail_errno(&err, "PR_SET_PDEATHSIG");
+		die_report(ctx->error_fd, "init", &err);
+	}
 }
 
 static int stdio_attach(const struct init_context *ctx, struct sb_err *err)
@@ -118,12 +130,9 @@ void init_main(const struct init_context *ctx)
 	pid_t command;
 	int status;
 
-	/* init, inside. If the agent dies, so does init, and with it the namespace. Set before
-	 * waiting for the release: an agent that died earlier shows as end of file below. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
-		sb_fail_errno(&err, "PR_SET_PDEATHSIG");
-		die_report(ctx->error_fd, "init", &err);
-	}
+	/* init, inside. Armed before waiting for the release: an agent that died earlier shows as
+	 * end of file below. */
+	parent_death_arm(ctx);
 	/* Clean signal state (a handler would make init signalable from inside), and only init's
 	 * own five descriptors: nothing of the agent's stays open while a command runs. */
 	unsigned keep[5] = { (unsigned)ctx->go_fd, (unsigned)ctx->report_fd, (unsigned)ctx->error_fd,
@@ -148,7 +157,13 @@ void init_main(const struct init_context *ctx)
 		sb_fail_errno(&err, "PR_SET_DUMPABLE");
 		die_report(ctx->error_fd, "init", &err);
 	}
-	report(ctx->report_fd, INIT_REPORT_READY, pid_max_applied);
+	/* The credential change also cleared the parent-death signal whenever it changed the
+	 * effective uid in kernel terms: under a root agent, host 0 became the mapped uid. Re-arm
+	 * it. An agent that died in between no longer holds the report pipe, so the report below
+	 * fails and init leaves before any command exists: no window is left unguarded. */
+	parent_death_arm(ctx);
+	if (report(ctx->report_fd, INIT_REPORT_READY, pid_max_applied) < 0)
+		_exit(INIT_EXIT_SETUP_FAILED);
 	command = command_start(ctx);
 	if (command < 0) {
 		sb_fail_errno(&err, "starting the command");
@@ -159,8 +174,9 @@ void init_main(const struct init_context *ctx)
 	close(ctx->stderr_fd);
 	close(ctx->error_fd);
 	status = reap_until_command_ends(command);
+	/* A failed report means the agent is gone; exiting below is the teardown either way. */
 	if (status >= 0)
-		report(ctx->report_fd, INIT_REPORT_COMMAND, status);
+		(void)report(ctx->report_fd, INIT_REPORT_COMMAND, status);
 	/* init's exit is the teardown: the kernel SIGKILLs everything left in the namespace,
 	 * nested namespaces included, and only then lets the agent reap init. */
 	_exit(status >= 0 ? 0 : INIT_EXIT_SETUP_FAILED);

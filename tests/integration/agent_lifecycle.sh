@@ -3,7 +3,7 @@
 
 # SIGKILL the agent mid-command: init's parent-death signal takes the namespace down with it.
 test_agent_killed() {
-	local m pid i
+	local m pid i agent
 	m=$(unique_marker)
 	# shellcheck disable=SC2016 # the command is for the sandbox's bash
 	timeout -k 3 30 "${AS[@]}" env -u XDG_RUNTIME_DIR "$AGENT" exec --receipt-dir "$RD" --cwd "$WD" \
@@ -14,8 +14,12 @@ test_agent_killed() {
 		sleep 0.1
 	done
 	pgrep -f -- "sleep 301.$m" >/dev/null || bad "the command never started"
-	# The agent is the child of timeout (and of setpriv when switching users): kill exactly it.
-	pkill -KILL -f -- "$AGENT exec --receipt-dir $RD" || bad "could not find the agent to kill"
+	# Kill exactly the agent: timeout's only child (setpriv and env exec into it). Init is a clone
+	# with the same command line, so a pattern would kill init directly and hide a missing
+	# parent-death signal (as it once did, for a root agent only).
+	agent=$(pgrep -P "$pid")
+	[ -n "$agent" ] && [ "$(wc -w <<<"$agent")" -eq 1 ] || bad "timeout has no single child: [$agent]"
+	kill -KILL "$agent" || bad "could not kill the agent $agent"
 	wait "$pid" 2>/dev/null
 	for i in $(seq 1 20); do
 		pgrep -f -- "$m" >/dev/null || break
