@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fdio.h"
 pid_t spawn_clone(uint64_t ns_flags, int *pidfd, struct sb_err *err)
 {
 	struct clone_args args = {
@@ -81,27 +82,6 @@ int spawn_fds_keep(unsigned *keep, size_t n, struct sb_err *err)
 	return 0;
 }
 
-int spawn_write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0) {
-			errno = EPIPE;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 void spawn_die(int fd, const char *role, const struct sb_err *err, int status)
 {
 	char msg[SB_ERR_MSG_MAX + 64];
@@ -111,6 +91,6 @@ void spawn_die(int fd, const char *role, const struct sb_err *err, int status)
 	memcpy(msg + rlen, ": ", 2);
 	memcpy(msg + rlen + 2, err->msg, mlen);
 	/* Nobody left to read it when this fails: dying is all there is to do either way. */
-	(void)spawn_write_all(fd, msg, rlen + 2 + mlen);
+	(void)fd_write_all(fd, msg, rlen + 2 + mlen);
 	_exit(status);
 }

@@ -27,10 +27,6 @@ int spawn_signals_default(struct sb_err *err);
  * of each of the parent's descriptors, sockets of other connections included. */
 int spawn_fds_keep(unsigned *keep, size_t n, struct sb_err *err);
 
-/* Child side: all of buf to fd, through EINTR and short writes. Returns -1 (errno set) when the
- * reader is gone, which tells a child that its parent died; 0 once everything is written. */
-int spawn_write_all(int fd, const void *buf, size_t len);
-
 /* Child side: "ROLE: message" to fd, then _exit(status) at once, so the parent fails with that
  * message and never with a bare exit status. */
 __attribute__((noreturn)) void spawn_die(int fd, const char *role, const struct sb_err *err, int status);

@@ -18,6 +18,7 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
 
+#include "fdio.h"
 #include "random.h"
 #include "tls.h"
 
@@ -41,21 +42,6 @@ static const char *mbedtls_text(int ret, char *buf, size_t len)
 
 /* ---------- files ---------- */
 
-static int write_all(int fd, const unsigned char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Create dir/name exclusively: never follows a symlink, never opens an existing file.
  * errno contract: on -1, err->errnum is EEXIST when the file already existed. */
 static int file_create_at(int dirfd, const char *dir, const char *name, mode_t mode, const unsigned char *data,
@@ -66,7 +52,7 @@ static int file_create_at(int dirfd, const char *dir, const char *name, mode_t m
 	if (fd < 0)
 		return sb_fail_errno(err, "creating %s/%s", dir, name);
 	/* fsync before anyone relies on the file: a key lost in a crash would orphan every leaf. */
-	if (write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+	if (fd_write_all(fd, data, len) < 0 || fsync(fd) < 0) {
 		int saved = errno;
 
 		close(fd);

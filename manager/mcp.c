@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "fdio.h"
 #include "log.h"
 
 #define LINE_CAP (4u * 1024u * 1024u)   /* one JSON-RPC message; larger ones are refused */
@@ -89,7 +90,7 @@ static int64_t now_ms(void)
 static void out_message(json_t *msg)
 {
 	char *text = json_dumps(msg, JSON_COMPACT);
-	size_t len, done = 0;
+	size_t len;
 
 	json_decref(msg);
 	if (text == NULL) {
@@ -99,17 +100,8 @@ static void out_message(json_t *msg)
 	len = strlen(text);
 	text[len] = '\n'; /* replaces the terminator: written with an explicit length */
 	pthread_mutex_lock(&srv.out_lock);
-	while (done <= len) {
-		ssize_t n = write(STDOUT_FILENO, text + done, len + 1 - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			sb_warn("mcp: writing to stdout: %s (the client is gone?)", n < 0 ? strerror(errno) : "short write");
-			break;
-		}
-		done += (size_t)n;
-	}
+	if (fd_write_all(STDOUT_FILENO, text, len + 1) < 0)
+		sb_warn("mcp: writing to stdout: %s (the client is gone?)", strerror(errno));
 	pthread_mutex_unlock(&srv.out_lock);
 	free(text);
 }

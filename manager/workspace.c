@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "gitconfig.h"
 #include "gitrun.h"
 #include "log.h"
@@ -1386,19 +1387,11 @@ int mount_plan_print(const struct mount_plan *plan, FILE *out, struct sb_err *er
 static int probe_write(const char *path, const unsigned char *data, size_t len, struct sb_err *err)
 {
 	cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	size_t off = 0;
 
 	if (fd < 0)
 		return sb_fail_errno(err, "creating %s", path);
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return sb_fail_errno(err, "writing %s", path);
-		off += (size_t)n;
-	}
+	if (fd_write_all(fd, data, len) < 0)
+		return sb_fail_errno(err, "writing %s", path);
 	if (fsync(fd) != 0)
 		return sb_fail_errno(err, "fsync of %s", path);
 	return 0;

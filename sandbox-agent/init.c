@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "landlock.h"
 #include "mounts.h"
 #include "privileges.h"
@@ -32,7 +33,7 @@ static int report(int fd, enum init_report_kind kind, int32_t value)
 {
 	struct init_report r = { .kind = kind, .value = value };
 
-	return spawn_write_all(fd, &r, sizeof r);
+	return fd_write_all(fd, &r, sizeof r);
 }
 
 /* If the agent dies, so does init, and with it the namespace. */
