@@ -88,12 +88,13 @@ $(BUILD)/sandbox-manager: $(BUILD)/obj/manager/main.o $(BUILD)/libmanager.a $(BU
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libmanager.a $(BUILD)/libagent.a $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent -Imanager -Itests/support -o $@ $^ $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent -Imanager -Itests/support -o $@ $(filter %.c %.a,$^) $(TEST_LIBS)
 
-# C integration tests (cmocka) drive the real binaries; linked like unit tests.
+# C integration tests (cmocka) drive the real binaries; linked like unit tests. (The .d files add the
+# headers to $^, hence the filter.)
 $(BUILD)/tests/integration/%: tests/integration/%.c $(BUILD)/libmanager.a $(BUILD)/libagent.a $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent -Imanager -Itests/support -o $@ $^ $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent -Imanager -Itests/support -o $@ $(filter %.c %.a,$^) $(TEST_LIBS)
 
 # Attack programs run as commands inside the boundary; static so they also run in images.
 $(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h tests/escape/probe.h

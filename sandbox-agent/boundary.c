@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -23,7 +24,9 @@
 #include "init.h"
 #include "landlock.h"
 #include "seccomp.h"
+#include "mountfd.h"
 #include "nsspawn.h"
+#include "privdir.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -53,23 +56,69 @@ static int64_t now_ms(clockid_t clock)
 
 /* ---- preparation, once per agent ---- */
 
-static int hidden_add(struct boundary *b, const char *dir, struct sb_err *err)
+void hidden_dir_from_privdir(struct hidden_dir *h, const struct privdir *d)
+{
+	memcpy(h->path, d->path, sizeof h->path);
+	h->dev = d->dev;
+	h->ino = d->ino;
+}
+
+int hidden_dir_from_path(struct hidden_dir *h, const char *path, struct sb_err *err)
+{
+	struct stat st;
+	int fd;
+
+	/* Resolved once, now: a symlink swapped in later cannot redirect the hiding mount, and
+	 * init covers only the directory with this identity. */
+	if (realpath(path, h->path) == NULL)
+		return sb_fail_errno(err, "directory to hide %s", path);
+	fd = mfd_open_nofollow(AT_FDCWD, h->path, O_PATH | O_DIRECTORY);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		sb_fail_errno(err, "directory to hide %s", h->path);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	h->dev = st.st_dev;
+	h->ino = st.st_ino;
+	return 0;
+}
+
+static bool path_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
+/* A writable root and a protected path (a hidden directory, the agent binary) must not nest
+ * either way: inside a writable root the command could rename the protected path's ancestors
+ * (and put its own directory in their place) or replace the binary the next exec runs. */
+static int writable_check(const struct boundary *b, const char *root, struct sb_err *err)
+{
+	for (size_t i = 0; i < b->n_hidden; i++)
+		if (path_within(b->hidden[i].path, root) || path_within(root, b->hidden[i].path))
+			return sb_fail(err, EACCES, "the agent's private directory %s lies %s the writable %s: choose a "
+				       "private directory outside every writable root", b->hidden[i].path,
+				       path_within(root, b->hidden[i].path) ? "around" : "inside", root);
+	if (b->agent_exe[0] != '\0' && path_within(b->agent_exe, root))
+		return sb_fail(err, EACCES, "the agent binary %s lies inside the writable %s, where a command could "
+			       "replace it: install it outside (e.g. /usr/local/bin)", b->agent_exe, root);
+	return 0;
+}
+
+static int writable_add(struct boundary *b, const char *path, struct sb_err *err)
 {
 	char *real;
-	struct stat st;
 
-	if (b->n_hidden >= BOUNDARY_MAX_HIDDEN)
-		return sb_fail(err, E2BIG, "more than %d private directories", BOUNDARY_MAX_HIDDEN);
-	/* Resolved now, so a symlink swapped in later cannot redirect the hiding mount. */
-	real = realpath(dir, NULL);
+	if (b->n_writable >= BOUNDARY_MAX_WRITABLE)
+		return sb_fail(err, E2BIG, "more than %d writable roots", BOUNDARY_MAX_WRITABLE);
+	real = realpath(path, NULL);
 	if (real == NULL)
-		return sb_fail_errno(err, "private directory %s", dir);
-	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		free(real);
-		return sb_fail(err, ENOTDIR, "private directory %s is not a directory", dir);
-	}
-	b->hidden[b->n_hidden++] = real;
-	return 0;
+		return sb_fail_errno(err, "writable root %s", path);
+	b->writable[b->n_writable++] = real;
+	return writable_check(b, real, err);
 }
 
 static int landlock_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
@@ -114,33 +163,65 @@ static bool euid_is_host_root(void)
 	return host_root;
 }
 
-/* Which host ids run commands. Never host root: a process whose uid is host 0 needs no
- * capability to write /proc/sys, /proc/sysrq-trigger, sysfs or root-owned device nodes (the
- * kernel checks ownership there, not capabilities), so a host-root agent runs its commands as
- * an unprivileged uid, mapped 1:1 so that file ownership reads the same inside and out. */
+/* Which ids run commands. Never host root: a process whose uid is host 0 needs no capability
+ * to write /proc/sys, /proc/sysrq-trigger, sysfs or root-owned device nodes (the kernel checks
+ * ownership there, not capabilities), so a host-root agent runs its commands as an unprivileged
+ * uid, mapped 1:1 so that file ownership reads the same inside and out. And never uid 0 of the
+ * command's own user namespace, which owns its PID namespace: that namespace's root may write
+ * per-namespace sysctls such as pid_max (kernel/pid.c, Linux >= 6.14) and owns init's /proc
+ * files once init is not dumpable. So an agent that is uid 0 of a namespace of its own (a
+ * rootless container) maps the sandbox uid inside to its own 0 outside: the same kernel uid,
+ * with no uid 0 in the command's namespace at all. */
 static int command_ids_choose(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
 {
-	b->command_uid = geteuid();
-	b->command_gid = getegid();
-	if (!euid_is_host_root())
-		return 0;
-	b->command_uid = opts->sandbox_uid ? opts->sandbox_uid : BOUNDARY_SANDBOX_ID_DEFAULT;
-	b->command_gid = opts->sandbox_gid ? opts->sandbox_gid : BOUNDARY_SANDBOX_ID_DEFAULT;
+	uid_t sandbox_uid = opts->sandbox_uid ? opts->sandbox_uid : BOUNDARY_SANDBOX_ID_DEFAULT;
+	gid_t sandbox_gid = opts->sandbox_gid ? opts->sandbox_gid : BOUNDARY_SANDBOX_ID_DEFAULT;
+
+	b->command_uid = b->command_outside_uid = geteuid();
+	b->command_gid = b->command_outside_gid = getegid();
+	if (geteuid() == 0) {
+		b->command_uid = sandbox_uid;
+		b->command_gid = sandbox_gid;
+		if (euid_is_host_root()) {
+			b->command_outside_uid = sandbox_uid;
+			b->command_outside_gid = sandbox_gid;
+			/* The command inherits the supplementary groups of its creator, and setgroups is
+			 * denied in its namespace, so it could never drop them: a root agent started
+			 * with root's groups (a login shell's initgroups) would hand group 0 to nobody.
+			 * The agent needs none of them after its keys are loaded: drop them for good. */
+			if (setgroups(0, NULL) < 0)
+				return sb_fail_errno(err, "dropping the agent's supplementary groups");
+		}
+	} else if (getegid() == 0) {
+		b->command_gid = sandbox_gid; /* gid 0 inside would own the namespace's files too */
+	}
 	if (b->command_uid == 0 || b->command_gid == 0)
-		return sb_fail(err, EPERM, "commands never run as host root: choose another sandbox uid and gid");
+		return sb_fail(err, EPERM, "commands never run as uid 0: choose another sandbox uid and gid");
 	return 0;
 }
 
 int boundary_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
 {
+	ssize_t n;
+
 	memset(b, 0, sizeof *b);
 	b->max_processes = opts->max_processes ? opts->max_processes : DEFAULT_MAX_PROCESSES;
 	b->teardown_ms = DEFAULT_TEARDOWN_MS;
 	b->shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+	b->readonly_world = opts->readonly_world;
+	b->tmp_bytes = opts->tmp_bytes ? opts->tmp_bytes : BOUNDARY_TMP_BYTES_DEFAULT;
+	b->shm_bytes = opts->shm_bytes ? opts->shm_bytes : BOUNDARY_SHM_BYTES_DEFAULT;
 	if (command_ids_choose(b, opts, err) < 0)
 		return -1;
-	for (size_t i = 0; i < opts->n_hidden; i++)
-		if (hidden_add(b, opts->hidden[i], err) < 0)
+	if (opts->n_hidden > BOUNDARY_MAX_HIDDEN)
+		return sb_fail(err, E2BIG, "more than %d private directories", BOUNDARY_MAX_HIDDEN);
+	memcpy(b->hidden, opts->hidden, opts->n_hidden * sizeof opts->hidden[0]);
+	b->n_hidden = opts->n_hidden;
+	/* The binary the next exec will run: a command must never be able to replace it. */
+	n = readlink("/proc/self/exe", b->agent_exe, sizeof b->agent_exe - 1);
+	b->agent_exe[n > 0 && (size_t)n < sizeof b->agent_exe - 1 ? n : 0] = '\0';
+	for (size_t i = 0; i < opts->n_writable; i++)
+		if (writable_add(b, opts->writable[i], err) < 0)
 			return -1;
 	b->no_caps = cap_init();
 	if (b->no_caps == NULL)
@@ -152,8 +233,9 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 
 void boundary_free(struct boundary *b)
 {
-	for (size_t i = 0; i < b->n_hidden; i++)
-		free(b->hidden[i]);
+	for (size_t i = 0; i < b->n_writable; i++)
+		free(b->writable[i]);
+	b->n_writable = 0;
 	b->n_hidden = 0;
 	free(b->seccomp.filter);
 	b->seccomp.filter = NULL;
@@ -163,13 +245,6 @@ void boundary_free(struct boundary *b)
 }
 
 /* ---- one command ---- */
-
-static bool path_within(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
-}
 
 static bool exec_id_valid(const char *id)
 {
@@ -191,11 +266,8 @@ static int request_check(const struct boundary *b, const struct exec_request *re
 		return sb_fail(err, EINVAL, "timeout must be at least 1 second");
 	if (req->n_env >= BOUNDARY_MAX_ENV)
 		return sb_fail(err, E2BIG, "more than %d environment variables", BOUNDARY_MAX_ENV - 1);
-	for (size_t i = 0; i < b->n_hidden; i++)
-		if (path_within(req->cwd, b->hidden[i]))
-			return sb_fail(err, EACCES, "working directory %s is inside the agent's private directory %s",
-				       req->cwd, b->hidden[i]);
-	return 0;
+	/* The working directory is a writable root like any other. */
+	return writable_check(b, req->cwd, err);
 }
 
 /* The descriptors between agent and init; index 0 is the agent's end unless noted. */
@@ -257,21 +329,14 @@ static pid_t init_spawn(const struct init_context *ctx, int *pidfd, struct sb_er
 }
 
 /* The maps make the command's uid and gid the agent's own (an unprivileged writer may map only
- * its own ids, and files in the worktree keep their owner), or, under host root, the sandbox
- * ids (command_ids_choose). Mapped 1:1 either way. setgroups must be denied before an
- * unprivileged gid_map write is accepted (user_namespaces(7)); it also keeps the command from
- * ever holding the agent's supplementary groups via setgroups. */
-static int id_maps_write(pid_t pid, uid_t uid, gid_t gid, struct sb_err *err)
+ * its own ids, and files in the worktree keep their owner), 1:1; under host root the sandbox
+ * ids, 1:1; under a root of a namespace of its own, the sandbox ids inside for the agent's own
+ * outside (command_ids_choose). setgroups is denied first, as an unprivileged gid_map write
+ * requires (user_namespaces(7)); it also keeps the command from ever calling setgroups. */
+static int id_maps_write(pid_t pid, const struct boundary *b, struct sb_err *err)
 {
-	char map[64];
-
-	if (spawn_proc_write(pid, "setgroups", "deny", err) < 0)
-		return -1;
-	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-	if (spawn_proc_write(pid, "gid_map", map, err) < 0)
-		return -1;
-	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-	return spawn_proc_write(pid, "uid_map", map, err);
+	return spawn_id_maps_write(pid, b->command_uid, b->command_outside_uid, b->command_gid,
+				   b->command_outside_gid, err);
 }
 
 static void pid_namespace_read(pid_t pid, char *out, size_t len)
@@ -290,6 +355,8 @@ struct run_state {
 	pid_t pid;
 	int pidfd;
 	bool cmd_done, killed, reaped;
+	int poll_failed;          /* errno of a failed poll: the outcome is uncertain */
+	int32_t pid_max_set;      /* what init set pid_max to (0: not bounded) */
 	int wait_status;
 	enum exec_status kill_reason;
 	int64_t deadline, teardown_start, teardown_deadline;
@@ -321,8 +388,13 @@ static void reports_read(int fd, struct run_state *st, struct exec_outcome *out)
 	struct init_report r;
 
 	while (read(fd, &r, sizeof r) == (ssize_t)sizeof r) {
-		if (r.kind == INIT_REPORT_READY)
+		if (r.kind == INIT_REPORT_READY) {
+			st->pid_max_set = r.value;
 			out->pid_max_bounded = r.value != 0;
+		}
+		/* Measured again after the command: a bound it could have raised is no bound. */
+		if (r.kind == INIT_REPORT_PID_MAX_AFTER && r.value != st->pid_max_set)
+			out->pid_max_bounded = false;
 		if (r.kind == INIT_REPORT_COMMAND && !st->cmd_done) {
 			st->cmd_done = true;
 			st->wait_status = r.value;
@@ -377,8 +449,12 @@ static void wait_loop(const struct boundary *b, struct run_fds *f, int cancel_fd
 		int n = poll(p, 5, poll_timeout(st, now));
 
 		now = now_ms(CLOCK_MONOTONIC);
-		if (n < 0 && errno != EINTR)
-			break;
+		if (n < 0 && errno != EINTR && !st->poll_failed) {
+			/* The agent can no longer watch the command: end it, and let the teardown bound
+			 * decide the rest. Never return with init alive: the next exec would overlap. */
+			st->poll_failed = errno;
+			init_kill(b, st, EXEC_UNCERTAIN, now);
+		}
 		if (p[0].revents)
 			pipe_read(&f->out[0], &out->out, false);
 		if (p[1].revents)
@@ -417,6 +493,10 @@ static void outcome_decide(const struct run_state *st, struct exec_outcome *out)
 			 "the namespace did not empty within %lld ms of the command's end; a process may be stuck in "
 			 "uninterruptible sleep: the boundary was NOT confirmed",
 			 (long long)(now_ms(CLOCK_MONOTONIC) - st->teardown_start));
+	} else if (st->poll_failed) {
+		out->status = EXEC_UNCERTAIN;
+		snprintf(out->detail, sizeof out->detail, "the agent lost sight of the command (poll: %s); it was killed "
+			 "and its namespace emptied, but its outcome is unknown", strerror(st->poll_failed));
 	} else if (out->detail[0] != '\0') {
 		out->status = EXEC_REFUSED;
 	} else if (st->killed && !st->cmd_done) {
@@ -508,7 +588,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		return -1;
 	}
 	pid_namespace_read(st.pid, out->pid_namespace, sizeof out->pid_namespace);
-	if (id_maps_write(st.pid, ctx.uid, ctx.gid, err) < 0) {
+	if (id_maps_write(st.pid, b, err) < 0) {
 		/* init is waiting on the go pipe: closing it ends init; reap it below. */
 		snprintf(out->detail, sizeof out->detail, "%s", err->msg);
 		sb_err_clear(err);

@@ -9,6 +9,7 @@
 #ifndef SB_BOUNDARY_H
 #define SB_BOUNDARY_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,15 +23,31 @@
 #include "output.h"
 
 #define BOUNDARY_MAX_HIDDEN 16
+#define BOUNDARY_MAX_WRITABLE 16
+#define BOUNDARY_TMP_BYTES_DEFAULT (256ull << 20) /* the read-only world's private /tmp */
+#define BOUNDARY_SHM_BYTES_DEFAULT (64ull << 20)  /* and its /dev/shm */
 #define BOUNDARY_MAX_PORTS 64
 #define BOUNDARY_MAX_ENV 64
 #define EXEC_ID_MAX 64
 #define NONCE_BYTES 32
 
+/* A directory the command must not see, by the identity of the descriptor the agent holds
+ * (privdir.h): init covers exactly that directory or refuses (mounts.c hide_dir()). */
+struct hidden_dir {
+	char path[PATH_MAX];
+	dev_t dev;
+	ino_t ino;
+};
+
 /* What the agent prepares once and every command reuses (ISOLATION.md "Cost"). */
 struct boundary {
-	char *hidden[BOUNDARY_MAX_HIDDEN]; /* absolute, resolved directories the command must not see */
+	struct hidden_dir hidden[BOUNDARY_MAX_HIDDEN];
 	size_t n_hidden;
+	char *writable[BOUNDARY_MAX_WRITABLE]; /* read-only world: roots besides cwd (resolved) */
+	size_t n_writable;
+	bool readonly_world;               /* `exec`: the host view read-only but cwd and writable[] */
+	uint64_t tmp_bytes, shm_bytes;     /* read-only world: sizes of the private /tmp and /dev/shm */
+	char agent_exe[PATH_MAX];          /* this binary: never inside a writable root */
 	uint16_t block_ports[BOUNDARY_MAX_PORTS];
 	size_t n_block_ports;
 	unsigned long max_processes;       /* RLIMIT_NPROC and the namespace's pid_max */
@@ -40,8 +57,10 @@ struct boundary {
 	int landlock_abi;                  /* 0 when Landlock is unavailable */
 	bool landlock_per_call;            /* scope layer per command (no agent-wide domain) */
 	cap_t no_caps;                     /* empty capability state, made before any clone */
-	uid_t command_uid;                 /* the host uid and gid commands run as: the agent's own, */
-	gid_t command_gid;                 /* or an unprivileged one when the agent is host root */
+	uid_t command_uid;                 /* the uid and gid commands have inside their namespace: */
+	gid_t command_gid;                 /* never 0 there (command_ids_choose) */
+	uid_t command_outside_uid;         /* what they map to in the agent's namespace */
+	gid_t command_outside_gid;
 };
 
 enum exec_status {
@@ -72,15 +91,19 @@ struct exec_outcome {
 	int64_t started_ms, ended_ms;      /* wall clock, for the receipt */
 	int64_t duration_ms;               /* monotonic */
 	bool init_reaped;                  /* the namespace's init was reaped: all processes gone */
-	bool pid_max_bounded;              /* the namespace's pid_max holds max_processes */
+	bool pid_max_bounded;              /* pid_max held max_processes from before the command to after it */
 	int64_t teardown_ms;               /* from the command's end (or the kill) to init reaped */
 	char pid_namespace[64];            /* "pid:[inode]" of the command's namespace */
 	char detail[SB_ERR_MSG_MAX];       /* why refused / uncertain, for people */
 };
 
 struct boundary_options {
-	const char *hidden[BOUNDARY_MAX_HIDDEN];
+	struct hidden_dir hidden[BOUNDARY_MAX_HIDDEN]; /* from hidden_dir_from_*() */
 	size_t n_hidden;
+	const char *writable[BOUNDARY_MAX_WRITABLE];
+	size_t n_writable;
+	bool readonly_world;
+	uint64_t tmp_bytes, shm_bytes;     /* 0: the defaults above */
 	const uint16_t *block_ports;
 	size_t n_block_ports;
 	unsigned long max_processes;
@@ -88,7 +111,13 @@ struct boundary_options {
 	gid_t sandbox_gid;
 };
 
-/* Prepare once: resolve hidden directories, compile seccomp, set up Landlock (an agent-wide
+/* The identity of a directory to hide: one the agent holds (privdir.h), or a path it opens now
+ * without following links. */
+struct privdir;
+void hidden_dir_from_privdir(struct hidden_dir *h, const struct privdir *d);
+int hidden_dir_from_path(struct hidden_dir *h, const char *path, struct sb_err *err);
+
+/* Prepare once: check hidden directories and writable roots, compile seccomp, set up Landlock (an agent-wide
  * TCP domain when ports are blocked: the agent itself is restricted from then on). */
 int boundary_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "boundary.h"
+#include "privdir.h"
 #include "log.h"
 #include "random.h"
 #include "receipt.h"
@@ -30,6 +31,9 @@ struct exec_cli {
 	uint16_t ports[BOUNDARY_MAX_PORTS];
 	char cwd[PATH_MAX];
 	char receipt_dir[PATH_MAX];
+	struct privdir receipts;  /* held from before the command to the receipt's write */
+	const char *hide_args[BOUNDARY_MAX_HIDDEN];
+	size_t n_hide_args;
 	char *user_env[BOUNDARY_MAX_ENV];
 	size_t n_user_env;
 	char env_store[8][PATH_MAX + 16];
@@ -44,6 +48,7 @@ static int usage_error(const char *fmt, const char *arg)
 	fprintf(stderr, "\nusage: sandbox-agent exec [--cwd DIR] [--timeout-seconds N] [--output-limit BYTES]\n"
 			"         [--nonce HEX] [--receipt-dir DIR] [--block-port PORT]... [--exec-id ID]\n"
 			"         [--generation N] [--env NAME=VALUE]... [--hide DIR]... [--max-processes N]\n"
+			"         [--writable PATH]... [--tmp-size BYTES]\n"
 			"         -- COMMAND\n");
 	return CLI_USAGE;
 }
@@ -120,9 +125,19 @@ static int option_apply(struct exec_cli *c, int opt, const char *arg)
 		c->user_env[c->n_user_env++] = (char *)arg;
 		return 0;
 	case 'h':
-		if (c->bopts.n_hidden >= BOUNDARY_MAX_HIDDEN - 1)
+		if (c->n_hide_args >= BOUNDARY_MAX_HIDDEN - 1)
 			return usage_error("--hide: too many directories%s", "");
-		c->bopts.hidden[c->bopts.n_hidden++] = arg;
+		c->hide_args[c->n_hide_args++] = arg;
+		return 0;
+	case 'w':
+		if (c->bopts.n_writable >= BOUNDARY_MAX_WRITABLE - 1)
+			return usage_error("--writable: more than %s roots", "15");
+		c->bopts.writable[c->bopts.n_writable++] = arg;
+		return 0;
+	case 'T':
+		if (parse_number(arg, 1 << 20, 1ul << 40, &v) < 0)
+			return usage_error("--tmp-size: '%s' is not a byte count from 1048576 (1 MiB) to 2^40", arg);
+		c->bopts.tmp_bytes = v;
 		return 0;
 	case 'm':
 		if (parse_number(arg, 16, 1000000, &v) < 0)
@@ -142,7 +157,8 @@ static int options_parse(struct exec_cli *c, int argc, char **argv)
 		{ "receipt-dir", required_argument, NULL, 'r' },   { "block-port", required_argument, NULL, 'p' },
 		{ "exec-id", required_argument, NULL, 'i' },       { "generation", required_argument, NULL, 'g' },
 		{ "env", required_argument, NULL, 'e' },           { "hide", required_argument, NULL, 'h' },
-		{ "max-processes", required_argument, NULL, 'm' }, { NULL, 0, NULL, 0 },
+		{ "max-processes", required_argument, NULL, 'm' }, { "writable", required_argument, NULL, 'w' },
+		{ "tmp-size", required_argument, NULL, 'T' },      { NULL, 0, NULL, 0 },
 	};
 	int opt, rc;
 
@@ -162,31 +178,30 @@ static int options_parse(struct exec_cli *c, int argc, char **argv)
 	return 0;
 }
 
-/* The default receipt directory is per user and created 0700; an existing one must be ours
- * and private, or someone else could pre-create it and read our receipts. */
-static int receipt_dir_default(struct exec_cli *c, struct sb_err *err)
+/* The receipt directory, held from here on: the default one per user (created 0700 in a parent
+ * of ours), or --receipt-dir. Either must be ours and private, or someone else could have made
+ * it first and read our receipts; opened without following any link. */
+static int receipt_dir_open(struct exec_cli *c, struct sb_err *err)
 {
 	const char *run = getenv("XDG_RUNTIME_DIR");
-	char base[PATH_MAX];
-	struct stat st;
+	struct privdir base;
+	int rc;
 
+	if (c->receipt_dir_given)
+		return privdir_open(&c->receipts, c->receipt_dir, false, 077, err);
 	if (run != NULL && run[0] == '/')
-		snprintf(base, sizeof base, "%s/sandbox-agent", run);
+		rc = snprintf(c->receipt_dir, sizeof c->receipt_dir, "%s/sandbox-agent", run);
 	else
-		snprintf(base, sizeof base, "/tmp/sandbox-agent-%u", (unsigned)geteuid());
-	snprintf(c->receipt_dir, sizeof c->receipt_dir, "%s/receipts", base);
-	for (int i = 0; i < 2; i++) {
-		const char *dir = i == 0 ? base : c->receipt_dir;
-
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-			return sb_fail_errno(err, "creating %s", dir);
-		if (lstat(dir, &st) < 0)
-			return sb_fail_errno(err, "checking %s", dir);
-		if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
-			return sb_fail(err, EPERM, "%s must be a directory owned by uid %u with mode 0700", dir,
-				       (unsigned)geteuid());
-	}
-	return 0;
+		rc = snprintf(c->receipt_dir, sizeof c->receipt_dir, "/tmp/sandbox-agent-%u", (unsigned)geteuid());
+	if (rc < 0 || (size_t)rc >= sizeof c->receipt_dir)
+		return sb_fail(err, ENAMETOOLONG, "the default receipt directory's path is too long");
+	if (privdir_open(&base, c->receipt_dir, true, 077, err) < 0)
+		return -1;
+	rc = privdir_open_at(&c->receipts, &base, "receipts", true, 077, err);
+	privdir_close(&base);
+	if (rc == 0)
+		snprintf(c->receipt_dir, sizeof c->receipt_dir, "%s", c->receipts.path);
+	return rc;
 }
 
 static void env_build(struct exec_cli *c, const char *shell)
@@ -258,15 +273,19 @@ static int exec_run(struct exec_cli *c, struct secrets *sec)
 	struct exec_outcome out;
 	struct receipt_info receipt;
 	struct sb_err err;
-	char key_path[PATH_MAX + 16];
 	int rc;
 
 	sb_err_clear(&err);
-	snprintf(key_path, sizeof key_path, "%s/receipt.key", c->receipt_dir);
-	c->bopts.hidden[c->bopts.n_hidden++] = c->receipt_dir;
+	/* The read-only world: the host view read-only but the working directory and --writable
+	 * roots, a fresh /dev and a private /tmp (mounts.c). */
+	c->bopts.readonly_world = true;
 	c->bopts.block_ports = c->ports;
-	if (secrets_key_load(sec, key_path, &err) < 0 || boundary_prepare(&b, &c->bopts, &err) < 0 ||
-	    receipt_reserve_check(c->receipt_dir, c->req.exec_id, &err) < 0) {
+	hidden_dir_from_privdir(&c->bopts.hidden[c->bopts.n_hidden++], &c->receipts);
+	for (size_t i = 0; i < c->n_hide_args; i++)
+		if (hidden_dir_from_path(&c->bopts.hidden[c->bopts.n_hidden++], c->hide_args[i], &err) < 0)
+			return print_refused(c, &err);
+	if (secrets_key_load(sec, &c->receipts, &err) < 0 || boundary_prepare(&b, &c->bopts, &err) < 0 ||
+	    receipt_reserve_check(&c->receipts, c->req.exec_id, &err) < 0) {
 		boundary_free(&b);
 		return print_refused(c, &err);
 	}
@@ -276,7 +295,7 @@ static int exec_run(struct exec_cli *c, struct secrets *sec)
 		return print_refused(c, &err);
 	}
 	boundary_free(&b);
-	if (receipt_write(c->receipt_dir, &c->req, &out, sec, &receipt, &err) < 0) {
+	if (receipt_write(&c->receipts, &c->req, &out, sec, &receipt, &err) < 0) {
 		/* No receipt means no proof: the outcome cannot stand as reported. */
 		sb_warn("exec %s: %s", c->req.exec_id, err.msg);
 		out.status = EXEC_UNCERTAIN;
@@ -304,7 +323,7 @@ int cli_exec(int argc, char **argv)
 	c.req.cwd = c.cwd;
 	sb_err_clear(&err);
 	if ((c.req.exec_id[0] == '\0' && sb_random_hex(c.req.exec_id, 8, &err) < 0) ||
-	    (!c.receipt_dir_given && receipt_dir_default(&c, &err) < 0)) {
+	    receipt_dir_open(&c, &err) < 0) {
 		fprintf(stderr, "sandbox-agent exec: %s\n", err.msg);
 		return CLI_FAILED;
 	}
@@ -316,5 +335,6 @@ int cli_exec(int argc, char **argv)
 	}
 	rc = exec_run(&c, sec);
 	secrets_free(sec);
+	privdir_close(&c.receipts);
 	return rc;
 }

@@ -126,7 +126,7 @@ static int reap_until_command_ends(pid_t command)
 void init_main(const struct init_context *ctx)
 {
 	struct sb_err err;
-	bool pid_max_applied = false;
+	unsigned long pid_max_set = 0;
 	char go;
 	pid_t command;
 	int status;
@@ -145,8 +145,7 @@ void init_main(const struct init_context *ctx)
 		_exit(INIT_EXIT_SETUP_FAILED);
 	close(ctx->go_fd);
 	/* The view first, while init holds the namespace's CAP_SYS_ADMIN. */
-	if (mounts_build_view(ctx->b->hidden, ctx->b->n_hidden, ctx->b->max_processes, ctx->cwd,
-			      &pid_max_applied, &err) < 0)
+	if (mounts_build_view(ctx->b, ctx->cwd, ctx->uid, ctx->gid, &pid_max_set, &err) < 0)
 		die_report(ctx->error_fd, "init", &err);
 	/* Then init gives up every capability; the command inherits the empty sets. */
 	if (privileges_drop(ctx->uid, ctx->gid, ctx->b->no_caps, &err) < 0)
@@ -163,7 +162,7 @@ void init_main(const struct init_context *ctx)
 	 * it. An agent that died in between no longer holds the report pipe, so the report below
 	 * fails and init leaves before any command exists: no window is left unguarded. */
 	parent_death_arm(ctx);
-	if (report(ctx->report_fd, INIT_REPORT_READY, pid_max_applied) < 0)
+	if (report(ctx->report_fd, INIT_REPORT_READY, (int32_t)pid_max_set) < 0)
 		_exit(INIT_EXIT_SETUP_FAILED);
 	command = command_start(ctx);
 	if (command < 0) {
@@ -175,9 +174,12 @@ void init_main(const struct init_context *ctx)
 	close(ctx->stderr_fd);
 	close(ctx->error_fd);
 	status = reap_until_command_ends(command);
-	/* A failed report means the agent is gone; exiting below is the teardown either way. */
-	if (status >= 0)
-		(void)report(ctx->report_fd, INIT_REPORT_COMMAND, status);
+	/* The receipt states what was measured: pid_max as the command left it, read before the
+	 * status so the agent holds both when it decides. A failed report means the agent is
+	 * gone; exiting below is the teardown either way. */
+	if (report(ctx->report_fd, INIT_REPORT_PID_MAX_AFTER, (int32_t)mounts_pid_max_read()) < 0 ||
+	    (status >= 0 && report(ctx->report_fd, INIT_REPORT_COMMAND, status) < 0))
+		_exit(INIT_EXIT_SETUP_FAILED);
 	/* init's exit is the teardown: the kernel SIGKILLs everything left in the namespace,
 	 * nested namespaces included, and only then lets the agent reap init. */
 	_exit(status >= 0 ? 0 : INIT_EXIT_SETUP_FAILED);

@@ -11,8 +11,9 @@
 /* What init tells the agent over the report pipe; one fixed-size record per write, so each
  * write is atomic (<= PIPE_BUF). */
 enum init_report_kind {
-	INIT_REPORT_READY = 1,      /* value: 1 when pid_max bounds the namespace, else 0 */
-	INIT_REPORT_COMMAND = 2,    /* value: the command's wait status */
+	INIT_REPORT_READY = 1,         /* value: the pid_max init set, 0 when the kernel refused it */
+	INIT_REPORT_COMMAND = 2,       /* value: the command's wait status */
+	INIT_REPORT_PID_MAX_AFTER = 3, /* value: pid_max as it reads once the command ended */
 };
 
 struct init_report {

@@ -1,12 +1,13 @@
 /* The journal (see journal.h). Each entry is written to a temporary name, fsynced, renamed into
  * place and the directory fsynced: a crash leaves the old entry or the new one, never half. */
 #include "journal.h"
-#include "jsonfile.h"
+#include "fdio.h"
 #include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,73 +18,70 @@
 
 #define ENTRY_MAX_BYTES (JOURNAL_MAX_BYTES / 2)
 
-static int entry_path(const char *dir, const char *exec_id, const char *suffix, char *out, size_t len,
-		      struct sb_err *err)
+static int entry_name(const char *exec_id, const char *suffix, char *out, size_t len, struct sb_err *err)
 {
-	if ((size_t)snprintf(out, len, "%s/%s.json%s", dir, exec_id, suffix) >= len)
-		return sb_fail(err, ENAMETOOLONG, "journal path for exec '%s' is too long", exec_id);
+	if ((size_t)snprintf(out, len, "%s.json%s", exec_id, suffix) >= len)
+		return sb_fail(err, ENAMETOOLONG, "journal name for exec '%s' is too long", exec_id);
 	return 0;
 }
 
-static int dir_sync(const char *dir, struct sb_err *err)
+/* Everything goes through the journal's descriptor, opened before any command ran (R1). */
+static int entry_store(const struct privdir *dir, const char *exec_id, json_t *obj, struct sb_err *err)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc;
-
-	if (fd < 0)
-		return sb_fail_errno(err, "opening journal %s", dir);
-	rc = fsync(fd);
-	close(fd);
-	return rc < 0 ? sb_fail_errno(err, "syncing journal %s", dir) : 0;
-}
-
-static int entry_store(const char *dir, const char *exec_id, json_t *obj, struct sb_err *err)
-{
-	char tmp[4096], final[4096];
+	char tmp[NAME_MAX + 1], final[NAME_MAX + 1];
 	char *text = json_dumps(obj, JSON_COMPACT);
 	size_t len = text ? strlen(text) : 0;
 	int fd;
 
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "serialising journal entry");
-	if (entry_path(dir, exec_id, ".tmp", tmp, sizeof tmp, err) < 0 ||
-	    entry_path(dir, exec_id, "", final, sizeof final, err) < 0) {
+	if (entry_name(exec_id, ".tmp", tmp, sizeof tmp, err) < 0 || entry_name(exec_id, "", final, sizeof final, err) < 0) {
 		free(text);
 		return -1;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
-		sb_fail_errno(err, "writing journal entry %s", tmp);
+	fd = openat(dir->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || fd_write_all(fd, text, len) < 0 || fsync(fd) < 0) {
+		sb_fail_errno(err, "writing journal entry %s/%s", dir->path, tmp);
 		if (fd >= 0)
 			close(fd);
 		free(text);
 		return -1;
 	}
-	close(fd);
 	free(text);
-	if (rename(tmp, final) < 0)
-		return sb_fail_errno(err, "renaming journal entry into %s", final);
-	return dir_sync(dir, err);
+	if (close(fd) < 0)
+		return sb_fail_errno(err, "closing journal entry %s/%s", dir->path, tmp);
+	if (renameat(dir->fd, tmp, dir->fd, final) < 0)
+		return sb_fail_errno(err, "renaming journal entry into %s/%s", dir->path, final);
+	if (fsync(dir->fd) < 0)
+		return sb_fail_errno(err, "syncing journal %s", dir->path);
+	return 0;
 }
 
-static json_t *entry_load(const char *dir, const char *exec_id, struct sb_err *err)
+static json_t *entry_load(const struct privdir *dir, const char *exec_id, struct sb_err *err)
 {
-	char path[4096];
+	char name[NAME_MAX + 1];
 	json_error_t jerr;
 	json_t *obj;
+	int fd;
 
-	if (entry_path(dir, exec_id, "", path, sizeof path, err) < 0)
+	sb_err_clear(err);
+	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
 		return NULL;
-	obj = sb_json_load_path(path, JSON_REJECT_DUPLICATES, &jerr);
-	if (obj == NULL && access(path, F_OK) == 0)
-		sb_fail(err, EIO, "journal entry %s is damaged: %s", path, jerr.text);
-	else if (obj == NULL)
-		sb_err_clear(err);
+	fd = openat(dir->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			sb_fail_errno(err, "opening journal entry %s/%s", dir->path, name);
+		return NULL;
+	}
+	obj = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	close(fd);
+	if (obj == NULL)
+		sb_fail(err, EIO, "journal entry %s/%s is damaged: %s", dir->path, name, jerr.text);
 	return obj;
 }
 
 /* Close an entry an earlier agent left running: uncertain, and said so. */
-static void entry_close_lost(const char *dir, const char *exec_id)
+static void entry_close_lost(const struct privdir *dir, const char *exec_id)
 {
 	struct sb_err err;
 	json_t *obj = entry_load(dir, exec_id, &err);
@@ -102,16 +100,19 @@ static void entry_close_lost(const char *dir, const char *exec_id)
 	json_decref(obj);
 }
 
-int journal_open(const char *dir, struct sb_err *err)
+int journal_open(const struct privdir *dir, struct sb_err *err)
 {
 	struct dirent *d;
 	DIR *dh;
+	/* fdopendir takes the descriptor over: give it a copy and rewind; the held one stays ours. */
+	int fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
 
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return sb_fail_errno(err, "creating journal %s", dir);
-	dh = opendir(dir);
-	if (dh == NULL)
-		return sb_fail_errno(err, "opening journal %s", dir);
+	if (fd < 0 || (dh = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return sb_fail_errno(err, "reading journal %s", dir->path);
+	}
+	rewinddir(dh);
 	while ((d = readdir(dh)) != NULL) {
 		char id[256];
 		size_t n = strlen(d->d_name);
@@ -126,16 +127,16 @@ int journal_open(const char *dir, struct sb_err *err)
 	return 0;
 }
 
-int journal_begin(const char *dir, const char *exec_id, uint64_t generation, struct sb_err *err)
+int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t generation, struct sb_err *err)
 {
-	char path[4096];
+	char name[NAME_MAX + 1];
 	struct timespec ts;
 	json_t *obj;
 	int rc;
 
-	if (entry_path(dir, exec_id, "", path, sizeof path, err) < 0)
+	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
 		return -1;
-	if (access(path, F_OK) == 0)
+	if (faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return sb_fail(err, EEXIST, "exec '%s' was accepted before; exec ids are never reused", exec_id);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation, "state",
@@ -159,16 +160,21 @@ static int by_mtime(const void *a, const void *b)
 }
 
 /* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep. */
-static void journal_prune(const char *dir, const char *keep)
+static void journal_prune(const struct privdir *dir, const char *keep)
 {
 	struct entry_stat *all = NULL;
 	size_t n = 0, cap = 0;
 	off_t total = 0;
 	struct dirent *d;
-	DIR *dh = opendir(dir);
+	int fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
+	DIR *dh;
 
-	if (dh == NULL)
+	if (fd < 0 || (dh = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
+	rewinddir(dh);
 	while ((d = readdir(dh)) != NULL) {
 		struct stat st;
 
@@ -199,7 +205,7 @@ static void journal_prune(const char *dir, const char *keep)
 	free(all);
 }
 
-int journal_finish(const char *dir, const char *exec_id, uint64_t generation, const char *result_json,
+int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err)
 {
 	json_error_t jerr;
@@ -222,7 +228,7 @@ int journal_finish(const char *dir, const char *exec_id, uint64_t generation, co
 	return rc;
 }
 
-int journal_lookup(const char *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err)
+int journal_lookup(const struct privdir *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err)
 {
 	json_t *obj;
 	const char *state;

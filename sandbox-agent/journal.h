@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "privdir.h"
 
 #define JOURNAL_MAX_BYTES (64u * 1024u * 1024u)
 
@@ -20,19 +21,19 @@ struct journal_entry {
 	char *receipt_text;    /* malloc'd; NULL when no receipt was written */
 };
 
-/* Create dir (0700) if needed. Entries left "running" by an earlier agent are closed as
+/* dir: the journal directory, held by descriptor (privdir.h). Entries left "running" by an earlier agent are closed as
  * uncertain: that agent died with the exec in flight, and nobody can say how it ended. */
-int journal_open(const char *dir, struct sb_err *err);
+int journal_open(const struct privdir *dir, struct sb_err *err);
 
 /* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST). */
-int journal_begin(const char *dir, const char *exec_id, uint64_t generation, struct sb_err *err);
+int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t generation, struct sb_err *err);
 
 /* Record the end: the result JSON and the receipt's bytes (may be NULL). */
-int journal_finish(const char *dir, const char *exec_id, uint64_t generation, const char *result_json,
+int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err);
 
 /* Look an exec up; state JOURNAL_UNKNOWN when there is no entry. */
-int journal_lookup(const char *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err);
+int journal_lookup(const struct privdir *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err);
 
 void journal_entry_free(struct journal_entry *e);
 

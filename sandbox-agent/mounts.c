@@ -1,5 +1,6 @@
 /* The mount view of a command (see mounts.h). Runs in init between clone() and the command's
- * fork: no allocation, every result checked, failures reported through sb_err. */
+ * fork: no allocation, every result checked, failures reported through sb_err. The mounts are
+ * made from descriptors (common/mountfd.c), never by re-resolving a path after a check. */
 #include "mounts.h"
 
 #include <errno.h>
@@ -7,13 +8,19 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "mountfd.h"
 
 /* pid numbers below 300 are not reused after wrap-around, and the kernel refuses a
  * pid_max at or below that (RESERVED_PIDS). */
 #define PID_MAX_FLOOR 301
+#define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
 static int mount_proc(struct sb_err *err)
 {
@@ -25,10 +32,26 @@ static int mount_proc(struct sb_err *err)
 	return 0;
 }
 
+unsigned long mounts_pid_max_read(void)
+{
+	char text[32];
+	int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	return strtoul(text, NULL, 10);
+}
+
 /* Linux >= 6.14 keeps pid_max per PID namespace, writable by the namespace's owner: a hard
  * cap on live processes that also holds for host root, where RLIMIT_NPROC does not apply.
- * Older kernels refuse the write; RLIMIT_NPROC is then the only bound (`check` says so). */
-static bool pid_max_apply(unsigned long max_processes)
+ * Older kernels refuse the write; RLIMIT_NPROC is then the only bound (`check` says so). The
+ * command itself can never raise it again: it is not uid 0 of its user namespace
+ * (boundary.c command_ids_choose), and init measures it after the command (init.c). */
+static unsigned long pid_max_apply(unsigned long max_processes)
 {
 	char value[32];
 	bool applied;
@@ -39,22 +62,177 @@ static bool pid_max_apply(unsigned long max_processes)
 	n = snprintf(value, sizeof value, "%lu\n", max_processes + 1);
 	fd = open("/proc/sys/kernel/pid_max", O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
+		return 0;
 	/* Not fatal: see above; the caller reports whether it held. */
 	applied = write(fd, value, (size_t)n) == n;
 	close(fd);
-	return applied;
+	return applied ? max_processes + 1 : 0;
 }
 
-static int hide_dir(const char *dir, struct sb_err *err)
+/* ---- the read-only world of `sandbox-agent exec` ---- */
+
+/* Detached copies of the writable roots, taken while the host view is still as it was. */
+static int writable_clone(const char *const *roots, size_t n, int *clones, struct sb_err *err)
 {
-	/* An empty, read-only, mode-000 tmpfs: the command sees a directory it can neither list
-	 * nor write, whatever the real one holds. It cannot unmount it: no capabilities, and
-	 * seccomp denies umount2. */
-	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
-		  "size=4k,nr_inodes=1,mode=000") < 0)
-		return sb_fail_errno(err, "hiding %s", dir);
+	for (size_t i = 0; i < n; i++) {
+		int src = mfd_open_nofollow(AT_FDCWD, roots[i], O_PATH | O_DIRECTORY);
+
+		if (src < 0)
+			return sb_fail_errno(err, "opening the writable root %s", roots[i]);
+		clones[i] = mfd_clone_tree(src, 0, roots[i], err);
+		close(src);
+		if (clones[i] < 0)
+			return -1;
+	}
 	return 0;
+}
+
+/* Every mount of the copied tree read-only. Setting read-only is always allowed, even on
+ * mounts locked by the namespace copy; only clearing it would not be, which is why the
+ * writable roots were copied before, not re-opened after. */
+static int world_readonly(struct sb_err *err)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+
+	if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof attr) < 0)
+		return sb_fail_errno(err, "making the host's view read-only");
+	return 0;
+}
+
+/* A minimal /dev: the host's harmless character devices (bound: a tmpfs made in a user
+ * namespace cannot hold working device nodes), the usual links, a sized /dev/shm. No pts and no
+ * ptmx: a command never reaches the operator's terminal (or any other). Sealed read-only. */
+static int dev_build(const struct boundary *b, int root, struct sb_err *err)
+{
+	static const char *const nodes[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom" };
+	static const char *const links[][2] = {
+		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
+		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
+	};
+	int dev = -1, mnt = -1, shm = -1, rc = -1;
+
+	/* The host's nodes first: once /dev is covered they are out of reach. */
+	int src[sizeof nodes / sizeof nodes[0]];
+
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
+		src[i] = -1;
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+		int fd = mfd_open_nofollow(AT_FDCWD, nodes[i], O_PATH);
+
+		if (fd < 0)
+			continue; /* absent on this host: absent in the view */
+		src[i] = mfd_clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, nodes[i], err);
+		close(fd);
+		if (src[i] < 0)
+			goto out;
+	}
+	dev = mfd_fs_new("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, "/dev", err);
+	if (dev < 0 || mfd_attach(dev, root, "/dev", true, err) < 0)
+		goto out;
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
+		if (src[i] >= 0 && mfd_attach(src[i], root, nodes[i], false, err) < 0)
+			goto out;
+	mnt = mfd_open_nofollow(root, "dev", O_PATH | O_DIRECTORY);
+	if (mnt < 0) {
+		sb_fail_errno(err, "opening the new /dev");
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+		if (symlinkat(links[i][1], mnt, links[i][0]) < 0) {
+			sb_fail_errno(err, "making the link /dev/%s", links[i][0]);
+			goto out;
+		}
+	shm = mfd_fs_new("tmpfs", "1777", b->shm_bytes, ATTR_SAFE, "/dev/shm", err);
+	if (shm < 0 || mfd_attach(shm, root, "/dev/shm", true, err) < 0 || mfd_seal(dev, "/dev", err) < 0)
+		goto out;
+	rc = 0;
+out:
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
+		if (src[i] >= 0)
+			close(src[i]);
+	if (dev >= 0)
+		close(dev);
+	if (mnt >= 0)
+		close(mnt);
+	if (shm >= 0)
+		close(shm);
+	return rc;
+}
+
+/* The host view read-only, the writable roots back on top, a fresh /dev, a private /tmp.
+ * The roots are attached last: one under /tmp gets its mount point made in the fresh tmpfs. */
+static int world_build(const struct boundary *b, const char *cwd, struct sb_err *err)
+{
+	const char *roots[BOUNDARY_MAX_WRITABLE + 1];
+	int clones[BOUNDARY_MAX_WRITABLE + 1];
+	size_t n = 0;
+	int root = -1, tmp = -1, rc = -1;
+
+	roots[n++] = cwd;
+	for (size_t i = 0; i < b->n_writable; i++)
+		roots[n++] = b->writable[i];
+	for (size_t i = 0; i < n; i++)
+		clones[i] = -1;
+	if (writable_clone(roots, n, clones, err) < 0 || world_readonly(err) < 0)
+		goto out;
+	root = mfd_open_nofollow(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+	if (root < 0) {
+		sb_fail_errno(err, "opening /");
+		goto out;
+	}
+	if (dev_build(b, root, err) < 0)
+		goto out;
+	tmp = mfd_fs_new("tmpfs", "1777", b->tmp_bytes, ATTR_SAFE, "/tmp", err);
+	if (tmp < 0 || mfd_attach(tmp, root, "/tmp", true, err) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if (mfd_attach(clones[i], root, roots[i], true, err) < 0)
+			goto out;
+	rc = 0;
+out:
+	for (size_t i = 0; i < n; i++)
+		if (clones[i] >= 0)
+			close(clones[i]);
+	if (root >= 0)
+		close(root);
+	if (tmp >= 0)
+		close(tmp);
+	return rc;
+}
+
+/* ---- hiding the agent's directories ---- */
+
+/* An empty, read-only, mode-000 tmpfs over the directory the agent holds: the command sees a
+ * directory it can neither list nor write, whatever the real one holds. It cannot unmount it:
+ * no capabilities, and seccomp denies umount2. The path is opened once, its identity compared
+ * with the one the agent recorded from its descriptor, and the mount attached to what was
+ * opened: a directory moved or replaced since fails closed instead of leaving the real one
+ * visible under another name. */
+static int hide_dir(const struct hidden_dir *h, struct sb_err *err)
+{
+	struct stat st;
+	int fd = mfd_open_nofollow(AT_FDCWD, h->path, O_PATH | O_DIRECTORY);
+	int mnt, rc;
+
+	if (fd < 0)
+		return sb_fail_errno(err, "the agent's private directory %s is not where the agent holds it "
+				     "(moved or replaced?): refusing to run commands", h->path);
+	if (fstat(fd, &st) < 0 || st.st_dev != h->dev || st.st_ino != h->ino) {
+		close(fd);
+		return sb_fail(err, EXDEV, "the agent's private directory %s was moved or replaced since the agent "
+			       "opened it: refusing to run commands", h->path);
+	}
+	mnt = mfd_fs_new("tmpfs", "000", 4096, ATTR_SAFE | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, h->path, err);
+	if (mnt < 0) {
+		close(fd);
+		return -1;
+	}
+	rc = move_mount(mnt, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+	if (rc < 0)
+		sb_fail_errno(err, "hiding %s", h->path);
+	close(mnt);
+	close(fd);
+	return rc < 0 ? -1 : 0;
 }
 
 static int enter_cwd(const char *cwd, struct sb_err *err)
@@ -71,17 +249,38 @@ static int enter_cwd(const char *cwd, struct sb_err *err)
 	return 0;
 }
 
-int mounts_build_view(char *const *hidden, size_t n_hidden, unsigned long max_processes,
-		      const char *cwd, bool *pid_max_applied, struct sb_err *err)
+/* What init creates in a new tmpfs must be owned by ids this namespace maps: under a host-root
+ * agent init's own (host 0) are not, and the kernel would refuse (EOVERFLOW). So the read-only
+ * world is built with the command's ids as filesystem ids; its lookups then run with them too,
+ * which is what the command will have. */
+static int fs_ids_take(uid_t fs_uid, gid_t fs_gid, struct sb_err *err)
+{
+	setfsuid(fs_uid);
+	setfsgid(fs_gid);
+	if ((uid_t)setfsuid((uid_t)-1) != fs_uid || (gid_t)setfsgid((gid_t)-1) != fs_gid)
+		return sb_fail(err, EPERM, "taking the command's filesystem ids %u:%u", (unsigned)fs_uid,
+			       (unsigned)fs_gid);
+	return 0;
+}
+
+int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, gid_t fs_gid,
+		      unsigned long *pid_max_set, struct sb_err *err)
 {
 	/* Private first: otherwise every mount below would propagate to the host's peers. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return sb_fail_errno(err, "making the mount tree private");
+	/* The hiding mounts in the host's view as it is, with init's own ids: every hidden
+	 * directory must be found, and be the one the agent holds. A private /tmp may cover some of
+	 * them again below; that does not make their check optional. */
+	for (size_t i = 0; i < b->n_hidden; i++)
+		if (hide_dir(&b->hidden[i], err) < 0)
+			return -1;
+	if (b->readonly_world && (fs_ids_take(fs_uid, fs_gid, err) < 0 || world_build(b, cwd, err) < 0))
+		return -1;
+	/* After the read-only step, so the fresh procfs stays writable where the kernel allows
+	 * (the command's own /proc/self files, and pid_max for init just below). */
 	if (mount_proc(err) < 0)
 		return -1;
-	*pid_max_applied = pid_max_apply(max_processes);
-	for (size_t i = 0; i < n_hidden; i++)
-		if (hide_dir(hidden[i], err) < 0)
-			return -1;
+	*pid_max_set = pid_max_apply(b->max_processes);
 	return enter_cwd(cwd, err);
 }

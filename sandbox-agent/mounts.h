@@ -6,11 +6,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "boundary.h"
 #include "error.h"
 
-/* Private propagation, a fresh /proc for the new PID namespace, the pid_max bound, an empty
- * read-only tmpfs over each hidden directory, then the working directory (checked). */
-int mounts_build_view(char *const *hidden, size_t n_hidden, unsigned long max_processes,
-		      const char *cwd, bool *pid_max_applied, struct sb_err *err);
+/* Private propagation; for a read-only world (`sandbox-agent exec`) the whole host view turned
+ * read-only but for the writable roots (cwd first), with a fresh minimal /dev and a private
+ * size-bounded /tmp and /dev/shm; a fresh /proc for the new PID namespace and the pid_max bound;
+ * an empty read-only tmpfs over each hidden directory, checked to be the very directory the agent
+ * holds; then the working directory (checked). *pid_max_set: the bound written, 0 when the
+ * kernel refused it. Creates what it must as fs_uid/fs_gid (the
+ * command's ids inside), the only ids a new tmpfs of this namespace can store. */
+int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, gid_t fs_gid,
+		      unsigned long *pid_max_set, struct sb_err *err);
+
+/* The namespace's pid_max as it reads now (0 when it cannot be read). */
+unsigned long mounts_pid_max_read(void);
 
 #endif

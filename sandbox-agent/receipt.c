@@ -20,27 +20,15 @@ static int receipt_name(const char *exec_id, char *name, size_t len, struct sb_e
 	return 0;
 }
 
-static int dir_open(const char *dir, struct sb_err *err)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	if (fd < 0)
-		return sb_fail_errno(err, "opening the receipt directory %s", dir);
-	return fd;
-}
-
-int receipt_reserve_check(const char *dir, const char *exec_id, struct sb_err *err)
+int receipt_reserve_check(const struct privdir *dir, const char *exec_id, struct sb_err *err)
 {
 	char name[EXEC_ID_MAX + 8];
-	int dfd, rc;
 
-	if (receipt_name(exec_id, name, sizeof name, err) < 0 || (dfd = dir_open(dir, err)) < 0)
+	if (receipt_name(exec_id, name, sizeof name, err) < 0)
 		return -1;
-	rc = faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW);
-	close(dfd);
-	if (rc == 0)
+	if (faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return sb_fail(err, EEXIST, "exec '%s' already has a receipt in %s; exec ids are never reused",
-			       exec_id, dir);
+			       exec_id, dir->path);
 	return 0;
 }
 
@@ -71,38 +59,16 @@ static json_t *receipt_build(const struct exec_request *req, const struct exec_o
 			 "pid_max_bounded", out->pid_max_bounded);
 }
 
-static int file_write_sync(int dfd, const char *name, const char *text, size_t len, struct sb_err *err)
-{
-	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	ssize_t n;
-
-	if (fd < 0)
-		return sb_fail_errno(err, "creating receipt %s", name);
-	n = write(fd, text, len);
-	if (n != (ssize_t)len || fsync(fd) < 0) {
-		sb_fail_errno(err, "writing receipt %s", name);
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	/* The directory entry must be durable too, or a crash could lose a receipt whose result
-	 * was already reported. */
-	if (fsync(dfd) < 0)
-		return sb_fail_errno(err, "syncing the receipt directory");
-	return 0;
-}
-
-int receipt_write(const char *dir, const struct exec_request *req, const struct exec_outcome *out,
+int receipt_write(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
 		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err)
 {
 	char name[EXEC_ID_MAX + 8];
 	json_t *obj, *check;
-	int dfd, rc = -1;
 
 	memset(info, 0, sizeof *info);
 	sb_hex_encode(sec->nonce, sizeof sec->nonce, info->nonce_hex);
 	info->boundary_confirmed = out->init_reaped;
-	snprintf(info->path, sizeof info->path, "%s/%s.json", dir, req->exec_id);
+	snprintf(info->path, sizeof info->path, "%s/%s.json", dir->path, req->exec_id);
 	if (receipt_name(req->exec_id, name, sizeof name, err) < 0)
 		return -1;
 	obj = receipt_build(req, out, info->nonce_hex);
@@ -115,12 +81,9 @@ int receipt_write(const char *dir, const struct exec_request *req, const struct 
 	json_decref(obj);
 	if (info->text == NULL)
 		return err->msg[0] ? -1 : sb_fail(err, ENOMEM, "serialising the receipt");
-	dfd = dir_open(dir, err);
-	if (dfd >= 0) {
-		rc = file_write_sync(dfd, name, info->text, info->text_len, err);
-		close(dfd);
-	}
-	if (rc < 0)
+	/* Through the descriptor opened before the command ran: whatever the command renamed, the
+	 * receipt lands in the agent's own directory (R1). */
+	if (privdir_file_create(dir, name, info->text, info->text_len, err) < 0)
 		return -1;
 	info->written = true;
 	check = receipt_mac_verify(info->text, info->text_len, sec->key, info->nonce_hex, req->exec_id,

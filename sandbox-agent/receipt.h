@@ -8,6 +8,7 @@
 
 #include "boundary.h"
 #include "error.h"
+#include "privdir.h"
 #include "secret.h"
 
 struct receipt_info {
@@ -21,11 +22,11 @@ struct receipt_info {
 
 /* Fail when a receipt for this exec id exists already: checked before the command runs, so
  * a reused id is refused instead of running a command that can never get its receipt. */
-int receipt_reserve_check(const char *dir, const char *exec_id, struct sb_err *err);
+int receipt_reserve_check(const struct privdir *dir, const char *exec_id, struct sb_err *err);
 
 /* Build, sign, write (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, 0600) and fsync the receipt, then
- * read it back and verify it. */
-int receipt_write(const char *dir, const struct exec_request *req, const struct exec_outcome *out,
+ * read it back and verify it. dir was opened before the command ran. */
+int receipt_write(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
 		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err);
 
 void receipt_info_free(struct receipt_info *info);

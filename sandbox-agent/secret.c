@@ -36,44 +36,35 @@ void secrets_free(struct secrets *s)
 	munmap(s, SECRET_PAGE);
 }
 
-static int key_create(struct secrets *s, const char *path, struct sb_err *err)
-{
-	int fd;
+#define KEY_NAME "receipt.key"
 
+static int key_create(struct secrets *s, const struct privdir *dir, struct sb_err *err)
+{
 	if (sb_random_bytes(s->key, sizeof s->key, err) < 0)
 		return -1;
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return sb_fail_errno(err, "creating receipt key %s", path);
-	if (write(fd, s->key, sizeof s->key) != (ssize_t)sizeof s->key || fsync(fd) < 0) {
-		sb_fail_errno(err, "writing receipt key %s", path);
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	close(fd);
-	return 0;
+	return privdir_file_create(dir, KEY_NAME, s->key, sizeof s->key, err);
 }
 
-int secrets_key_load(struct secrets *s, const char *path, struct sb_err *err)
+int secrets_key_load(struct secrets *s, const struct privdir *dir, struct sb_err *err)
 {
 	struct stat st;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(dir->fd, KEY_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0 && errno == ENOENT)
-		return key_create(s, path, err);
+		return key_create(s, dir, err);
 	if (fd < 0)
-		return sb_fail_errno(err, "opening receipt key %s", path);
+		return sb_fail_errno(err, "opening receipt key %s/%s", dir->path, KEY_NAME);
 	/* A key others can read is no key: refuse rather than sign with it. */
-	if (fstat(fd, &st) < 0 || (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
 		close(fd);
-		return sb_fail(err, EPERM, "receipt key %s must be owned by uid %u with mode 0600", path,
-			       (unsigned)geteuid());
+		return sb_fail(err, EPERM, "receipt key %s/%s must be a file owned by uid %u with mode 0600", dir->path,
+			       KEY_NAME, (unsigned)geteuid());
 	}
 	n = read(fd, s->key, sizeof s->key);
 	close(fd);
 	if (n != (ssize_t)sizeof s->key)
-		return sb_fail(err, EINVAL, "receipt key %s must hold exactly %zu bytes", path, sizeof s->key);
+		return sb_fail(err, EINVAL, "receipt key %s/%s must hold exactly %zu bytes", dir->path, KEY_NAME,
+			       sizeof s->key);
 	return 0;
 }

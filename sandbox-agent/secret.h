@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "privdir.h"
 
 #define SECRET_KEY_BYTES 32
 #define SECRET_NONCE_BYTES 32
@@ -19,7 +20,8 @@ struct secrets {
 struct secrets *secrets_alloc(struct sb_err *err);
 void secrets_free(struct secrets *s);
 
-/* Load the receipt key from path, creating it (0600, O_EXCL, from getrandom) if absent. */
-int secrets_key_load(struct secrets *s, const char *path, struct sb_err *err);
+/* Load the receipt key receipt.key from the held directory, creating it (0600, O_EXCL, from
+ * getrandom) if absent. */
+int secrets_key_load(struct secrets *s, const struct privdir *dir, struct sb_err *err);
 
 #endif

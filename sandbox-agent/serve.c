@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "boundary.h"
+#include "privdir.h"
 #include "journal.h"
 #include "log.h"
 #include "proto.h"
@@ -56,7 +57,7 @@ struct agent {
 	struct boundary b;
 	struct secrets *sec;
 	struct tls_config *tls;
-	char receipts[PATH_MAX], journal[PATH_MAX];
+	struct privdir state, receipts, journal; /* held from start (R1): every write goes through them */
 	uint64_t generation;
 	char *features_json;
 	pthread_mutex_t lock;      /* guards the fields below */
@@ -207,7 +208,7 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 		json_decref(obj);
 		return;
 	}
-	if (receipt_write(a->receipts, req, &out, a->sec, &info, &err) < 0) {
+	if (receipt_write(&a->receipts, req, &out, a->sec, &info, &err) < 0) {
 		sb_warn("exec %s: %s", req->exec_id, err.msg);
 		out.status = EXEC_UNCERTAIN;
 		snprintf(out.detail, sizeof out.detail, "receipt not written: %s", err.msg);
@@ -264,7 +265,7 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	if (!exec_claim(a, e->exec_id, running, sizeof running))
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_BUSY, "busy: exec '%s' is running; one exec at a time",
 				  running);
-	if (journal_begin(a->journal, e->exec_id, e->generation, &err) < 0) {
+	if (journal_begin(&a->journal, e->exec_id, e->generation, &err) < 0) {
 		exec_release(a);
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_REFUSED, "exec refused: %s", err.msg);
 	}
@@ -274,7 +275,7 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	request_from_exec(e, &req, env_store);
 	sb_info("exec %s: running", e->exec_id);
 	exec_run(a, &req, &result, &receipt);
-	if (result == NULL || journal_finish(a->journal, e->exec_id, e->generation, result, receipt, &err) < 0)
+	if (result == NULL || journal_finish(&a->journal, e->exec_id, e->generation, result, receipt, &err) < 0)
 		sb_error("exec %s: journal: %s", e->exec_id, result ? err.msg : "no result");
 	exec_release(a);
 	/* The connection may be gone by now; the journal answers a later Query either way. */
@@ -322,7 +323,7 @@ static int handle_query(struct conn *c, const char *exec_id)
 
 	if (strlen(exec_id) > EXEC_ID_MAX || strchr(exec_id, '/') != NULL || exec_id[0] == '.' || exec_id[0] == '\0')
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "query refused: invalid exec id");
-	if (journal_lookup(c->agent->journal, exec_id, &j, &err) < 0)
+	if (journal_lookup(&c->agent->journal, exec_id, &j, &err) < 0)
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_INTERNAL, "query: %s", err.msg);
 	rc = send_query_reply(c, exec_id, &j);
 	journal_entry_free(&j);
@@ -576,66 +577,65 @@ static int listen_tcp(const char *hostport, uint16_t *port, struct sb_err *err)
 	return fd;
 }
 
-/* A directory to hide from commands: it must be private to us, or hiding it is theatre (and
- * hiding / or a shared directory would break every command). */
-static int private_dir_check(const char *dir, struct sb_err *err)
+/* A directory to hide from commands: it must be private to us, or hiding it is theatre. */
+static int hidden_add_dirname(const char *path, struct boundary_options *bo, struct sb_err *err)
 {
-	struct stat st;
+	char copy[PATH_MAX], real[PATH_MAX];
+	struct privdir d;
 
-	if (stat(dir, &st) < 0)
-		return sb_fail_errno(err, "private directory %s", dir);
-	if (strcmp(dir, "/") == 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)
-		return sb_fail(err, EPERM, "%s holds the agent's keys or socket: it must be a directory of its own, "
-			       "owned by uid %u and not writable by others", dir, (unsigned)geteuid());
-	return 0;
-}
-
-static int hidden_add_dirname(const char *path, const char **hidden, size_t *n, char *store, struct sb_err *err)
-{
-	char copy[PATH_MAX];
-
-	snprintf(copy, sizeof copy, "%s", path);
-	if (realpath(dirname(copy), store) == NULL)
+	if ((size_t)snprintf(copy, sizeof copy, "%s", path) >= sizeof copy)
+		return sb_fail(err, ENAMETOOLONG, "path too long: %s", path);
+	if (realpath(dirname(copy), real) == NULL)
 		return sb_fail_errno(err, "resolving the directory of %s", path);
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp(hidden[i], store) == 0)
+	for (size_t i = 0; i < bo->n_hidden; i++)
+		if (strcmp(bo->hidden[i].path, real) == 0)
 			return 0;
-	if (private_dir_check(store, err) < 0)
+	if (bo->n_hidden >= BOUNDARY_MAX_HIDDEN)
+		return sb_fail(err, E2BIG, "too many private directories");
+	/* The directory of the keys or socket: a directory of its own, ours, not writable by others
+	 * (hiding / or a shared directory would break every command). */
+	if (strcmp(real, "/") == 0)
+		return sb_fail(err, EPERM, "%s holds the agent's keys or socket: it must be a directory of its own", path);
+	if (privdir_open(&d, real, false, 022, err) < 0)
 		return -1;
-	hidden[(*n)++] = store;
+	hidden_dir_from_privdir(&bo->hidden[bo->n_hidden++], &d);
+	privdir_close(&d);
 	return 0;
 }
 
 static int agent_paths(struct agent *a, const struct serve_config *cfg, struct sb_err *err)
 {
+	char real[PATH_MAX];
+
 	if (mkdir(cfg->state_dir, 0700) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating state directory %s", cfg->state_dir);
-	if (private_dir_check(cfg->state_dir, err) < 0)
+	if (realpath(cfg->state_dir, real) == NULL)
+		return sb_fail_errno(err, "state directory %s", cfg->state_dir);
+	if (strcmp(real, "/") == 0)
+		return sb_fail(err, EPERM, "the state directory must be a directory of its own, not /");
+	if (privdir_open(&a->state, real, false, 022, err) < 0 ||
+	    privdir_open_at(&a->receipts, &a->state, "receipts", true, 077, err) < 0 ||
+	    privdir_open_at(&a->journal, &a->state, "journal", true, 077, err) < 0)
 		return -1;
-	snprintf(a->receipts, sizeof a->receipts, "%s/receipts", cfg->state_dir);
-	snprintf(a->journal, sizeof a->journal, "%s/journal", cfg->state_dir);
-	if (mkdir(a->receipts, 0700) < 0 && errno != EEXIST)
-		return sb_fail_errno(err, "creating %s", a->receipts);
-	return journal_open(a->journal, err);
+	return journal_open(&a->journal, err);
 }
 
 static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)
 {
-	static char store[3][PATH_MAX];
-	struct boundary_options bo = { .block_ports = cfg->ports };
-	char key_path[PATH_MAX + 16];
+	static struct boundary_options bo;
 	bool ok;
 	json_t *features;
 	uint16_t port = 0;
 
 	a->generation = cfg->generation;
+	bo.block_ports = cfg->ports;
 	if (agent_paths(a, cfg, err) < 0)
 		return -1;
-	bo.hidden[bo.n_hidden++] = cfg->state_dir;
-	if (hidden_add_dirname(cfg->key, bo.hidden, &bo.n_hidden, store[0], err) < 0)
+	hidden_dir_from_privdir(&bo.hidden[bo.n_hidden++], &a->state);
+	if (hidden_add_dirname(cfg->key, &bo, err) < 0)
 		return -1;
 	if (strncmp(cfg->listen, "unix:", 5) == 0) {
-		if (hidden_add_dirname(cfg->listen + 5, bo.hidden, &bo.n_hidden, store[1], err) < 0)
+		if (hidden_add_dirname(cfg->listen + 5, &bo, err) < 0)
 			return -1;
 	} else {
 		struct sockaddr_storage ss;
@@ -649,8 +649,7 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	}
 	bo.n_block_ports = cfg->n_ports;
 	a->sec = secrets_alloc(err);
-	snprintf(key_path, sizeof key_path, "%s/receipt.key", cfg->state_dir);
-	if (a->sec == NULL || secrets_key_load(a->sec, key_path, err) < 0)
+	if (a->sec == NULL || secrets_key_load(a->sec, &a->state, err) < 0)
 		return -1;
 	if (tls_config_server(&a->tls, cfg->cert, cfg->key, cfg->ca, cfg->manager_name, err) < 0)
 		return -1;

@@ -81,5 +81,15 @@ test_never_host_root() {
 	ax_ok -- 'v=$(cat /proc/sys/kernel/printk_ratelimit); { echo "$v" > /proc/sys/kernel/printk_ratelimit; } 2>/dev/null && echo sysctl-written || echo sysctl-refused; cat /etc/shadow >/dev/null 2>&1 && echo shadow-read || echo shadow-refused'
 	assert_result exited 0 null
 	assert_lines "$(jr .stdout)" sysctl-refused shadow-refused
+	# A root agent started with root's supplementary groups hands none of them to its commands
+	# (setgroups is denied in their namespace: they could never drop one themselves).
+	[ "$RUN_UID" -eq 0 ] || return 0
+	local f=$TD/group-root-only
+	echo secret >"$f" && chown 0:0 "$f" && chmod 0640 "$f" && chmod 0755 "$TD"
+	AGENT_WRAP=(setpriv --groups=0,4)
+	ax_ok -- "grep -c '^Groups:[[:space:]]*\$' /proc/self/status; cat $f 2>/dev/null || echo group-refused"
+	AGENT_WRAP=()
+	assert_result exited 0 null
+	assert_lines "$(jr .stdout)" 1 group-refused
 }
 t never_host_root test_never_host_root

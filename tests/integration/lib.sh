@@ -21,7 +21,9 @@ now_ms() { date +%s%3N; }
 # so no test user can change them), creates that user when root, and records the host's namespace inodes.
 it_setup() {
 	local build=$1 p
-	IT_ROOT=$(mktemp -d /tmp/sandbox-it.XXXXXX) || exit 1
+	# Not under /tmp: `sandbox-agent exec` gives each command a private /tmp, and the attack programs
+	# and test directories must stay visible (read-only) to it.
+	IT_ROOT=$(mktemp -d /var/tmp/sandbox-it.XXXXXX) || exit 1
 	chmod 0755 "$IT_ROOT"
 	mkdir -p "$IT_ROOT/bin/escape"
 	if [ ! -x "$build/sandbox-agent" ]; then

@@ -7,6 +7,8 @@ MGR_FIXTURE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/deploy-repo" && pwd
 # mgr_repo: a git repository of the fixture manifests, owned by the test user, at $REPO.
 mgr_repo() {
 	REPO=$TD/repo
+	# Never an empty source: "$MGR_FIXTURE"/. would then copy the whole root filesystem.
+	[ -n "$MGR_FIXTURE" ] && [ -d "$MGR_FIXTURE" ] || { bad "no fixture repository at '$MGR_FIXTURE'"; return 1; }
 	mkdir -p "$REPO" && cp -r "$MGR_FIXTURE"/. "$REPO"/ && chown -R "$RUN_USER:" "$REPO"
 	as_user git -C "$REPO" init -q -b main &&
 		as_user git -C "$REPO" add -A &&

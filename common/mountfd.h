@@ -1,0 +1,47 @@
+/* Mounts made from descriptors: the one copy of the steps that build a sandbox's view, shared by the
+ * agent's per-command init (sandbox-agent/mounts.c) and the process backend's sandbox init
+ * (manager/backend_process.c). A path is resolved once, without following any symbolic link, into a
+ * descriptor; the mount is then attached to that descriptor, so nothing renamed or swapped afterwards
+ * can redirect it (rule R1/R3 of docs/isolation.md). Safe between clone() and execve(): no
+ * allocation, no stdio, every syscall checked. */
+#ifndef SB_MOUNTFD_H
+#define SB_MOUNTFD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* openat2 that follows no symbolic link (nor /proc magic link) anywhere in path and, from a
+ * directory descriptor (not AT_FDCWD), nothing that would resolve outside it. O_CLOEXEC is added.
+ * Returns the descriptor or -1 with errno. */
+int mfd_open_nofollow(int dirfd, const char *path, uint64_t flags);
+
+/* Open the directory `rel` (relative, may be empty) beneath root, creating each missing component
+ * (0755) and reopening each step without following links: a link planted on the way is refused
+ * (ELOOP), never used to create something elsewhere. Returns an O_PATH descriptor or -1 with errno. */
+int mfd_dir_make_beneath(int root, const char *rel);
+
+/* Make (or find) the mount point `path` (absolute, plain) beneath root: a directory, or an empty
+ * file for a file bind; opened without following links. Returns the descriptor or -1 with err. */
+int mfd_mountpoint_make(int root, const char *path, bool dir, struct sb_err *err);
+
+/* Attach the detached mount mnt at path beneath root (made as mfd_mountpoint_make does). */
+int mfd_attach(int mnt, int root, const char *path, bool dir, struct sb_err *err);
+
+/* A new filesystem instance (tmpfs, proc), detached until attached. mode may be NULL; size_bytes 0
+ * means the filesystem's default. A sized tmpfs also gets an inode bound (one per KiB of size,
+ * at least 1024): inodes cost kernel memory that size= alone does not count. Returns the mount's
+ * descriptor or -1 with err; `what` names it in messages. */
+int mfd_fs_new(const char *type, const char *mode, uint64_t size_bytes, uint64_t attrs, const char *what,
+	       struct sb_err *err);
+
+/* A detached recursive copy of the mount tree at the directory or file held by src (a descriptor
+ * from mfd_open_nofollow), with attrs (MOUNT_ATTR_*) set on the whole copy before anyone can see it. */
+int mfd_clone_tree(int src, uint64_t attrs, const char *what, struct sb_err *err);
+
+/* Read-only, on this mount only (what is mounted inside keeps its own mode). */
+int mfd_seal(int mnt, const char *what, struct sb_err *err);
+
+#endif
