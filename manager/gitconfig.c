@@ -1,6 +1,8 @@
 /* The repository refusal check (see gitconfig.h). Owns the list of refused config keys and the
  * alternates rule. Reads config only through `git config --list -z` (git's own parser, includes
- * off) run by gitrun; must never follow an include or run anything the repository names. */
+ * off) run by gitrun; must never follow an include or run anything the repository names. A path
+ * too long for its buffer is an error, never a shorter path: a truncated name reads as "no such
+ * file", and the check would pass a file it never read. */
 #include "gitconfig.h"
 
 #include <dirent.h>
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent_dir.h"
 #include "gitrun.h"
 
 #define FIX "; remove it or use a clone without it"
@@ -184,7 +187,8 @@ static int entries_scan(char *list, size_t len, const char *file, struct gitconf
 		}
 		why = gitconfig_key_refused(p, value);
 		if (why != NULL) {
-			snprintf(what, sizeof what, "config key %s", p);
+			/* Only the message's name of the key is cut short; the check saw all of it. */
+			snprintf(what, sizeof what, "config key %.400s", p);
 			if (finding_add(found, what, file, why, err) != 0)
 				return -1;
 		}
@@ -280,18 +284,35 @@ static bool path_inside(const char *path, const char *root)
 	return strncmp(path, root, n) == 0 && path[n] == '/';
 }
 
+/* PATH of the repository at COMMON_DIR (objects, config, ...) into OUT; ENAMETOOLONG, never a
+ * truncated path. */
+static int repo_path(char *out, size_t len, const char *common_dir, const char *name, struct sb_err *err)
+{
+	if (path_fmt(out, len, err, "%s/%s", common_dir, name) == 0)
+		return 0;
+	sb_err_prefix(err, "repository refused: its %s cannot be checked, the path is longer than %zu bytes; "
+		      "use a shorter path for the repository", name, len - 1);
+	return -1;
+}
+
 /* One alternates line: a directory of objects, absolute or relative to objects/. */
 static int alternate_check(const char *line, const char *objects_dir, const char *root,
 			   const char *file, struct gitconfig_findings *found, struct sb_err *err)
 {
 	char joined[PATH_MAX * 2], resolved[PATH_MAX], what[PATH_MAX + 64];
+	bool absolute = line[0] == '/';
 
-	snprintf(what, sizeof what, "objects/info/alternates entry %s", line);
+	/* Only the message's copy of the line is cut short. */
+	snprintf(what, sizeof what, "objects/info/alternates entry %.4000s", line);
 	if (line[0] == '"')
 		return finding_add(found, what, file, "is quoted, which is not supported here; "
 				   "repack without alternates (git repack -a -d) and delete the file", err);
-	snprintf(joined, sizeof joined, "%s%s%s", line[0] == '/' ? "" : objects_dir,
-		 line[0] == '/' ? "" : "/", line);
+	/* A cut-short entry could resolve inside the root while git, reading all of it, leaves it. */
+	if (path_fmt(joined, sizeof joined, err, "%s%s%s", absolute ? "" : objects_dir, absolute ? "" : "/",
+		     line) < 0)
+		return sb_fail(err, ENAMETOOLONG, "repository refused: an objects/info/alternates entry of %zu "
+			       "bytes is longer than this check resolves (%zu) (in %s); repack without alternates "
+			       "(git repack -a -d) and delete the file", strlen(line), sizeof joined - 1, file);
 	if (realpath(joined, resolved) == NULL)
 		return finding_add(found, what, file, "names a directory that does not exist; "
 				   "repack without alternates (git repack -a -d) and delete the file", err);
@@ -337,8 +358,9 @@ static int alternates_scan(const char *common_dir, const char *root, struct gitc
 	char *text, *save = NULL;
 	int rc;
 
-	snprintf(objects, sizeof objects, "%s/objects", common_dir);
-	snprintf(file, sizeof file, "%s/info/alternates", objects);
+	if (repo_path(objects, sizeof objects, common_dir, "objects", err) < 0 ||
+	    repo_path(file, sizeof file, common_dir, "objects/info/alternates", err) < 0)
+		return -1;
 	if (realpath(root, root_real) == NULL)
 		return sb_fail_errno(err, "resolving %s", root);
 	if (alternates_read(file, &text, err) != 0) {
@@ -369,8 +391,8 @@ int gitconfig_scan(const char *common_dir, const char *alternates_root,
 	found->v = NULL;
 	found->n = 0;
 	for (size_t i = 0; top[i] != NULL; i++) {
-		snprintf(path, sizeof path, "%s/%s", common_dir, top[i]);
-		if (config_file_scan(path, found, err) != 0)
+		if (repo_path(path, sizeof path, common_dir, top[i], err) < 0 ||
+		    config_file_scan(path, found, err) != 0)
 			return -1;
 	}
 	if (worktrees_scan(common_dir, found, err) != 0)

@@ -3,6 +3,7 @@
 #include "seccomp.h"
 
 #include <errno.h>
+#include <linux/ioprio.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,8 +34,11 @@ static const char *const denied[] = {
 	"fsmount", "fspick", "mount_setattr",
 	/* Joining other namespaces. */
 	"setns",
-	/* Reaching into other processes, init above all. */
-	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+	/* Reaching into other processes, init above all. process_madvise and process_mrelease
+	 * name their target by pidfd, which BPF cannot tell from one of the caller's own: a
+	 * pidfd_open(1) would let them advise (page out) or reap init's memory. */
+	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "process_madvise",
+	"process_mrelease",
 	/* Large kernel attack surface that no shell command needs. */
 	"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "io_uring_setup",
 	"io_uring_enter", "io_uring_register", "userfaultfd", "open_by_handle_at",
@@ -58,14 +63,50 @@ static int rule_add(scmp_filter_ctx ctx, int errnum, const char *name, unsigned 
 	return 0;
 }
 
+/* Calls that change another process's scheduling, priority, CPU affinity, I/O priority, resource
+ * limits or memory placement. The kernel lets them reach any process of the caller's uid, init
+ * included (issue 13, break #8: init made SCHED_IDLE, reniced, pinned to one CPU, given idle I/O,
+ * and with prlimit64 an RLIMIT_CPU that has the kernel kill it). Seccomp cannot know the caller's
+ * pid, so only 0, "myself", stays allowed; a process naming itself or one of its threads by number
+ * is refused too (renice -p, taskset -p, pthread_setaffinity_np and pthread_setschedparam on a
+ * thread fail with EPERM). Readers (sched_getattr, getpriority, ioprio_get, sched_getaffinity)
+ * stay allowed: they change nothing. set_mempolicy, mbind and set_mempolicy_home_node act only on
+ * the caller and take no pid.
+ * pid_t is an int and the kernel reads the low 32 bits only. These rules refuse any set bit of all
+ * 64, which is safe in both directions: (1 << 32) | 1, pid 1 to the kernel, is refused, and
+ * (1 << 32), pid 0 to the kernel, is refused as well (fail closed; no libc passes it). */
+static int rules_add_other_pids(scmp_filter_ctx ctx, struct sb_err *err)
+{
+	static const char *const pid_first[] = {
+		"prlimit64", "sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity",
+		"migrate_pages", "move_pages",
+	};
+	struct scmp_arg_cmp other_pid = SCMP_A0(SCMP_CMP_NE, 0);
+	/* setpriority and ioprio_set name their target by (which, who). who 0 is the caller, or the
+	 * caller's own process group, which never holds init: the command starts with setsid()
+	 * (init.c command_main()) and cannot join a group of another session. PRIO_USER and
+	 * IOPRIO_WHO_USER reach every process of a uid, init included, even with who 0 (the
+	 * caller's uid): refused by the `which` bound. ioprio_set's which 0 is EINVAL already. */
+	struct scmp_arg_cmp other_who = SCMP_A1(SCMP_CMP_NE, 0);
+	struct scmp_arg_cmp prio_user = SCMP_A0(SCMP_CMP_GT, PRIO_PGRP);
+	struct scmp_arg_cmp ioprio_user = SCMP_A0(SCMP_CMP_GT, IOPRIO_WHO_PGRP);
+
+	for (size_t i = 0; i < sizeof pid_first / sizeof pid_first[0]; i++)
+		if (rule_add(ctx, EPERM, pid_first[i], 1, &other_pid, err) < 0)
+			return -1;
+	if (rule_add(ctx, EPERM, "setpriority", 1, &other_who, err) < 0 ||
+	    rule_add(ctx, EPERM, "setpriority", 1, &prio_user, err) < 0 ||
+	    rule_add(ctx, EPERM, "ioprio_set", 1, &other_who, err) < 0 ||
+	    rule_add(ctx, EPERM, "ioprio_set", 1, &ioprio_user, err) < 0)
+		return -1;
+	return 0;
+}
+
 static int rules_add_conditional(scmp_filter_ctx ctx, struct sb_err *err)
 {
 	/* A nested user namespace would hand the command a full capability set over a fresh
 	 * namespace tree; nsjail and bubblewrap (--disable-userns) close this the same way. */
 	struct scmp_arg_cmp newuser0 = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER);
-	/* prlimit64 needs only a uid match: a command could set init's RLIMIT_CPU and have the
-	 * kernel kill init. pid 0 means "myself", which stays allowed. */
-	struct scmp_arg_cmp other_pid = SCMP_A0(SCMP_CMP_NE, 0);
 	/* ioctl's command is 32 bits in the kernel: compare the low 32 bits only, or a command
 	 * with high bits set would slip past the rule. */
 	struct scmp_arg_cmp tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, TIOCSTI);
@@ -82,7 +123,6 @@ static int rules_add_conditional(scmp_filter_ctx ctx, struct sb_err *err)
 
 	if (rule_add(ctx, EPERM, "clone", 1, &newuser0, err) < 0 ||
 	    rule_add(ctx, EPERM, "unshare", 1, &newuser0, err) < 0 ||
-	    rule_add(ctx, EPERM, "prlimit64", 1, &other_pid, err) < 0 ||
 	    rule_add(ctx, EPERM, "ioctl", 1, &tiocsti, err) < 0 ||
 	    rule_add(ctx, EPERM, "ioctl", 1, &tioclinux, err) < 0 ||
 	    rule_add(ctx, EPERM, "socket", 1, &mptcp, err) < 0 ||
@@ -108,6 +148,8 @@ static int filter_build(scmp_filter_ctx ctx, struct sb_err *err)
 	for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
 		if (rule_add(ctx, EPERM, denied[i], 0, NULL, err) < 0)
 			return -1;
+	if (rules_add_other_pids(ctx, err) < 0)
+		return -1;
 	return rules_add_conditional(ctx, err);
 }
 

@@ -30,7 +30,23 @@ test_attack_init() {
 	assert_result exited 0 null
 	# kill(1, ...) returns 0 (the kernel drops it: init has no handler) or EPERM (Landlock signal scope)
 	local k='errno=(0|EPERM) init_alive=1'
-	local -a fd_probes=('open_proc1_fd errno=EACCES')
+	local -a fd_probes=('open_proc1_fd errno=EACCES') sched_probes=() proc_probes=()
+	local p
+	# Another process's scheduling, priority, affinity, I/O priority and memory: seccomp's EPERM
+	for p in sched_setscheduler_1_idle sched_setscheduler_1_highbits sched_setparam_1 sched_setattr_1_idle \
+		sched_setaffinity_1 sched_setaffinity_1_highbits setpriority_process_1 setpriority_process_1_highbits \
+		setpriority_pgrp_1 setpriority_user_0 setpriority_user_own_uid ioprio_set_process_1 ioprio_set_pgrp_1 \
+		ioprio_set_user_0 migrate_pages_1 move_pages_1 process_madvise_1 process_mrelease_1; do
+		sched_probes+=("$p errno=EPERM")
+	done
+	# ...while the command's own stay changeable
+	for p in setpriority_self setpriority_own_pgrp sched_setscheduler_self sched_setaffinity_self ioprio_set_self; do
+		sched_probes+=("$p errno=0")
+	done
+	# init's /proc files: refused at open (the file's mode) or by the write handler (a capability)
+	for p in oom_score_adj oom_adj coredump_filter autogroup timerslack_ns; do
+		proc_probes+=("write_proc1_$p errno=(EACCES|EPERM)")
+	done
 	assert_lines "$(jr .stdout)" \
 		'init_alive_start init_alive=1' \
 		"kill_sigkill_1 $k" "kill_sigterm_1 $k" "kill_sigstop_1 $k" "kill_sigint_1 $k" "kill_sighup_1 $k" \
@@ -40,6 +56,9 @@ test_attack_init() {
 		'readlink_proc1_exe errno=EACCES' 'readlink_proc1_root errno=EACCES' \
 		'readlink_proc1_cwd errno=EACCES' \
 		'prlimit_1_cpu errno=EPERM' 'prlimit_1_get errno=EPERM' 'prlimit_1_highbits_cpu errno=EPERM' \
+		"${sched_probes[@]}" \
+		'init_nice_unchanged=1 init_policy_unchanged=1 init_affinity_unchanged=1 init_ioprio_unchanged=1' \
+		"${proc_probes[@]}" 'proc1_writable_files none' \
 		'init_alive_end init_alive=1' 'attack_init failures=0'
 }
 t attack_init test_attack_init

@@ -1,6 +1,7 @@
 /* Unit tests for manager/gitconfig.c (the repository refusal check) and manager/gitrun.c (the git
  * runner it stands on): the environment and protections of every git child, the deadline, the
- * output bound, each refused key, worktree config, symbolic links and alternates. */
+ * output bound, each refused key, worktree config, symbolic links, alternates and paths too long
+ * for the check's buffers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
@@ -46,15 +48,29 @@ static void write_file(const char *path, const char *text)
 	assert_int_equal(fclose(f), 0);
 }
 
+/* snprintf for the tests' paths and texts: a truncated one fails the test instead of naming
+ * another file. */
+__attribute__((format(printf, 3, 4))) static void fmt(char *out, size_t len, const char *f, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, f);
+	n = vsnprintf(out, len, f, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len)
+		fail_msg("test path or text too long: %s", out);
+}
+
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof *fx);
 
 	assert_non_null(fx);
-	snprintf(fx->dir, sizeof fx->dir, "/tmp/test-gitconfig-XXXXXX");
+	fmt(fx->dir, sizeof fx->dir, "/tmp/test-gitconfig-XXXXXX");
 	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->repo, sizeof fx->repo, "%s/repo", fx->dir);
-	snprintf(fx->gitdir, sizeof fx->gitdir, "%s/.git", fx->repo);
+	fmt(fx->repo, sizeof fx->repo, "%s/repo", fx->dir);
+	fmt(fx->gitdir, sizeof fx->gitdir, "%s/.git", fx->repo);
 	git_ok((const char *[]){ "init", "--quiet", fx->repo, NULL });
 	*state = fx;
 	return 0;
@@ -138,8 +154,8 @@ static void test_gitrun_timeout_kills_the_group(void **state)
 	FILE *f;
 	int pid;
 
-	snprintf(pidfile, sizeof pidfile, "%s/sleeper.pid", fx->dir);
-	snprintf(alias, sizeof alias, "alias.slow=!echo $$ > %s; exec sleep 30", pidfile);
+	fmt(pidfile, sizeof pidfile, "%s/sleeper.pid", fx->dir);
+	fmt(alias, sizeof alias, "alias.slow=!echo $$ > %s; exec sleep 30", pidfile);
 	assert_int_equal(gitrun((const char *[]){ "-c", alias, "slow", NULL }, &opts, &res, &err), -1);
 	assert_true(res.timed_out);
 	assert_int_equal(err.errnum, ETIMEDOUT);
@@ -156,7 +172,7 @@ static void test_gitrun_timeout_kills_the_group(void **state)
 	for (int i = 0; i < 100; i++) {
 		char stat[256] = "";
 
-		snprintf(proc, sizeof proc, "/proc/%d/stat", pid);
+		fmt(proc, sizeof proc, "/proc/%d/stat", pid);
 		f = fopen(proc, "r");
 		if (f == NULL)
 			return;
@@ -212,20 +228,20 @@ static void test_gitrun_write_confinement(void **state)
 	assert_int_equal(gitrun_check((const char *[]){ "-C", fx->repo, "branch", "inside", NULL }, &repo_only,
 				      NULL, &err), 0);
 	/* refs/heads/evil -> a directory outside the root: git cannot create the ref there. */
-	snprintf(outside, sizeof outside, "%s/outside", fx->dir);
+	fmt(outside, sizeof outside, "%s/outside", fx->dir);
 	assert_int_equal(mkdir(outside, 0755), 0);
-	snprintf(link, sizeof link, "%s/refs/heads/evil", fx->gitdir);
+	fmt(link, sizeof link, "%s/refs/heads/evil", fx->gitdir);
 	assert_int_equal(symlink(outside, link), 0);
 	assert_int_equal(gitrun_check((const char *[]){ "-C", fx->repo, "branch", "evil/x", NULL }, &repo_only,
 				      NULL, &err), -1);
-	snprintf(probe, sizeof probe, "%s/x", outside);
+	fmt(probe, sizeof probe, "%s/x", outside);
 	assert_int_equal(access(probe, F_OK), -1);
-	snprintf(probe, sizeof probe, "%s/x.lock", outside);
+	fmt(probe, sizeof probe, "%s/x.lock", outside);
 	assert_int_equal(access(probe, F_OK), -1);
 	/* Unconfined, the same command writes through the link: the confinement is what stops it. */
 	assert_int_equal(gitrun_check((const char *[]){ "-C", fx->repo, "branch", "evil/x", NULL }, NULL, NULL,
 				      &err), 0);
-	snprintf(probe, sizeof probe, "%s/x", outside);
+	fmt(probe, sizeof probe, "%s/x", outside);
 	assert_int_equal(access(probe, F_OK), 0);
 	/* Read-only: reading works, writing does not. */
 	assert_int_equal(gitrun_check((const char *[]){ "-C", fx->repo, "rev-parse", "HEAD", NULL }, &read_only,
@@ -359,7 +375,7 @@ static void test_each_refused_key_in_a_real_config(void **state)
 	struct fixture *fx = *state;
 	char config[PATH_MAX];
 
-	snprintf(config, sizeof config, "%s/config", fx->gitdir);
+	fmt(config, sizeof config, "%s/config", fx->gitdir);
 	for (size_t i = 0; i < sizeof refused_keys / sizeof refused_keys[0]; i++) {
 		const struct key_case *k = &refused_keys[i];
 		char expect[256];
@@ -369,7 +385,7 @@ static void test_each_refused_key_in_a_real_config(void **state)
 		write_file(config, "[core]\n\trepositoryformatversion = 0\n\tbare = false\n");
 		config_set(config, k->key, k->value);
 		assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
-		snprintf(expect, sizeof expect, "repository refused: config key %s ", k->listed ? k->listed : k->key);
+		fmt(expect, sizeof expect, "repository refused: config key %s ", k->listed ? k->listed : k->key);
 		if (strstr(err.msg, expect) != err.msg)
 			fail_msg("for %s: message was: %s", k->key, err.msg);
 		assert_non_null(strstr(err.msg, config));
@@ -383,9 +399,9 @@ static void test_message_for_people(void **state)
 	struct gitconfig_findings found;
 	struct sb_err err;
 
-	snprintf(config, sizeof config, "%s/config", fx->gitdir);
+	fmt(config, sizeof config, "%s/config", fx->gitdir);
 	config_set(config, "include.path", "/etc/other");
-	snprintf(expect, sizeof expect, "repository refused: config key include.path can load other "
+	fmt(expect, sizeof expect, "repository refused: config key include.path can load other "
 		 "configuration; remove it or use a clone without it (in %s)", config);
 	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
 	assert_string_equal(err.msg, expect);
@@ -413,8 +429,8 @@ static void test_include_not_followed(void **state)
 	struct gitconfig_findings found;
 	struct sb_err err;
 
-	snprintf(config, sizeof config, "%s/config", fx->gitdir);
-	snprintf(other, sizeof other, "%s/other.cfg", fx->dir);
+	fmt(config, sizeof config, "%s/config", fx->gitdir);
+	fmt(other, sizeof other, "%s/other.cfg", fx->dir);
 	write_file(other, "[core]\n\tpager = less\n");
 	config_set(config, "include.path", other);
 	assert_int_equal(gitconfig_scan(fx->gitdir, NULL, &found, &err), 0);
@@ -429,11 +445,11 @@ static void test_worktree_config_checked(void **state)
 	char dir[PATH_MAX], file[PATH_MAX + 32];
 	struct sb_err err;
 
-	snprintf(dir, sizeof dir, "%s/worktrees", fx->gitdir);
+	fmt(dir, sizeof dir, "%s/worktrees", fx->gitdir);
 	assert_int_equal(mkdir(dir, 0755), 0);
-	snprintf(dir, sizeof dir, "%s/worktrees/wt1", fx->gitdir);
+	fmt(dir, sizeof dir, "%s/worktrees/wt1", fx->gitdir);
 	assert_int_equal(mkdir(dir, 0755), 0);
-	snprintf(file, sizeof file, "%s/config.worktree", dir);
+	fmt(file, sizeof file, "%s/config.worktree", dir);
 	config_set(file, "core.hooksPath", "/tmp/hooks");
 	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "config key core.hookspath"));
@@ -441,7 +457,7 @@ static void test_worktree_config_checked(void **state)
 
 	/* The main worktree's config.worktree too. */
 	assert_int_equal(unlink(file), 0);
-	snprintf(file, sizeof file, "%s/config.worktree", fx->gitdir);
+	fmt(file, sizeof file, "%s/config.worktree", fx->gitdir);
 	config_set(file, "diff.pdf.textconv", "pdftotext");
 	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "config key diff.pdf.textconv"));
@@ -453,8 +469,8 @@ static void test_symlinked_config_refused(void **state)
 	char config[PATH_MAX], other[PATH_MAX];
 	struct sb_err err;
 
-	snprintf(config, sizeof config, "%s/config", fx->gitdir);
-	snprintf(other, sizeof other, "%s/real-config", fx->dir);
+	fmt(config, sizeof config, "%s/config", fx->gitdir);
+	fmt(other, sizeof other, "%s/real-config", fx->dir);
 	assert_int_equal(rename(config, other), 0);
 	assert_int_equal(symlink(other, config), 0);
 	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
@@ -467,7 +483,7 @@ static void test_unreadable_config_is_an_error(void **state)
 	char config[PATH_MAX];
 	struct sb_err err;
 
-	snprintf(config, sizeof config, "%s/config", fx->gitdir);
+	fmt(config, sizeof config, "%s/config", fx->gitdir);
 	write_file(config, "[core\n\tbroken\n");
 	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "reading config file "));
@@ -481,15 +497,15 @@ static void test_alternates(void **state)
 	struct sb_err err;
 
 	/* The "identity's repositories": fx->dir holds both this repo and a sibling object store. */
-	snprintf(root, sizeof root, "%s", fx->dir);
-	snprintf(inside, sizeof inside, "%s/shared-objects", fx->dir);
+	fmt(root, sizeof root, "%s", fx->dir);
+	fmt(inside, sizeof inside, "%s/shared-objects", fx->dir);
 	assert_int_equal(mkdir(inside, 0755), 0);
-	snprintf(alt, sizeof alt, "%s/objects/info/alternates", fx->gitdir);
+	fmt(alt, sizeof alt, "%s/objects/info/alternates", fx->gitdir);
 
 	write_file(alt, "");
 	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), 0);
 
-	snprintf(text, sizeof text, "# a comment\n%s\n", inside);
+	fmt(text, sizeof text, "# a comment\n%s\n", inside);
 	write_file(alt, text);
 	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), 0);
 	/* Relative entries are relative to objects/. */
@@ -508,9 +524,9 @@ static void test_alternates(void **state)
 	assert_non_null(strstr(err.msg, "names a directory that does not exist"));
 
 	/* A look-alike prefix (<root>-evil) is not inside <root>. */
-	snprintf(inside, sizeof inside, "%s-evil", fx->dir);
+	fmt(inside, sizeof inside, "%s-evil", fx->dir);
 	assert_int_equal(mkdir(inside, 0755), 0);
-	snprintf(text, sizeof text, "%s\n", inside);
+	fmt(text, sizeof text, "%s\n", inside);
 	write_file(alt, text);
 	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), -1);
 	assert_non_null(strstr(err.msg, "reads objects from outside"));
@@ -522,6 +538,100 @@ static void test_alternates(void **state)
 	assert_non_null(strstr(err.msg, "objects/info/alternates is a symbolic link"));
 }
 
+/* A directory under fx->dir whose path is exactly `len` bytes long, made of components of the
+ * letter c (one letter per chain, so chains do not meet). */
+static void long_dir(const struct fixture *fx, char c, char *path, size_t len)
+{
+	fmt(path, PATH_MAX, "%s", fx->dir);
+	while (strlen(path) < len) {
+		size_t n = strlen(path), left = len - n - 1, part = left > 200 ? 200 : left;
+
+		/* Never leave a last component of fewer than 2 bytes. */
+		if (left > 200 && left - 200 < 2)
+			part = 100;
+		path[n] = '/';
+		memset(path + n + 1, c, part);
+		path[n + 1 + part] = '\0';
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	assert_int_equal(strlen(path), len);
+}
+
+/* Removes what long_dir made, deepest first: nftw (test_rmtree) cannot name the files below it. */
+static void long_dir_remove(const struct fixture *fx, char *path)
+{
+	while (strlen(path) > strlen(fx->dir)) {
+		assert_int_equal(rmdir(path), 0);
+		*strrchr(path, '/') = '\0';
+	}
+}
+
+/* A path cut short to fit its buffer names another file (or none): the check must refuse, not
+ * pass a file it never read. */
+static void test_long_paths_refused(void **state)
+{
+	struct fixture *fx = *state;
+	char common[PATH_MAX], dir[PATH_MAX], root[PATH_MAX];
+	struct sb_err err;
+	char *line;
+	size_t n;
+	int fd, rc;
+
+	/* <common>/objects fits in PATH_MAX, <common>/objects/info/alternates does not: git, working
+	 * relative to the repository, reads it; a truncated name would read as "no alternates". */
+	long_dir(fx, 'a', common, PATH_MAX - 1 - strlen("/objects/info/alter"));
+	assert_int_equal(chdir(common), 0);
+	assert_int_equal(mkdir("objects", 0755), 0);
+	assert_int_equal(mkdir("objects/info", 0755), 0);
+	write_file("objects/info/alternates", "/usr\n");
+	assert_int_equal(chdir("/"), 0);
+	rc = gitconfig_check(common, fx->dir, &err);
+	/* Removed before judging, so a failure leaves nothing that teardown could not remove. */
+	assert_int_equal(chdir(common), 0);
+	assert_int_equal(unlink("objects/info/alternates"), 0);
+	assert_int_equal(rmdir("objects/info"), 0);
+	assert_int_equal(rmdir("objects"), 0);
+	assert_int_equal(chdir("/"), 0);
+	long_dir_remove(fx, common);
+	assert_int_equal(rc, -1);
+	assert_int_equal(err.errnum, ENAMETOOLONG);
+	assert_non_null(strstr(err.msg, "repository refused: its objects/info/alternates cannot be checked"));
+
+	/* The same for config.worktree: <common>/config and <common>/worktrees fit, it does not,
+	 * and a truncated name would skip the refused key in it. */
+	long_dir(fx, 'c', dir, PATH_MAX - 1 - strlen("/config.wor"));
+	assert_int_equal(chdir(dir), 0);
+	write_file("config.worktree", "[core]\n\tfsmonitor = /tmp/run-me\n");
+	assert_int_equal(chdir("/"), 0);
+	rc = gitconfig_check(dir, NULL, &err);
+	assert_int_equal(chdir(dir), 0);
+	assert_int_equal(unlink("config.worktree"), 0);
+	assert_int_equal(chdir("/"), 0);
+	long_dir_remove(fx, dir);
+	assert_int_equal(rc, -1);
+	assert_int_equal(err.errnum, ENAMETOOLONG);
+	assert_non_null(strstr(err.msg, "repository refused: its config.worktree cannot be checked"));
+
+	/* An entry longer than the check's buffer: its first 8191 bytes resolve inside the root
+	 * ("<repo>/objects/./././..."), all of it resolves to /usr. */
+	fmt(root, sizeof root, "%s", fx->dir);
+	fmt(dir, sizeof dir, "%s/objects/info/alternates", fx->gitdir);
+	line = malloc(3 * PATH_MAX);
+	assert_non_null(line);
+	n = (size_t)snprintf(line, 3 * PATH_MAX, "%s/objects", fx->gitdir);
+	while (n < 2 * PATH_MAX + 8)
+		n += (size_t)snprintf(line + n, 3 * PATH_MAX - n, "/.");
+	n += (size_t)snprintf(line + n, 3 * PATH_MAX - n, "%s", "/../../../../../../../../../../../usr\n");
+	fd = open(dir, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, line, n), (ssize_t)n);
+	assert_int_equal(close(fd), 0);
+	free(line);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), -1);
+	assert_int_equal(err.errnum, ENAMETOOLONG);
+	assert_non_null(strstr(err.msg, "repository refused: an objects/info/alternates entry of"));
+}
+
 static void test_gitconfig_get(void **state)
 {
 	struct fixture *fx = *state;
@@ -529,7 +639,7 @@ static void test_gitconfig_get(void **state)
 	struct sb_err err;
 	char *value;
 
-	snprintf(config, sizeof config, "%s/config", fx->gitdir);
+	fmt(config, sizeof config, "%s/config", fx->gitdir);
 	config_set(config, "remote.origin.url", "/some/where");
 	assert_int_equal(gitconfig_get(config, "remote.origin.url", &value, &err), 0);
 	assert_string_equal(value, "/some/where");
@@ -557,6 +667,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symlinked_config_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreadable_config_is_an_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_alternates, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_paths_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gitconfig_get, setup, teardown),
 	};
 
