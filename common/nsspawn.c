@@ -5,26 +5,35 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fdio.h"
-pid_t spawn_clone(uint64_t ns_flags, int *pidfd, struct sb_err *err)
+pid_t spawn_clone_into(uint64_t ns_flags, int cgroup_fd, int *pidfd, struct sb_err *err)
 {
 	struct clone_args args = {
-		.flags = ns_flags | CLONE_PIDFD,
+		.flags = ns_flags | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
 		.pidfd = (uint64_t)(uintptr_t)pidfd,
 		.exit_signal = SIGCHLD,
+		.cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
 	};
 	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
 
-	if (pid < 0 && errno == ENOSYS)
+	/* Without clone3 a cgroup could only be entered after the child runs: refused, not degraded. */
+	if (pid < 0 && errno == ENOSYS && cgroup_fd < 0)
 		pid = (pid_t)syscall(SYS_clone, ns_flags | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
 	if (pid < 0)
-		return sb_fail_errno(err, "creating namespaces (clone)");
+		return sb_fail_errno(err, cgroup_fd >= 0 ? "creating namespaces in the sandbox's cgroup (clone3)" :
+				     "creating namespaces (clone)");
 	return pid;
+}
+
+pid_t spawn_clone(uint64_t ns_flags, int *pidfd, struct sb_err *err)
+{
+	return spawn_clone_into(ns_flags, -1, pidfd, err);
 }
 
 int spawn_proc_write(pid_t pid, const char *name, const char *text, struct sb_err *err)
@@ -34,15 +43,59 @@ int spawn_proc_write(pid_t pid, const char *name, const char *text, struct sb_er
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+	int plen = snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+
+	if (plen < 0 || (size_t)plen >= sizeof path)
+		return sb_fail(err, ENAMETOOLONG, "/proc/%d/%s: path too long", (int)pid, name);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return sb_fail_errno(err, "opening %s", path);
+	/* One write: the kernel takes a map only whole, in a single write(2). */
 	n = write(fd, text, len);
+	if (n < 0) {
+		sb_fail_errno(err, "writing %s", path);
+		close(fd);
+		return -1;
+	}
 	close(fd);
-	if (n != (ssize_t)len)
-		return sb_fail_errno(err, "writing %s", path);
+	if ((size_t)n != len)
+		return sb_fail(err, EIO, "writing %s: %zd of %zu bytes taken", path, n, len);
 	return 0;
+}
+
+/* setgroups first: an unprivileged writer's gid_map is refused until setgroups is denied
+ * (user_namespaces(7)), and denying it keeps the namespace from ever changing its supplementary
+ * groups. Each map holds one line, so a truncated line would be a different map: it is refused,
+ * never written. */
+static int id_maps_write(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid,
+			 bool deny_setgroups, struct sb_err *err)
+{
+	char map[64];
+	int n;
+
+	if (deny_setgroups && spawn_proc_write(pid, "setgroups", "deny", err) < 0)
+		return -1;
+	n = snprintf(map, sizeof map, "%u %u 1\n", (unsigned)inside_gid, (unsigned)outside_gid);
+	if (n < 0 || (size_t)n >= sizeof map)
+		return sb_fail(err, EOVERFLOW, "gid map of pid %d does not fit", (int)pid);
+	if (spawn_proc_write(pid, "gid_map", map, err) < 0)
+		return -1;
+	n = snprintf(map, sizeof map, "%u %u 1\n", (unsigned)inside_uid, (unsigned)outside_uid);
+	if (n < 0 || (size_t)n >= sizeof map)
+		return sb_fail(err, EOVERFLOW, "uid map of pid %d does not fit", (int)pid);
+	return spawn_proc_write(pid, "uid_map", map, err);
+}
+
+int spawn_id_maps_write(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid,
+			struct sb_err *err)
+{
+	return id_maps_write(pid, inside_uid, outside_uid, inside_gid, outside_gid, true, err);
+}
+
+int spawn_id_maps_write_groups_open(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid,
+				    gid_t outside_gid, struct sb_err *err)
+{
+	return id_maps_write(pid, inside_uid, outside_uid, inside_gid, outside_gid, false, err);
 }
 
 int spawn_signals_default(struct sb_err *err)

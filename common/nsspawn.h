@@ -15,8 +15,26 @@
  * in the child (which must _exit or execve, never return), the pid in the parent, -1 with err. */
 pid_t spawn_clone(uint64_t ns_flags, int *pidfd, struct sb_err *err);
 
+/* The same, born in the cgroup of the directory descriptor cgroup_fd (clone3 CLONE_INTO_CGROUP):
+ * the child never runs outside it, not even for its first instruction. cgroup_fd < 0: as
+ * spawn_clone. No clone() fallback with a cgroup: ENOSYS is an error then. */
+pid_t spawn_clone_into(uint64_t ns_flags, int cgroup_fd, int *pidfd, struct sb_err *err);
+
 /* Parent side: write /proc/<pid>/<name> (setgroups, uid_map, gid_map) in one write. */
 int spawn_proc_write(pid_t pid, const char *name, const char *text, struct sb_err *err);
+
+/* Parent side: the id maps of the new user namespace of pid, one id each: setgroups "deny", then
+ * gid_map "inside_gid outside_gid 1", then uid_map "inside_uid outside_uid 1". Every write is
+ * checked whole; 0, or -1 with err naming the file. */
+int spawn_id_maps_write(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid, gid_t outside_gid,
+			struct sb_err *err);
+
+/* The same maps with setgroups left allowed, for a privileged writer (CAP_SETGID over the
+ * namespace) whose child must drop the supplementary groups it inherited (setgroups(0, NULL),
+ * which a denied namespace refuses) before its last capability goes. Never for an unprivileged
+ * writer, whose gid_map the kernel refuses this way. */
+int spawn_id_maps_write_groups_open(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid,
+				    gid_t outside_gid, struct sb_err *err);
 
 /* Child side: default dispositions for every signal and an empty mask. A handler inherited from
  * the parent would let processes inside signal a namespace's init, which the kernel otherwise

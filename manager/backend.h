@@ -7,6 +7,7 @@
 #define SB_BACKEND_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -24,8 +25,19 @@ struct sandbox_spec {
 	const char *credentials_dir;     /* the authority snapshot, mounted read-only; may be NULL */
 	const char *agent_path;          /* the static sandbox-agent on the host */
 	const char *manager_name;        /* the agent's --manager-name */
-	uid_t host_uid;                  /* the host ids the sandbox's root (uid and gid 0) map to; */
-	gid_t host_gid;                  /* never 0 (see config.h sandbox_uid) */
+	uid_t host_uid;                  /* the sandbox's uid and gid, the same inside as on the host */
+	gid_t host_gid;                  /* (mapped 1:1); never 0 (see config.h sandbox_uid) */
+};
+
+/* Which limits hold for one sandbox, as the backend measured or set them; for `session show` and
+ * `check`. -1: no such limit holds. */
+struct sandbox_limits {
+	int64_t tmp_bytes;               /* size of its /tmp */
+	int64_t shm_bytes;               /* size of its /dev/shm */
+	int64_t memory_max;              /* bytes (swap: none on top) */
+	int64_t pids_max;
+	int64_t cpu_quota_us, cpu_period_us; /* cpu.max */
+	char cgroup[PATH_MAX];           /* the sandbox's own cgroup, "" when it has none */
 };
 
 struct sandbox_handle {
@@ -33,6 +45,7 @@ struct sandbox_handle {
 	char address[PATH_MAX + 8];      /* "unix:<private_dir>/sock/agent.sock" */
 	pid_t pid;                       /* process backend: the sandbox's init on the host */
 	int pidfd;                       /* process backend: -1 when not held */
+	char cgroup[128];                /* process backend: its cgroup under the delegated parent, or "" */
 };
 
 struct backend;
@@ -57,6 +70,9 @@ struct backend_ops {
 	 * NULL for a backend whose sandbox cannot outlive an unfinished prepare. */
 	int (*lookup)(struct backend *be, const char *session, uint64_t generation, struct sandbox_handle *h,
 		      struct sb_err *err);
+	/* Which limits hold for the live sandbox of h (struct sandbox_limits). NULL when unknown. */
+	int (*limits)(struct backend *be, const struct sandbox_handle *h, struct sandbox_limits *out,
+		      struct sb_err *err);
 	void (*destroy)(struct backend *be);
 };
 
@@ -65,8 +81,25 @@ struct backend {
 	void *priv;
 };
 
+/* Sizes of every sandbox's /tmp and /dev/shm unless configured (config tmp-size, shm-size). */
+#define SANDBOX_TMP_BYTES_DEFAULT (256LL << 20)
+#define SANDBOX_SHM_BYTES_DEFAULT (64LL << 20)
+
 /* The process backend (the default): the sandbox is `sandbox-agent serve` as PID 1 of its own
  * user, PID, mount, IPC and UTS namespaces on this host, whose root is built from the mount plan. */
+struct process_settings {
+	int64_t tmp_bytes;               /* tmpfs size of its /tmp (and of the plan's tmpfs entries); 0: default */
+	int64_t shm_bytes;               /* tmpfs size of its /dev/shm; 0: default */
+	char cgroup_parent[PATH_MAX];    /* a cgroup v2 directory delegated to the manager; "": none */
+	int64_t memory_bytes;            /* per sandbox in its cgroup: memory.max (memory.swap.max 0), */
+	int64_t pids;                    /* pids.max, */
+	int64_t nano_cpus;               /* cpu.max in 1e-9 CPUs; 0: that limit is not set */
+};
+
+/* Without a cgroup_parent, sandboxes get no memory, pids or CPU limit beyond the tmpfs sizes and
+ * the agent's RLIMIT_NPROC: logged once here, and said by limits(). */
+int backend_process_create_with(struct backend **out, const struct process_settings *set, struct sb_err *err);
+/* The defaults: sized /tmp and /dev/shm, no cgroup. */
 int backend_process_create(struct backend **out, struct sb_err *err);
 
 /* The podman backend: the sandbox is a container of the sandbox image (images/), whose entrypoint
@@ -79,6 +112,8 @@ struct podman_settings {
 	int64_t nano_cpus;               /* CPU limit, in 1e-9 CPUs */
 	int64_t memory_bytes;            /* memory limit; swap is not allowed on top */
 	int64_t pids;                    /* pids limit */
+	int64_t tmp_bytes;               /* size of the container's /tmp tmpfs; 0: default */
+	int64_t shm_bytes;               /* ShmSize of its /dev/shm; 0: default */
 };
 
 /* Checks that the service answers and has the image, once, at start. */

@@ -8,9 +8,13 @@
  *   User             the sandbox's uid:gid (config sandbox-uid/gid; the manager's own when it is
  *                    unprivileged), never 0: the image's root is never used
  *   Binds            the mount plan, every entry at its own path (rw, ro; hidden ones over an empty
- *                    file or directory of the private dir), the credentials snapshot read-only, and
- *                    the agent's tls/ (read-only), state/ and sock/; all nosuid,nodev
- *   Tmpfs            /tmp, and the plan's tmpfs entries; the image's root is read-only
+ *                    file or directory of the private dir), each directory between a writable entry
+ *                    and an entry inside it bound onto itself (anchors_add()), the credentials
+ *                    snapshot read-only, and the agent's tls/ (read-only), state/ and sock/ at
+ *                    PRIVATE_INSIDE (/.sandbox/agent/...), whatever the host path: its ancestors lie
+ *                    in the read-only image root, which no command can rename; all nosuid,nodev
+ *   Tmpfs            /tmp (size tmp_bytes), and the plan's tmpfs entries; the image's root is
+ *                    read-only; ShmSize bounds /dev/shm
  *   SecurityOpt      unmask of every path below /proc, and only those (else the agent cannot
  *                    mount a fresh /proc for each command in its nested user namespace: the
  *                    runtime's masks and read-only binds make /proc "not fully visible",
@@ -43,6 +47,11 @@
 #define POLL_MS 100
 #define LOG_TAIL_BYTES 600
 #define RUNTIME_PREFIX "podman:"
+/* The agent's private directories inside the container: below the read-only image root, so no
+ * ancestor can be renamed (a host state dir under /tmp or /dev/shm would otherwise lie in the
+ * container's writable tmpfs). The host paths stay the manager's: it reaches the socket there. */
+#define PRIVATE_INSIDE "/.sandbox/agent"
+#define TMPFS_BYTES_PER_INODE 4096
 
 struct podman {
 	struct backend be;
@@ -115,9 +124,64 @@ static int empties_make(const struct agent_dir *d, char *file, char *dir, struct
 	return 0;
 }
 
-static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spec, json_t *binds, json_t *tmpfs,
+static long long tmpfs_inodes(int64_t bytes)
+{
+	long long n = (long long)(bytes / TMPFS_BYTES_PER_INODE);
+
+	return n < 1024 ? 1024 : n;
+}
+
+/* The writable plan entry whose bind holds `path` in the container (the deepest one above it), or
+ * NULL. */
+static const struct mount_entry *rw_holder(const struct mount_plan *plan, const char *path)
+{
+	const struct mount_entry *best = NULL;
+
+	for (size_t i = 0; i < plan->n; i++) {
+		const struct mount_entry *e = &plan->entries[i];
+		size_t n = strlen(e->target);
+
+		if (strncmp(path, e->target, n) != 0 || path[n] != '/')
+			continue;
+		if (best == NULL || n >= strlen(best->target))
+			best = e;
+	}
+	return best != NULL && best->mode == MOUNT_RW ? best : NULL;
+}
+
+/* A plan entry inside a writable one (objects/info/alternates inside objects/): each directory on
+ * the way, below the writable entry, is bound onto itself. A mount point cannot be renamed (EBUSY),
+ * so a command cannot move the entry away and put a file of its own at its path. Podman mounts
+ * in order of depth, so the anchor is in place before the entry inside it. */
+static int anchors_add(const struct sandbox_spec *spec, const char *target, json_t *binds, json_t *seen,
 		       struct sb_err *err)
 {
+	char anc[PATH_MAX], src[2 * PATH_MAX];
+	size_t len = strlen(target);
+
+	if (len >= sizeof anc)
+		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
+	for (size_t n = 1; n < len; n++) {
+		const struct mount_entry *e;
+
+		if (target[n] != '/')
+			continue;
+		memcpy(anc, target, n);
+		anc[n] = '\0';
+		e = rw_holder(spec->plan, anc);
+		if (e == NULL || json_object_get(seen, anc) != NULL)
+			continue;
+		if (path_fmt(src, sizeof src, err, "%s%s", e->source, anc + strlen(e->target)) < 0 ||
+		    bind_add(binds, src, anc, false, err) < 0 || json_object_set_new(seen, anc, json_true()) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spec, int64_t tmp_bytes, json_t *binds,
+		       json_t *tmpfs, struct sb_err *err)
+{
+	json_t *seen = json_object();
 	char empty_file[PATH_MAX], empty_dir[PATH_MAX], opts[128];
 	bool empties = false;
 
@@ -125,9 +189,15 @@ static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spe
 		const struct mount_entry *e = &spec->plan->entries[i];
 		int rc = 0;
 
+		if (seen == NULL || anchors_add(spec, e->target, binds, seen, err) < 0) {
+			json_decref(seen);
+			return err->msg[0] ? -1 : sb_fail(err, ENOMEM, "container binds");
+		}
 		if (e->mode == MOUNT_HIDDEN && !empties) {
-			if (empties_make(d, empty_file, empty_dir, err) < 0)
+			if (empties_make(d, empty_file, empty_dir, err) < 0) {
+				json_decref(seen);
 				return -1;
+			}
 			empties = true;
 		}
 		switch (e->mode) {
@@ -139,31 +209,38 @@ static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spe
 			rc = bind_add(binds, e->is_file ? empty_file : empty_dir, e->target, true, err);
 			break;
 		case MOUNT_TMPFS:
-			/* Owned by the sandbox's uid, as the process backend's tmpfs is by its root. */
-			snprintf(opts, sizeof opts, "rw,nosuid,nodev,mode=0755,uid=%u,gid=%u", (unsigned)d->host_uid,
-				 (unsigned)d->host_gid);
+			/* Owned by the sandbox's uid, as the process backend's tmpfs is; sized as /tmp. */
+			snprintf(opts, sizeof opts, "rw,nosuid,nodev,mode=0755,uid=%u,gid=%u,size=%lld,nr_inodes=%lld",
+				 (unsigned)d->host_uid, (unsigned)d->host_gid, (long long)tmp_bytes,
+				 (long long)tmpfs_inodes(tmp_bytes));
 			rc = json_object_set_new(tmpfs, e->target, json_string(opts)) == 0 ? 0 :
 			     sb_fail(err, ENOMEM, "container tmpfs");
 			break;
 		}
 		if (rc < 0) {
 			sb_err_prefix(err, "mount plan entry %s", e->target);
+			json_decref(seen);
 			return -1;
 		}
 	}
+	json_decref(seen);
 	return 0;
 }
 
-static json_t *mounts_json(const struct agent_dir *d, const struct sandbox_spec *spec, json_t **tmpfs,
-			   struct sb_err *err)
+static json_t *mounts_json(const struct podman *p, const struct agent_dir *d, const struct sandbox_spec *spec,
+			   json_t **tmpfs, struct sb_err *err)
 {
 	json_t *binds = json_array();
+	char tmp[128];
 
-	*tmpfs = json_pack("{s:s}", "/tmp", "rw,nosuid,nodev,mode=1777");
-	if (binds == NULL || *tmpfs == NULL || plan_mounts(d, spec, binds, *tmpfs, err) < 0 ||
+	snprintf(tmp, sizeof tmp, "rw,nosuid,nodev,mode=1777,size=%lld,nr_inodes=%lld", (long long)p->set.tmp_bytes,
+		 tmpfs_inodes(p->set.tmp_bytes));
+	*tmpfs = json_pack("{s:s}", "/tmp", tmp);
+	if (binds == NULL || *tmpfs == NULL || plan_mounts(d, spec, p->set.tmp_bytes, binds, *tmpfs, err) < 0 ||
 	    (d->credentials[0] != '\0' && bind_add(binds, d->credentials, d->credentials, true, err) < 0) ||
-	    bind_add(binds, d->tls, d->tls, true, err) < 0 || bind_add(binds, d->state, d->state, false, err) < 0 ||
-	    bind_add(binds, d->sock_dir, d->sock_dir, false, err) < 0) {
+	    bind_add(binds, d->tls, PRIVATE_INSIDE "/tls", true, err) < 0 ||
+	    bind_add(binds, d->state, PRIVATE_INSIDE "/state", false, err) < 0 ||
+	    bind_add(binds, d->sock_dir, PRIVATE_INSIDE "/sock", false, err) < 0) {
 		if (err->msg[0] == '\0')
 			sb_fail(err, ENOMEM, "describing the container's mounts");
 		json_decref(binds);
@@ -186,6 +263,33 @@ static json_t *strings_json(char *const *v)
 	return a;
 }
 
+/* The agent's command line with its private paths as the container sees them (PRIVATE_INSIDE):
+ * each argument that is one of the host paths agent_dir_prepare() put there is replaced. */
+static json_t *command_json(const struct agent_dir *d)
+{
+	static const char *const inside[][2] = {
+		{ "listen", "unix:" PRIVATE_INSIDE "/sock/agent.sock" }, { "cert", PRIVATE_INSIDE "/tls/agent.crt" },
+		{ "key", PRIVATE_INSIDE "/tls/agent.key" }, { "ca", PRIVATE_INSIDE "/tls/ca.crt" },
+		{ "state", PRIVATE_INSIDE "/state" },
+	};
+	const char *host[] = { d->listen, d->cert, d->key, d->ca, d->state };
+	json_t *a = json_array();
+
+	/* argv[0] is the image's entrypoint, the agent itself. */
+	for (size_t i = 1; a != NULL && d->argv[i] != NULL; i++) {
+		const char *arg = d->argv[i];
+
+		for (size_t k = 0; k < sizeof host / sizeof host[0]; k++)
+			if (d->argv[i] == host[k])
+				arg = inside[k][1];
+		if (json_array_append_new(a, json_string(arg)) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 static json_t *security_json(const struct podman *p)
 {
 	char seccomp[PATH_MAX + 16];
@@ -202,15 +306,14 @@ static json_t *container_body(const struct podman *p, const struct agent_dir *d,
 			      struct sb_err *err)
 {
 	char user[32];
-	json_t *tmpfs = NULL, *binds = mounts_json(d, spec, &tmpfs, err), *body;
+	json_t *tmpfs = NULL, *binds = mounts_json(p, d, spec, &tmpfs, err), *body;
 
 	if (binds == NULL)
 		return NULL;
 	snprintf(user, sizeof user, "%u:%u", (unsigned)d->host_uid, (unsigned)d->host_gid);
-	/* argv[0] is the image's entrypoint, the agent itself. */
 	body = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:{s:s, s:s, s:s}, s:b,"
-			 " s:{s:o, s:o, s:o, s:[s], s:b, s:s, s:I, s:I, s:I, s:I, s:{s:s}, s:b}}",
-			 "Image", p->set.image, "User", user, "Cmd", strings_json(d->argv + 1), "Env", strings_json(d->envp),
+			 " s:{s:o, s:o, s:o, s:[s], s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:{s:s}, s:b}}",
+			 "Image", p->set.image, "User", user, "Cmd", command_json(d), "Env", strings_json(d->envp),
 			 "WorkingDir", "/", "Hostname", "sandbox",
 			 "Labels", "infra-sandbox.session", spec->session, "infra-sandbox.generation", d->generation,
 			 "infra-sandbox.private-dir", d->private_dir,
@@ -218,7 +321,8 @@ static json_t *container_body(const struct podman *p, const struct agent_dir *d,
 			 "HostConfig", "Binds", binds, "Tmpfs", tmpfs, "SecurityOpt", security_json(p), "CapDrop", "ALL",
 			 "ReadonlyRootfs", 1, "NetworkMode", p->set.network, "NanoCpus", (json_int_t)p->set.nano_cpus,
 			 "Memory", (json_int_t)p->set.memory_bytes, "MemorySwap", (json_int_t)p->set.memory_bytes,
-			 "PidsLimit", (json_int_t)p->set.pids, "RestartPolicy", "Name", "no", "AutoRemove", 0);
+			 "PidsLimit", (json_int_t)p->set.pids, "ShmSize", (json_int_t)p->set.shm_bytes,
+			 "RestartPolicy", "Name", "no", "AutoRemove", 0);
 	if (body == NULL)
 		sb_fail(err, ENOMEM, "describing the container");
 	return body;
@@ -585,6 +689,23 @@ static int podman_lookup(struct backend *be, const char *session, uint64_t gener
 	return rc;
 }
 
+/* What the container was created with: the runtime applies them (memory, pids and CPU in the
+ * container's own cgroup, which podman names and owns: cgroup stays ""). */
+static int podman_limits(struct backend *be, const struct sandbox_handle *h, struct sandbox_limits *out,
+			 struct sb_err *err)
+{
+	const struct podman *p = podman_of(be);
+
+	(void)h;
+	(void)err;
+	*out = (struct sandbox_limits){ .tmp_bytes = p->set.tmp_bytes, .shm_bytes = p->set.shm_bytes,
+					.memory_max = p->set.memory_bytes > 0 ? p->set.memory_bytes : -1,
+					.pids_max = p->set.pids > 0 ? p->set.pids : -1,
+					.cpu_quota_us = p->set.nano_cpus > 0 ? p->set.nano_cpus / 10000 : -1,
+					.cpu_period_us = p->set.nano_cpus > 0 ? 100000 : -1 };
+	return 0;
+}
+
 static void podman_destroy(struct backend *be)
 {
 	free(podman_of(be));
@@ -597,6 +718,7 @@ static const struct backend_ops podman_ops = {
 	.evidence = podman_evidence,
 	.adopt = podman_adopt,
 	.lookup = podman_lookup,
+	.limits = podman_limits,
 	.destroy = podman_destroy,
 };
 
@@ -640,6 +762,10 @@ int backend_podman_create(struct backend **out, const struct podman_settings *se
 		return sb_fail(err, ENOMEM, "creating the podman backend");
 	p->be.ops = &podman_ops;
 	p->set = *set;
+	if (p->set.tmp_bytes <= 0)
+		p->set.tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
+	if (p->set.shm_bytes <= 0)
+		p->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
 	for (const char *c = set->image; *c != '\0'; c++)
 		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL) {
 			free(p);

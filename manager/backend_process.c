@@ -16,24 +16,32 @@
  *   /etc                   a tmpfs, read-only, holding only the entries of etc_entries[] (no shadow,
  *                          no ssl/private, no ssh host keys: what root could read on the host stays out)
  *   /dev                   a tmpfs, read-only: null zero full random urandom tty (binds of the host's
- *                          nodes), fd stdin stdout stderr (links into /proc/self/fd), shm (tmpfs 1777);
+ *                          nodes), fd stdin stdout stderr (links into /proc/self/fd), shm (tmpfs 1777,
+ *                          shm_bytes);
  *                          no pts: commands never get a terminal
  *   /proc                  a fresh procfs of the sandbox's PID namespace, unmasked (the agent mounts a
  *                          fresh one per command, which the kernel allows only over a fully visible one)
- *   /tmp                   a tmpfs 1777 of the sandbox's own, gone with it
+ *   /tmp                   a tmpfs 1777 of the sandbox's own (tmp_bytes, and inodes to match), gone with it
  *   /.sandbox/bin/sandbox-agent   the agent binary, a read-only bind (/usr is the host's and read-only,
  *                          so /usr/local/bin cannot take a new file; the agent never re-executes itself)
  *   /.sandbox/empty        an empty file: the source of hidden files
  *   the mount plan         every entry in order, at its own path
  *   credentials_dir        read-only at its own path, when given
  *   <private_dir>/tls      read-only; state/ and sock/ read-write: the agent hides all three from commands
- * Directories made to hold mount points under the sandbox's writable /tmp get a tmpfs of their own that
- * turns read-only once built: otherwise a command could rename them and move the agent's state away.
+ * Every directory on the way to a mount target that lies in a mount the sandbox can write is anchored
+ * (steps_anchor()): otherwise a command could rename it and move the agent's state away.
+ * Who runs: the sandbox's uid N, mapped 1:1 (N inside is N on the host); nothing maps uid 0, so no
+ * process inside is root of any user namespace. Sandbox init builds the root with the capabilities
+ * a new namespace's first process holds, and loses them all at the agent's execve.
+ * Limits: sized /tmp and /dev/shm always; memory, pids and CPU in a cgroup of its own when the host
+ * delegates a cgroup v2 directory (process_settings.cgroup_parent); limits() reads back which hold.
  */
 #include "agent_dir.h"
 #include "backend.h"
+#include "log.h"
 #include "nsspawn.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <ftw.h>
@@ -55,6 +63,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -70,6 +79,12 @@
 #define ABORT_MS 5000         /* a failed prepare: from SIGKILL to the reaped init */
 #define LOG_TAIL_BYTES 600    /* of agent.log, in the message of a failed prepare */
 #define INIT_EXIT_SETUP_FAILED 125
+#define TMPFS_BYTES_PER_INODE 4096  /* a sized tmpfs's nr_inodes: size / this, at least TMPFS_MIN_INODES */
+#define TMPFS_MIN_INODES 1024
+#define CGROUP_RMDIR_TRIES 50       /* 10 ms apart: a cgroup empties a moment after its last process is reaped */
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
 
 #define AGENT_INSIDE "/.sandbox/bin/sandbox-agent"
 #define EMPTY_INSIDE "/.sandbox/empty"
@@ -92,10 +107,30 @@ static void cleanup_closep(const int *fd)
 #define cleanup_free __attribute__((cleanup(cleanup_freep)))
 #define cleanup_close __attribute__((cleanup(cleanup_closep)))
 
+/* The backend: its settings and, when the host delegates one, the cgroup v2 directory every
+ * sandbox's own cgroup is made in. */
+struct process {
+	struct backend be;
+	struct process_settings set;
+	int cgroup_fd;                  /* the delegated parent (O_DIRECTORY), -1 when none */
+};
+
+static struct process *process_of(struct backend *be)
+{
+	return (struct process *)be;
+}
+
+static uint64_t tmpfs_inodes(uint64_t size)
+{
+	uint64_t n = size / TMPFS_BYTES_PER_INODE;
+
+	return n < TMPFS_MIN_INODES ? TMPFS_MIN_INODES : n;
+}
+
 /* ------------------------------------------------------------------ the steps of the root */
 
 enum step_kind {
-	STEP_TMPFS,   /* a fresh tmpfs at path (mode), sealed read-only at the end when seal */
+	STEP_TMPFS,   /* a fresh tmpfs at path (mode, size), sealed read-only at the end when seal */
 	STEP_BIND,    /* source (a host path, or a path inside the new root) at path, recursively */
 	STEP_SYMLINK, /* a symbolic link at path whose text is source */
 	STEP_FILE,    /* an empty file at path */
@@ -108,7 +143,9 @@ struct step {
 	char *source;        /* STEP_BIND: where from; STEP_SYMLINK: the link's text */
 	bool source_inside;  /* STEP_BIND: source is a path in the new root (resolved beneath it) */
 	bool seal;           /* STEP_TMPFS: read-only once the root is complete */
+	bool anchor;         /* STEP_BIND: a directory bound onto itself so that it cannot be renamed */
 	const char *mode;    /* STEP_TMPFS: mode of its root directory */
+	uint64_t size;       /* STEP_TMPFS: bytes (size= and a matching nr_inodes=); 0: sealed, never filled */
 	uint64_t attrs;      /* MOUNT_ATTR_* of the new mount (STEP_BIND: recursively) */
 	int mnt_fd;          /* sandbox init: the tmpfs, kept until it is sealed */
 };
@@ -177,11 +214,15 @@ static int steps_add(struct steps *s, const struct step *tmpl, const char *path,
 	return 0;
 }
 
+/* A tmpfs the sandbox can write (seal false) must be given a size: unbounded, its pages would pin
+ * host memory up to half of RAM, and stay pinned while the sandbox lives. */
 static int step_tmpfs(struct steps *s, const char *path, const char *mode, uint64_t attrs, bool seal,
-		      struct sb_err *err)
+		      uint64_t size, struct sb_err *err)
 {
-	struct step t = { .kind = STEP_TMPFS, .mode = mode, .attrs = attrs, .seal = seal };
+	struct step t = { .kind = STEP_TMPFS, .mode = mode, .attrs = attrs, .seal = seal, .size = size };
 
+	if (!seal && !(attrs & MOUNT_ATTR_RDONLY) && size == 0)
+		return sb_fail(err, EINVAL, "the writable tmpfs %s needs a size", path);
 	return steps_add(s, &t, path, NULL, err);
 }
 
@@ -327,7 +368,7 @@ static int steps_etc_entry(struct steps *s, const char *entry, struct sb_err *er
 
 static int steps_etc(struct steps *s, struct sb_err *err)
 {
-	if (step_tmpfs(s, "/etc", "0755", ATTR_SAFE | MOUNT_ATTR_NOEXEC, true, err) < 0)
+	if (step_tmpfs(s, "/etc", "0755", ATTR_SAFE | MOUNT_ATTR_NOEXEC, true, 0, err) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof etc_entries / sizeof etc_entries[0]; i++)
 		if (steps_etc_entry(s, etc_entries[i], err) < 0)
@@ -337,7 +378,7 @@ static int steps_etc(struct steps *s, struct sb_err *err)
 
 /* A minimal /dev: the host's harmless character devices (bound: a tmpfs made in a user namespace
  * cannot hold working device nodes), the usual links, and a /dev/shm of the sandbox's own. */
-static int steps_dev(struct steps *s, struct sb_err *err)
+static int steps_dev(struct steps *s, uint64_t shm_bytes, struct sb_err *err)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const links[][2] = {
@@ -346,7 +387,7 @@ static int steps_dev(struct steps *s, struct sb_err *err)
 	};
 	char path[64];
 
-	if (step_tmpfs(s, "/dev", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, true, err) < 0)
+	if (step_tmpfs(s, "/dev", "0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, true, 0, err) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
 		snprintf(path, sizeof path, "/dev/%s", nodes[i]);
@@ -356,32 +397,84 @@ static int steps_dev(struct steps *s, struct sb_err *err)
 	for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
 		if (step_symlink(s, links[i][0], links[i][1], err) < 0)
 			return -1;
-	return step_tmpfs(s, "/dev/shm", "1777", ATTR_SAFE, false, err);
+	return step_tmpfs(s, "/dev/shm", "1777", ATTR_SAFE, false, shm_bytes, err);
 }
 
-/* A target under the sandbox's writable /tmp gets an anchor: a tmpfs at /tmp/<first component>,
- * sealed read-only at the end, so the directories leading to the mount points cannot be renamed. */
+/* The step whose mount holds `path` in the finished root: the deepest mount point on the way to
+ * it, the later of two at the same place. NULL: the root tmpfs itself. */
+static const struct step *steps_holder(const struct steps *s, const char *path)
+{
+	const struct step *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct step *st = &s->v[i];
+		size_t n = strlen(st->path);
+
+		if (st->kind == STEP_SYMLINK || st->kind == STEP_FILE)
+			continue;
+		if (strncmp(path, st->path, n) != 0 || (path[n] != '\0' && path[n] != '/'))
+			continue;
+		if (n >= best_len) {
+			best = st;
+			best_len = n;
+		}
+	}
+	return best;
+}
+
+static bool step_writable(const struct step *st)
+{
+	if (st == NULL || (st->attrs & MOUNT_ATTR_RDONLY))
+		return false;
+	return (st->kind == STEP_TMPFS && !st->seal) || st->kind == STEP_BIND;
+}
+
+/* Every directory on the way to a mount target must be one the sandbox cannot rename: renaming an
+ * ancestor moves the mount along, and what the agent reaches by path afterwards (its keys, state
+ * and socket; the worktree) is whatever a command put at the old name. So each ancestor that lies
+ * in a mount the sandbox can write gets an anchor, before the target is planned:
+ *  - in a writable tmpfs (/tmp, /dev/shm, a plan tmpfs: fresh and empty), a tmpfs of its own at the
+ *    first such ancestor, sealed read-only once built: the rest of the way lies inside it;
+ *  - in a writable bind (a directory of the host), the directory bound onto itself, which keeps
+ *    its content and makes it a mount point: the kernel refuses to rename or remove a mount point
+ *    (EBUSY) in every mount namespace that holds the mount, the commands' copies included.
+ * Whatever filesystem the state dir, the volume or the credentials are on, the rule is the same. */
 static int steps_anchor(struct steps *s, const char *target, struct sb_err *err)
 {
-	char anchor[PATH_MAX];
-	size_t n;
+	char anc[PATH_MAX];
+	size_t len = strlen(target);
 
-	if (strncmp(target, "/tmp/", 5) != 0)
-		return 0;
-	n = 5 + strcspn(target + 5, "/");
-	if (n >= sizeof anchor)
+	if (len >= sizeof anc)
 		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
-	memcpy(anchor, target, n);
-	anchor[n] = '\0';
-	for (size_t i = 0; i < s->n; i++)
-		if (s->v[i].kind == STEP_TMPFS && strcmp(s->v[i].path, anchor) == 0)
-			return 0;
-	return step_tmpfs(s, anchor, "0755", ATTR_SAFE, true, err);
+	for (size_t n = 1; n < len; n++) {
+		const struct step *holder;
+
+		if (target[n] != '/')
+			continue;
+		memcpy(anc, target, n);
+		anc[n] = '\0';
+		holder = steps_holder(s, anc);
+		if (holder == NULL || strcmp(holder->path, anc) == 0 || !step_writable(holder))
+			continue; /* in the sealed root, a mount point already, or read-only */
+		if (holder->kind == STEP_TMPFS) {
+			if (step_tmpfs(s, anc, "0755", ATTR_SAFE, true, 0, err) < 0)
+				return -1;
+		} else {
+			struct step t = { .kind = STEP_BIND, .attrs = holder->attrs, .source_inside = true,
+					  .anchor = true };
+
+			if (steps_add(s, &t, anc, anc, err) < 0)
+				return -1;
+		}
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ one launch */
 
 struct launch {
+	const struct process_settings *set;
 	struct agent_dir d;             /* private directory, the agent's argv and envp (agent_dir.h) */
 	char root[PATH_MAX];            /* <private_dir>/root: the new root's mount point on the host */
 	char agent[PATH_MAX];
@@ -390,6 +483,9 @@ struct launch {
 	off_t log_start;                /* agent.log's size before this launch: its tail is ours */
 	int go[2], error[2];            /* [0] read, [1] write; go: manager -> init, error: init -> manager */
 	int log_fd, null_fd;
+	int cgroup_fd;                  /* the sandbox's own cgroup, -1 when none */
+	char cgroup_name[128];          /* its name under the delegated parent, "" when none */
+	bool groups_drop;               /* a root manager: init drops the supplementary groups it inherited */
 };
 
 static void fd_close(int *fd)
@@ -412,6 +508,7 @@ static void launch_free(struct launch **lp)
 	fd_close(&l->error[1]);
 	fd_close(&l->log_fd);
 	fd_close(&l->null_fd);
+	fd_close(&l->cgroup_fd);
 	free(l);
 }
 
@@ -438,16 +535,14 @@ static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct 
 	struct steps *s = &l->steps;
 	const char *privates[3][2] = { { l->d.tls, "ro" }, { l->d.state, "rw" }, { l->d.sock_dir, "rw" } };
 
-	for (size_t i = 0; i < plan->n; i++)
-		if (steps_anchor(s, plan->entries[i].target, err) < 0)
-			return -1;
-	if ((spec->credentials_dir != NULL && steps_anchor(s, l->d.credentials, err) < 0) ||
-	    steps_anchor(s, l->d.private_dir, err) < 0)
-		return -1;
 	for (size_t i = 0; i < plan->n; i++) {
 		const struct mount_entry *e = &plan->entries[i];
-		int rc = 0;
+		int rc = e->target != NULL ? steps_anchor(s, e->target, err) : 0;
 
+		if (rc < 0) {
+			sb_err_prefix(err, "mount plan entry %s", e->target);
+			return -1;
+		}
 		switch (e->mode) {
 		case MOUNT_RW:
 			rc = step_bind(s, e->target, e->source, ATTR_SAFE, err);
@@ -459,10 +554,10 @@ static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct 
 			rc = e->is_file ? step_bind_inside(s, e->target, EMPTY_INSIDE,
 							   MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err)
 					: step_tmpfs(s, e->target, "0000",
-						     MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, false, err);
+						     MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, false, 0, err);
 			break;
 		case MOUNT_TMPFS:
-			rc = step_tmpfs(s, e->target, "0755", ATTR_SAFE, false, err);
+			rc = step_tmpfs(s, e->target, "0755", ATTR_SAFE, false, l->set->tmp_bytes, err);
 			break;
 		}
 		if (rc < 0) {
@@ -471,12 +566,13 @@ static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct 
 		}
 	}
 	if (spec->credentials_dir != NULL &&
-	    step_bind(s, l->d.credentials, l->d.credentials, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0)
+	    (steps_anchor(s, l->d.credentials, err) < 0 ||
+	     step_bind(s, l->d.credentials, l->d.credentials, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0))
 		return -1;
 	for (size_t i = 0; i < 3; i++) {
 		uint64_t attrs = ATTR_SAFE | MOUNT_ATTR_NOEXEC | (privates[i][1][1] == 'o' ? MOUNT_ATTR_RDONLY : 0);
 
-		if (step_bind(s, privates[i][0], privates[i][0], attrs, err) < 0)
+		if (steps_anchor(s, privates[i][0], err) < 0 || step_bind(s, privates[i][0], privates[i][0], attrs, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -489,9 +585,9 @@ static int launch_steps(struct launch *l, const struct sandbox_spec *spec, struc
 
 	if (steps_system(s, err) < 0 || step_simple(s, STEP_FILE, EMPTY_INSIDE, 0, err) < 0 ||
 	    step_bind(s, AGENT_INSIDE, l->agent, MOUNT_ATTR_RDONLY | ATTR_SAFE, err) < 0 || steps_etc(s, err) < 0 ||
-	    steps_dev(s, err) < 0 ||
+	    steps_dev(s, l->set->shm_bytes, err) < 0 ||
 	    step_simple(s, STEP_PROC, "/proc", ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0 ||
-	    step_tmpfs(s, "/tmp", "1777", ATTR_SAFE, false, err) < 0 || steps_plan(l, spec, err) < 0) {
+	    step_tmpfs(s, "/tmp", "1777", ATTR_SAFE, false, l->set->tmp_bytes, err) < 0 || steps_plan(l, spec, err) < 0) {
 		sb_err_prefix(err, "planning the sandbox's root");
 		return -1;
 	}
@@ -657,15 +753,27 @@ static int mount_attach(int mnt, int root, const char *path, bool dir, struct sb
 
 /* A new filesystem instance (tmpfs, proc), detached until attached at its mount point. Returns the
  * mount's descriptor or -1 with err. */
-static int fs_new(const char *type, const char *mode, uint64_t attrs, const char *path, struct sb_err *err)
+static int fs_new(const char *type, const char *mode, uint64_t size, uint64_t attrs, const char *path,
+		  struct sb_err *err)
 {
 	cleanup_close int fs = fsopen(type, FSOPEN_CLOEXEC);
+	char num[24];
 	int mnt;
 
 	if (fs < 0)
 		return sb_fail_errno(err, "creating a %s for %s", type, path);
 	if (mode != NULL && fsconfig(fs, FSCONFIG_SET_STRING, "mode", mode, 0) < 0)
 		return sb_fail_errno(err, "setting the mode of the %s for %s", type, path);
+	/* Bytes and inodes both: a tmpfs without nr_inodes takes half of RAM's pages in inodes, and
+	 * empty files cost memory too. One inode per TMPFS_BYTES_PER_INODE of the size. */
+	if (size != 0) {
+		snprintf(num, sizeof num, "%llu", (unsigned long long)size);
+		if (fsconfig(fs, FSCONFIG_SET_STRING, "size", num, 0) < 0)
+			return sb_fail_errno(err, "setting the size of the %s for %s to %s bytes", type, path, num);
+		snprintf(num, sizeof num, "%llu", (unsigned long long)tmpfs_inodes(size));
+		if (fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", num, 0) < 0)
+			return sb_fail_errno(err, "setting the inodes of the %s for %s to %s", type, path, num);
+	}
 	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return sb_fail_errno(err, "creating the %s for %s", type, path);
 	mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
@@ -676,7 +784,7 @@ static int fs_new(const char *type, const char *mode, uint64_t attrs, const char
 
 static int run_tmpfs(struct step *st, int root, struct sb_err *err)
 {
-	int mnt = fs_new("tmpfs", st->mode, st->attrs, st->path, err);
+	int mnt = fs_new("tmpfs", st->mode, st->size, st->attrs, st->path, err);
 
 	if (mnt < 0)
 		return -1;
@@ -695,7 +803,7 @@ static int run_proc(const struct step *st, int root, struct sb_err *err)
 {
 	/* Mounted from inside the new PID namespace, it shows only the sandbox's processes. The
 	 * kernel allows it because the host's /proc is fully visible in our (copied) mount tree. */
-	cleanup_close int mnt = fs_new("proc", NULL, st->attrs, st->path, err);
+	cleanup_close int mnt = fs_new("proc", NULL, 0, st->attrs, st->path, err);
 
 	if (mnt < 0)
 		return -1;
@@ -708,6 +816,14 @@ static int run_bind(const struct step *st, int root, struct sb_err *err)
 	struct mount_attr attr = { .attr_set = st->attrs };
 	struct stat sb;
 
+	/* An anchor's directory may not exist yet in the host directory it lies in: made (and
+	 * opened) the way every mount point is, refusing links. */
+	if (st->anchor) {
+		src = mountpoint_make(root, st->path, true, err);
+		if (src < 0)
+			return -1;
+		close(src);
+	}
 	/* The source is opened without following any link: a plan path is canonical, so a link on
 	 * the way can only be one a command planted in a writable workspace directory. */
 	src = st->source_inside ? open_nofollow(root, st->source + 1, O_PATH) : open_nofollow(AT_FDCWD, st->source, O_PATH);
@@ -781,7 +897,7 @@ static int root_mount(const struct launch *l, struct sb_err *err)
 	target = open_nofollow(AT_FDCWD, l->root, O_PATH | O_DIRECTORY);
 	if (target < 0)
 		return sb_fail_errno(err, "opening the new root's mount point %s", l->root);
-	mnt = fs_new("tmpfs", "0755", ATTR_SAFE, "/", err);
+	mnt = fs_new("tmpfs", "0755", 0, ATTR_SAFE, "/", err);
 	if (mnt < 0)
 		return -1;
 	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
@@ -866,14 +982,27 @@ __attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
 	if (read(l->go[0], &go, 1) != 1)
 		_exit(INIT_EXIT_SETUP_FAILED);
 	close(l->go[0]);
-	/* Become the namespace's root, which is host_uid outside: under a root manager our host
-	 * uid 0 has no mapping here, and files made with an unmapped owner fail (EOVERFLOW).
-	 * Raw syscalls: glibc's wrappers would signal the manager's threads, which do not exist here. */
-	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0) {
-		sb_fail_errno(&err, "becoming the sandbox's root");
+	/* Become the sandbox's own ids, N inside as outside (the maps are 1:1). An unprivileged
+	 * manager's clone is N already; a root manager's is host 0, which has no mapping here, and
+	 * files made with an unmapped owner fail (EOVERFLOW). The change keeps every capability of
+	 * the namespace: the kernel clears them on a setuid only when it leaves the namespace's
+	 * uid 0 (cap_emulate_setxuid), and host 0 is not that uid here, nothing is. Raw syscalls:
+	 * glibc's wrappers would signal the manager's threads, which do not exist here. */
+	/* A root manager's supplementary groups are host groups (root's 0 among them): gone before
+	 * anything runs here. Its maps left setgroups open for this one call, which needs the
+	 * namespace's CAP_SETGID: after the agent's execve nothing here holds it again. */
+	if (l->groups_drop && syscall(SYS_setgroups, 0, NULL) < 0) {
+		sb_fail_errno(&err, "dropping the supplementary groups");
 		die_report(l->error[1], &err);
 	}
-	/* The root, while we hold the namespace's CAP_SYS_ADMIN. */
+	if (syscall(SYS_setresgid, l->d.host_gid, l->d.host_gid, l->d.host_gid) < 0 ||
+	    syscall(SYS_setresuid, l->d.host_uid, l->d.host_uid, l->d.host_uid) < 0) {
+		sb_fail_errno(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)l->d.host_uid,
+			      (unsigned)l->d.host_gid);
+		die_report(l->error[1], &err);
+	}
+	/* The root, while we hold the namespace's CAP_SYS_ADMIN (every capability: the first
+	 * process of a new user namespace holds the full set in it, whatever its uid). */
 	root = root_mount(l, &err);
 	if (root < 0 || root_steps(l, root, &err) < 0 || root_enter(l, root, &err) < 0)
 		die_report(l->error[1], &err);
@@ -890,6 +1019,11 @@ __attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
 		sb_fail_errno(&err, "close_range");
 		die_report(l->error[1], &err);
 	}
+	/* The execve drops every capability, as bubblewrap's does for its unprivileged user: the
+	 * kernel gives the full set at execve only to the namespace's uid 0 (cap_bprm_creds_from_file),
+	 * which nothing maps, and otherwise only what the file's capabilities grant (the agent's
+	 * binary has none; the sandbox's tests check CapEff). So the agent starts as uid N with
+	 * CapEff, CapPrm and CapAmb empty, and builds its per-command namespaces unprivileged. */
 	execve(AGENT_INSIDE, l->d.argv, l->d.envp);
 	sb_fail_errno(&err, "executing the agent (%s inside the sandbox, %s on the host)", AGENT_INSIDE, l->agent);
 	die_report(l->error[1], &err);
@@ -902,7 +1036,8 @@ __attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
  * sandbox_init_main and never returns. */
 static pid_t sandbox_clone(struct launch *l, int *pidfd, struct sb_err *err)
 {
-	pid_t pid = spawn_clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS, pidfd, err);
+	pid_t pid = spawn_clone_into(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
+				     l->cgroup_fd, pidfd, err);
 
 	if (pid == 0)
 		sandbox_init_main(l);
@@ -911,27 +1046,6 @@ static pid_t sandbox_clone(struct launch *l, int *pidfd, struct sb_err *err)
 	return pid;
 }
 
-
-/* The sandbox's ids are the manager's own, 1:1 (root: "0 0 1"): files in the worktree keep their
- * owner, and an unprivileged manager may map nothing else. setgroups must be denied before an
- * unprivileged gid_map is accepted (user_namespaces(7)); it is denied for root too, so the sandbox
- * can never change its groups. */
-/* The sandbox's root is its own uid 0, which is host_uid on the host: the manager's own uid
- * when it is unprivileged (the only one it may map), an unprivileged uid when it is root.
- * Nothing in a sandbox is ever host root: a process whose uid is host 0 writes /proc/sys,
- * sysfs and root-owned devices without any capability. */
-static int id_maps_write(pid_t pid, uid_t host_uid, gid_t host_gid, struct sb_err *err)
-{
-	char map[64];
-
-	if (spawn_proc_write(pid, "setgroups", "deny", err) < 0)
-		return -1;
-	snprintf(map, sizeof map, "0 %u 1\n", (unsigned)host_gid);
-	if (spawn_proc_write(pid, "gid_map", map, err) < 0)
-		return -1;
-	snprintf(map, sizeof map, "0 %u 1\n", (unsigned)host_uid);
-	return spawn_proc_write(pid, "uid_map", map, err);
-}
 
 /* Field 22 of /proc/<pid>/stat, the start time in clock ticks since boot: with the pid it names
  * one process for good, since a pid is reused only after its process was reaped. 0, or -1 with
@@ -1189,7 +1303,18 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 	}
 	snprintf(h->runtime_id, sizeof h->runtime_id, "process:%d:%llu", (int)pid, start);
 	snprintf(h->address, sizeof h->address, "%s", l->d.listen);
-	if (id_maps_write(pid, l->d.host_uid, l->d.host_gid, err) < 0) {
+	/* 1:1, the sandbox's uid and gid only: host_uid N is N inside, and nothing maps to the
+	 * namespace's uid 0. So no process of the sandbox is ever uid 0 of any user namespace: not of
+	 * this one, and not of the agent's per-command ones, which map N to N again. That is what
+	 * keeps the namespace's root-only files out of a command's reach: pid_max of a PID namespace
+	 * is writable by euid make_kuid(its user namespace, 0) (kernel/pid.c,
+	 * pid_table_root_permissions), and a non-dumpable process's /proc files belong to
+	 * make_kuid(mm->user_ns, 0) (task_dump_owner): unmapped, both fall to the global root. An
+	 * unprivileged manager may map only its own ids anyway; a root manager maps the configured
+	 * sandbox ids, never 0 (agent_dir_prepare refuses it), and leaves setgroups open for init to
+	 * drop the supplementary groups the clone inherited from it (root's group 0 among them). */
+	if ((l->groups_drop ? spawn_id_maps_write_groups_open : spawn_id_maps_write)(pid, l->d.host_uid, l->d.host_uid,
+										     l->d.host_gid, l->d.host_gid, err) < 0) {
 		sb_err_prefix(err, "writing the sandbox's id maps");
 		sandbox_abort(h, err);
 		return -1;
@@ -1220,25 +1345,258 @@ static int spec_check(const struct sandbox_spec *spec, struct sb_err *err)
 	return 0;
 }
 
-static int launch_run(const struct sandbox_spec *spec, struct sandbox_handle *h, struct sb_err *err)
+/* ---- the sandbox's cgroup (cgroup v2, under a parent the host delegated to the manager) ---- */
+
+static int open_nofollow_dir(const char *path)
+{
+	return open_nofollow(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
+}
+
+/* Write `text` to <dirfd>/<name> in one write. */
+static int cgroup_write(int dirfd, const char *name, const char *text, struct sb_err *err)
+{
+	cleanup_close int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	size_t len = strlen(text);
+	ssize_t n;
+
+	if (fd < 0)
+		return sb_fail_errno(err, "opening the cgroup's %s", name);
+	n = write(fd, text, len);
+	if (n < 0)
+		return sb_fail_errno(err, "writing '%s' to the cgroup's %s", text, name);
+	if ((size_t)n != len)
+		return sb_fail(err, EIO, "writing '%s' to the cgroup's %s: short write", text, name);
+	return 0;
+}
+
+/* Does <dirfd>/cgroup.procs list pid? Every process of the cgroup is a line of its own, in no order. */
+static bool cgroup_holds(int dirfd, pid_t pid)
+{
+	char line[32], want[32];
+	bool found = false;
+	int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
+
+	if (f == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	snprintf(want, sizeof want, "%d\n", (int)pid);
+	while (!found && fgets(line, sizeof line, f) != NULL)
+		found = strcmp(line, want) == 0;
+	fclose(f);
+	return found;
+}
+
+/* The first line of <dirfd>/<name>, without its newline; -1 with errno. */
+static int cgroup_read(int dirfd, const char *name, char *out, size_t len)
+{
+	cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, out, len - 1);
+	if (n < 0)
+		return -1;
+	out[n] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	return 0;
+}
+
+static bool word_in(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *c = list; (c = strstr(c, word)) != NULL; c += n)
+		if ((c == list || c[-1] == ' ') && (c[n] == '\0' || c[n] == ' '))
+			return true;
+	return false;
+}
+
+/* "sandbox-<session>-<generation>": one per sandbox generation, a plain name (session ids are hex
+ * or volprobe-<hex>; anything else is refused rather than put in a path). */
+static int cgroup_name(const struct sandbox_spec *spec, char *out, size_t len, struct sb_err *err)
+{
+	int n;
+
+	if (spec->session[0] == '\0' || strspn(spec->session, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					       "0123456789-") != strlen(spec->session))
+		return sb_fail(err, EINVAL, "session '%s' cannot name a cgroup", spec->session);
+	n = snprintf(out, len, "sandbox-%s-%llu", spec->session, (unsigned long long)spec->generation);
+	if (n < 0 || (size_t)n >= len)
+		return sb_fail(err, ENAMETOOLONG, "the cgroup name of session %s", spec->session);
+	return 0;
+}
+
+/* Removes an empty cgroup of ours; a cgroup empties a moment after its last process was reaped. */
+static int cgroup_remove(const struct process *p, const char *name, struct sb_err *err)
+{
+	for (int i = 0; i < CGROUP_RMDIR_TRIES; i++) {
+		if (unlinkat(p->cgroup_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY)
+			break;
+		usleep(10 * 1000);
+	}
+	return sb_fail_errno(err, "removing the sandbox's cgroup %s/%s", p->set.cgroup_parent, name);
+}
+
+/* The sandbox's own cgroup with its limits, before anything runs in it; its descriptor goes to
+ * clone3 (CLONE_INTO_CGROUP), so init is born there and every descendant stays there. */
+static int cgroup_make(const struct process *p, const struct sandbox_spec *spec, struct launch *l,
+		       struct sandbox_handle *h, struct sb_err *err)
+{
+	char name[sizeof h->cgroup], num[64];
+
+	if (p->cgroup_fd < 0)
+		return 0;
+	if (cgroup_name(spec, name, sizeof name, err) < 0)
+		return -1;
+	/* A leftover of this very generation (a manager killed mid-prepare) is empty once its
+	 * sandbox ended; a non-empty one is refused by rmdir (EBUSY), and so is this prepare. */
+	if (mkdirat(p->cgroup_fd, name, 0755) < 0) {
+		if (errno != EEXIST)
+			return sb_fail_errno(err, "creating the cgroup %s/%s", p->set.cgroup_parent, name);
+		if (cgroup_remove(p, name, err) < 0)
+			return -1;
+		if (mkdirat(p->cgroup_fd, name, 0755) < 0)
+			return sb_fail_errno(err, "creating the cgroup %s/%s", p->set.cgroup_parent, name);
+	}
+	snprintf(h->cgroup, sizeof h->cgroup, "%s", name);
+	snprintf(l->cgroup_name, sizeof l->cgroup_name, "%s", name);
+	l->cgroup_fd = openat(p->cgroup_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (l->cgroup_fd < 0)
+		return sb_fail_errno(err, "opening the cgroup %s/%s", p->set.cgroup_parent, name);
+	if (p->set.memory_bytes > 0) {
+		snprintf(num, sizeof num, "%lld", (long long)p->set.memory_bytes);
+		if (cgroup_write(l->cgroup_fd, "memory.max", num, err) < 0 ||
+		    cgroup_write(l->cgroup_fd, "memory.swap.max", "0", err) < 0)
+			return -1;
+	}
+	if (p->set.pids > 0) {
+		snprintf(num, sizeof num, "%lld", (long long)p->set.pids);
+		if (cgroup_write(l->cgroup_fd, "pids.max", num, err) < 0)
+			return -1;
+	}
+	if (p->set.nano_cpus > 0) {
+		/* quota per 100 ms period: 1e9 nano-CPUs are one CPU, 100000 us of every 100000 */
+		snprintf(num, sizeof num, "%lld 100000", (long long)(p->set.nano_cpus / 10000));
+		if (cgroup_write(l->cgroup_fd, "cpu.max", num, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The delegated parent: a cgroup v2 directory the manager may write, with the controllers its
+ * limits need enabled for its children. Checked once, at start. */
+static int cgroup_parent_open(struct process *p, struct sb_err *err)
+{
+	const char *want[3] = { p->set.memory_bytes > 0 ? "memory" : NULL, p->set.pids > 0 ? "pids" : NULL,
+				p->set.nano_cpus > 0 ? "cpu" : NULL };
+	char have[512], enable[64] = "";
+	struct statfs sf;
+
+	p->cgroup_fd = open_nofollow_dir(p->set.cgroup_parent);
+	if (p->cgroup_fd < 0)
+		return sb_fail_errno(err, "config: cgroup-parent %s", p->set.cgroup_parent);
+	if (fstatfs(p->cgroup_fd, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+		return sb_fail(err, EINVAL, "config: cgroup-parent %s is not a cgroup v2 directory", p->set.cgroup_parent);
+	if (cgroup_read(p->cgroup_fd, "cgroup.controllers", have, sizeof have) < 0)
+		return sb_fail_errno(err, "config: reading %s/cgroup.controllers", p->set.cgroup_parent);
+	for (size_t i = 0; i < 3; i++) {
+		if (want[i] == NULL)
+			continue;
+		if (!word_in(have, want[i]))
+			return sb_fail(err, EOPNOTSUPP, "config: cgroup-parent %s does not offer the %s controller "
+				       "(it has: %s); delegate it, or set its limit to 0", p->set.cgroup_parent, want[i],
+				       have[0] ? have : "none");
+		snprintf(enable + strlen(enable), sizeof enable - strlen(enable), "%s+%s", enable[0] ? " " : "", want[i]);
+	}
+	/* The kernel refuses (EBUSY) while processes sit in the parent itself: cgroup v2 keeps
+	 * processes in leaves only. */
+	if (enable[0] != '\0' && cgroup_write(p->cgroup_fd, "cgroup.subtree_control", enable, err) < 0) {
+		sb_err_prefix(err, "config: cgroup-parent %s: enabling %s for its children (it must hold no "
+			      "process itself)", p->set.cgroup_parent, enable);
+		return -1;
+	}
+	return 0;
+}
+
+/* Sandboxes' cgroups a killed manager left behind: the empty ones go (rmdir refuses a cgroup
+ * that still holds a process). */
+static void cgroup_sweep(const struct process *p)
+{
+	int fd = dup(p->cgroup_fd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *e;
+
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL)
+		if (e->d_type == DT_DIR && strncmp(e->d_name, "sandbox-", 8) == 0 &&
+		    unlinkat(p->cgroup_fd, e->d_name, AT_REMOVEDIR) == 0)
+			sb_info("removed the empty cgroup %s/%s of an earlier sandbox", p->set.cgroup_parent, e->d_name);
+	closedir(d);
+}
+
+/* What the host offers, for the start-up line when no cgroup-parent is configured. */
+static void cgroup_describe_host(char *out, size_t len)
+{
+	char line[PATH_MAX], have[256] = "";
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	bool v2 = false;
+	int fd;
+
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, "0::", 3) == 0)
+			v2 = true;
+	if (f != NULL)
+		fclose(f);
+	fd = open_nofollow_dir("/sys/fs/cgroup/unified");
+	if (fd < 0)
+		fd = open_nofollow_dir("/sys/fs/cgroup");
+	if (fd >= 0 && cgroup_read(fd, "cgroup.controllers", have, sizeof have) < 0)
+		have[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	snprintf(out, len, "%s; cgroup v2 controllers at its root: %s", v2 ? "this manager is in a cgroup v2 hierarchy" :
+		 "this manager is in no cgroup v2 hierarchy", have[0] ? have : "none");
+}
+
+static int launch_run(struct process *p, const struct sandbox_spec *spec, struct sandbox_handle *h,
+		      struct sb_err *err)
 {
 	__attribute__((cleanup(launch_free))) struct launch *l = calloc(1, sizeof *l);
+	struct sb_err ignored;
+	int rc;
 
 	if (l == NULL)
 		return sb_fail(err, ENOMEM, "preparing a launch");
-	l->go[0] = l->go[1] = l->error[0] = l->error[1] = l->log_fd = l->null_fd = -1;
-	if (launch_paths(l, spec, err) < 0 || launch_steps(l, spec, err) < 0 || launch_command(l, spec) < 0 ||
-	    launch_fds(l, err) < 0)
-		return -1;
-	return sandbox_start(l, h, err);
+	l->set = &p->set;
+	l->groups_drop = geteuid() == 0;
+	l->go[0] = l->go[1] = l->error[0] = l->error[1] = l->log_fd = l->null_fd = l->cgroup_fd = -1;
+	rc = launch_paths(l, spec, err) < 0 || launch_steps(l, spec, err) < 0 || launch_command(l, spec) < 0 ||
+	     launch_fds(l, err) < 0 || cgroup_make(p, spec, l, h, err) < 0 ? -1 : sandbox_start(l, h, err);
+	/* Failed, and the init is proven gone (or never was): its cgroup goes too. Otherwise the
+	 * handle keeps the name, and evidence() removes it. */
+	if (rc < 0 && h->pidfd < 0 && l->cgroup_name[0] != '\0') {
+		if (cgroup_remove(p, l->cgroup_name, &ignored) < 0)
+			sb_warn("%s", ignored.msg);
+		h->cgroup[0] = '\0';
+	}
+	return rc;
 }
 
 static int process_prepare(struct backend *be, const struct sandbox_spec *spec, struct sandbox_handle *h,
 			   struct sb_err *err)
 {
-	(void)be;
 	handle_clear(h);
-	if (spec_check(spec, err) < 0 || launch_run(spec, h, err) < 0) {
+	if (spec_check(spec, err) < 0 || launch_run(process_of(be), spec, h, err) < 0) {
 		sb_err_prefix(err, "preparing the sandbox of session %s (generation %llu)",
 			      spec && spec->session ? spec->session : "?",
 			      spec ? (unsigned long long)spec->generation : 0ULL);
@@ -1263,22 +1621,37 @@ static int process_stop(struct backend *be, struct sandbox_handle *h, struct sb_
 	return 0;
 }
 
+/* After the evidence: the sandbox's cgroup is empty now, and goes. A cgroup that will not go is
+ * logged (the next start sweeps it); it holds no process, so the evidence stands. */
+static void evidence_cgroup_remove(struct process *p, struct sandbox_handle *h)
+{
+	struct sb_err err;
+
+	if (h->cgroup[0] == '\0' || p->cgroup_fd < 0)
+		return;
+	if (cgroup_remove(p, h->cgroup, &err) < 0)
+		sb_warn("%s", err.msg);
+	h->cgroup[0] = '\0';
+}
+
 static int process_evidence(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err)
 {
-	(void)be;
 	if (h->pidfd < 0) {
 		int rc = init_pidfd_open(h, &h->pidfd, err);
 
 		if (rc < 0)
 			return -1;
-		if (rc == 1)
+		if (rc == 1) {
+			evidence_cgroup_remove(process_of(be), h);
 			return 0; /* the pid is free or another process's: ours exited */
+		}
 	}
 	if (!init_wait_exit(h->pidfd, timeout_ms < 0 ? 0 : timeout_ms))
 		return sb_fail(err, ETIMEDOUT, "the sandbox's init (pid %d) did not exit within %d ms: not proven gone",
 			       (int)h->pid, timeout_ms);
 	close(h->pidfd);
 	h->pidfd = -1;
+	evidence_cgroup_remove(process_of(be), h);
 	return 0;
 }
 
@@ -1300,9 +1673,61 @@ static int process_adopt(struct backend *be, const char *runtime_id, const char 
 	return 0; /* the pidfd is opened, start time checked, when stop() or evidence() needs it */
 }
 
+/* Size of the tmpfs at <init's root>/<path>, measured: -1 when none can be read. */
+static int64_t tmpfs_size(pid_t pid, const char *path)
+{
+	char at[96];
+	struct statfs sf;
+
+	snprintf(at, sizeof at, "/proc/%d/root%s", (int)pid, path);
+	if (statfs(at, &sf) < 0 || sf.f_type != 0x01021994 /* TMPFS_MAGIC */)
+		return -1;
+	return (int64_t)sf.f_blocks * (int64_t)sf.f_bsize;
+}
+
+static int64_t limit_parse(const char *text)
+{
+	return strcmp(text, "max") == 0 || text[0] < '0' || text[0] > '9' ? -1 : strtoll(text, NULL, 10);
+}
+
+/* What holds, read back from the kernel: the tmpfs sizes through the init's root, the cgroup's
+ * files for the limits, and the init's own membership in it (cgroup.procs). */
+static int process_limits(struct backend *be, const struct sandbox_handle *h, struct sandbox_limits *out,
+			  struct sb_err *err)
+{
+	struct process *p = process_of(be);
+	char text[256];
+	cleanup_close int cg = -1;
+
+	*out = (struct sandbox_limits){ -1, -1, -1, -1, -1, -1, "" };
+	out->tmp_bytes = tmpfs_size(h->pid, "/tmp");
+	out->shm_bytes = tmpfs_size(h->pid, "/dev/shm");
+	if (out->tmp_bytes < 0 && out->shm_bytes < 0)
+		return sb_fail_errno(err, "reading the limits of the sandbox's init (pid %d)", (int)h->pid);
+	if (p->cgroup_fd < 0 || h->cgroup[0] == '\0')
+		return 0;
+	cg = openat(p->cgroup_fd, h->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (cg < 0 || !cgroup_holds(cg, h->pid))
+		return 0; /* init is not (or no longer) in it: no cgroup limit is shown as holding */
+	snprintf(out->cgroup, sizeof out->cgroup, "%s/%s", p->set.cgroup_parent, h->cgroup);
+	if (cgroup_read(cg, "memory.max", text, sizeof text) == 0)
+		out->memory_max = limit_parse(text);
+	if (cgroup_read(cg, "pids.max", text, sizeof text) == 0)
+		out->pids_max = limit_parse(text);
+	if (cgroup_read(cg, "cpu.max", text, sizeof text) == 0 && limit_parse(text) >= 0) {
+		out->cpu_quota_us = limit_parse(text);
+		out->cpu_period_us = strchr(text, ' ') ? strtoll(strchr(text, ' ') + 1, NULL, 10) : -1;
+	}
+	return 0;
+}
+
 static void process_destroy(struct backend *be)
 {
-	free(be);
+	struct process *p = process_of(be);
+
+	if (p->cgroup_fd >= 0)
+		close(p->cgroup_fd);
+	free(p);
 }
 
 static const struct backend_ops process_ops = {
@@ -1311,16 +1736,42 @@ static const struct backend_ops process_ops = {
 	.stop = process_stop,
 	.evidence = process_evidence,
 	.adopt = process_adopt,
+	.limits = process_limits,
 	.destroy = process_destroy,
 };
 
+int backend_process_create_with(struct backend **out, const struct process_settings *set, struct sb_err *err)
+{
+	struct process *p = calloc(1, sizeof *p);
+	char host[512];
+
+	if (p == NULL)
+		return sb_fail(err, ENOMEM, "creating the process backend");
+	p->be.ops = &process_ops;
+	p->set = *set;
+	p->cgroup_fd = -1;
+	if (p->set.tmp_bytes <= 0)
+		p->set.tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
+	if (p->set.shm_bytes <= 0)
+		p->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
+	if (p->set.cgroup_parent[0] == '\0') {
+		cgroup_describe_host(host, sizeof host);
+		sb_info("process backend: no cgroup-parent configured, so sandboxes get no memory, pids or CPU limit "
+			"of a cgroup (only /tmp %lld bytes, /dev/shm %lld bytes and the agent's RLIMIT_NPROC); %s",
+			(long long)p->set.tmp_bytes, (long long)p->set.shm_bytes, host);
+	} else if (cgroup_parent_open(p, err) < 0) {
+		process_destroy(&p->be);
+		return -1;
+	} else {
+		cgroup_sweep(p);
+	}
+	*out = &p->be;
+	return 0;
+}
+
 int backend_process_create(struct backend **out, struct sb_err *err)
 {
-	struct backend *be = calloc(1, sizeof *be);
+	struct process_settings set = { 0 };
 
-	if (be == NULL)
-		return sb_fail(err, ENOMEM, "creating the process backend");
-	be->ops = &process_ops;
-	*out = be;
-	return 0;
+	return backend_process_create_with(out, &set, err);
 }

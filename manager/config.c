@@ -1,4 +1,5 @@
 /* Configuration (see config.h). Owns the defaults and their reasons. */
+#include "backend.h"
 #include "config.h"
 #include "jsonfile.h"
 
@@ -14,6 +15,9 @@
 #define MAX_TIMEOUT 600
 #define IDLE_SECONDS 900
 #define OUTPUT_LIMIT (1024 * 1024)
+/* A record keeps less than a call's answer: the answer is read once, records are listed and paged
+ * (records.h RECORDS_OUTPUT_LIMIT_DEFAULT; the byte counts and digests of the whole streams stay). */
+#define RECORD_OUTPUT_LIMIT (64 * 1024)
 
 static int str_set(char *dst, size_t len, const char *value, const char *key, struct sb_err *err)
 {
@@ -35,6 +39,31 @@ static int uint_set(unsigned long *dst, const char *value, unsigned long min, un
 		return sb_fail(err, EINVAL, "config: %s must be a whole number from %lu to %lu, not '%s'", key, min, max,
 			       value);
 	*dst = v;
+	return 0;
+}
+
+/* Bytes, with an optional K, M or G suffix (powers of 1024): "256M", "1G", "65536". */
+static int bytes_set(int64_t *dst, const char *value, int64_t min, int64_t max, const char *key, struct sb_err *err)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoull(value, &end, 10);
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (shift != 0)
+		end++;
+	if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 || v > (unsigned long long)max >> shift ||
+	    (int64_t)(v << shift) < min)
+		return sb_fail(err, EINVAL, "config: %s must be a size from %lldM to %lldG (bytes, or with a K, M or G "
+			       "suffix), not '%s'", key, (long long)(min >> 20), (long long)(max >> 30), value);
+	*dst = (int64_t)(v << shift);
 	return 0;
 }
 
@@ -69,11 +98,15 @@ static void defaults(struct config *c)
 	c->sandbox_nano_cpus = 2000000000;
 	c->sandbox_memory_mib = 2048;
 	c->sandbox_pids = 1024;
+	/* Small: what a sandbox writes to /tmp and /dev/shm is host memory while it lives. */
+	c->tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
+	c->shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
 	agent_default(c->agent, sizeof c->agent);
 	c->default_timeout = DEFAULT_TIMEOUT;
 	c->max_timeout = MAX_TIMEOUT;
 	c->idle_seconds = IDLE_SECONDS;
 	c->output_limit = OUTPUT_LIMIT;
+	c->record_output_limit = RECORD_OUTPUT_LIMIT;
 	c->resources = json_object();
 	/* Unprivileged, the manager can map only its own ids. As root it must not: nothing in a
 	 * sandbox is ever host root (backend.h), so sandboxes run as nobody unless told otherwise. */
@@ -99,13 +132,20 @@ static int cpus_set(int64_t *out, const char *value, struct sb_err *err)
 /* One setting by name, from the file or a flag: the same checks for both. */
 static int setting_apply(struct config *c, const char *key, const char *value, struct sb_err *err)
 {
-	static const char *const podman_keys[] = { "podman-socket", "image", "podman-seccomp", "podman-network",
-						   "sandbox-cpus", "sandbox-memory-mib", "sandbox-pids", NULL };
+	static const char *const podman_keys[] = { "podman-socket", "image", "podman-seccomp", "podman-network", NULL };
+	static const char *const limit_keys[] = { "sandbox-cpus", "sandbox-memory-mib", "sandbox-pids", NULL };
 	unsigned long v;
 
 	for (size_t i = 0; podman_keys[i] != NULL; i++)
 		if (strcmp(key, podman_keys[i]) == 0)
 			snprintf(c->podman_only, sizeof c->podman_only, "%s", key);
+	for (size_t i = 0; limit_keys[i] != NULL; i++)
+		if (strcmp(key, limit_keys[i]) == 0)
+			snprintf(c->limit_given, sizeof c->limit_given, "%s", key);
+	if (strcmp(key, "tmp-size") == 0 || strcmp(key, "shm-size") == 0)
+		return bytes_set(key[0] == 't' ? &c->tmp_bytes : &c->shm_bytes, value, 1LL << 20, 64LL << 30, key, err);
+	if (strcmp(key, "cgroup-parent") == 0)
+		return str_set(c->cgroup_parent, sizeof c->cgroup_parent, value, key, err);
 
 	if (strcmp(key, "state-dir") == 0)
 		return str_set(c->state_dir, sizeof c->state_dir, value, key, err);
@@ -154,6 +194,8 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 	}
 	if (strcmp(key, "output-limit") == 0)
 		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
+	if (strcmp(key, "record-output-limit") == 0)
+		return uint_set(&c->record_output_limit, value, 256, 1024 * 1024, key, err);
 	if (strcmp(key, "resource") == 0) {
 		const char *eq = strchr(value, '=');
 		char name[128];
@@ -217,6 +259,8 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { "sandbox-uid", 1, NULL, 0 },
 		{ "sandbox-gid", 1, NULL, 0 },  { "podman-seccomp", 1, NULL, 0 }, { "podman-network", 1, NULL, 0 },
 		{ "sandbox-cpus", 1, NULL, 0 }, { "sandbox-memory-mib", 1, NULL, 0 }, { "sandbox-pids", 1, NULL, 0 },
+		{ "record-output-limit", 1, NULL, 0 },
+		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
 		{ NULL, 0, NULL, 0 },
 	};
 	int idx, opt;
@@ -279,12 +323,19 @@ int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 	if (strcmp(c->backend, "kubernetes") == 0)
 		return sb_fail(err, EOPNOTSUPP, "config: the kubernetes backend is not available in this build yet; use "
 			       "process or podman");
+	if (c->cgroup_parent[0] != '\0' && (strcmp(c->backend, "process") != 0 || c->cgroup_parent[0] != '/'))
+		return sb_fail(err, EINVAL, "config: cgroup-parent is the absolute path of a cgroup v2 directory, and "
+			       "the process backend's only (the backend is %s)", c->backend);
 	if (strcmp(c->backend, "podman") == 0)
 		return podman_check(c, err);
-	/* A limit that silently does nothing would be a surprise: the process backend sets none. */
+	/* A limit that silently does nothing would be a surprise. */
 	if (c->podman_only[0] != '\0')
 		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only (the backend is %s)",
 			       c->podman_only, c->backend);
+	if (c->limit_given[0] != '\0' && c->cgroup_parent[0] == '\0')
+		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only, or to the process backend "
+			       "with cgroup-parent (a cgroup v2 directory delegated to the manager, with the memory, pids "
+			       "and cpu controllers): without one the process backend sets no such limit", c->limit_given);
 	if (access(c->agent, X_OK) < 0)
 		return sb_fail_errno(err, "config: the agent binary %s", c->agent);
 	return 0;

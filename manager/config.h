@@ -18,17 +18,22 @@ struct config {
 	char image[256];            /* podman: the sandbox image (images/), the agent as entrypoint */
 	char podman_seccomp[PATH_MAX]; /* podman: seccomp profile (images/seccomp.json); "" = podman's */
 	char podman_network[64];    /* podman: the containers' network mode, default "bridge" */
-	int64_t sandbox_nano_cpus;  /* podman: limits of each sandbox (the process backend sets none) */
-	int64_t sandbox_memory_mib;
+	int64_t sandbox_nano_cpus;  /* limits of each sandbox: podman's, or the process backend's cgroup */
+	int64_t sandbox_memory_mib; /* (only with cgroup_parent: without one it sets none) */
 	int64_t sandbox_pids;
+	char limit_given[32];       /* one of those three, given explicitly: the process backend needs a cgroup */
+	int64_t tmp_bytes;          /* every sandbox's /tmp (tmpfs size), and the plan's tmpfs entries */
+	int64_t shm_bytes;          /* every sandbox's /dev/shm (tmpfs size; podman ShmSize) */
+	char cgroup_parent[PATH_MAX]; /* process: a delegated cgroup v2 directory, one child per sandbox */
 	char podman_only[32];       /* a podman-only setting that was given: refused on other backends */
 	char agent[PATH_MAX];       /* the static sandbox-agent binary */
 	unsigned default_timeout;   /* seconds, when a call names none */
 	unsigned max_timeout;       /* a call over it is refused */
 	unsigned idle_seconds;      /* an idle sandbox is retired after this; the workspace stays */
 	unsigned long output_limit; /* per stream, bytes */
-	uid_t sandbox_uid;          /* what a sandbox's root is on the host: the manager's own uid, */
-	gid_t sandbox_gid;          /* or (manager as root) sandbox-uid/gid, default 65534 */
+	unsigned long record_output_limit; /* per stream, bytes kept in an exec's record (invariant 13) */
+	uid_t sandbox_uid;          /* the sandbox's uid, the same inside and on the host: the manager's */
+	gid_t sandbox_gid;          /* own, or (manager as root) sandbox-uid/gid, default 65534 */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
 };
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent_dir.h"
 #include "control.h"
 #include "log.h"
 #include "thread.h"
@@ -45,8 +46,11 @@ static int manager_tls(struct manager *m, struct sb_err *err)
 	struct ca_leaf leaf = { .dns_name = CA_MANAGER_NAME, .usage = CA_USAGE_CLIENT };
 	char ca_dir[PATH_MAX + 8];
 
-	snprintf(ca_dir, sizeof ca_dir, "%s/ca", m->cfg.state_dir);
-	snprintf(m->tls_dir, sizeof m->tls_dir, "%s/tls", m->cfg.state_dir);
+	/* A truncated path would name another directory: an error, never a shorter path. */
+	if ((size_t)snprintf(ca_dir, sizeof ca_dir, "%s/ca", m->cfg.state_dir) >= sizeof ca_dir ||
+	    (size_t)snprintf(m->tls_dir, sizeof m->tls_dir, "%s/tls", m->cfg.state_dir) >= sizeof m->tls_dir)
+		return sb_fail(err, ENAMETOOLONG, "the state directory %s is too long for its tls/ and ca/ paths",
+			       m->cfg.state_dir);
 	if (ca_open(ca_dir, &m->ca, err) < 0 || dir_private(m->tls_dir, err) < 0)
 		return -1;
 	if (ca_issue_leaf(m->ca, &leaf, m->tls_dir, "manager", err) < 0)
@@ -78,8 +82,17 @@ static int backend_make(struct manager *m, struct sb_err *err)
 {
 	struct podman_settings set = { 0 };
 
-	if (strcmp(m->cfg.backend, "podman") != 0)
-		return backend_process_create(&m->backend, err);
+	if (strcmp(m->cfg.backend, "podman") != 0) {
+		struct process_settings ps = {
+			.tmp_bytes = m->cfg.tmp_bytes, .shm_bytes = m->cfg.shm_bytes,
+			.memory_bytes = m->cfg.sandbox_memory_mib * 1024 * 1024, .pids = m->cfg.sandbox_pids,
+			.nano_cpus = m->cfg.sandbox_nano_cpus,
+		};
+
+		if (path_fmt(ps.cgroup_parent, sizeof ps.cgroup_parent, err, "%s", m->cfg.cgroup_parent) < 0)
+			return -1;
+		return backend_process_create_with(&m->backend, &ps, err);
+	}
 	snprintf(set.socket, sizeof set.socket, "%s", m->cfg.podman_socket);
 	snprintf(set.image, sizeof set.image, "%s", m->cfg.image);
 	snprintf(set.seccomp, sizeof set.seccomp, "%s", m->cfg.podman_seccomp);
@@ -87,6 +100,8 @@ static int backend_make(struct manager *m, struct sb_err *err)
 	set.nano_cpus = m->cfg.sandbox_nano_cpus;
 	set.memory_bytes = m->cfg.sandbox_memory_mib * 1024 * 1024;
 	set.pids = m->cfg.sandbox_pids;
+	set.tmp_bytes = m->cfg.tmp_bytes;
+	set.shm_bytes = m->cfg.shm_bytes;
 	return backend_podman_create(&m->backend, &set, err);
 }
 
@@ -107,7 +122,10 @@ static int manager_start(struct manager *m, struct sb_err *err)
 			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))
 		return -1;
 	snprintf(db, sizeof db, "%s/records.db", m->cfg.state_dir);
-	if (records_open(db, &m->rec, err) < 0 || manager_tls(m, err) < 0)
+	if (records_open(db, &m->rec, err) < 0)
+		return -1;
+	records_set_output_limit(m->rec, m->cfg.record_output_limit);
+	if (manager_tls(m, err) < 0)
 		return -1;
 	m->queue = queue_new();
 	if (m->queue == NULL)
@@ -116,6 +134,58 @@ static int manager_start(struct manager *m, struct sb_err *err)
 		return -1;
 	/* Before the first call: what a previous run left in flight is settled, never rerun. */
 	return sandbox_recover(m, err);
+}
+
+/* An answer of records always fits one frame: a page stops at RECORDS_PAGE_BYTES, and what else
+ * the answer holds ("ok", "next_before": an exec id) is far below the rest of the cap. */
+_Static_assert(RECORDS_PAGE_BYTES + 64u * 1024u < CONTROL_RESPONSE_CAP, "a page of records must fit a control answer");
+
+static int request_uint(json_t *req, const char *key, unsigned dflt, unsigned *out)
+{
+	json_t *v = json_object_get(req, key);
+
+	if (v == NULL || json_is_null(v)) {
+		*out = dflt;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
+		return -1;
+	*out = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+/* records: a page of a session's execs, newest first, or one exec (DESIGN.md). A deleted
+ * session's records stay readable: they are its audit trail. Every answer is bounded by the page's
+ * budget, whatever the records hold (records_page). */
+static json_t *records_answer(struct manager *m, json_t *req)
+{
+	struct records_query q = { .budget = RECORDS_PAGE_BYTES };
+	const char *keys[] = { "session", "exec", "before", "state" };
+	const char **vals[] = { &q.session, &q.exec_id, &q.before, &q.state };
+	json_t *page = NULL;
+	struct sb_err err;
+	int rc;
+
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		json_t *v = json_object_get(req, keys[i]);
+
+		if (v != NULL && !json_is_string(v) && !json_is_null(v))
+			return control_error("invalid", "records: %s must be a string", keys[i]);
+		*vals[i] = json_string_value(v);
+	}
+	if (request_uint(req, "limit", RECORDS_PAGE_LIMIT_DEFAULT, &q.limit) < 0)
+		return control_error("invalid", "records: limit must be a whole number from 1 to %u", RECORDS_PAGE_LIMIT_MAX);
+	sb_err_clear(&err);
+	rc = records_page(m->rec, &q, &page, &err);
+	if (rc == RECORDS_NOT_FOUND)
+		return control_error_from("not_found", &err);
+	if (rc < 0)
+		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
+	if (json_object_set_new(page, "ok", json_true()) != 0) {
+		json_decref(page);
+		return NULL;
+	}
+	return page;
 }
 
 static json_t *dispatch(struct manager *m, json_t *req)
@@ -139,7 +209,7 @@ static json_t *dispatch(struct manager *m, json_t *req)
 	if (strcmp(op, "grant") == 0)
 		return sessions_grant(m, req);
 	if (strcmp(op, "records") == 0)
-		return sessions_records(m, session);
+		return records_answer(m, req);
 	if (strcmp(op, "config") == 0)
 		return json_pack("{s:b, s:i, s:i, s:s}", "ok", 1, "default_timeout_seconds", m->cfg.default_timeout,
 				 "max_timeout_seconds", m->cfg.max_timeout, "backend", m->cfg.backend);
@@ -151,30 +221,61 @@ struct conn {
 	int fd;
 };
 
+/* Send resp. An answer that cannot be sent whole (over the cap, or no memory to serialise it)
+ * is replaced by an error that says so, and logged: a client never sees a silent close, and an
+ * operator learns which op grew too large. -1 only when the connection itself failed. */
+static int conn_answer(int fd, const char *op, json_t *resp, struct sb_err *err)
+{
+	json_t *instead;
+	int rc;
+
+	if (control_send(fd, resp, CONTROL_RESPONSE_CAP, err) == 0)
+		return 0;
+	if (err->errnum != EMSGSIZE && err->errnum != ENOMEM)
+		return -1;
+	sb_error("the answer to %s was not sent: %s", op, err->msg);
+	instead = control_error("internal", "the answer to %s could not be sent (%s); the manager logged it. Ask for "
+				"less (records: --limit, --before)", op, err->msg);
+	if (instead == NULL)
+		return sb_fail(err, ENOMEM, "answering %s with an error", op);
+	rc = control_send(fd, instead, CONTROL_RESPONSE_CAP, err);
+	json_decref(instead);
+	return rc;
+}
+
 static void *conn_thread(void *arg)
 {
 	struct conn *c = arg;
 	struct sb_err err;
 	uid_t peer;
 
-	if (control_peer_uid(c->fd, &peer, &err) < 0 || (peer != geteuid() && peer != 0)) {
-		sb_warn("refused a control connection from uid %d", err.msg[0] ? -1 : (int)peer);
+	sb_err_clear(&err);
+	if (control_peer_uid(c->fd, &peer, &err) < 0) {
+		sb_warn("refused a control connection: %s", err.msg);
+		goto out;
+	}
+	if (peer != geteuid() && peer != 0) {
+		sb_warn("refused a control connection from uid %u", (unsigned)peer);
 		goto out;
 	}
 	for (;;) {
 		json_t *req = NULL, *resp;
+		char op[64];
 		int rc = control_recv(c->fd, CONTROL_REQUEST_CAP, &req, &err);
+		/* After an oversized or cut frame the stream is out of step: answer, then close. */
+		bool lost = rc < 0 && (err.errnum == EMSGSIZE || err.errnum == EPROTO);
 
 		if (rc == 0)
 			break;
+		snprintf(op, sizeof op, "%s", rc > 0 ? json_string_value(json_object_get(req, "op")) ?: "(no op)" : "a bad request");
 		/* Bad input gets a clear answer when the stream still allows one. */
 		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req);
 		json_decref(req);
 		if (resp == NULL)
 			resp = control_error("internal", "out of memory");
-		rc = control_send(c->fd, resp, CONTROL_RESPONSE_CAP, &err);
+		rc = conn_answer(c->fd, op, resp, &err);
 		json_decref(resp);
-		if (rc < 0 || err.errnum == EMSGSIZE || err.errnum == EPROTO)
+		if (rc < 0 || lost)
 			break;
 	}
 out:

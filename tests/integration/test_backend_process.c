@@ -52,6 +52,7 @@ static struct fixture F;
 /* Every sandbox a test started, so teardown ends those a failed test left behind. */
 static char started[16][256];
 static size_t n_started;
+static char cg_parent[128];   /* test_cgroup_placement's cgroup, removed by teardown after a failure */
 
 /* ---------- helpers ---------- */
 
@@ -122,7 +123,8 @@ static int pid_alive(pid_t pid)
 struct run {
 	int exit_code;
 	char status[32];
-	char out[4096], err[4096];
+	char out[8192], err[4096];
+	int pid_max_bounded;          /* the receipt's boundary.pid_max_bounded: 1, 0, or -1 when absent */
 };
 
 static void run_cmd(const struct sandbox_handle *h, const char *command, struct run *out)
@@ -153,6 +155,11 @@ static void run_cmd(const struct sandbox_handle *h, const char *command, struct 
 	out->exit_code = (int)json_integer_value(json_object_get(res, "exit_code"));
 	snprintf(out->out, sizeof out->out, "%s", json_string_value(json_object_get(res, "stdout")) ?: "");
 	snprintf(out->err, sizeof out->err, "%s", json_string_value(json_object_get(res, "stderr")) ?: "");
+	json_decref(res);
+	res = r.receipt ? json_loads(r.receipt, 0, NULL) : NULL;
+	out->pid_max_bounded = -1;
+	if (json_is_boolean(json_object_get(json_object_get(res, "boundary"), "pid_max_bounded")))
+		out->pid_max_bounded = json_is_true(json_object_get(json_object_get(res, "boundary"), "pid_max_bounded"));
 	json_decref(res);
 	agent_reply_free(&r);
 	agent_close(c);
@@ -286,6 +293,13 @@ static int teardown(void **state)
 		}
 	if (F.be)
 		F.be->ops->destroy(F.be);
+	if (cg_parent[0] != '\0') {
+		char child[200];
+
+		snprintf(child, sizeof child, "%s/sandbox-s1-1", cg_parent);
+		rmdir(child);
+		rmdir(cg_parent);
+	}
 	tls_config_free(F.client);
 	mount_plan_free(&F.plan);
 	workspace_free(&F.ws);
@@ -294,11 +308,11 @@ static int teardown(void **state)
 	return rc;
 }
 
-static void prepare(struct sandbox_handle *h)
+static void prepare_spec(const struct sandbox_spec *spec, struct sandbox_handle *h)
 {
 	struct sb_err err;
 
-	must(F.be->ops->prepare(F.be, &F.spec, h, &err), &err, "prepare");
+	must(F.be->ops->prepare(F.be, spec, h, &err), &err, "prepare");
 	assert_true(h->pid > 1);
 	assert_true(h->pidfd >= 0);
 	assert_true(strncmp(h->runtime_id, "process:", 8) == 0);
@@ -306,6 +320,11 @@ static void prepare(struct sandbox_handle *h)
 	assert_contains(h->address, "/sock/agent.sock");
 	if (n_started < sizeof started / sizeof started[0])
 		snprintf(started[n_started++], sizeof started[0], "%s", h->runtime_id);
+}
+
+static void prepare(struct sandbox_handle *h)
+{
+	prepare_spec(&F.spec, h);
 }
 
 static void stop_and_prove(struct sandbox_handle *h)
@@ -487,6 +506,295 @@ static void test_setup_fails(void **state)
 	assert_int_equal(h.pidfd, -1);
 }
 
+/* ---------- issue 13: nothing inside is uid 0 of a namespace (R5), sized tmpfs (R6), anchored private paths (R2) */
+
+/* The sandbox's uid on the host, as the manager picks it (config.c defaults). */
+static uid_t sandbox_uid(void)
+{
+	return geteuid() == 0 ? 65534 : geteuid();
+}
+
+/* The line "NAME:\t..." of /proc/<pid>/status, after the tab. */
+static void status_field(pid_t pid, const char *name, char *out, size_t len)
+{
+	char path[64], line[512];
+	size_t n = strlen(name);
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	out[0] = '\0';
+	while (fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, name, n) == 0 && line[n] == ':') {
+			snprintf(out, len, "%s", line + n + 2);
+			out[strcspn(out, "\n")] = '\0';
+		}
+	fclose(f);
+}
+
+/* The command runs as uid N, mapped N -> N, so no process inside is uid 0 of the user namespace that
+ * owns a PID namespace: pid_max and init's /proc files are out of reach, and the receipt's
+ * pid_max_bounded is true because it still is (#4, #8). */
+static void test_no_root_inside(void **state)
+{
+	struct sandbox_handle h;
+	struct run r;
+	char want[64], caps[64], uids[128];
+
+	(void)state;
+	prepare(&h);
+	/* pid_max of the command's PID namespace: not writable, and the receipt says it holds. */
+	run_cmd(&h, "cat /proc/sys/kernel/pid_max; echo 100000 > /proc/sys/kernel/pid_max && echo RAISED; "
+		    "cat /proc/sys/kernel/pid_max", &r);
+	if (strstr(r.out, "RAISED") != NULL || strstr(r.out, "100000") != NULL)
+		fail_msg("pid_max was raised inside the sandbox: %s", r.out);
+	assert_true(strstr(r.err, "Permission denied") != NULL || strstr(r.err, "Operation not permitted") != NULL);
+	assert_int_equal(r.pid_max_bounded, 1);
+	/* init's /proc files belong to the global root now, not to the command's uid. */
+	run_cmd(&h, "echo 1000 > /proc/1/oom_score_adj && echo OOM-WRITTEN; "
+		    "echo 0 > /proc/1/coredump_filter && echo FILTER-WRITTEN; cat /proc/1/oom_score_adj", &r);
+	if (strstr(r.out, "WRITTEN") != NULL)
+		fail_msg("a command wrote init's /proc files: %s", r.out);
+	assert_string_equal(r.out, "0\n");
+	/* Why: uid N inside, mapped N -> N, and the agent (the sandbox's PID 1) without capabilities. */
+	expect_ok(&h, "id -u; id -g; awk '{print $1, $2, $3}' /proc/self/uid_map", &r);
+	snprintf(want, sizeof want, "%u\n%u\n%u %u 1\n", (unsigned)sandbox_uid(),
+		 (unsigned)(geteuid() == 0 ? 65534 : getegid()), (unsigned)sandbox_uid(), (unsigned)sandbox_uid());
+	assert_string_equal(r.out, want);
+	/* The agent itself (the sandbox's PID 1 after execve): uid N on the host, no capability. */
+	status_field(h.pid, "Uid", uids, sizeof uids);
+	snprintf(want, sizeof want, "%u\t%u\t%u\t%u", (unsigned)sandbox_uid(), (unsigned)sandbox_uid(),
+		 (unsigned)sandbox_uid(), (unsigned)sandbox_uid());
+	assert_string_equal(uids, want);
+	status_field(h.pid, "CapEff", caps, sizeof caps);
+	assert_string_equal(caps, "0000000000000000");
+	status_field(h.pid, "CapPrm", caps, sizeof caps);
+	assert_string_equal(caps, "0000000000000000");
+	/* A root manager's supplementary groups (root's 0 under su or sudo) are not the sandbox's. */
+	status_field(h.pid, "Groups", uids, sizeof uids);
+	if (geteuid() == 0 && strspn(uids, " ") != strlen(uids))
+		fail_msg("the sandbox kept the root manager's supplementary groups: %s", uids);
+	stop_and_prove(&h);
+}
+
+/* /tmp and /dev/shm have the configured sizes (and inodes), a write beyond fails with ENOSPC, and
+ * limits() reads them back; without a cgroup-parent no cgroup limit is claimed (#5). */
+static void test_tmpfs_sized(void **state)
+{
+	struct process_settings set = { .tmp_bytes = 8 << 20, .shm_bytes = 4 << 20 };
+	struct backend *def = F.be, *be = NULL;
+	struct sandbox_limits lim;
+	struct sandbox_handle h;
+	struct sb_err err;
+	struct run r;
+
+	(void)state;
+	must(backend_process_create_with(&be, &set, &err), &err, "backend with sizes");
+	F.be = be;
+	prepare(&h);
+	expect_ok(&h, "stat -f -c '%b %S' /tmp /dev/shm | while read b s; do echo $((b * s)); done", &r);
+	assert_string_equal(r.out, "8388608\n4194304\n");
+	run_cmd(&h, "dd if=/dev/zero of=/tmp/fill bs=1M count=16 2>&1; dd if=/dev/zero of=/dev/shm/fill bs=1M "
+		    "count=16 2>&1; rm -f /tmp/fill /dev/shm/fill", &r);
+	assert_int_equal(r.exit_code, 0);
+	if (strstr(r.out, "No space left on device") == NULL || strstr(strstr(r.out, "No space left on device") + 1,
+									  "No space left on device") == NULL)
+		fail_msg("a write beyond the tmpfs sizes did not fail with ENOSPC twice: %s", r.out);
+	/* nr_inodes: 8 MiB / 4096 = 2048 inodes; the 3000th file fails. */
+	run_cmd(&h, "cd /tmp && i=0; while [ $i -lt 3000 ]; do : > f$i 2>/dev/null || break; i=$((i+1)); done; echo $i", &r);
+	assert_true(atoi(r.out) < 3000);
+	must(be->ops->limits(be, &h, &lim, &err), &err, "limits");
+	assert_int_equal(lim.tmp_bytes, 8 << 20);
+	assert_int_equal(lim.shm_bytes, 4 << 20);
+	assert_int_equal(lim.memory_max, -1);
+	assert_int_equal(lim.pids_max, -1);
+	assert_string_equal(lim.cgroup, "");
+	stop_and_prove(&h);
+	be->ops->destroy(be);
+	F.be = def;
+	/* The defaults are small, not half of RAM. */
+	prepare(&h);
+	expect_ok(&h, "stat -f -c '%b %S' /tmp /dev/shm | while read b s; do echo $((b * s)); done", &r);
+	assert_string_equal(r.out, "268435456\n67108864\n");
+	stop_and_prove(&h);
+}
+
+/* A private directory (tls/, state/, sock/) under `base`, with the fixture's keys, as the manager
+ * makes one. */
+static void private_make(const char *base, char *priv, size_t len)
+{
+	snprintf(priv, len, "%s/priv", base);
+	dir_make(priv);
+	sh("mkdir %s/tls %s/state %s/sock && cp %s/agent.crt %s/agent.key %s/ca.crt %s/tls/ && cp %s/receipt.key %s/state/",
+	   priv, priv, priv, F.tls, F.tls, F.tls, priv, F.state, priv);
+}
+
+/* Every proper ancestor of each path (and the path itself), renamed; then every key read at its old
+ * and each renamed name. Prints MOVED or READ for what succeeded. */
+static void rename_attack(const char *priv, char *cmd, size_t len)
+{
+	static const char *const subs[] = { "tls", "state", "sock" };
+	static const char *const keys[] = { "tls/agent.key", "state/receipt.key" };
+	char path[300];
+	size_t o = 0;
+
+	o += (size_t)snprintf(cmd + o, len - o, "for a in");
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "%s/%s", priv, subs[i]);
+		for (char *c = path + 1; *c != '\0'; c++)
+			if (*c == '/') {
+				*c = '\0';
+				o += (size_t)snprintf(cmd + o, len - o, " %s", path);
+				*c = '/';
+			}
+		o += (size_t)snprintf(cmd + o, len - o, " %s", path);
+	}
+	o += (size_t)snprintf(cmd + o, len - o, "; do mv \"$a\" \"$a.moved\" 2>/dev/null && echo \"MOVED $a\"; done; ");
+	for (size_t k = 0; k < 2; k++) {
+		snprintf(path, sizeof path, "%s/%s", priv, keys[k]);
+		o += (size_t)snprintf(cmd + o, len - o, "cat %s >/dev/null 2>&1 && echo READ %s; ", path, path);
+		for (char *c = path + 1; *c != '\0'; c++)
+			if (*c == '/') {
+				*c = '\0';
+				o += (size_t)snprintf(cmd + o, len - o, "cat %s.moved/%s >/dev/null 2>&1 && echo READ moved %s; ",
+						      path, c + 1, path);
+				*c = '/';
+			}
+	}
+	assert_true(o + 8 < len);
+	snprintf(cmd + o, len - o, "true");
+}
+
+static void private_attack_under(const char *parent)
+{
+	struct sandbox_spec spec = F.spec;
+	struct sandbox_handle h;
+	char base[128], priv[200], cmd[8192];
+	struct run r;
+
+	snprintf(base, sizeof base, "%s/be-priv.XXXXXX", parent);
+	assert_non_null(mkdtemp(base));
+	assert_int_equal(chmod(base, 0755), 0);
+	private_make(base, priv, sizeof priv);
+	spec.private_dir = priv;
+	prepare_spec(&spec, &h);
+	rename_attack(priv, cmd, sizeof cmd);
+	/* Twice: the agent hides its directories per command by path, so a rename that worked would
+	 * uncover them to the next command. */
+	for (int i = 0; i < 2; i++) {
+		expect_ok(&h, cmd, &r);
+		if (strstr(r.out, "MOVED") != NULL || strstr(r.out, "READ") != NULL)
+			fail_msg("state dir under %s: %s", parent, r.out);
+	}
+	expect_ok(&h, "echo still-serving", &r);
+	stop_and_prove(&h);
+	test_rmtree(base);
+}
+
+/* The agent's private paths, whatever filesystem the state dir is on: tmpfs under /dev/shm and under
+ * /tmp (both writable inside the sandbox), and a plain disk (/var/tmp) (#9). */
+static void test_private_paths_anchored(void **state)
+{
+	struct stat st;
+
+	(void)state;
+	private_attack_under("/dev/shm");
+	private_attack_under("/tmp");
+	if (stat("/var/tmp", &st) == 0 && access("/var/tmp", W_OK) == 0)
+		private_attack_under("/var/tmp");
+}
+
+/* A read-only plan entry inside a writable one (objects/info/alternates inside objects/): its
+ * directory cannot be renamed to put another alternates file in its place. */
+static void test_nested_target_anchored(void **state)
+{
+	struct sandbox_handle h;
+	char cmd[700], dir[PATH_MAX];
+	struct run r;
+	const char *target = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < F.plan.n; i++)
+		if (strstr(F.plan.entries[i].target, "/objects/info/alternates") != NULL)
+			target = F.plan.entries[i].target;
+	assert_non_null(target);
+	snprintf(dir, sizeof dir, "%s", target);
+	*strrchr(dir, '/') = '\0';
+	prepare(&h);
+	snprintf(cmd, sizeof cmd, "mv %s %s.moved && echo MOVED; mkdir -p %s.x && echo writable", dir, dir, dir);
+	run_cmd(&h, cmd, &r);
+	if (strstr(r.out, "MOVED") != NULL)
+		fail_msg("renamed %s inside the sandbox", dir);
+	assert_contains(r.out, "writable"); /* objects/ itself stays writable */
+	stop_and_prove(&h);
+}
+
+/* With a delegated cgroup v2 directory: init is born in a cgroup of its own (CLONE_INTO_CGROUP),
+ * limits() names it, and it is gone after the evidence. Root only (it makes a cgroup under the
+ * host's cgroup v2 root); the limits are set for the controllers that directory offers (on this
+ * hybrid host: none of memory, pids, cpu, so only the placement is proven). */
+static void test_cgroup_placement(void **state)
+{
+	static const char *const roots[] = { "/sys/fs/cgroup/unified", "/sys/fs/cgroup" };
+	struct process_settings set = { 0 };
+	struct backend *def = F.be, *be = NULL;
+	struct sandbox_limits lim;
+	struct sandbox_handle h;
+	struct sb_err err;
+	char parent[128] = "", path[300], line[512], want[300], controllers[256] = "";
+	FILE *f;
+
+	(void)state;
+	for (size_t i = 0; geteuid() == 0 && parent[0] == '\0' && i < 2; i++) {
+		snprintf(path, sizeof path, "%s/cgroup.subtree_control", roots[i]);
+		if (access(path, W_OK) == 0)
+			snprintf(parent, sizeof parent, "%s/be-test.%d", roots[i], (int)getpid());
+	}
+	if (parent[0] == '\0') {
+		fprintf(stderr, "test_cgroup_placement: skipped (needs root and a writable cgroup v2 root)\n");
+		return;
+	}
+	assert_int_equal(mkdir(parent, 0755), 0);
+	snprintf(cg_parent, sizeof cg_parent, "%s", parent);
+	snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
+	f = fopen(path, "re");
+	if (f != NULL && fgets(controllers, sizeof controllers, f) == NULL)
+		controllers[0] = '\0';
+	if (f != NULL)
+		fclose(f);
+	snprintf(set.cgroup_parent, sizeof set.cgroup_parent, "%s", parent);
+	if (strstr(controllers, "pids") != NULL)
+		set.pids = 300;
+	if (strstr(controllers, "memory") != NULL)
+		set.memory_bytes = 256LL << 20;
+	must(backend_process_create_with(&be, &set, &err), &err, "backend with a cgroup parent");
+	F.be = be;
+	prepare(&h);
+	assert_string_equal(h.cgroup, "sandbox-s1-1");
+	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)h.pid);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	want[0] = '\0';
+	while (fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, "0::", 3) == 0)
+			snprintf(want, sizeof want, "%s", line + 3);
+	fclose(f);
+	snprintf(path, sizeof path, "/be-test.%d/sandbox-s1-1\n", (int)getpid());
+	assert_string_equal(want, path);
+	must(be->ops->limits(be, &h, &lim, &err), &err, "limits");
+	snprintf(path, sizeof path, "%s/sandbox-s1-1", parent);
+	assert_string_equal(lim.cgroup, path);
+	assert_int_equal(lim.pids_max, set.pids > 0 ? 300 : -1);
+	assert_int_equal(lim.memory_max, set.memory_bytes > 0 ? 256LL << 20 : -1);
+	stop_and_prove(&h);
+	assert_int_equal(access(path, F_OK), -1); /* removed after the evidence */
+	be->ops->destroy(be);
+	F.be = def;
+	assert_int_equal(rmdir(parent), 0);
+	cg_parent[0] = '\0';
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -496,6 +804,11 @@ int main(void)
 		cmocka_unit_test(test_adopt_reused_pid),
 		cmocka_unit_test(test_agent_fails),
 		cmocka_unit_test(test_setup_fails),
+		cmocka_unit_test(test_no_root_inside),
+		cmocka_unit_test(test_tmpfs_sized),
+		cmocka_unit_test(test_private_paths_anchored),
+		cmocka_unit_test(test_nested_target_anchored),
+		cmocka_unit_test(test_cgroup_placement),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -238,7 +238,7 @@ static struct backend *backend_new(void)
 {
 	struct podman_settings set = { .image = "infra-sandbox-agent:dev", .seccomp = "/etc/sandbox/seccomp.json",
 				       .network = "none", .nano_cpus = 1500000000, .memory_bytes = 512LL << 20,
-				       .pids = 256 };
+				       .pids = 256, .tmp_bytes = 32LL << 20, .shm_bytes = 16LL << 20 };
 	struct backend *be = NULL;
 	struct sb_err err = { 0 };
 
@@ -399,8 +399,8 @@ static void missing_image_is_said_at_start(void **state)
 /* ---- prepare: the container's description, and a failure that leaves nothing behind ---- */
 
 struct prep {
-	char priv[128], tls[160], wt[128], wtgit[160], hidden[160];
-	struct mount_entry e[3];
+	char priv[128], tls[160], wt[128], wtgit[160], hidden[160], objects[160], alternates[200];
+	struct mount_entry e[5];
 	struct mount_plan plan;
 	struct sandbox_spec spec;
 };
@@ -418,7 +418,14 @@ static void prep_make(struct prep *p, const char *worktree_name)
 	p->e[0] = (struct mount_entry){ .source = p->wt, .target = p->wt, .mode = MOUNT_RW };
 	p->e[1] = (struct mount_entry){ .source = p->wtgit, .target = p->wtgit, .mode = MOUNT_RO, .is_file = true };
 	p->e[2] = (struct mount_entry){ .source = p->hidden, .target = p->hidden, .mode = MOUNT_HIDDEN };
-	p->plan = (struct mount_plan){ .entries = p->e, .n = 3, .workdir = p->wt, .scratch = p->wt };
+	/* a read-only entry two levels inside a writable one, as objects/info/alternates is */
+	snprintf(p->objects, sizeof p->objects, "%s/objects", F.dir);
+	snprintf(p->alternates, sizeof p->alternates, "%s/info/alternates", p->objects);
+	assert_int_equal(mkdir(p->objects, 0755) == 0 || errno == EEXIST, 1);
+	p->e[3] = (struct mount_entry){ .source = p->objects, .target = p->objects, .mode = MOUNT_RW };
+	p->e[4] = (struct mount_entry){ .source = p->alternates, .target = p->alternates, .mode = MOUNT_RO,
+					.is_file = true };
+	p->plan = (struct mount_plan){ .entries = p->e, .n = 5, .workdir = p->wt, .scratch = p->wt };
 	p->spec = (struct sandbox_spec){ .session = "0123abcd", .generation = 7, .plan = &p->plan,
 					 .private_dir = p->priv, .manager_name = "manager.infra-sandbox",
 					 .host_uid = geteuid() == 0 ? 65534 : geteuid(),
@@ -487,10 +494,31 @@ static void prepare_failure_describes_and_cleans_up(void **state)
 	assert_true(has_string(json_object_get(hc, "Binds"), want));
 	snprintf(want, sizeof want, "%s/priv/empty.d:%s:ro,nosuid,nodev,rprivate", F.dir, p.hidden);
 	assert_true(has_string(json_object_get(hc, "Binds"), want));
+	/* The agent's private directories at /.sandbox/agent, below the read-only image root, whatever
+	 * the host path (a state dir under /tmp or /dev/shm would otherwise sit in a writable tmpfs of
+	 * the container, where a command could rename its ancestors); its arguments name them there. */
+	snprintf(want, sizeof want, "%s/priv/tls:/.sandbox/agent/tls:ro,nosuid,nodev,rprivate", F.dir);
+	assert_true(has_string(json_object_get(hc, "Binds"), want));
+	snprintf(want, sizeof want, "%s/priv/state:/.sandbox/agent/state:rw,nosuid,nodev,rprivate", F.dir);
+	assert_true(has_string(json_object_get(hc, "Binds"), want));
+	snprintf(want, sizeof want, "%s/priv/sock:/.sandbox/agent/sock:rw,nosuid,nodev,rprivate", F.dir);
+	assert_true(has_string(json_object_get(hc, "Binds"), want));
 	snprintf(want, sizeof want, "%s/priv/tls:%s/priv/tls:ro,nosuid,nodev,rprivate", F.dir, F.dir);
+	assert_false(has_string(json_object_get(hc, "Binds"), want));
+	assert_true(has_string(json_object_get(body, "Cmd"), "unix:/.sandbox/agent/sock/agent.sock"));
+	assert_true(has_string(json_object_get(body, "Cmd"), "/.sandbox/agent/tls/agent.key"));
+	assert_true(has_string(json_object_get(body, "Cmd"), "/.sandbox/agent/tls/agent.crt"));
+	assert_true(has_string(json_object_get(body, "Cmd"), "/.sandbox/agent/tls/ca.crt"));
+	assert_true(has_string(json_object_get(body, "Cmd"), "/.sandbox/agent/state"));
+	snprintf(want, sizeof want, "%s/priv/state", F.dir);
+	assert_false(has_string(json_object_get(body, "Cmd"), want));
+	/* The directory between a writable entry and the entry inside it is a mount point of its own. */
+	snprintf(want, sizeof want, "%s/info:%s/info:rw,nosuid,nodev,rprivate", p.objects, p.objects);
 	assert_true(has_string(json_object_get(hc, "Binds"), want));
-	snprintf(want, sizeof want, "%s/priv/sock:%s/priv/sock:rw,nosuid,nodev,rprivate", F.dir, F.dir);
-	assert_true(has_string(json_object_get(hc, "Binds"), want));
+	/* Sized /tmp (bytes and inodes) and /dev/shm. */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(hc, "Tmpfs"), "/tmp")),
+			    "rw,nosuid,nodev,mode=1777,size=33554432,nr_inodes=8192");
+	assert_int_equal(json_integer_value(json_object_get(hc, "ShmSize")), 16LL << 20);
 	assert_true(has_string(json_object_get(hc, "SecurityOpt"), "unmask=/proc/*"));
 	assert_true(has_string(json_object_get(hc, "SecurityOpt"), "no-new-privileges"));
 	assert_true(has_string(json_object_get(hc, "SecurityOpt"), "seccomp=/etc/sandbox/seccomp.json"));
