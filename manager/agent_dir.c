@@ -2,9 +2,8 @@
 #include "agent_dir.h"
 
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,6 +14,9 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "fstree.h"
+#include "log.h"
 
 int64_t mono_ms(void)
 {
@@ -61,43 +63,69 @@ static int private_subdir(const char *dir, bool create, uid_t owner, struct sb_e
 	return 0;
 }
 
-/* When the sandbox runs as another uid than the manager (a root manager: backend.h), hand it
- * what it must write: the plan's writable entries and its own tls/, state/ and sock/, without
- * following a link a command may have planted there. The private directory itself stays the
- * manager's, searchable (0711) so the sandbox can walk to those three. */
-static uid_t hand_uid;
-static gid_t hand_gid;
-
-static int hand_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* Hand one tree to the sandbox's uid, by descriptor (fstree.c, rule R3): a command of another
+ * sandbox of the same identity writes the shared objects/, refs/ and logs/ while this runs, and
+ * may swap any directory in them for a link; the walk never follows one, never crosses a mount.
+ * at/path is the start, opened with no symbolic link anywhere on the way. */
+static int hand_tree(const struct agent_dir *d, int at, const char *path, const char *shown, struct sb_err *err)
 {
-	(void)flag;
-	(void)ftw;
-	if ((st->st_uid == hand_uid && st->st_gid == hand_gid) || lchown(path, hand_uid, hand_gid) == 0)
-		return 0;
-	return -1;
+	struct fstree_report rep = { 0 };
+	int fd = fstree_open_dir(at, path, err);
+	int rc;
+
+	if (fd < 0)
+		rc = -1;
+	else
+		rc = fstree_chown_beneath(fd, d->host_uid, d->host_gid, &rep, err);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		sb_err_prefix(err, "handing %s to the sandbox's uid %u", shown, (unsigned)d->host_uid);
+		return -1;
+	}
+	if (rep.hardlinked > 0)
+		sb_warn("%s: %zu file(s) with a second name left to their owner (a hard link may lead outside)",
+			shown, rep.hardlinked);
+	if (rep.mounts > 0)
+		sb_warn("%s: %zu mount point(s) inside not handed over", shown, rep.mounts);
+	return 0;
 }
 
+/* When the sandbox runs as another uid than the manager (a root manager: backend.h), hand it
+ * what it must write: the plan's writable entries and its own tls/, state/ and sock/. The private
+ * directory itself stays the manager's, searchable (0711) so the sandbox can walk to those three.
+ *
+ * Why the starts are trusted paths: each plan source is canonical (workspace.c builds it from the
+ * realpath'd volume) and lies in the identity's repositories/ or workspaces/, whose every
+ * ancestor no sandbox can write: the common git dir above objects/, refs/, logs/,
+ * packed-refs.d/ and worktrees/<name> is bound read-only, workspaces/ is never mounted, and the
+ * volume probe's directory sits in the volume itself. The private directory is the manager's
+ * (0711, in its state directory). So no command can rename a component on the way, and
+ * fstree_open_dir refuses a symbolic link anywhere on it regardless. */
 static int hand_over(const struct agent_dir *d, const struct sandbox_spec *spec, struct sb_err *err)
 {
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* nftw's callback takes no context */
-	const char *own[3] = { d->tls, d->state, d->sock_dir };
-	int rc = 0;
+	static const char *const own[3] = { "tls", "state", "sock" };
+	int priv, rc = 0;
 
 	if (d->host_uid == geteuid())
 		return 0;
-	if (chmod(d->private_dir, 0711) < 0)
-		return sb_fail_errno(err, "making %s searchable for the sandbox", d->private_dir);
-	pthread_mutex_lock(&lock);
-	hand_uid = d->host_uid;
-	hand_gid = d->host_gid;
 	for (size_t i = 0; i < spec->plan->n && rc == 0; i++)
-		if (spec->plan->entries[i].mode == MOUNT_RW && nftw(spec->plan->entries[i].source, hand_entry, 16, FTW_PHYS) < 0)
-			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", spec->plan->entries[i].source,
-					   (unsigned)hand_uid);
-	for (int i = 0; i < 3 && rc == 0; i++)
-		if ((mkdir(own[i], 0700) < 0 && errno != EEXIST) || nftw(own[i], hand_entry, 16, FTW_PHYS) < 0)
-			rc = sb_fail_errno(err, "handing %s to the sandbox's uid %u", own[i], (unsigned)hand_uid);
-	pthread_mutex_unlock(&lock);
+		if (spec->plan->entries[i].mode == MOUNT_RW)
+			rc = hand_tree(d, AT_FDCWD, spec->plan->entries[i].source, spec->plan->entries[i].source, err);
+	if (rc < 0)
+		return -1;
+	priv = fstree_open_dir(AT_FDCWD, d->private_dir, err);
+	if (priv < 0)
+		return -1;
+	if (fchmod(priv, 0711) < 0)
+		rc = sb_fail_errno(err, "making %s searchable for the sandbox", d->private_dir);
+	for (int i = 0; i < 3 && rc == 0; i++) {
+		if (mkdirat(priv, own[i], 0700) < 0 && errno != EEXIST)
+			rc = sb_fail_errno(err, "creating %s/%s", d->private_dir, own[i]);
+		else
+			rc = hand_tree(d, priv, own[i], i == 0 ? d->tls : i == 1 ? d->state : d->sock_dir, err);
+	}
+	close(priv);
 	return rc;
 }
 

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,8 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "agent_dir.h"
+#include "fstree.h"
 #include "log.h"
 #include "random.h"
 #include "grants.h"
@@ -41,34 +42,27 @@ struct live_sandbox *sandbox_find(struct manager *m, const char *session)
 	return l;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int dir_writable(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)ftw;
-	/* The credentials snapshot is sealed read-only (0500): open it up to remove it. */
-	if (flag == FTW_D && (st->st_mode & 0700) != 0700)
-		chmod(path, 0700);
-	return 0;
-}
-
 /* The private directory holds the sandbox's keys: removed once the sandbox is proven gone. The
- * credentials it was issued that can be revoked (Rancher tokens) are revoked first. */
-static void private_dir_remove(const char *dir)
+ * credentials it was issued that can be revoked (Rancher tokens) are revoked first. The sandbox
+ * wrote its state/ and sock/ (a root manager handed them over), so the removal is fstree's: by
+ * descriptor, never following a link planted there. Its path is trusted: <state_dir>/sandboxes/
+ * is the manager's, and no sandbox can write it. Returns 0, or -1 with err (what stays is logged). */
+static int private_dir_remove(const char *dir, struct sb_err *err)
 {
-	struct sb_err err;
+	struct sb_err revoke_err;
 
-	if (snapshot_release(dir, &err) < 0)
-		sb_warn("releasing the credentials of %s: %s", dir, err.msg);
-	nftw(dir, dir_writable, 16, FTW_PHYS);
-	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
-		sb_warn("removing %s: %s", dir, strerror(errno));
+	/* Its revoke list is the only record of what is still to revoke: kept with the directory. */
+	if (snapshot_release(dir, &revoke_err) < 0) {
+		sb_error("releasing the credentials of %s: %s; the directory stays so they can be revoked", dir,
+			 revoke_err.msg);
+		*err = revoke_err;
+		return -1;
+	}
+	if (fstree_remove_path(dir, err) < 0) {
+		sb_warn("%s", err->msg);
+		return -1;
+	}
+	return 0;
 }
 
 /* 0700, or 0711 for the directories a root manager's sandbox init must walk through. */
@@ -105,25 +99,29 @@ static int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb
 	char path[PATH_MAX + 32], name[256];
 	struct ca_leaf leaf = { .usage = CA_USAGE_SERVER };
 
-	snprintf(path, sizeof path, "%s/sandboxes", m->cfg.state_dir);
-	snprintf(l->private_dir, sizeof l->private_dir, "%s/sandboxes/%s.g%llu", m->cfg.state_dir, l->session,
-		 (unsigned long long)l->generation);
+	/* A truncated path would name another directory: path_fmt refuses it (ENAMETOOLONG). */
+	if (path_fmt(path, sizeof path, err, "%s/sandboxes", m->cfg.state_dir) < 0 ||
+	    path_fmt(l->private_dir, sizeof l->private_dir, err, "%s/sandboxes/%s.g%llu", m->cfg.state_dir, l->session,
+		     (unsigned long long)l->generation) < 0)
+		return -1;
 	if (dir_make(path, true, err) < 0 || dir_make(l->private_dir, true, err) < 0)
 		return -1;
 	for (int i = 0; i < 3; i++) {
-		snprintf(path, sizeof path, "%s/%s", l->private_dir, (const char *[]){ "tls", "state", "sock" }[i]);
-		if (dir_make(path, false, err) < 0)
+		if (path_fmt(path, sizeof path, err, "%s/%s", l->private_dir, (const char *[]){ "tls", "state", "sock" }[i]) < 0 ||
+		    dir_make(path, false, err) < 0)
 			return -1;
 	}
 	if (ca_format_sandbox_name(name, sizeof name, l->session, l->generation, err) < 0)
 		return -1;
 	leaf.dns_name = name;
-	snprintf(path, sizeof path, "%s/tls", l->private_dir);
+	if (path_fmt(path, sizeof path, err, "%s/tls", l->private_dir) < 0)
+		return -1;
 	if (ca_issue_leaf(m->ca, &leaf, path, "agent", err) < 0 || ca_write_cert(m->ca, path, "ca.crt", err) < 0)
 		return -1;
 	if (sb_random_bytes(l->receipt_key, sizeof l->receipt_key, err) < 0)
 		return -1;
-	snprintf(path, sizeof path, "%s/state/receipt.key", l->private_dir);
+	if (path_fmt(path, sizeof path, err, "%s/state/receipt.key", l->private_dir) < 0)
+		return -1;
 	return key_write(path, l->receipt_key, sizeof l->receipt_key, err);
 }
 
@@ -131,9 +129,10 @@ static int client_config_make(struct manager *m, struct live_sandbox *l, struct 
 {
 	char cert[PATH_MAX + 16], key[PATH_MAX + 16], ca[PATH_MAX + 16];
 
-	snprintf(cert, sizeof cert, "%s/manager.crt", m->tls_dir);
-	snprintf(key, sizeof key, "%s/manager.key", m->tls_dir);
-	snprintf(ca, sizeof ca, "%s/ca.crt", m->tls_dir);
+	if (path_fmt(cert, sizeof cert, err, "%s/manager.crt", m->tls_dir) < 0 ||
+	    path_fmt(key, sizeof key, err, "%s/manager.key", m->tls_dir) < 0 ||
+	    path_fmt(ca, sizeof ca, err, "%s/ca.crt", m->tls_dir) < 0)
+		return -1;
 	return agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err);
 }
 
@@ -181,7 +180,14 @@ static int sandbox_record(struct manager *m, const struct live_sandbox *l, const
 	return records_sandbox_upsert(m->rec, &row, err);
 }
 
-static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct workspace *ws, struct sb_err *err)
+/* How far a start got, so its failure is taken back exactly (prepare_failed). */
+struct start_stage {
+	bool recorded; /* its "starting" row exists */
+	bool started;  /* the backend prepared it: it runs until stopped with evidence */
+};
+
+static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct workspace *ws,
+			 struct start_stage *stage, struct sb_err *err)
 {
 	struct mount_plan plan = { 0 };
 	struct sandbox_spec spec = { 0 };
@@ -227,12 +233,41 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	/* Recorded before it starts: a manager killed during prepare finds it on restart. */
 	snprintf(l->h.runtime_id, sizeof l->h.runtime_id, "starting");
 	rc = sandbox_record(m, l, "starting", err);
+	stage->recorded = rc == 0;
 	if (rc == 0)
 		rc = m->backend->ops->prepare(m->backend, &spec, &l->h, err);
 	mount_plan_free(&plan);
-	if (rc == 0)
+	if (rc == 0) {
+		stage->started = true;
 		rc = sandbox_record(m, l, "running", err);
+	}
 	return rc;
+}
+
+/* A sandbox that did not become ready. One the backend started (only its "running" record
+ * failed) is retired like any other: with evidence, or held with its session reserved. One that
+ * never started is recorded gone (prepare takes back what it made before failing: backend.h); when
+ * even that write fails, its "starting" row and private directory stay for the next start's
+ * recovery (sandbox_recover), which settles them. err already says why it failed. */
+static void prepare_failed(struct manager *m, struct live_sandbox *l, const struct start_stage *stage)
+{
+	struct sb_err rec_err;
+
+	if (stage->started) {
+		if (sandbox_retire(m, l, "its running record could not be written", &rec_err) < 0)
+			sb_error("session %s: %s", l->session, rec_err.msg);
+		return;
+	}
+	if (stage->recorded &&
+	    records_sandbox_set_state(m->rec, l->session, l->generation, "gone", "prepare failed", &rec_err) < 0) {
+		sb_error("session %s: recording the failed sandbox generation %llu as gone: %s; the next start settles it",
+			 l->session, (unsigned long long)l->generation, rec_err.msg);
+		live_free(l);
+		return;
+	}
+	if (l->private_dir[0] != '\0')
+		private_dir_remove(l->private_dir, &rec_err);
+	live_free(l);
 }
 
 #define CREDENTIAL_MARGIN_MS 60000
@@ -247,6 +282,7 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 	struct session_row s;
 	struct workspace ws;
 	struct live_sandbox *l = sandbox_find(m, session);
+	struct start_stage stage = { false, false };
 	int rc;
 
 	*out = NULL;
@@ -274,16 +310,11 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */
 	rc = records_session_bump_generation(m->rec, session, &l->generation, err);
 	if (rc == 0)
-		rc = sandbox_start(m, l, &ws, err);
+		rc = sandbox_start(m, l, &ws, &stage, err);
 	workspace_free(&ws);
 	if (rc < 0) {
-		struct sb_err ignored;
-
-		records_sandbox_set_state(m->rec, session, l->generation, "gone", "prepare failed", &ignored);
-		if (l->private_dir[0] != '\0')
-			private_dir_remove(l->private_dir);
-		live_free(l);
 		sb_err_prefix(err, "preparing the sandbox of session %s", session);
+		prepare_failed(m, l, &stage);
 		return -1;
 	}
 	l->last_used_ms = now_wall_ms();
@@ -307,30 +338,84 @@ int sandbox_interrupt(struct manager *m, struct live_sandbox *l, struct sb_err *
 	return rc;
 }
 
+/* The end of a sandbox is not proven, and recording that (unproven, its session reserved)
+ * failed: nothing on disk now keeps its workspace from being released or deleted. So it stays in
+ * the live list, where every use of the session meets it and retires it again (asking for evidence
+ * and writing the records anew): a call finds its authority snapshot emptied (execpath.c
+ * authority_current never matches "") and retires it, a delete and a grant change retire it
+ * first, the evictor after an idle period. Its private directory stays: it may still run with
+ * those keys. Called under the session's turn, as every retire is. */
+static void sandbox_hold(struct manager *m, struct live_sandbox *l)
+{
+	struct live_sandbox *p;
+
+	pthread_mutex_lock(&m->lock);
+	l->authority[0] = '\0';
+	l->credentials_expire_ms = 0;
+	l->busy = false;
+	l->last_used_ms = now_wall_ms();
+	for (p = m->live; p != NULL && p != l; p = p->next) {
+	}
+	if (p == NULL) {
+		l->next = m->live;
+		m->live = l;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* No evidence: record the sandbox unproven and its session reserved (invariant 9), or hold it. */
+static int retire_unproven(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	char why[sizeof err->msg];
+	struct sb_err rec_err;
+
+	snprintf(why, sizeof why, "%s", err->msg);
+	if (records_sandbox_set_state(m->rec, l->session, l->generation, "unproven", why, &rec_err) < 0 ||
+	    records_session_set_state(m->rec, l->session, "reserved", &rec_err) < 0) {
+		sb_error("session %s: the end of sandbox %s is NOT proven (%s), and recording it failed (%s); it stays "
+			 "held, and the next use of the session tries again", l->session, l->h.runtime_id, why,
+			 rec_err.msg);
+		sandbox_hold(m, l);
+		return sb_fail(err, rec_err.errnum, "the end of sandbox %s is not proven (%s), and recording it failed: %s",
+			       l->h.runtime_id, why, rec_err.msg);
+	}
+	sb_error("session %s: the end of sandbox %s is NOT proven: %s; its workspace stays reserved", l->session,
+		 l->h.runtime_id, why);
+	/* Out of the live list (no call may use it, and the evictor must not pick it again), but
+	 * its private directory stays: it may still be running with those keys. */
+	live_unlink(m, l);
+	live_free(l);
+	return -1;
+}
+
 int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err)
 {
-	struct sb_err ignored;
-	int rc;
+	struct sb_err rec_err;
 
 	sb_info("session %s: retiring sandbox %s (%s)", l->session, l->h.runtime_id, why);
-	records_sandbox_set_state(m->rec, l->session, l->generation, "stopping", why, &ignored);
-	rc = m->backend->ops->stop(m->backend, &l->h, err);
+	/* Stopping is the safe direction whatever the record says: a failed write is logged, and a
+	 * restart's recovery, finding the row still running, stops it again. */
+	if (records_sandbox_set_state(m->rec, l->session, l->generation, "stopping", why, &rec_err) < 0)
+		sb_warn("session %s: recording sandbox %s as stopping: %s", l->session, l->h.runtime_id, rec_err.msg);
 	/* Evidence even when the stop request failed: the process may be gone already. */
-	rc = m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, err);
-	if (rc < 0) {
-		records_sandbox_set_state(m->rec, l->session, l->generation, "unproven", err->msg, &ignored);
-		records_session_set_state(m->rec, l->session, "reserved", &ignored);
-		sb_error("session %s: the end of sandbox %s is NOT proven: %s; its workspace stays reserved",
-			 l->session, l->h.runtime_id, err->msg);
-		/* Out of the live list (no call may use it, and the evictor must not pick it again), but
-		 * its private directory stays: it may still be running with those keys. */
+	if (m->backend->ops->stop(m->backend, &l->h, &rec_err) < 0)
+		sb_warn("session %s: stopping sandbox %s: %s", l->session, l->h.runtime_id, rec_err.msg);
+	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, err) < 0)
+		return retire_unproven(m, l, err);
+	if (records_sandbox_set_state(m->rec, l->session, l->generation, "gone", "init reaped", &rec_err) < 0) {
+		/* It is gone (the evidence is in hand), so nothing of it can touch the workspace, but ok
+		 * means the record is committed: this retire fails. The row stays "stopping"; a restart's
+		 * recovery finds no runtime and reserves the session until an operator settles it. */
+		sb_error("session %s: sandbox %s is gone, but recording that failed: %s", l->session, l->h.runtime_id,
+			 rec_err.msg);
+		sb_fail(err, rec_err.errnum, "sandbox %s is gone, but recording that failed: %s", l->h.runtime_id,
+			rec_err.msg);
 		live_unlink(m, l);
 		live_free(l);
 		return -1;
 	}
-	records_sandbox_set_state(m->rec, l->session, l->generation, "gone", "init reaped", &ignored);
 	live_unlink(m, l);
-	private_dir_remove(l->private_dir);
+	private_dir_remove(l->private_dir, &rec_err);
 	live_free(l);
 	return 0;
 }
@@ -377,7 +462,23 @@ void *sandbox_evictor(void *arg)
 
 /* ---- after a restart ---- */
 
-static void recover_one(struct manager *m, json_t *row)
+/* Unproven after a restart: recorded, its session reserved; -1 when a write failed (err). */
+static int recover_unproven(struct manager *m, const char *session, uint64_t generation, const char *why,
+			    struct sb_err *err)
+{
+	if (records_sandbox_set_state(m->rec, session, generation, "unproven", why, err) < 0 ||
+	    records_session_set_state(m->rec, session, "reserved", err) < 0) {
+		sb_err_prefix(err, "session %s: recording that the previous run's sandbox is not proven gone", session);
+		return -1;
+	}
+	sb_error("session %s: the previous run's sandbox is not proven gone (%s); its workspace stays reserved",
+		 session, why);
+	return 0;
+}
+
+/* One sandbox a previous run left not gone: stopped with evidence and recorded gone, or recorded
+ * unproven with its session reserved. -1 (err) when a record could not be written. */
+static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 {
 	const char *session = json_string_value(json_object_get(row, "session"));
 	const char *runtime_id = json_string_value(json_object_get(row, "runtime_id"));
@@ -386,43 +487,45 @@ static void recover_one(struct manager *m, json_t *row)
 	uint64_t generation = (uint64_t)json_integer_value(json_object_get(row, "generation"));
 	struct sandbox_handle h = { .pidfd = -1 };
 	char found_id[sizeof h.runtime_id];
-	struct sb_err err;
+	struct sb_err why;
 
 	if (session == NULL || runtime_id == NULL)
-		return;
+		return 0;
 	/* A sandbox recorded as "starting" never got its runtime id recorded: the runtime may still
 	 * have made one (a container created just before the manager died). */
 	if (strcmp(runtime_id, "starting") == 0 && m->backend->ops->lookup != NULL) {
-		int found = m->backend->ops->lookup(m->backend, session, generation, &h, &err);
+		int found = m->backend->ops->lookup(m->backend, session, generation, &h, &why);
 
-		if (found < 0) {
-			records_sandbox_set_state(m->rec, session, generation, "unproven", err.msg, &err);
-			records_session_set_state(m->rec, session, "reserved", &err);
-			sb_error("session %s: cannot tell whether the previous run left a sandbox starting", session);
-			return;
-		}
+		if (found < 0)
+			return recover_unproven(m, session, generation, why.msg, err);
 		if (found == 1) {
 			snprintf(found_id, sizeof found_id, "%s", h.runtime_id);
 			runtime_id = found_id; /* adopt() clears h */
 		}
 	}
-	if (strcmp(runtime_id, "starting") != 0 &&
-	    (m->backend->ops->adopt(m->backend, runtime_id, address ? address : "", &h, &err) < 0 ||
-	     (m->backend->ops->stop(m->backend, &h, &err), m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &err)) < 0)) {
-		records_sandbox_set_state(m->rec, session, generation, "unproven", err.msg, &err);
-		records_session_set_state(m->rec, session, "reserved", &err);
-		sb_error("session %s: the previous run's sandbox %s is not proven gone", session, runtime_id);
-		return;
+	if (strcmp(runtime_id, "starting") != 0) {
+		if (m->backend->ops->adopt(m->backend, runtime_id, address ? address : "", &h, &why) < 0)
+			return recover_unproven(m, session, generation, why.msg, err);
+		/* Evidence decides, whether or not the stop request went through. */
+		if (m->backend->ops->stop(m->backend, &h, &why) < 0)
+			sb_warn("session %s: stopping the previous run's sandbox %s: %s", session, runtime_id, why.msg);
+		if (m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &why) < 0)
+			return recover_unproven(m, session, generation, why.msg, err);
 	}
-	records_sandbox_set_state(m->rec, session, generation, "gone", "stopped after a manager restart", &err);
+	if (records_sandbox_set_state(m->rec, session, generation, "gone", "stopped after a manager restart", err) < 0) {
+		sb_err_prefix(err, "session %s: recording the previous run's sandbox %s as gone", session, runtime_id);
+		return -1;
+	}
 	if (dir != NULL && dir[0] != '\0')
-		private_dir_remove(dir);
+		private_dir_remove(dir, &why);
 	sb_info("session %s: the previous run's sandbox %s is gone", session, runtime_id);
+	return 0;
 }
 
 int sandbox_recover(struct manager *m, struct sb_err *err)
 {
-	int released;
+	struct sb_err first = { 0 };
+	int released, failed = 0;
 	json_t *rows;
 	size_t i;
 	json_t *row;
@@ -433,9 +536,16 @@ int sandbox_recover(struct manager *m, struct sb_err *err)
 	rows = records_sandboxes_not_gone(m->rec, err);
 	if (rows == NULL)
 		return -1;
+	/* Every row is settled as far as it can be; then a failed write refuses the start: the
+	 * manager must not serve with a sandbox whose end it could not record. */
 	json_array_foreach(rows, i, row)
-		recover_one(m, row);
+		if (recover_one(m, row, failed ? err : &first) < 0)
+			failed++;
 	json_decref(rows);
+	if (failed > 0) {
+		*err = first;
+		return -1;
+	}
 	/* A session reserved because a sandbox's end was not proven gets its workspace back once
 	 * every one of its sandboxes is: the operator removed it, or it ended since. */
 	released = records_sessions_release(m->rec, err);
@@ -489,7 +599,8 @@ static int probe_host_side(struct probe *p, int write_it, struct sb_err *err)
 	char path[PATH_MAX + 16], want[64], got[64] = "";
 	FILE *f;
 
-	snprintf(path, sizeof path, "%s/%s", p->dir, write_it ? "host.txt" : "sandbox.txt");
+	if (path_fmt(path, sizeof path, err, "%s/%s", p->dir, write_it ? "host.txt" : "sandbox.txt") < 0)
+		return -1;
 	f = fopen(path, write_it ? "we" : "re");
 	if (f == NULL)
 		return sb_fail_errno(err, write_it ? "writing %s" : "a file written inside a sandbox is not visible on the "
@@ -515,6 +626,7 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err)
 	struct probe p = { 0 };
 	struct sandbox_spec spec = { 0 };
 	struct sb_err ignored;
+	bool unproven = false;
 	int rc = -1;
 
 	if (l == NULL)
@@ -524,7 +636,10 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err)
 	if (sb_random_hex(p.token, 8, err) < 0)
 		goto out;
 	snprintf(l->session, sizeof l->session, "volprobe-%s", p.token);
-	snprintf(p.dir, sizeof p.dir, "%s/.probe-%s", m->cfg.volume, p.token);
+	if (path_fmt(p.dir, sizeof p.dir, err, "%s/.probe-%s", m->cfg.volume, p.token) < 0) {
+		p.dir[0] = '\0';
+		goto out;
+	}
 	if (mkdir(p.dir, 0755) < 0) {
 		sb_fail_errno(err, "creating %s", p.dir);
 		goto out;
@@ -540,19 +655,24 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err)
 	if (m->backend->ops->prepare(m->backend, &spec, &l->h, err) < 0)
 		goto out;
 	rc = probe_exec(l, &p, err) == 0 && probe_host_side(&p, 0, err) == 0 ? 0 : -1;
-	m->backend->ops->stop(m->backend, &l->h, &ignored);
-	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, rc == 0 ? err : &ignored) < 0)
+	if (m->backend->ops->stop(m->backend, &l->h, &ignored) < 0)
+		sb_warn("volume probe: stopping its sandbox: %s", ignored.msg);
+	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, rc == 0 ? err : &ignored) < 0) {
+		/* Its keys and directory stay: it may still run. */
+		sb_error("volume probe: the end of its sandbox %s is not proven", l->h.runtime_id);
+		unproven = true;
 		rc = -1;
+	}
 out:
 	if (rc < 0)
 		sb_err_prefix(err, "volume probe");
 	else
 		sb_info("volume probe: exclusive create, atomic rename, and writes visible both ways through a "
 			"sandbox's mount view");
-	if (l->private_dir[0] != '\0')
-		private_dir_remove(l->private_dir);
-	if (p.dir[0] != '\0')
-		private_dir_remove(p.dir);
+	if (!unproven && l->private_dir[0] != '\0')
+		private_dir_remove(l->private_dir, &ignored);
+	if (!unproven && p.dir[0] != '\0')
+		private_dir_remove(p.dir, &ignored);
 	live_free(l);
 	return rc;
 }

@@ -23,16 +23,19 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fdio.h"
+#include "fstree.h"
 #include "gitconfig.h"
 #include "gitrun.h"
 #include "log.h"
@@ -134,23 +137,14 @@ static int dir_ensure(const char *path, mode_t mode, struct sb_err *err)
 	return 0;
 }
 
-static int tree_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* rm -rf of a directory this module made, which a sandbox may have written (a worktree) or
+ * planted links in: fstree's removal, by descriptor, never following a link nor crossing a mount.
+ * The paths given are trusted: a base clone or partial clone in repositories/, a worktree in
+ * workspaces/, neither of which (nor any ancestor) is writable by a sandbox. Returns 0 (also when
+ * it is already gone), or -1 with err. */
+static int tree_remove(const char *path, struct sb_err *err)
 {
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path) == 0 ? 0 : -1;
-}
-
-/* rm -rf of a directory this module made; never follows symlinks nor crosses a mount.
- * Returns 0 (also when it is already gone), or -1 with errno set. */
-static int tree_remove(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -1;
-	return nftw(path, tree_remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	return fstree_remove_path(path, err);
 }
 
 static bool path_exists(const char *path)
@@ -578,11 +572,14 @@ static int base_clone(struct workspace *ws, const struct layout *l, struct sb_er
 {
 	cleanup_free char *partial = NULL;
 	struct gitrun_opts opts = { .timeout_ms = GITRUN_CLONE_TIMEOUT_MS };
+	struct sb_err rm_err;
 
 	if (path_fmt(&partial, err, "%s/.%s.partial", l->repositories, ws->repo_name) != 0)
 		return -1;
-	if (tree_remove(partial) != 0)
-		return sb_fail_errno(err, "removing the leftover partial clone %s", partial);
+	if (tree_remove(partial, err) != 0) {
+		sb_err_prefix(err, "removing the leftover partial clone");
+		return -1;
+	}
 	/* git clones into the empty directory we made, and may write nowhere else. */
 	if (mkdir(partial, 0755) != 0)
 		return sb_fail_errno(err, "creating %s", partial);
@@ -590,14 +587,14 @@ static int base_clone(struct workspace *ws, const struct layout *l, struct sb_er
 	if (gitrun_check((const char *[]){ "clone", "--bare", "--no-local", "--quiet", "--", ws->source,
 					   partial, NULL }, &opts, NULL, err) != 0) {
 		sb_err_prefix(err, "cloning %s", ws->source);
-		if (tree_remove(partial) != 0)
-			sb_warn("could not remove the partial clone %s: %s", partial, strerror(errno));
+		if (tree_remove(partial, &rm_err) != 0)
+			sb_warn("could not remove the partial clone: %s", rm_err.msg);
 		return -1;
 	}
 	if (rename(partial, ws->repo_dir) != 0) {
 		sb_fail_errno(err, "moving the clone of %s into place at %s", ws->source, ws->repo_dir);
-		if (tree_remove(partial) != 0)
-			sb_warn("could not remove the partial clone %s: %s", partial, strerror(errno));
+		if (tree_remove(partial, &rm_err) != 0)
+			sb_warn("could not remove the partial clone: %s", rm_err.msg);
 		return -1;
 	}
 	ws->base_created = true;
@@ -721,9 +718,15 @@ static int base_prepare(const struct workspace *ws, struct sb_err *err)
 	if (dir_ensure(logs, 0755, err) != 0 || dir_ensure(info, 0755, err) != 0 ||
 	    dir_ensure(objinfo, 0755, err) != 0 || packed_refs_prepare(ws, err) != 0)
 		return -1;
-	fd = open(alternates, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* objects/ is writable by the identity's sandboxes: one could swap objects/info for a link
+	 * between the check above and this create, which O_NOFOLLOW (last component only) would not
+	 * stop. openat2 refuses a link anywhere on the path. */
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, alternates,
+			  &(struct open_how){ .flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, .mode = 0644,
+					      .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS },
+			  sizeof(struct open_how));
 	if (fd < 0)
-		return sb_fail_errno(err, "creating %s", alternates);
+		return sb_fail_errno(err, "creating %s (a symbolic link on the way is refused)", alternates);
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		return sb_fail(err, EINVAL, "%s is not a regular file", alternates);
 	return 0;
@@ -829,8 +832,8 @@ static int worktree_remove(const struct workspace *ws, struct sb_err *err)
 					   NULL }, (const char *[]){ ws->repo_dir, parent, NULL }, NULL,
 		     &git_err) != 0) {
 		sb_warn("git worktree remove %s failed (%s); removing the directory", ws->worktree, git_err.msg);
-		if (tree_remove(ws->worktree) != 0)
-			return sb_fail_errno(err, "removing %s", ws->worktree);
+		if (tree_remove(ws->worktree, err) != 0)
+			return -1;
 	}
 	if (git_base(ws, (const char *[]){ "worktree", "prune", NULL }, repo_only, NULL, err) != 0) {
 		sb_err_prefix(err, "pruning worktree metadata");
@@ -885,8 +888,8 @@ static void create_undo(struct workspace *ws, const struct made *made)
 	/* A failed `worktree add -b` may or may not have made the branch: ask git. */
 	if (made->branch && branch_exists(ws, &err) == 1 && branch_delete(ws, &err) != 0)
 		sb_warn("undoing workspace %s: %s", ws->session, err.msg);
-	if (ws->base_created && ws->repo_dir != NULL && tree_remove(ws->repo_dir) != 0)
-		sb_warn("undoing workspace %s: removing %s: %s", ws->session, ws->repo_dir, strerror(errno));
+	if (ws->base_created && ws->repo_dir != NULL && tree_remove(ws->repo_dir, &err) != 0)
+		sb_warn("undoing workspace %s: %s", ws->session, err.msg);
 }
 
 /* The checks of the base clone; alternates must stay inside the identity's repositories. */
@@ -1177,11 +1180,13 @@ int workspace_delete(const struct workspace *ws, bool keep_branch, struct sb_err
 
 	if (layout_paths(ws->volume, ws->identity, &l, err) != 0)
 		return -1;
-	/* Only ever remove a directory of this identity's workspaces/. */
+	/* Only ever remove a directory of this identity's workspaces/. The message is made before
+	 * the layout it names is freed. */
 	if (!path_within(ws->worktree, l.workspaces) || strcmp(ws->worktree, l.workspaces) == 0) {
+		sb_fail(err, EINVAL, "deleting the workspace of session %s: %s is not under %s", ws->session,
+			ws->worktree, l.workspaces);
 		layout_free(&l);
-		return sb_fail(err, EINVAL, "deleting the workspace of session %s: %s is not under %s",
-			       ws->session, ws->worktree, l.workspaces);
+		return -1;
 	}
 	lock = identity_lock(&l, err);
 	rc = lock < 0 ? -1 : worktree_remove(ws, err);

@@ -643,6 +643,59 @@ static void test_delete_damaged_worktree(void **state)
 	workspace_free(&ws);
 }
 
+/* The damaged-worktree fallback removes the directory itself (fstree): a link a command left in
+ * the worktree goes, its target outside stays, content and all. */
+static void test_delete_fallback_keeps_link_targets(void **state)
+{
+	struct fixture *fx = *state;
+	char path[PATH_MAX + 32], outside[PATH_MAX];
+	struct workspace ws;
+	struct sb_err err;
+	FILE *f;
+
+	snprintf(outside, sizeof outside, "%s/outside", fx->dir);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	snprintf(path, sizeof path, "%s/keep", outside);
+	f = fopen(path, "we");
+	assert_non_null(f);
+	fputs("keep\n", f);
+	assert_int_equal(fclose(f), 0);
+	create_ok(fx, "s1", NULL, &ws);
+	snprintf(path, sizeof path, "%s/out", ws.worktree);
+	assert_int_equal(symlink(outside, path), 0);
+	snprintf(path, sizeof path, "%s/.git", ws.worktree);
+	assert_int_equal(unlink(path), 0);
+	if (workspace_delete(&ws, true, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_false(exists("%s", ws.worktree));
+	assert_true(exists("%s/keep", outside));
+	workspace_free(&ws);
+}
+
+/* The guard refuses a worktree outside the identity's workspaces/, and its message names that
+ * directory correctly (it was once read after the layout holding it was freed). */
+static void test_delete_guard_outside_workspaces(void **state)
+{
+	struct fixture *fx = *state;
+	char want[PATH_MAX + 64];
+	struct workspace ws;
+	struct sb_err err;
+	char *real = realpath(fx->volume, NULL);
+
+	assert_non_null(real);
+	create_ok(fx, "s1", NULL, &ws);
+	free(ws.worktree);
+	ws.worktree = strdup(fx->dir);
+	assert_non_null(ws.worktree);
+	assert_int_equal(workspace_delete(&ws, true, &err), -1);
+	assert_int_equal(err.errnum, EINVAL);
+	snprintf(want, sizeof want, "is not under %s/identities/%s/workspaces", real, ws.identity);
+	assert_contains(err.msg, want);
+	assert_true(exists("%s", fx->dir));
+	workspace_free(&ws);
+	free(real);
+}
+
 /* ---------------------------------------------------------------- the mount plan */
 
 static void test_mount_plan(void **state)
@@ -866,6 +919,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_existing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delete_keeps_branch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delete_damaged_worktree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delete_fallback_keeps_link_targets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delete_guard_outside_workspaces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan_other_session_absent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_packed_refs_link, setup, teardown),
