@@ -58,6 +58,14 @@ static int print_response(json_t *response)
 	return 0;
 }
 
+/* A request that could not be built whole is not sent: a missing member would change what it asks. */
+static int request_fail(json_t *req)
+{
+	json_decref(req);
+	fprintf(stderr, "sandbox-manager: cannot build the request (out of memory, or text that is not UTF-8)\n");
+	return MCLI_FAILED;
+}
+
 static int usage(const char *text)
 {
 	fprintf(stderr, "usage: %s\n", text);
@@ -227,7 +235,10 @@ int mcli_exec(int argc, char **argv)
 			json_decref(req);
 			return usage("--timeout-seconds takes a whole number of seconds, at least 1");
 		}
-		json_object_set_new(req, "timeout_seconds", json_integer(v));
+		/* Unset, the manager would use its default timeout instead of the one asked for. */
+		if (json_object_set_new(req, "timeout_seconds", json_integer(v)) != 0) {
+			return request_fail(req);
+		}
 	}
 	if (f[4].set) {
 		long v = strtol(f[4].value, &end, 10);
@@ -236,7 +247,9 @@ int mcli_exec(int argc, char **argv)
 			json_decref(req);
 			return usage("--turn takes a non-negative number");
 		}
-		json_object_set_new(req, "turn", json_integer(v));
+		if (json_object_set_new(req, "turn", json_integer(v)) != 0) {
+			return request_fail(req);
+		}
 	}
 	resp = mcli_call(f[3].value, req);
 	if (resp == NULL)
@@ -256,9 +269,33 @@ int mcli_cancel(int argc, char **argv)
 	return session_simple(argc, argv, "cancel", "sandbox-manager cancel --session S [--socket PATH]");
 }
 
+/* A page of records: newest first; the answer's "next_before", when present, is what --before
+ * takes for the next page (DESIGN.md; the manager bounds every page, invariant 13). */
 int mcli_records(int argc, char **argv)
 {
-	return session_simple(argc, argv, "records", "sandbox-manager records --session S [--socket PATH]");
+	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "exec", 1, NULL, NULL, 0 },
+			    { "limit", 1, NULL, NULL, 0 },   { "before", 1, NULL, NULL, 0 },
+			    { "state", 1, NULL, NULL, 0 },   { "socket", 1, NULL, NULL, 0 } };
+	const char *u = "sandbox-manager records (--session S [--limit N] [--before EXEC] [--state STATE] | --exec ID) "
+			"[--socket PATH]";
+	json_t *req;
+	char *end;
+	long limit = 0;
+
+	if (flags_parse(argc, argv, f, 6) != argc || f[0].set == f[1].set ||
+	    (f[1].set && (f[2].set || f[3].set || f[4].set)))
+		return usage(u);
+	if (f[2].set) {
+		limit = strtol(f[2].value, &end, 10);
+		if (*end != '\0' || f[2].value[0] == '\0' || limit < 1 || limit > 1000000)
+			return usage("--limit takes a whole number of records, at least 1");
+	}
+	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:s*}", "op", "records", "session", f[0].value, "exec", f[1].value,
+			"before", f[3].value, "state", f[4].value);
+	/* A request without its limit would ask for another page than the one named: not sent. */
+	if (req == NULL || (limit > 0 && json_object_set_new(req, "limit", json_integer(limit)) != 0))
+		return request_fail(req);
+	return print_response(mcli_call(f[5].value, req));
 }
 
 int mcli_grant(int argc, char **argv)

@@ -126,10 +126,19 @@ json_t *control_error(const char *kind, const char *fmt, ...)
 {
 	char msg[SB_ERR_MSG_MAX];
 	va_list ap;
+	json_t *e;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	e = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "kind", kind, "message", msg);
+	if (e != NULL)
+		return e;
+	/* JSON takes UTF-8 only: a message cut inside a character, or naming a path that is not
+	 * UTF-8, still answers, with those bytes as '?', rather than as no answer at all. */
+	for (char *p = msg; *p != '\0'; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
 	return json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "kind", kind, "message", msg);
 }
 

@@ -5,6 +5,8 @@
  * Request:  {"op": "session.create" | "session.show" | "session.delete" | "exec" | "cancel" |
  *            "grant" | "records" | "config", ...arguments}. An exec may carry "tag" (the client's
  *            name for the call); a cancel with "tag" stops only the running call that carries it.
+ *            "records" takes "session" (with optional "limit", "before", "state") or "exec", and
+ *            answers one page, newest first, with "next_before" when more remain (records.h).
  * Response: {"ok": true, ...} or {"ok": false, "error": {"kind": K, "message": M}} with K one of
  *            "invalid" (bad input), "not_found", "refused" (a rule said no), "unavailable" (the
  *            sandbox or manager cannot run it now), "internal". */
@@ -17,6 +19,8 @@
 #include "error.h"
 
 #define CONTROL_REQUEST_CAP (2u * 1024u * 1024u)
+/* Every answer is built to fit (invariant 13: records are paged under RECORDS_PAGE_BYTES, outputs
+ * are bounded); one that would not is replaced by an error by the daemon, never dropped. */
 #define CONTROL_RESPONSE_CAP (32u * 1024u * 1024u)
 
 int control_listen(const char *path, mode_t mode, struct sb_err *err);

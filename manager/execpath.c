@@ -23,7 +23,7 @@
 #define QUERY_TRIES 5
 
 struct call {
-	char exec_id[33];
+	char exec_id[65];              /* 24 hex digits when made here; a recorded one may be longer */
 	char session[65];
 	const char *command;
 	unsigned timeout;
@@ -43,16 +43,39 @@ static json_t *refused_result(const struct call *c, const char *status, const ch
 			 "stderr_bytes", 0, "stdout_truncated", 0, "stderr_truncated", 0, "error", why, "receipt");
 }
 
-/* Record the end and build the response. status is one of the final states. */
+/* Commit the exec's final record. status is one of the final states. */
+static int call_record_end(struct manager *m, struct call *c, const char *status, json_t *result,
+			   struct sb_err *err)
+{
+	char *result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+	int rc;
+
+	if (result != NULL && result_text == NULL)
+		return sb_fail(err, ENOMEM, "serialising the result of exec %s", c->exec_id);
+	rc = records_exec_finish(m->rec, c->exec_id, status, result_text, c->reply.receipt,
+				 c->reason[0] ? c->reason : NULL, err);
+	free(result_text);
+	return rc;
+}
+
+/* Record the end and build the response. "ok" means the record is committed (R7): when the
+ * final record cannot be written the call is not reported complete. The exec then stays
+ * `dispatched` (or `accepted`) in the records, which a restart settles as uncertain at worst, and
+ * the client hears that its outcome is not on record. */
 static json_t *call_finish(struct manager *m, struct call *c, const char *status, json_t *result)
 {
 	struct sb_err err;
-	char *result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+	json_t *resp;
 
-	if (records_exec_finish(m->rec, c->exec_id, status, result_text, c->reply.receipt,
-				c->reason[0] ? c->reason : NULL, &err) < 0)
-		sb_error("exec %s: recording %s: %s", c->exec_id, status, err.msg);
-	free(result_text);
+	if (call_record_end(m, c, status, result, &err) < 0) {
+		sb_error("exec %s (session %s): its end (%s) is not on record: %s", c->exec_id, c->session, status,
+			 err.msg);
+		resp = control_error("uncertain", "exec %s ended %s, but that could not be recorded (%s): it is not "
+				     "reported complete; `sandbox-manager records --exec %s` shows what the records hold",
+				     c->exec_id, status, err.msg, c->exec_id);
+		json_decref(result); /* last: status may point into it */
+		return resp;
+	}
 	sb_info("exec %s (session %s): %s%s%s", c->exec_id, c->session, status, c->reason[0] ? ": " : "", c->reason);
 	return json_pack("{s:b, s:o}", "ok", 1, "result", result);
 }
@@ -284,7 +307,9 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 
 		/* c->reason, not cancel: the retire freed the sandbox that held it. */
 		snprintf(first, sizeof first, "%s", c->reason);
-		snprintf(c->reason, sizeof c->reason, "%s; and the sandbox's end is not proven: %s", first, err.msg);
+		/* A message for people: each half is kept within the reason, never the exec's state. */
+		snprintf(c->reason, sizeof c->reason, "%.480s; and the sandbox's end is not proven: %.480s", first,
+			 err.msg);
 		cancelled = 0;
 	}
 	c->sandbox = NULL;
@@ -512,8 +537,12 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 	}
 	snprintf(l->session, sizeof l->session, "%s", e->session);
 	l->generation = e->generation;
-	snprintf(l->h.address, sizeof l->h.address, "%s", sb.address);
-	snprintf(l->private_dir, sizeof l->private_dir, "%s", sb.private_dir);
+	/* A truncated address or directory would name another socket or key: refuse, never shorten. */
+	if ((size_t)snprintf(l->h.address, sizeof l->h.address, "%s", sb.address) >= sizeof l->h.address ||
+	    (size_t)snprintf(l->private_dir, sizeof l->private_dir, "%s", sb.private_dir) >= sizeof l->private_dir) {
+		free(l);
+		return sb_fail(err, ENAMETOOLONG, "its sandbox's recorded address or directory is too long");
+	}
 	c->sandbox = l;
 	if (receipt_key_read(sb.private_dir, l->receipt_key, err) == 0 &&
 	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
@@ -534,52 +563,86 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 	return rc;
 }
 
-static void recover_dispatched(struct manager *m, const char *exec_id)
+/* After a failed final write at start-up: 0 when the exec's end is on record anyway (another
+ * manager on the same records settled it first), else -1 (the caller's error stays the first). */
+static int recover_settled(struct manager *m, const char *exec_id)
 {
-	struct call *c = calloc(1, sizeof *c);
-	struct exec_row e;
-	struct sb_err err;
-	json_t *result, *resp;
+	struct exec_row *e = malloc(sizeof *e);
+	struct sb_err ignored;
+	int settled = e != NULL && records_exec_get(m->rec, exec_id, e, &ignored) == RECORDS_FOUND &&
+		      strcmp(e->state, "accepted") != 0 && strcmp(e->state, "dispatched") != 0;
 
-	if (c == NULL || records_exec_get(m->rec, exec_id, &e, &err) != RECORDS_FOUND) {
-		free(c);
-		return;
-	}
-	snprintf(c->exec_id, sizeof c->exec_id, "%s", e.id);
-	snprintf(c->session, sizeof c->session, "%s", e.session);
-	snprintf(c->nonce_hex, sizeof c->nonce_hex, "%s", e.nonce_hex);
-	if (recover_query(m, c, &e, &err) == 0 && (result = result_parse(c)) != NULL) {
-		resp = call_finish(m, c, json_string_value(json_object_get(result, "status")) ?: "uncertain", result);
-	} else {
-		/* Invariant 7: lost is uncertain, and uncertain is never rerun. */
-		snprintf(c->reason, sizeof c->reason, "the manager restarted while it ran, and its end could not be "
-			 "established: %s", err.msg);
-		resp = call_finish(m, c, "uncertain", refused_result(c, "uncertain", c->reason));
-	}
-	json_decref(resp);
-	agent_reply_free(&c->reply);
-	free(c);
+	if (settled)
+		sb_info("exec %s: already settled as %s", exec_id, e->state);
+	free(e);
+	return settled ? 0 : -1;
 }
 
+/* Settle one dispatched exec: its verified end, or uncertain. -1 when neither can be recorded. */
+static int recover_dispatched(struct manager *m, const char *exec_id, struct sb_err *err)
+{
+	struct call *c = calloc(1, sizeof *c);
+	struct exec_row *e = malloc(sizeof *e);
+	struct sb_err why;
+	json_t *result = NULL;
+	const char *status = "uncertain";
+	int rc = -1;
+
+	sb_err_clear(&why);
+	if (c == NULL || e == NULL) {
+		sb_fail(err, ENOMEM, "recovering exec %s", exec_id);
+	} else if (records_exec_get(m->rec, exec_id, e, err) == RECORDS_FOUND) {
+		snprintf(c->exec_id, sizeof c->exec_id, "%s", e->id);
+		snprintf(c->session, sizeof c->session, "%s", e->session);
+		snprintf(c->nonce_hex, sizeof c->nonce_hex, "%s", e->nonce_hex);
+		if (recover_query(m, c, e, &why) == 0 && (result = result_parse(c)) != NULL) {
+			status = json_string_value(json_object_get(result, "status")) ?: "uncertain";
+		} else {
+			/* Invariant 7: lost is uncertain, and uncertain is never rerun. */
+			snprintf(c->reason, sizeof c->reason, "the manager restarted while it ran, and its end could "
+				 "not be established: %.900s", why.msg[0] ? why.msg : "the result is not JSON");
+			result = refused_result(c, "uncertain", c->reason);
+		}
+		rc = call_record_end(m, c, status, result, err);
+		if (rc < 0)
+			rc = recover_settled(m, exec_id);
+		else
+			sb_info("exec %s (session %s), recovered: %s%s%s", c->exec_id, c->session, status,
+				c->reason[0] ? ": " : "", c->reason);
+		json_decref(result);
+	}
+	if (rc < 0)
+		sb_err_prefix(err, "settling exec %s left dispatched by the previous run", exec_id);
+	if (c != NULL)
+		agent_reply_free(&c->reply);
+	free(c);
+	free(e);
+	return rc;
+}
+
+/* Fail closed: a start-up that cannot record how the previous run's execs ended does not serve. */
 int execpath_recover(struct manager *m, struct sb_err *err)
 {
 	json_t *ids = records_exec_ids_in_state(m->rec, "accepted", err), *id;
 	size_t i;
+	int rc = 0;
 
 	if (ids == NULL)
 		return -1;
 	json_array_foreach(ids, i, id) {
-		struct sb_err ignored;
-
-		records_exec_finish(m->rec, json_string_value(id), "refused", NULL, NULL,
-				    "the manager stopped before dispatching it: it never ran", &ignored);
+		if (rc == 0 && records_exec_finish(m->rec, json_string_value(id), "refused", NULL, NULL,
+						   "the manager stopped before dispatching it: it never ran", err) < 0)
+			rc = recover_settled(m, json_string_value(id));
 	}
 	json_decref(ids);
+	if (rc < 0)
+		return -1;
 	ids = records_exec_ids_in_state(m->rec, "dispatched", err);
 	if (ids == NULL)
 		return -1;
 	json_array_foreach(ids, i, id)
-		recover_dispatched(m, json_string_value(id));
+		if (rc == 0 && recover_dispatched(m, json_string_value(id), err) < 0)
+			rc = -1;
 	json_decref(ids);
-	return 0;
+	return rc;
 }

@@ -1,7 +1,8 @@
 /* The manager's records in SQLite (see records.h): the schema and its version, the one connection
  * and its mutex, and every read and write of sessions, grants, sandboxes and execs.
  * Must never build SQL from strings (every value is a bound parameter), never let an exec's state
- * go backwards, never call a sandbox gone without evidence, and never store a key. */
+ * go backwards, never call a sandbox gone without evidence, never store a key, and never store or
+ * serve an answer that grows with what a command prints (invariant 13: bounded outputs, pages). */
 #include "records.h"
 
 #include <errno.h>
@@ -30,6 +31,7 @@
 struct records {
 	pthread_mutex_t lock;  /* held for a whole call: its statements and sqlite3_errmsg() belong together */
 	sqlite3 *db;
+	size_t output_limit;   /* bytes of text per stream in a stored or served record */
 };
 
 /* ---------------------------------------------------------------- scope-bound cleanup */
@@ -353,6 +355,265 @@ static json_t *rows_json(struct records *r, sqlite3_stmt *st, int bind_rc, json_
 	return steal_json(&list);
 }
 
+/* ---------------------------------------------------------------- bounded records (invariant 13) */
+
+/* A command decides what it prints, so nothing it prints may grow its record, or an answer made of
+ * records, without bound: each stream keeps a head and a tail, and a page of records stops before
+ * its budget. Every cut falls between whole tokens, so the text stays valid UTF-8 and an escaped
+ * stream's "\\xNN" and "\\\\" (sandbox-agent/output.c output_to_utf8) are never split. */
+
+/* Bytes of the token at s[i]: an escape of an escaped stream, else one UTF-8 sequence (1 for a
+ * byte that starts none, which only raw text that is not JSON can hold). */
+static size_t text_token(const char *s, size_t n, size_t i, bool escaped)
+{
+	size_t k;
+
+	if (escaped && s[i] == '\\' && i + 1 < n && s[i + 1] == '\\')
+		return 2;
+	if (escaped && s[i] == '\\' && i + 3 < n && s[i + 1] == 'x')
+		return 4;
+	k = utf8_len((const unsigned char *)s + i, n - i);
+	return k ? k : 1;
+}
+
+#define MARKER_FORMAT "\n[... %zu bytes of this output are not kept in the record ...]\n"
+/* A text this much over its limit is one already shortened (head, marker, tail): it is not cut
+ * again when a record written bounded is served. */
+#define MARKER_MAX 96
+
+/* The first limit/2 and the last limit - limit/2 bytes of s (n > limit), cut back to whole
+ * tokens, with a marker between them that says how many bytes it stands for. A new string of
+ * *len bytes (NUL-terminated), or NULL out of memory. */
+static char *text_shorten(const char *s, size_t n, size_t limit, bool escaped, size_t *len)
+{
+	size_t head_cap = limit / 2, tail_from = n - (limit - head_cap), head = 0, tail = n;
+	bool tail_found = false;
+	char marker[96], *out;
+	int mlen;
+
+	for (size_t i = 0, k; i < n; i += k) {
+		k = text_token(s, n, i, escaped);
+		if (i + k <= head_cap)
+			head = i + k;
+		if (!tail_found && i >= tail_from) {
+			tail = i;
+			tail_found = true;
+		}
+	}
+	mlen = snprintf(marker, sizeof marker, MARKER_FORMAT, tail - head);
+	out = malloc(head + (size_t)mlen + (n - tail) + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, s, head);
+	memcpy(out + head, marker, (size_t)mlen);
+	memcpy(out + head + (size_t)mlen, s + tail, n - tail);
+	*len = head + (size_t)mlen + (n - tail);
+	out[*len] = '\0';
+	return out;
+}
+
+/* A JSON string value shortened to limit bytes (a new reference), or NULL out of memory. */
+static json_t *json_shorten(const json_t *text, size_t limit, bool escaped)
+{
+	size_t len;
+	char *s = text_shorten(json_string_value(text), json_string_length(text), limit, escaped, &len);
+	json_t *j = s ? json_stringn(s, len) : NULL;
+
+	free(s);
+	return j;
+}
+
+/* One stream of a result within limit bytes of text. "<name>_bytes" is the agent's count of the
+ * whole stream and stays; "<name>_sha256" of the whole stream is the receipt's (verified before
+ * the record is written), not recomputed. 1: the text was shortened, 0: it fits, -1: no memory. */
+static int stream_bound(json_t *result, const char *name, size_t limit, const json_t *receipt)
+{
+	char key[32];
+	json_t *text = json_object_get(result, name), *sha, *shorter;
+
+	snprintf(key, sizeof key, "%s_sha256", name);
+	sha = json_object_get(receipt, key);
+	if (json_is_string(sha) && json_object_set(result, key, sha) != 0)
+		return -1;
+	if (!json_is_string(text) || json_string_length(text) <= limit + MARKER_MAX)
+		return 0;
+	snprintf(key, sizeof key, "%s_escaped", name);
+	shorter = json_shorten(text, limit, json_is_true(json_object_get(result, key)));
+	snprintf(key, sizeof key, "%s_truncated", name);
+	if (!shorter || json_object_set_new(result, name, shorter) != 0 ||
+	    json_object_set_new(result, key, json_true()) != 0)
+		return -1;
+	return 1;
+}
+
+/* Both streams of a result (an object; anything else is left alone): 1 when either was shortened. */
+static int result_bound(json_t *result, const json_t *receipt, size_t limit)
+{
+	int out, err;
+
+	if (!json_is_object(result))
+		return 0;
+	out = stream_bound(result, "stdout", limit, receipt);
+	err = stream_bound(result, "stderr", limit, receipt);
+	if (out < 0 || err < 0)
+		return -1;
+	return out || err;
+}
+
+/* The result text as stored: a JSON object with its streams bounded, or, when it is not JSON
+ * (kept as given, see col_json_parsed), the text itself bounded. A new string, or NULL (no memory). */
+static char *result_for_record(const char *result_json, const char *receipt_json, size_t limit)
+{
+	json_t *result cleanup_json = json_loads(result_json, JSON_REJECT_DUPLICATES, NULL);
+	json_t *receipt cleanup_json = receipt_json ? json_loads(receipt_json, 0, NULL) : NULL;
+	size_t n = strlen(result_json), len;
+
+	if (json_is_object(result))
+		return result_bound(result, receipt, limit) < 0 ? NULL : json_dumps(result, JSON_COMPACT);
+	/* Both streams' worth: a result that is not JSON is one text. */
+	return n <= 2 * limit + MARKER_MAX ? strdup(result_json) : text_shorten(result_json, n, 2 * limit, false, &len);
+}
+
+/* Bytes of v serialised as control_send() serialises it (JSON_COMPACT, escapes included). */
+static size_t json_size(const json_t *v)
+{
+	return json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* Every string in v (at any depth) shortened to limit bytes, in place; -1 out of memory. */
+static int strings_shorten(json_t *v, size_t limit)
+{
+	json_t *shorter;
+	size_t i;
+
+	if (json_is_array(v)) {
+		for (i = 0; i < json_array_size(v); i++) {
+			json_t *item = json_array_get(v, i);
+
+			if (json_is_string(item) && json_string_length(item) > limit) {
+				shorter = json_shorten(item, limit, false);
+				if (!shorter || json_array_set_new(v, i, shorter) != 0)
+					return -1;
+			} else if (strings_shorten(item, limit) != 0) {
+				return -1;
+			}
+		}
+	} else if (json_is_object(v)) {
+		for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
+			json_t *item = json_object_iter_value(it);
+
+			if (json_is_string(item) && json_string_length(item) > limit) {
+				shorter = json_shorten(item, limit, false);
+				if (!shorter || json_object_iter_set_new(v, it, shorter) != 0)
+					return -1;
+			} else if (strings_shorten(item, limit) != 0) {
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+#define SUMMARY_TEXT_MAX 256  /* bytes of each string a summary keeps */
+
+/* A scalar of a summary: numbers, booleans and null as they are, strings shortened, anything
+ * else (objects, arrays) null. A new reference, or NULL out of memory. */
+static json_t *summary_value(const json_t *v)
+{
+	if (json_is_string(v))
+		return json_string_length(v) > SUMMARY_TEXT_MAX ? json_shorten(v, SUMMARY_TEXT_MAX, false) :
+								  json_copy((json_t *)v);
+	if (json_is_number(v) || json_is_boolean(v))
+		return json_copy((json_t *)v);
+	return json_null();
+}
+
+/* The named members of from (an object; else nothing) as summary values, into a new object. */
+static json_t *summary_pick(const json_t *from, const char *const keys[], size_t n)
+{
+	json_t *to = json_object();
+
+	for (size_t i = 0; to && i < n; i++) {
+		json_t *v = json_object_get(from, keys[i]);
+
+		if (v && json_object_set_new(to, keys[i], summary_value(v)) != 0) {
+			json_decref(to);
+			return NULL;
+		}
+	}
+	return to;
+}
+
+/* What a record too large to serve even alone keeps: its ids, states and times, and the
+ * result's and receipt's counts, flags and digests. Bounded by construction: a fixed set of keys,
+ * each a number or at most SUMMARY_TEXT_MAX bytes of text (6 bytes each as JSON escapes), about
+ * 50 KiB at worst, under RECORDS_PAGE_MIN_BYTES. */
+static json_t *record_summary(const json_t *rec, size_t size)
+{
+	static const char *const top[] = { "exec_id", "session", "turn", "state", "command", "timeout_seconds",
+					   "generation", "nonce", "sandbox", "accepted_ms", "dispatched_ms",
+					   "finished_ms", "reason" };
+	static const char *const result_keys[] = { "status", "exit_code", "signal", "stdout_bytes", "stderr_bytes",
+						   "stdout_sha256", "stderr_sha256", "duration_ms", "error" };
+	static const char *const receipt_keys[] = { "nonce", "verified", "status", "exit_code", "stdout_bytes",
+						    "stderr_bytes", "stdout_sha256", "stderr_sha256" };
+	json_t *result = json_object_get(rec, "result"), *receipt = json_object_get(rec, "receipt");
+	json_t *out = summary_pick(rec, top, sizeof top / sizeof top[0]);
+	char note[256];
+
+	snprintf(note, sizeof note, "the record is %zu bytes as JSON, more than one answer holds: its texts, its "
+		 "authority and the result's and receipt's other fields are left out", size);
+	if (!out || json_object_set_new(out, "result", json_is_object(result) ?
+					summary_pick(result, result_keys, sizeof result_keys / sizeof result_keys[0]) :
+					summary_value(result)) != 0 ||
+	    json_object_set_new(out, "receipt", json_is_object(receipt) ?
+				summary_pick(receipt, receipt_keys, sizeof receipt_keys / sizeof receipt_keys[0]) :
+				summary_value(receipt)) != 0 ||
+	    json_object_set_new(out, "omitted", json_string(note)) != 0) {
+		json_decref(out);
+		return NULL;
+	}
+	/* The texts are gone: say so where a reader of each stream looks. */
+	if (json_is_object(json_object_get(out, "result")) &&
+	    (json_object_set_new(json_object_get(out, "result"), "stdout_truncated", json_true()) != 0 ||
+	     json_object_set_new(json_object_get(out, "result"), "stderr_truncated", json_true()) != 0)) {
+		json_decref(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* rec (consumed) made to fit room bytes: every string shortened to a share of the room, else the
+ * summary, else (never expected: the summary is bounded) the exec id and state alone. A new
+ * reference marked "truncated", or NULL out of memory. */
+static json_t *record_fit(json_t *rec, size_t room)
+{
+	json_t *orig cleanup_json = rec;
+	json_t *fit = json_deep_copy(orig);
+	size_t size = json_size(orig);
+
+	if (fit && (strings_shorten(fit, room / 64 > 1024 ? room / 64 : 1024) != 0 ||
+		    json_object_set_new(fit, "truncated", json_true()) != 0)) {
+		json_decref(fit);
+		return NULL;
+	}
+	if (fit && json_size(fit) <= room)
+		return fit;
+	json_decref(fit);
+	fit = record_summary(orig, size);
+	if (fit && json_object_set_new(fit, "truncated", json_true()) == 0 && json_size(fit) <= room)
+		return fit;
+	json_decref(fit);
+	fit = json_object();
+	if (!fit || json_object_set_new(fit, "exec_id", summary_value(json_object_get(orig, "exec_id"))) != 0 ||
+	    json_object_set_new(fit, "state", summary_value(json_object_get(orig, "state"))) != 0 ||
+	    json_object_set_new(fit, "truncated", json_true()) != 0) {
+		json_decref(fit);
+		return NULL;
+	}
+	return fit;
+}
+
 /* ---------------------------------------------------------------- opening */
 
 /* The database file is created 0600 here, before SQLite opens it: SQLite creates -wal and -shm with
@@ -513,6 +774,7 @@ int records_open(const char *path, struct records **out, struct sb_err *err)
 	if (!r)
 		return oom_fail(err, "opening the records");
 	pthread_mutex_init(&r->lock, NULL);
+	r->output_limit = RECORDS_OUTPUT_LIMIT_DEFAULT;
 	/* FULLMUTEX: SQLite's own locking too, though every call here also holds r->lock.
 	 * NOFOLLOW: the file was just checked not to be a symbolic link; keep it so.
 	 * Close-on-exec: SQLite's unix VFS opens the file, -wal and -shm with O_CLOEXEC (test_records
@@ -532,6 +794,14 @@ int records_open(const char *path, struct records **out, struct sb_err *err)
 	}
 	*out = r;
 	return 0;
+}
+
+void records_set_output_limit(struct records *r, size_t limit)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+
+	r->output_limit = limit < RECORDS_OUTPUT_LIMIT_MIN ? RECORDS_OUTPUT_LIMIT_MIN :
+			  limit > RECORDS_OUTPUT_LIMIT_MAX ? RECORDS_OUTPUT_LIMIT_MAX : limit;
 }
 
 void records_close(struct records *r)
@@ -1062,16 +1332,25 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 
 /* accepted|dispatched -> a final state, once. result_json and receipt_json are stored as given
  * (records_execs parses them back, keeping text that is not JSON as a string). */
+static void freep(char **p)
+{
+	free(*p);
+}
+
 int records_exec_finish(struct records *r, const char *exec_id, const char *state, const char *result_json,
 			const char *receipt_json, const char *reason, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
 	sqlite3_stmt *st cleanup_stmt = NULL;
+	char *stored __attribute__((cleanup(freep))) = NULL;
 	char current[16];
 	int rc = SQLITE_OK;
 
 	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("exec state", state, 15, err) != 0)
 		return -1;
+	/* Bounded here, where every final record is written, so no caller can store a whole output. */
+	if (result_json && !(stored = result_for_record(result_json, receipt_json, r->output_limit)))
+		return oom_fail(err, "bounding the result of an exec");
 	if (!is_final_state(state))
 		return sb_fail(err, EINVAL, "records: exec %s cannot finish as %s: a final state is one of exited, "
 			       "signaled, timed_out, cancelled, uncertain, refused", exec_id, state);
@@ -1079,7 +1358,7 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 		       " finished_ms = ?5 WHERE id = ?6 AND state IN ('accepted', 'dispatched')", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, state, &rc);
-	bind_text(st, 2, result_json, &rc);
+	bind_text(st, 2, stored, &rc);
 	bind_text(st, 3, receipt_json, &rc);
 	bind_text(st, 4, reason, &rc);
 	bind_int(st, 5, now_ms(), &rc);
@@ -1179,4 +1458,165 @@ json_t *records_exec_ids_in_state(struct records *r, const char *state, struct s
 		return NULL;
 	bind_text(st, 1, state, &rc);
 	return rows_json(r, st, rc, id_json, "listing execs by state", err);
+}
+
+/* ---------------------------------------------------------------- pages of records (invariant 13) */
+
+static bool is_exec_state(const char *state)
+{
+	return strcmp(state, "accepted") == 0 || strcmp(state, "dispatched") == 0 || is_final_state(state);
+}
+
+static int page_query_check(const struct records_query *q, struct sb_err *err)
+{
+	if (!q->session == !q->exec_id)
+		return sb_fail(err, EINVAL, "records: name a session or an exec, not both or neither");
+	if (q->exec_id)
+		return (q->before || q->state) ?
+		       sb_fail(err, EINVAL, "records: before and state page a session's records, not one exec's") :
+		       check_arg("exec id", q->exec_id, ID_MAX, err);
+	if (check_arg("session id", q->session, ID_MAX, err) != 0 ||
+	    (q->before && check_arg("before (an exec id)", q->before, ID_MAX, err) != 0))
+		return -1;
+	if (q->limit < 1 || q->limit > RECORDS_PAGE_LIMIT_MAX)
+		return sb_fail(err, EINVAL, "records: limit must be from 1 to %u, not %u", RECORDS_PAGE_LIMIT_MAX, q->limit);
+	if (q->state && !is_exec_state(q->state))
+		return sb_fail(err, EINVAL, "records: state must be one of accepted, dispatched, exited, signaled, "
+			       "timed_out, cancelled, uncertain, refused, not '%s'", q->state);
+	return 0;
+}
+
+/* The session exists (in any state: a deleted session's records stay readable), and the `before`
+ * exec is one of its execs; *cursor_ms and *cursor_rowid receive that exec's place in the order. */
+static int page_cursor(struct records *r, const struct records_query *q, int64_t *cursor_ms, int64_t *cursor_rowid,
+		       struct sb_err *err)
+{
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (prepare(r, "SELECT (SELECT count(*) FROM sessions WHERE id = ?1), e.accepted_ms, e.rowid"
+		       " FROM (SELECT 1) LEFT JOIN execs e ON e.id = ?2 AND e.session = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, q->session, &rc);
+	bind_text(st, 2, q->before, &rc);
+	if (step(st, rc) != SQLITE_ROW)
+		return db_fail(r, err, "reading session %s", q->session);
+	if (sqlite3_column_int64(st, 0) == 0) {
+		sb_fail(err, 0, "records: no session %s", q->session);
+		return RECORDS_NOT_FOUND;
+	}
+	if (q->before && sqlite3_column_type(st, 2) == SQLITE_NULL) {
+		sb_fail(err, 0, "records: session %s has no exec %s to page before", q->session, q->before);
+		return RECORDS_NOT_FOUND;
+	}
+	*cursor_ms = sqlite3_column_int64(st, 1);
+	*cursor_rowid = sqlite3_column_int64(st, 2);
+	return RECORDS_FOUND;
+}
+
+#define EXEC_COLUMNS "id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox," \
+		     " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason, authority"
+
+static int page_prepare(struct records *r, const struct records_query *q, sqlite3_stmt **st, int *brc,
+			struct sb_err *err)
+{
+	int64_t cursor_ms = 0, cursor_rowid = 0;
+	int found;
+
+	*brc = SQLITE_OK;
+	if (q->exec_id) {
+		if (prepare(r, "SELECT " EXEC_COLUMNS " FROM execs WHERE id = ?1", st, err) != 0)
+			return -1;
+		bind_text(*st, 1, q->exec_id, brc);
+		return RECORDS_FOUND;
+	}
+	found = page_cursor(r, q, &cursor_ms, &cursor_rowid, err);
+	if (found != RECORDS_FOUND)
+		return found;
+	/* The row value compares (accepted_ms, rowid) as the ORDER BY does: each exec is on one page. */
+	if (prepare(r, "SELECT " EXEC_COLUMNS " FROM execs WHERE session = ?1 AND (?2 IS NULL OR state = ?2)"
+		       " AND (?3 IS NULL OR (accepted_ms, rowid) < (?4, ?5))"
+		       " ORDER BY accepted_ms DESC, rowid DESC LIMIT ?6", st, err) != 0)
+		return -1;
+	bind_text(*st, 1, q->session, brc);
+	bind_text(*st, 2, q->state, brc);
+	bind_text(*st, 3, q->before, brc);
+	bind_int(*st, 4, cursor_ms, brc);
+	bind_int(*st, 5, cursor_rowid, brc);
+	bind_int(*st, 6, (int64_t)q->limit + 1, brc); /* one more than served says whether more remain */
+	return RECORDS_FOUND;
+}
+
+/* One row as served: its streams bounded as when written (older records hold whole outputs),
+ * then, when it is the page's first and larger than the room alone, made to fit. */
+static json_t *page_record(struct records *r, sqlite3_stmt *st)
+{
+	json_t *rec = exec_json(st);
+	int bounded = rec ? result_bound(json_object_get(rec, "result"), json_object_get(rec, "receipt"),
+					 r->output_limit) : -1;
+
+	if (bounded < 0 || (bounded == 1 && json_object_set_new(rec, "truncated", json_true()) != 0)) {
+		json_decref(rec);
+		return NULL;
+	}
+	return rec;
+}
+
+int records_page(struct records *r, const struct records_query *q, json_t **out, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	json_t *list cleanup_json = NULL, *last cleanup_json = NULL, *page;
+	size_t budget = q->budget ? q->budget : RECORDS_PAGE_BYTES, used = 2; /* "[]" */
+	bool more = false;
+	int rc, brc, found;
+
+	*out = NULL;
+	if (budget < RECORDS_PAGE_MIN_BYTES)
+		budget = RECORDS_PAGE_MIN_BYTES;
+	if (page_query_check(q, err) != 0)
+		return -1;
+	found = page_prepare(r, q, &st, &brc, err);
+	if (found != RECORDS_FOUND)
+		return found;
+	if (!(list = json_array()))
+		return oom_fail(err, "listing execs");
+	while ((rc = step(st, brc)) == SQLITE_ROW) {
+		size_t n = json_array_size(list), comma = n > 0, size;
+		json_t *rec;
+
+		if (q->session && n == q->limit) {
+			more = true;
+			break;
+		}
+		if (!(rec = page_record(r, st)))
+			return oom_fail(err, "listing execs");
+		size = json_size(rec);
+		if (n > 0 && used + comma + size > budget) {
+			/* The next page starts with it, where it is first and is served whatever its size. */
+			json_decref(rec);
+			more = true;
+			break;
+		}
+		if (n == 0 && used + size > budget && !(rec = record_fit(rec, budget - used)))
+			return oom_fail(err, "shortening an exec's record");
+		used += comma + json_size(rec);
+		json_decref(last);
+		last = col_json_text(st, 0);
+		if (json_array_append_new(list, rec) != 0 || !last)
+			return oom_fail(err, "listing execs");
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_fail(r, err, "listing execs");
+	if (q->exec_id && json_array_size(list) == 0) {
+		sb_fail(err, 0, "records: no exec %s", q->exec_id);
+		return RECORDS_NOT_FOUND;
+	}
+	page = json_pack("{s:O}", "records", list);
+	if (!page || (more && json_object_set(page, "next_before", last) != 0)) {
+		json_decref(page);
+		return oom_fail(err, "listing execs");
+	}
+	*out = page;
+	return RECORDS_FOUND;
 }

@@ -88,13 +88,49 @@ int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_e
 /* authority: the authority snapshot (grants JSON) of the sandbox it goes to; may be NULL. */
 int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t generation, const char *nonce_hex,
 			    const char *sandbox, const char *authority, struct sb_err *err);
-/* Final state with the result JSON and the receipt text (either may be NULL) and a reason. */
+/* Final state with the result JSON and the receipt text (either may be NULL) and a reason. The
+ * result is stored with each stream's text bounded (records_set_output_limit): head and tail with a
+ * marker between them, "<stream>_truncated" true, the agent's "<stream>_bytes" kept and the whole
+ * stream's "<stream>_sha256" taken from the receipt, so what a command prints cannot grow its record. */
 int records_exec_finish(struct records *r, const char *exec_id, const char *state, const char *result_json,
 			const char *receipt_json, const char *reason, struct sb_err *err);
 int records_exec_get(struct records *r, const char *exec_id, struct exec_row *out, struct sb_err *err);
 /* The session's execs, oldest first, as a JSON array of objects with every column (result and
- * receipt parsed back into JSON). */
+ * receipt parsed back into JSON). Unpaged and unbounded: for tests and tools only; every answer
+ * of the control API comes from records_page(). */
 json_t *records_execs(struct records *r, const char *session, struct sb_err *err);
+
+/* Invariant 13: no answer grows without bound. Bytes of text kept per stream in a record, when it
+ * is written and again when it is served (records written by older versions hold whole outputs). */
+#define RECORDS_OUTPUT_LIMIT_DEFAULT (64u * 1024u)
+#define RECORDS_OUTPUT_LIMIT_MIN 256u
+#define RECORDS_OUTPUT_LIMIT_MAX (1024u * 1024u)
+/* Set once at start, before any other call; clamped to MIN..MAX. */
+void records_set_output_limit(struct records *r, size_t limit);
+
+#define RECORDS_PAGE_LIMIT_DEFAULT 20u
+#define RECORDS_PAGE_LIMIT_MAX 200u
+/* A page's "records" array serialises (JSON_COMPACT, escapes included) to at most its budget:
+ * the control API uses RECORDS_PAGE_BYTES, far below its response cap; no budget is below MIN. */
+#define RECORDS_PAGE_BYTES (8u * 1024u * 1024u)
+#define RECORDS_PAGE_MIN_BYTES (64u * 1024u)
+
+struct records_query {
+	const char *session;   /* a page of this session's execs (any session state, deleted too), */
+	const char *exec_id;   /* or this one exec: exactly one of the two */
+	const char *before;    /* session only, may be NULL: only execs older than this one */
+	const char *state;     /* session only, may be NULL: only execs in this state */
+	unsigned limit;        /* session only: at most this many, 1..RECORDS_PAGE_LIMIT_MAX */
+	size_t budget;         /* bytes of the serialised "records" array (0: RECORDS_PAGE_BYTES) */
+};
+
+/* *out = {"records": [...], "next_before": ID}: newest first (accepted time, then insertion order);
+ * "next_before" only when more remain, the exec id to pass as `before` for the next page. A page
+ * stops before its budget; its first record is always served, shortened when it is larger than the
+ * budget on its own ("truncated": true on that record; ids, states, times, byte counts and digests
+ * are kept). Returns RECORDS_FOUND, RECORDS_NOT_FOUND (no such session, exec, or `before` exec in
+ * the session; err says which), or -1 (EINVAL: a bad argument). */
+int records_page(struct records *r, const struct records_query *q, json_t **out, struct sb_err *err);
 /* Exec ids in a state (e.g. "dispatched", "accepted"), for recovery. */
 json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err);
 

@@ -25,7 +25,7 @@ test_manager_grants() {
 	assert_json .generation 2
 	# each exec records the authority it ran with
 	mgr records --session "$SID"
-	assert_json '[.records[].authority]' '[{"kubernetes:staging":"read"},{"kubernetes:prod":"write","kubernetes:staging":"read"}]'
+	assert_json '[.records[].authority]' '[{"kubernetes:prod":"write","kubernetes:staging":"read"},{"kubernetes:staging":"read"}]' # newest first
 	mgr grant --session "$SID" --set kubernetes:nope=read
 	assert_eq "an undeclared resource" 125 "$RC"
 	assert_match "its message" "not declared" "$(cat "$ERR")"

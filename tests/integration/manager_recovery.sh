@@ -16,7 +16,7 @@ test_manager_agent_killed() {
 	wait_bg_execs_allow_fail
 	assert_match "the call's output" "uncertain" "$(cat "$TD/bg-k.out")"
 	mgr records --session "$SID"
-	assert_json '[.records[].state]' '["exited","uncertain"]'
+	assert_json '[.records[].state]' '["uncertain","exited"]' # newest first
 	assert_eq "the command ran once" 1 "$(wc -l <"$WT/.sandbox-tmp/runs.$m")"
 	no_process "sleep 20.$m"
 	mgr exec --session "$SID" -- 'echo again'

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "records.h"
 #include "testutil.h"
 
@@ -669,6 +670,432 @@ static void test_exec_odd_text_kept(void **state)
 	records_close(r);
 }
 
+/* ---------------------------------------------------------------- bounded records (invariant 13) */
+
+#define MB2 2000000u
+#define SHA_OUT "5625a0308fe0441f86d870732ec3fab5c565aec00cf8a3e73721334e8b3098ef"
+#define SHA_ERR "0d5c5e8ad5b3b7f1c0f66e3a30a5a2b4bd3b0e1a2e4f8d1c7b6a5f4e3d2c1b0a"
+
+/* n bytes of control characters (1..31: each a 6-byte \u00XX escape in JSON), no NUL. */
+static char *control_chars(size_t n, unsigned seed)
+{
+	char *b = malloc(n + 1);
+
+	assert_non_null(b);
+	for (size_t i = 0; i < n; i++)
+		b[i] = (char)(1 + (i * 7 + seed) % 31);
+	b[n] = '\0';
+	return b;
+}
+
+/* The agent's text for n raw bytes that are not UTF-8 (sandbox-agent/output.c output_to_utf8):
+ * "\xNN" for each byte that starts no sequence and "\\" for a backslash. */
+static char *escaped_binary(size_t n, size_t *len)
+{
+	char *b = malloc(4 * n + 1), *w = b;
+
+	assert_non_null(b);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)(0x80 + (i * 13) % 0x80);
+
+		if (i % 5 == 0)
+			w += sprintf(w, "\\\\");
+		else if (i % 5 == 1)
+			*w++ = (char)('A' + i % 26);
+		else
+			w += sprintf(w, "\\x%02x", c);
+	}
+	*w = '\0';
+	*len = (size_t)(w - b);
+	return b;
+}
+
+static const char *receipt_text(void)
+{
+	return "{\"nonce\":\"a1\",\"exec_id\":\"x\",\"stdout_bytes\":2000000,\"stdout_sha256\":\"" SHA_OUT "\","
+	       "\"stderr_sha256\":\"" SHA_ERR "\",\"hmac_sha256\":\"00\"}";
+}
+
+/* An agent result with these texts for its streams (counted as whole streams of *_bytes). */
+static char *result_text(const char *out, size_t out_len, const char *err_text, size_t err_len, bool err_escaped)
+{
+	json_t *j = json_pack("{s:s, s:i, s:n, s:s%, s:s%, s:I, s:I, s:b, s:b, s:b, s:b, s:i}", "status", "exited",
+			      "exit_code", 0, "signal", "stdout", out, out_len, "stderr", err_text, err_len,
+			      "stdout_bytes", (json_int_t)MB2, "stderr_bytes", (json_int_t)MB2, "stdout_truncated", 1,
+			      "stderr_truncated", 1, "stdout_escaped", 0, "stderr_escaped", err_escaped, "duration_ms", 5);
+	char *t;
+
+	assert_non_null(j);
+	t = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	assert_non_null(t);
+	return t;
+}
+
+static void exec_finished(struct records *r, const char *id, const char *session, int64_t accepted_ms,
+			  const char *result, const char *receipt)
+{
+	struct sb_err err;
+
+	exec_add(r, id, session, accepted_ms);
+	if (records_exec_finish(r, id, "exited", result, receipt, NULL, &err) != 0)
+		fail_msg("records_exec_finish %s: %s", id, err.msg);
+}
+
+/* A page as the daemon answers it, checked against the cap; returns the page (caller frees). */
+static json_t *page_get(struct records *r, const struct records_query *q, size_t *answer_bytes)
+{
+	size_t budget = q->budget == 0 ? RECORDS_PAGE_BYTES : q->budget < RECORDS_PAGE_MIN_BYTES ?
+			RECORDS_PAGE_MIN_BYTES : q->budget;
+	json_t *page = NULL;
+	struct sb_err err;
+
+	if (records_page(r, q, &page, &err) != RECORDS_FOUND)
+		fail_msg("records_page: %s", err.msg);
+	assert_true(json_is_array(json_object_get(page, "records")));
+	/* the answer as the daemon sends it: the page, "ok" and at most an exec id more than the records */
+	assert_int_equal(json_object_set_new(page, "ok", json_true()), 0);
+	*answer_bytes = json_dumpb(page, NULL, 0, JSON_COMPACT);
+	if (*answer_bytes > budget + 128)
+		fail_msg("a page's answer is %zu bytes, over its budget of %zu", *answer_bytes, budget);
+	if (*answer_bytes >= CONTROL_RESPONSE_CAP)
+		fail_msg("a page's answer is %zu bytes, over the control cap", *answer_bytes);
+	return page;
+}
+
+static const char *str_of(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* Every backslash of an escaped stream's text starts a whole escape: no cut split one. */
+static void escapes_whole(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '\\')
+			continue;
+		if (i + 1 < n && s[i + 1] == '\\') {
+			i++;
+			continue;
+		}
+		if (!(i + 3 < n && s[i + 1] == 'x' && strchr("0123456789abcdef", s[i + 2]) &&
+		      strchr("0123456789abcdef", s[i + 3])))
+			fail_msg("a split escape at byte %zu of %zu: \"%.8s\"", i, n, s + i);
+		i += 3;
+	}
+}
+
+/* A command prints 2 MB on each stream: the record keeps 64 KiB of each, head and tail, with the
+ * whole streams' byte counts and the receipt's digests. */
+static void test_records_output_bounded_when_written(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct records_query q = { .exec_id = "e1" };
+	size_t elen, bytes;
+	char *out = control_chars(MB2, 0), *errt = escaped_binary(MB2 / 4, &elen);
+	char *result = result_text(out, MB2, errt, elen, true);
+	sqlite3 *db;
+	char *stored_len;
+	json_t *page, *rec, *res;
+	const char *so, *se;
+
+	session_add(r, "s1");
+	exec_finished(r, "e1", "s1", 1000, result, receipt_text());
+	/* what is stored is bounded: 64 KiB of text per stream, 6 bytes per control character */
+	db = raw_open(f->db);
+	stored_len = raw_text(db, "SELECT length(result_json) FROM execs WHERE id = 'e1'");
+	sqlite3_close(db);
+	if (atol(stored_len) > 2 * 6 * (long)RECORDS_OUTPUT_LIMIT_DEFAULT + 4096)
+		fail_msg("the stored result is %s bytes", stored_len);
+	free(stored_len);
+
+	page = page_get(r, &q, &bytes);
+	rec = json_array_get(json_object_get(page, "records"), 0);
+	res = json_object_get(rec, "result");
+	so = str_of(res, "stdout");
+	se = str_of(res, "stderr");
+	assert_true(json_string_length(json_object_get(res, "stdout")) <= RECORDS_OUTPUT_LIMIT_DEFAULT + 96);
+	assert_true(json_string_length(json_object_get(res, "stderr")) <= RECORDS_OUTPUT_LIMIT_DEFAULT + 96);
+	assert_int_equal(json_integer_value(json_object_get(res, "stdout_bytes")), MB2);
+	assert_true(json_is_true(json_object_get(res, "stdout_truncated")));
+	assert_true(json_is_true(json_object_get(res, "stderr_truncated")));
+	assert_string_equal(str_of(res, "stdout_sha256"), SHA_OUT);
+	assert_string_equal(str_of(res, "stderr_sha256"), SHA_ERR);
+	/* head and tail of the original, a marker between them */
+	assert_memory_equal(so, out, RECORDS_OUTPUT_LIMIT_DEFAULT / 2);
+	assert_memory_equal(so + json_string_length(json_object_get(res, "stdout")) - RECORDS_OUTPUT_LIMIT_DEFAULT / 2,
+			    out + MB2 - RECORDS_OUTPUT_LIMIT_DEFAULT / 2, RECORDS_OUTPUT_LIMIT_DEFAULT / 2);
+	assert_non_null(strstr(so, "bytes of this output are not kept in the record"));
+	escapes_whole(se, json_string_length(json_object_get(res, "stderr")));
+	/* written bounded, so served as written: nothing shortened for the page */
+	assert_null(json_object_get(rec, "truncated"));
+	json_decref(page);
+	free(out);
+	free(errt);
+	free(result);
+	records_close(r);
+}
+
+/* Many records of 2 MB streams, more than one answer could hold: every page stays under the cap,
+ * and paging with `before` walks every record exactly once, newest first. */
+static void test_records_pages_flood(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	enum { N = 52, BIG = 4 };
+	char id[16], *big_out = control_chars(MB2, 1), *small = control_chars(RECORDS_OUTPUT_LIMIT_DEFAULT, 2);
+	char *big = result_text(big_out, MB2, big_out, MB2, false);
+	char *small_result = result_text(small, RECORDS_OUTPUT_LIMIT_DEFAULT, small, RECORDS_OUTPUT_LIMIT_DEFAULT, false);
+	const unsigned limits[] = { RECORDS_PAGE_LIMIT_MAX, 7 };
+	size_t total = 0;
+
+	session_add(r, "s1");
+	session_add(r, "s2");
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof id, "e%02d", i);
+		/* accepted times collide in pairs: insertion order breaks the tie */
+		exec_finished(r, id, "s1", 1000 + i / 2, i < BIG ? big : small_result, receipt_text());
+	}
+	exec_finished(r, "other", "s2", 5000, small_result, receipt_text());
+	for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+		struct records_query q = { .session = "s1", .limit = limits[l] };
+		char before[16] = "";
+		int next = N - 1, pages = 0;
+
+		for (;;) {
+			size_t bytes;
+			json_t *page = page_get(r, &q, &bytes), *rec;
+			size_t i;
+
+			pages++;
+			json_array_foreach(json_object_get(page, "records"), i, rec) {
+				snprintf(id, sizeof id, "e%02d", next--);
+				assert_string_equal(str_of(rec, "exec_id"), id);
+				assert_int_equal(json_integer_value(json_object_get(json_object_get(rec, "result"),
+										    "stdout_bytes")), MB2);
+				if (l == 0)
+					total += json_dumpb(rec, NULL, 0, JSON_COMPACT);
+			}
+			assert_true(json_array_size(json_object_get(page, "records")) <= limits[l]);
+			if (!json_object_get(page, "next_before")) {
+				json_decref(page);
+				break;
+			}
+			snprintf(before, sizeof before, "%s", str_of(page, "next_before"));
+			q.before = before;
+			json_decref(page);
+			assert_true(pages < N);
+		}
+		assert_int_equal(next, -1); /* reached the first record */
+		if (l == 0)
+			assert_true(pages >= 2);
+		else
+			assert_int_equal(pages, (N + 6) / 7);
+	}
+	/* the test means something: all of them would not fit one answer */
+	if (total <= CONTROL_RESPONSE_CAP)
+		fail_msg("the records total %zu bytes as JSON: not more than the cap", total);
+	free(big_out);
+	free(small);
+	free(big);
+	free(small_result);
+	records_close(r);
+}
+
+static void test_records_page_state_and_refusals(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct records_query q = { .session = "s1", .limit = 2, .state = "refused" };
+	struct sb_err err;
+	json_t *page = NULL;
+	size_t bytes;
+	char id[8];
+
+	session_add(r, "s1");
+	for (int i = 0; i < 6; i++) {
+		snprintf(id, sizeof id, "e%d", i);
+		exec_add(r, id, "s1", 100 + i);
+		if (i % 2 == 0)
+			assert_int_equal(records_exec_finish(r, id, "refused", NULL, NULL, "no", &err), 0);
+	}
+	page = page_get(r, &q, &bytes);
+	json_is(json_object_get(page, "next_before"), "\"e2\"");
+	assert_string_equal(str_of(json_array_get(json_object_get(page, "records"), 0), "exec_id"), "e4");
+	assert_string_equal(str_of(json_array_get(json_object_get(page, "records"), 1), "exec_id"), "e2");
+	json_decref(page);
+	q.before = "e2";
+	page = page_get(r, &q, &bytes);
+	assert_int_equal(json_array_size(json_object_get(page, "records")), 1);
+	assert_string_equal(str_of(json_array_get(json_object_get(page, "records"), 0), "exec_id"), "e0");
+	assert_null(json_object_get(page, "next_before"));
+	json_decref(page);
+	q = (struct records_query){ .session = "s1", .limit = 20, .state = "accepted" };
+	page = page_get(r, &q, &bytes);
+	assert_int_equal(json_array_size(json_object_get(page, "records")), 3);
+	json_decref(page);
+
+	/* a deleted session's records stay readable */
+	assert_int_equal(records_session_set_state(r, "s1", "deleted", &err), 0);
+	q = (struct records_query){ .session = "s1", .limit = 20 };
+	page = page_get(r, &q, &bytes);
+	assert_int_equal(json_array_size(json_object_get(page, "records")), 6);
+	json_decref(page);
+
+	q = (struct records_query){ .session = "nope", .limit = 20 };
+	assert_int_equal(records_page(r, &q, &page, &err), RECORDS_NOT_FOUND);
+	expect_msg(&err, "no session nope");
+	q = (struct records_query){ .session = "s1", .limit = 20, .before = "zz" };
+	assert_int_equal(records_page(r, &q, &page, &err), RECORDS_NOT_FOUND);
+	expect_msg(&err, "has no exec zz");
+	q = (struct records_query){ .exec_id = "zz" };
+	assert_int_equal(records_page(r, &q, &page, &err), RECORDS_NOT_FOUND);
+	q = (struct records_query){ .session = "s1", .limit = 20, .state = "running" };
+	assert_int_equal(records_page(r, &q, &page, &err), -1);
+	assert_int_equal(err.errnum, EINVAL);
+	q = (struct records_query){ .session = "s1", .limit = RECORDS_PAGE_LIMIT_MAX + 1 };
+	assert_int_equal(records_page(r, &q, &page, &err), -1);
+	q = (struct records_query){ .session = "s1", .limit = 0 };
+	assert_int_equal(records_page(r, &q, &page, &err), -1);
+	q = (struct records_query){ .session = "s1", .exec_id = "e1", .limit = 1 };
+	assert_int_equal(records_page(r, &q, &page, &err), -1);
+	assert_null(page);
+	records_close(r);
+}
+
+/* Set a column of one exec directly, as a writer that bypasses records.c (or an older version) would. */
+static void raw_set(const char *path, const char *id, const char *column, const char *text)
+{
+	sqlite3 *db = raw_open(path);
+	sqlite3_stmt *st = NULL;
+	char sql[128];
+
+	snprintf(sql, sizeof sql, "UPDATE execs SET %s = ?1 WHERE id = ?2", column);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC), SQLITE_OK);
+	assert_int_equal(sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	assert_int_equal(sqlite3_changes(db), 1);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+/* Records written by older versions hold whole outputs (the agent's 1 MiB per stream): they are
+ * served bounded, flagged, with the receipt's digests. */
+static void test_records_old_format_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct records_query q = { .session = "s1", .limit = 20 };
+	char *out = control_chars(1024 * 1024, 3), *result = result_text(out, 1024 * 1024, out, 1024 * 1024, false);
+	json_t *page, *rec, *res;
+	size_t bytes;
+
+	session_add(r, "s1");
+	exec_finished(r, "old", "s1", 1, "{}", NULL);
+	raw_set(f->db, "old", "result_json", result);
+	raw_set(f->db, "old", "receipt_json", receipt_text());
+	page = page_get(r, &q, &bytes);
+	rec = json_array_get(json_object_get(page, "records"), 0);
+	res = json_object_get(rec, "result");
+	assert_true(json_is_true(json_object_get(rec, "truncated")));
+	assert_true(json_string_length(json_object_get(res, "stdout")) <= RECORDS_OUTPUT_LIMIT_DEFAULT + 96);
+	assert_true(json_string_length(json_object_get(res, "stderr")) <= RECORDS_OUTPUT_LIMIT_DEFAULT + 96);
+	assert_int_equal(json_integer_value(json_object_get(res, "stdout_bytes")), MB2);
+	assert_string_equal(str_of(res, "stdout_sha256"), SHA_OUT);
+	assert_true(bytes < 2 * 6 * RECORDS_OUTPUT_LIMIT_DEFAULT + 8192);
+	json_decref(page);
+	free(out);
+	free(result);
+	records_close(r);
+}
+
+/* One record too large for any page on its own (every field huge, as only a writer bypassing
+ * records.c could make it): served shortened, never refused, ids, counts and digests intact;
+ * the smallest budget gets the summary. */
+static void test_records_huge_single_record(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	char *big = control_chars(320 * 1024, 4), *result;
+	json_t *res = json_pack("{s:s, s:i, s:s, s:s, s:I, s:I, s:s, s:[s,s]}", "status", "exited", "exit_code", 0,
+				"stdout", big, "stderr", big, "stdout_bytes", (json_int_t)MB2, "stderr_bytes",
+				(json_int_t)MB2, "junk", big, "more", big, big);
+	const size_t budgets[] = { 0, RECORDS_PAGE_MIN_BYTES, 1 };
+
+	assert_non_null(res);
+	for (int i = 0; i < 1000; i++) {
+		char key[600];
+
+		/* long keys: no string shortening can make these fit */
+		snprintf(key, sizeof key, "%0500d\x01\x02", i);
+		json_object_set_new(res, key, json_integer(i));
+	}
+	result = json_dumps(res, JSON_COMPACT);
+	json_decref(res);
+	assert_non_null(result);
+	session_add(r, "s1");
+	exec_finished(r, "small", "s1", 1, "{}", NULL);
+	exec_finished(r, "huge", "s1", 2, "{}", NULL);
+	raw_set(f->db, "huge", "result_json", result);
+	raw_set(f->db, "huge", "receipt_json", big);   /* not JSON: kept as a string */
+	raw_set(f->db, "huge", "reason", big);
+	raw_set(f->db, "huge", "command", big);
+	for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+		struct records_query q = { .session = "s1", .limit = 20, .budget = budgets[b] };
+		json_t *page, *rec;
+		size_t bytes;
+
+		page = page_get(r, &q, &bytes);
+		rec = json_array_get(json_object_get(page, "records"), 0);
+		assert_string_equal(str_of(rec, "exec_id"), "huge");
+		assert_string_equal(str_of(rec, "state"), "exited");
+		assert_true(json_is_true(json_object_get(rec, "truncated")));
+		assert_int_equal(json_integer_value(json_object_get(json_object_get(rec, "result"), "stdout_bytes")), MB2);
+		assert_int_equal(json_integer_value(json_object_get(json_object_get(rec, "result"), "exit_code")), 0);
+		/* the small one follows, on this page or the next */
+		if (json_array_size(json_object_get(page, "records")) == 1)
+			json_is(json_object_get(page, "next_before"), "\"huge\"");
+		else
+			assert_string_equal(str_of(json_array_get(json_object_get(page, "records"), 1), "exec_id"), "small");
+		if (b == 0)
+			assert_null(json_object_get(rec, "omitted")); /* room enough to keep shortened texts */
+		else
+			assert_non_null(json_object_get(rec, "omitted")); /* the summary */
+		json_decref(page);
+		q.exec_id = "huge";
+		q.session = NULL;
+		page = page_get(r, &q, &bytes);
+		assert_string_equal(str_of(json_array_get(json_object_get(page, "records"), 0), "exec_id"), "huge");
+		json_decref(page);
+	}
+	free(big);
+	free(result);
+	records_close(r);
+}
+
+/* The records op's errors quote what the records hold; a message that is not UTF-8 (cut inside a
+ * character at SB_ERR_MSG_MAX, say) still makes an answer, never none (control.c control_error). */
+static void test_control_error_not_utf8(void **state)
+{
+	char long_msg[SB_ERR_MSG_MAX + 8];
+	json_t *e;
+
+	(void)state;
+	e = control_error("not_found", "no exec caf\xc3 here");
+	assert_non_null(e);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(e, "error"), "message")), "no exec caf? here");
+	json_decref(e);
+	memset(long_msg, 'a', sizeof long_msg);
+	long_msg[SB_ERR_MSG_MAX - 2] = '\xc3';   /* the cut falls inside this character */
+	long_msg[SB_ERR_MSG_MAX - 1] = '\xa9';
+	long_msg[sizeof long_msg - 1] = '\0';
+	e = control_error("internal", "%s", long_msg);
+	assert_non_null(e);
+	json_decref(e);
+}
+
 /* ---------------------------------------------------------------- threads and crashes */
 
 struct worker {
@@ -832,6 +1259,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exec_lifecycle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_forbidden_transitions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_odd_text_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_output_bounded_when_written, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_pages_flood, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_page_state_and_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_old_format_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_huge_single_record, setup, teardown),
+		cmocka_unit_test(test_control_error_not_utf8),
 		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_keeps_committed, setup, teardown),
 	};
