@@ -9,7 +9,7 @@ SANITIZE ?= 0
 CC       ?= cc
 PROTOC_C ?= protoc-c
 
-WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wvla
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral -Wformat-truncation -Wvla
 CFLAGS   := -std=gnu11 -g $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -fstack-protector-strong \
             -Icommon -I$(BUILD)/gen
 LDFLAGS  :=
@@ -102,6 +102,7 @@ $(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h tests/escape/prob
 	$(CC) -std=gnu11 -O2 $(WARN) -D_GNU_SOURCE -static -o $@ $<
 
 test: all $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
+	python3 tests/docs_check.py docs/isolation.md
 	bash tests/run-unit.sh $(BUILD)
 	SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD)
 

@@ -1,8 +1,14 @@
-/* Whole writes to a descriptor (see fdio.h). */
+/* Whole writes to a descriptor and private-file creation (see fdio.h). */
 #include "fdio.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "pathfmt.h"
 
 int fd_write_all(int fd, const void *buf, size_t len)
 {
@@ -23,5 +29,94 @@ int fd_write_all(int fd, const void *buf, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
+	return 0;
+}
+
+/* errno, or EIO when a failed call left none: a message must never carry a stale or zero errno. */
+static int errno_or_eio(void)
+{
+	return errno != 0 ? errno : EIO;
+}
+
+/* Writes, owns and syncs the open fd; the caller closes and unlinks on -1. */
+static int file_fill(int fd, uid_t uid, gid_t gid, const void *data, size_t len)
+{
+	errno = 0;
+	if ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) < 0)
+		return -1;
+	/* fd_write_all loops over short writes, so a full disk is its real ENOSPC, not a count. */
+	if (fd_write_all(fd, data, len) < 0)
+		return -1;
+	/* The data must be on disk before anyone relies on the file (a receipt, a key). */
+	return fsync(fd);
+}
+
+int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
+		   const void *data, size_t len, struct sb_err *err)
+{
+	int fd, saved;
+
+	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return sb_fail(err, EINVAL, "creating %s/%s: not a single file name", dir, name);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return sb_fail_errno(err, "creating %s/%s", dir, name);
+	if (file_fill(fd, uid, gid, data, len) < 0) {
+		saved = errno_or_eio();
+		close(fd);
+		unlinkat(dirfd, name, 0);
+		return sb_fail(err, saved, "writing %s/%s", dir, name);
+	}
+	if (close(fd) < 0) {
+		saved = errno_or_eio();
+		unlinkat(dirfd, name, 0);
+		return sb_fail(err, saved, "closing %s/%s", dir, name);
+	}
+	/* The directory entry must be durable too, or a crash could lose a file whose existence
+	 * was already reported. */
+	if (fsync(dirfd) < 0) {
+		saved = errno_or_eio();
+		unlinkat(dirfd, name, 0);
+		return sb_fail(err, saved, "syncing directory %s", dir);
+	}
+	return 0;
+}
+
+int fd_file_create_path(const char *path, mode_t mode, uid_t uid, gid_t gid, const void *data, size_t len,
+			struct sb_err *err)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	int dirfd, rc;
+
+	if (slash == NULL)
+		dir[0] = '.', dir[1] = '\0';
+	else if (path_fmt(dir, sizeof dir, err, "%.*s", slash == path ? 1 : (int)(slash - path), path) < 0)
+		return -1;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return sb_fail_errno(err, "opening directory %s", dir);
+	rc = fd_file_create(dirfd, dir, slash ? slash + 1 : path, mode, uid, gid, data, len, err);
+	close(dirfd);
+	return rc;
+}
+
+int fd_file_replace(int dirfd, const char *dir, const char *name, const char *tmp, mode_t mode,
+		    const void *data, size_t len, struct sb_err *err)
+{
+	int saved;
+
+	/* A tmp left by a crash would make the exclusive create fail forever. */
+	if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
+		return sb_fail_errno(err, "removing the stale %s/%s", dir, tmp);
+	if (fd_file_create(dirfd, dir, tmp, mode, (uid_t)-1, (gid_t)-1, data, len, err) < 0)
+		return -1;
+	if (renameat(dirfd, tmp, dirfd, name) < 0) {
+		saved = errno_or_eio();
+		unlinkat(dirfd, tmp, 0);
+		return sb_fail(err, saved, "replacing %s/%s", dir, name);
+	}
+	if (fsync(dirfd) < 0)
+		return sb_fail_errno(err, "syncing directory %s", dir);
 	return 0;
 }

@@ -1,12 +1,37 @@
-/* Whole writes to a descriptor. Safe between clone() and execve() (no allocation, no locks),
- * so the namespace inits use it as well as ordinary code. */
+/* Whole writes to a descriptor, and the one copy of private-file creation: a new file beneath a
+ * held directory, written whole and made durable, or no file at all. fd_write_all is safe between
+ * clone() and execve() (no allocation, no locks), so the namespace inits use it as well as ordinary
+ * code; the file functions are for ordinary code (they format messages into a struct sb_err). */
 #ifndef SB_FDIO_H
 #define SB_FDIO_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
 
 /* All of buf to fd, through EINTR and short writes. 0 once everything is written; -1 with errno
  * set otherwise (EPIPE when the reader is gone and SIGPIPE is ignored, or for a write of 0). */
 int fd_write_all(int fd, const void *buf, size_t len);
+
+/* Create name (one component: no '/') beneath dirfd with mode, exclusively (O_EXCL: never opens
+ * an existing file) and without following a symlink (O_NOFOLLOW); hand it to uid:gid unless they
+ * are (uid_t)-1 and (gid_t)-1; write all of data; fsync the file, then dirfd so the entry itself
+ * survives a crash. dir is dirfd's path, for messages only. On -1 nothing is left behind (a file
+ * this call created is unlinked) and err->errnum is the failing call's errno: EEXIST when name
+ * existed (a symlink included), EIO when a call failed without one. */
+int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
+		   const void *data, size_t len, struct sb_err *err);
+
+/* fd_file_create for an absolute or relative path: its parent directory is opened (following
+ * symlinks in the ancestors, as open(2) would) and the last component created beneath it. */
+int fd_file_create_path(const char *path, mode_t mode, uid_t uid, gid_t gid, const void *data, size_t len,
+			struct sb_err *err);
+
+/* Replace name beneath dirfd atomically: data goes to tmp (a stale tmp from a crash is removed
+ * first) through fd_file_create, tmp is renamed over name and dirfd fsynced. A reader sees the old
+ * file or the new one, never half of one. On -1, tmp is gone and name is unchanged. */
+int fd_file_replace(int dirfd, const char *dir, const char *name, const char *tmp, mode_t mode,
+		    const void *data, size_t len, struct sb_err *err);
 
 #endif

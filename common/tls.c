@@ -20,6 +20,7 @@
 #include <mbedtls/platform_util.h>
 #include <mbedtls/ssl.h>
 
+#include "clock.h"
 #include "random.h"
 
 #define TLS_FILE_MAX (1u << 20)  /* a PEM certificate chain or key is far below this */
@@ -89,18 +90,9 @@ int tls_rng(void *ctx, unsigned char *buf, size_t len)
 	return sb_random_bytes(buf, len, &err) == 0 ? 0 : MBEDTLS_ERR_ENTROPY_SOURCE_FAILED;
 }
 
-static int64_t clock_now_ms(void)
-{
-	struct timespec ts;
-
-	/* CLOCK_MONOTONIC cannot fail with a valid clock id and pointer. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int64_t tls_deadline_after(int64_t timeout_ms)
 {
-	return clock_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	return clock_deadline_after(timeout_ms);
 }
 
 static const char *mbedtls_text(int ret, char *buf, size_t len)
@@ -392,13 +384,11 @@ static int bio_wait(struct tls_session *s, short events)
 		int timeout = -1, n;
 
 		if (s->deadline_ms != TLS_NO_DEADLINE) {
-			int64_t left = s->deadline_ms - clock_now_ms();
-
-			if (left <= 0) {
+			timeout = clock_remaining_ms(s->deadline_ms);
+			if (timeout == 0) {
 				s->io_errno = ETIMEDOUT;
 				return MBEDTLS_ERR_SSL_TIMEOUT;
 			}
-			timeout = left > INT_MAX ? INT_MAX : (int)left;
 		}
 		n = poll(&p, 1, timeout);
 		if (n < 0 && errno == EINTR)
@@ -471,11 +461,16 @@ static int session_verify(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t 
 	return 0;
 }
 
+/* Appends "; reason". A message for people: what does not fit out is cut on purpose (the
+ * first reasons are the ones that matter), never an error. */
 static void reason_add(char *out, size_t out_len, const char *reason)
 {
-	size_t used = strlen(out);
+	size_t used = strlen(out), room = out_len - used;
+	const char *sep = used > 0 ? "; " : "";
 
-	snprintf(out + used, out_len - used, "%s%s", used > 0 ? "; " : "", reason);
+	if (room <= strlen(sep))
+		return;
+	snprintf(out + used, room, "%s%.*s", sep, (int)(room - 1 - strlen(sep)), reason);
 }
 
 /* Turns verification flags into words a person can act on; all that apply, "; "-separated. */
@@ -508,7 +503,8 @@ static void verify_reasons(const struct tls_session *s, uint32_t flags, char *ou
 
 		/* verify_info ends each line with '\n'; keep the first line. */
 		text[n > 0 ? strcspn(text, "\n") : 0] = '\0';
-		snprintf(out, out_len, "failed verification (%s)", n > 0 ? text : "unknown reason");
+		/* For people: mbedtls's first line, cut on purpose to fit. */
+		snprintf(out, out_len, "failed verification (%.400s)", n > 0 ? text : "unknown reason");
 	}
 }
 

@@ -40,7 +40,8 @@ void tls_config_set_peer_label(struct tls_config *config, const char *label);
 
 void tls_config_free(struct tls_config *config);
 
-/* The deadline `timeout_ms` from now, for tls_session_open and tls_session_set_deadline. */
+/* The deadline `timeout_ms` from now, for tls_session_open and tls_session_set_deadline: the same
+ * monotonic clock_deadline_after of common/clock.h, which new code calls directly. */
 int64_t tls_deadline_after(int64_t timeout_ms);
 
 /* Run the handshake on fd (a connected stream socket, unix or TCP, owned by the caller and not

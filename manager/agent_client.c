@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "ca.h"
+#include "clock.h"
 #include "random.h"
 #include "receipt_mac.h"
 
@@ -39,11 +40,6 @@ struct agent_conn {
 };
 
 /* ---------- small helpers ---------- */
-
-static int64_t now_ms(void)
-{
-	return tls_deadline_after(0);
-}
 
 /* Peer-controlled text into a message: printable ASCII only, bounded. */
 static void text_clean(char *out, size_t out_len, const char *in, size_t in_len)
@@ -372,7 +368,7 @@ static int connect_finish(int fd, int64_t deadline_ms)
 	int so_error = 0, n;
 
 	do {
-		left = deadline_ms - now_ms();
+		left = deadline_ms - clock_mono_ms();
 		if (left <= 0) {
 			errno = ETIMEDOUT;
 			return -1;
@@ -399,7 +395,7 @@ static int address_connect(const char *address, int64_t deadline_ms, struct sb_e
 		return sb_fail_errno(err, "connecting to sandbox-agent at %s: socket", address);
 	for (;;) {
 		rc = connect(fd, (struct sockaddr *)&ss, len);
-		if (rc == 0 || errno != EAGAIN || now_ms() >= deadline_ms)
+		if (rc == 0 || errno != EAGAIN || clock_mono_ms() >= deadline_ms)
 			break;
 		/* A unix listener whose backlog is full: wait for it to accept, within the deadline. */
 		poll(NULL, 0, AGENT_CONNECT_RETRY_MS);
@@ -520,7 +516,8 @@ int agent_connect(struct tls_config *config, const char *address, int64_t deadli
 	*out = NULL;
 	if (c == NULL)
 		return sb_fail(err, ENOMEM, "connecting to sandbox-agent at %s", address);
-	snprintf(c->address, sizeof c->address, "%s", address);
+	/* For messages only (address_connect uses the caller's whole string): cut on purpose. */
+	snprintf(c->address, sizeof c->address, "%.*s", (int)sizeof c->address - 1, address);
 	c->fd = address_connect(address, deadline_ms, err);
 	if (c->fd < 0) {
 		free(c);

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,39 +11,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fstree.h"
 #include "log.h"
-
-int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int remaining_ms(int64_t deadline)
-{
-	int64_t left = deadline - mono_ms();
-
-	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
-}
-
-int path_fmt(char *out, size_t len, struct sb_err *err, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(out, len, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= len)
-		return sb_fail(err, ENAMETOOLONG, "path too long: %s", out);
-	return 0;
-}
+#include "pathfmt.h"
 
 /* The agent refuses a key, state or socket directory that is not its own (serve.c): say so here,
  * before anything starts. owner: the host uid the directory must belong to (the manager's for
@@ -217,17 +189,22 @@ int agent_serving(const char *path, int64_t deadline)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct sb_err cut;
 	char byte;
 	int serving;
 
 	if (fd < 0)
 		return 0;
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	/* A cut path would probe another socket: refused (agent_dir_prepare already checks it). */
+	if (path_fmt(sa.sun_path, sizeof sa.sun_path, &cut, "%s", path) < 0) {
+		close(fd);
+		return 0;
+	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || shutdown(fd, SHUT_WR) < 0) {
 		close(fd);
 		return 0;
 	}
-	while (poll(&p, 1, remaining_ms(deadline)) < 0 && errno == EINTR) {
+	while (poll(&p, 1, clock_remaining_ms(deadline)) < 0 && errno == EINTR) {
 	}
 	serving = p.revents != 0 && read(fd, &byte, 1) == 0;
 	close(fd);

@@ -38,10 +38,4 @@ int agent_dir_prepare(struct agent_dir *d, const struct sandbox_spec *spec, stru
 /* Is the agent serving on its socket? 1: yes; 0: not yet (no listener, or dropped unaccepted). */
 int agent_serving(const char *sock_path, int64_t deadline_ms);
 
-int64_t mono_ms(void);
-int remaining_ms(int64_t deadline_ms);
-
-/* snprintf into a path buffer; ENAMETOOLONG instead of a truncated path. */
-int path_fmt(char *out, size_t len, struct sb_err *err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
 #endif

@@ -28,7 +28,9 @@
  * exited container behind, which is logged and removed by the next restart's recovery. */
 #include "agent_dir.h"
 #include "backend.h"
+#include "clock.h"
 #include "log.h"
+#include "pathfmt.h"
 #include "podman_api.h"
 
 #include <ctype.h>
@@ -51,7 +53,6 @@
  * ancestor can be renamed (a host state dir under /tmp or /dev/shm would otherwise lie in the
  * container's writable tmpfs). The host paths stay the manager's: it reaches the socket there. */
 #define PRIVATE_INSIDE "/.sandbox/agent"
-#define TMPFS_BYTES_PER_INODE 4096
 
 struct podman {
 	struct backend be;
@@ -122,13 +123,6 @@ static int empties_make(const struct agent_dir *d, char *file, char *dir, struct
 	if (mkdir(dir, 0555) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating %s", dir);
 	return 0;
-}
-
-static long long tmpfs_inodes(int64_t bytes)
-{
-	long long n = (long long)(bytes / TMPFS_BYTES_PER_INODE);
-
-	return n < 1024 ? 1024 : n;
 }
 
 /* The writable plan entry whose bind holds `path` in the container (the deepest one above it), or
@@ -210,9 +204,8 @@ static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spe
 			break;
 		case MOUNT_TMPFS:
 			/* Owned by the sandbox's uid, as the process backend's tmpfs is; sized as /tmp. */
-			snprintf(opts, sizeof opts, "rw,nosuid,nodev,mode=0755,uid=%u,gid=%u,size=%lld,nr_inodes=%lld",
-				 (unsigned)d->host_uid, (unsigned)d->host_gid, (long long)tmp_bytes,
-				 (long long)tmpfs_inodes(tmp_bytes));
+			snprintf(opts, sizeof opts, "rw,nosuid,nodev,mode=0755,uid=%u,gid=%u,size=%lld",
+				 (unsigned)d->host_uid, (unsigned)d->host_gid, (long long)tmp_bytes);
 			rc = json_object_set_new(tmpfs, e->target, json_string(opts)) == 0 ? 0 :
 			     sb_fail(err, ENOMEM, "container tmpfs");
 			break;
@@ -233,8 +226,9 @@ static json_t *mounts_json(const struct podman *p, const struct agent_dir *d, co
 	json_t *binds = json_array();
 	char tmp[128];
 
-	snprintf(tmp, sizeof tmp, "rw,nosuid,nodev,mode=1777,size=%lld,nr_inodes=%lld", (long long)p->set.tmp_bytes,
-		 tmpfs_inodes(p->set.tmp_bytes));
+	/* Size only: Podman 4.3 refuses nr_inodes= ("unknown mount option"); the inodes' kernel memory
+	 * is charged to the container's memory limit instead. */
+	snprintf(tmp, sizeof tmp, "rw,nosuid,nodev,mode=1777,size=%lld", (long long)p->set.tmp_bytes);
 	*tmpfs = json_pack("{s:s}", "/tmp", tmp);
 	if (binds == NULL || *tmpfs == NULL || plan_mounts(d, spec, p->set.tmp_bytes, binds, *tmpfs, err) < 0 ||
 	    (d->credentials[0] != '\0' && bind_add(binds, d->credentials, d->credentials, true, err) < 0) ||
@@ -352,6 +346,11 @@ static int container_create(const struct podman *p, const struct agent_dir *d, c
 
 	if (body == NULL)
 		return -1;
+	/* Before the container exists: a cut address would name another socket (common/pathfmt.c). */
+	if (path_fmt(h->address, sizeof h->address, err, "%s", d->listen) < 0) {
+		json_decref(body);
+		return -1;
+	}
 	container_name(spec, name, sizeof name);
 	snprintf(path, sizeof path, "/containers/create%s%s", name[0] ? "?name=" : "", name);
 	rc = call(p, "POST", path, body, REQUEST_MS, &r, err);
@@ -363,8 +362,8 @@ static int container_create(const struct podman *p, const struct agent_dir *d, c
 		rc = sb_fail(err, EIO, "podman refused to create the container (HTTP %ld): %s", r.status,
 			     podman_reply_message(&r));
 	} else {
+		/* id_valid bounds the id, so it fits runtime_id whole. */
 		snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s", id);
-		snprintf(h->address, sizeof h->address, "%s", d->listen);
 	}
 	podman_reply_free(&r);
 	return rc;
@@ -501,14 +500,14 @@ static void logs_tail(const struct podman *p, const struct sandbox_handle *h, ch
 static int ready_wait(const struct podman *p, const struct agent_dir *d, const struct sandbox_handle *h,
 		      struct sb_err *err)
 {
-	int64_t deadline = mono_ms() + READY_MS, next_inspect = 0;
+	int64_t deadline = clock_mono_ms() + READY_MS, next_inspect = 0;
 	struct container_state s;
 	char tail[LOG_TAIL_BYTES + 64];
 
 	for (;;) {
-		if (agent_serving(d->sock, mono_ms() + POLL_MS) == 1)
+		if (agent_serving(d->sock, clock_mono_ms() + POLL_MS) == 1)
 			return 0;
-		if (mono_ms() >= next_inspect) {
+		if (clock_mono_ms() >= next_inspect) {
 			if (container_inspect(p, handle_id(h), REQUEST_MS, &s, err) < 0)
 				return -1;
 			if (strcmp(s.status, "running") != 0) {
@@ -516,9 +515,9 @@ static int ready_wait(const struct podman *p, const struct agent_dir *d, const s
 				return sb_fail(err, ECHILD, "the container is %s (exit code %lld) before its agent served%s",
 					       s.gone ? "gone" : s.status, s.exit_code, tail);
 			}
-			next_inspect = mono_ms() + 4 * POLL_MS;
+			next_inspect = clock_mono_ms() + 4 * POLL_MS;
 		}
-		if (remaining_ms(deadline) == 0) {
+		if (clock_remaining_ms(deadline) == 0) {
 			logs_tail(p, h, tail, sizeof tail);
 			return sb_fail(err, ETIMEDOUT, "the agent did not serve on %s within %d ms%s", d->sock, READY_MS,
 				       tail);
@@ -597,13 +596,13 @@ static int podman_stop(struct backend *be, struct sandbox_handle *h, struct sb_e
 static int podman_evidence(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err)
 {
 	struct podman *p = podman_of(be);
-	int64_t deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int64_t deadline = clock_mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 	struct container_state s;
 	char last[sizeof s.status] = "";
 
 	for (;;) {
 		/* Each question within what is left of the bound: a hung service is no evidence either. */
-		int left = remaining_ms(deadline);
+		int left = clock_remaining_ms(deadline);
 
 		if (container_inspect(p, handle_id(h), left < REQUEST_MS ? left : REQUEST_MS, &s, err) == 0) {
 			if (state_ended(&s)) {
@@ -613,9 +612,9 @@ static int podman_evidence(struct backend *be, struct sandbox_handle *h, int tim
 			}
 			snprintf(last, sizeof last, "%s", s.status);
 		}
-		if (remaining_ms(deadline) == 0)
+		if (clock_remaining_ms(deadline) == 0)
 			break;
-		container_wait(p, handle_id(h), remaining_ms(deadline));
+		container_wait(p, handle_id(h), clock_remaining_ms(deadline));
 	}
 	if (last[0] != '\0')
 		return sb_fail(err, ETIMEDOUT, "container %.12s is still %s after %d ms: not proven gone", handle_id(h),

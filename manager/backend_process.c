@@ -38,8 +38,10 @@
  */
 #include "agent_dir.h"
 #include "backend.h"
+#include "clock.h"
 #include "log.h"
 #include "nsspawn.h"
+#include "pathfmt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1148,17 +1150,17 @@ static void init_reap(int pidfd)
  * namespace (zap_pid_ns_processes), nested namespaces included: its exit is the sandbox's end. */
 static int init_wait_exit(int pidfd, int timeout_ms)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 
 	for (;;) {
 		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-		int n = poll(&p, 1, remaining_ms(deadline));
+		int n = poll(&p, 1, clock_remaining_ms(deadline));
 
 		if (n > 0) {
 			init_reap(pidfd);
 			return 1;
 		}
-		if (n == 0 || (n < 0 && errno != EINTR) || remaining_ms(deadline) == 0)
+		if (n == 0 || (n < 0 && errno != EINTR) || clock_remaining_ms(deadline) == 0)
 			return 0;
 	}
 }
@@ -1216,13 +1218,13 @@ static void sandbox_abort(struct sandbox_handle *h, struct sb_err *err)
 /* Until sandbox init reports a failed step or its execve closes the error pipe. */
 static int setup_wait(struct launch *l, struct sb_err *err)
 {
-	int64_t deadline = mono_ms() + SETUP_MS;
+	int64_t deadline = clock_mono_ms() + SETUP_MS;
 	char msg[SB_ERR_MSG_MAX];
 	size_t have = 0;
 
 	for (;;) {
 		struct pollfd p = { .fd = l->error[0], .events = POLLIN };
-		int n = poll(&p, 1, remaining_ms(deadline));
+		int n = poll(&p, 1, clock_remaining_ms(deadline));
 		ssize_t r;
 
 		if (n < 0 && errno == EINTR)
@@ -1249,7 +1251,7 @@ static int setup_wait(struct launch *l, struct sb_err *err)
 /* Until the agent serves on its socket, or dies (its log says why). */
 static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err *err)
 {
-	int64_t deadline = mono_ms() + READY_MS;
+	int64_t deadline = clock_mono_ms() + READY_MS;
 	char tail[LOG_TAIL_BYTES + 32];
 
 	for (;;) {
@@ -1271,7 +1273,7 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 			return sb_fail(err, ECHILD, "the agent was killed by signal %d before serving%s",
 				       info.si_status, tail);
 		}
-		if (remaining_ms(deadline) == 0) {
+		if (clock_remaining_ms(deadline) == 0) {
 			log_tail(l, tail, sizeof tail);
 			return sb_fail(err, ETIMEDOUT, "the agent did not serve on %s within %d ms%s", l->d.sock,
 				       READY_MS, tail);
@@ -1301,8 +1303,12 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 		sandbox_abort(h, err);
 		return -1;
 	}
-	snprintf(h->runtime_id, sizeof h->runtime_id, "process:%d:%llu", (int)pid, start);
-	snprintf(h->address, sizeof h->address, "%s", l->d.listen);
+	/* A cut address would name another socket: refused like any path (common/pathfmt.c). */
+	if (path_fmt(h->runtime_id, sizeof h->runtime_id, err, "process:%d:%llu", (int)pid, start) < 0 ||
+	    path_fmt(h->address, sizeof h->address, err, "%s", l->d.listen) < 0) {
+		sandbox_abort(h, err);
+		return -1;
+	}
 	/* 1:1, the sandbox's uid and gid only: host_uid N is N inside, and nothing maps to the
 	 * namespace's uid 0. So no process of the sandbox is ever uid 0 of any user namespace: not of
 	 * this one, and not of the agent's per-command ones, which map N to N again. That is what
@@ -1709,7 +1715,8 @@ static int process_limits(struct backend *be, const struct sandbox_handle *h, st
 	cg = openat(p->cgroup_fd, h->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (cg < 0 || !cgroup_holds(cg, h->pid))
 		return 0; /* init is not (or no longer) in it: no cgroup limit is shown as holding */
-	snprintf(out->cgroup, sizeof out->cgroup, "%s/%s", p->set.cgroup_parent, h->cgroup);
+	if (path_fmt(out->cgroup, sizeof out->cgroup, err, "%s/%s", p->set.cgroup_parent, h->cgroup) < 0)
+		return -1;
 	if (cgroup_read(cg, "memory.max", text, sizeof text) == 0)
 		out->memory_max = limit_parse(text);
 	if (cgroup_read(cg, "pids.max", text, sizeof text) == 0)

@@ -3,6 +3,7 @@
  * kubeconfig they write. Never logs a credential nor puts the manager's credential in a file. */
 #include "broker.h"
 #include "curl_handle.h"
+#include "fdio.h"
 #include "jsonfile.h"
 
 #include <ctype.h>
@@ -21,14 +22,6 @@
 #define RESPONSE_MAX (1024 * 1024)
 #define CA_FILE_MAX (256 * 1024)
 #define CONNECT_TIMEOUT_MS 5000
-
-int64_t broker_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 json_t *broker_config_load(const char *resource, const char *path, const char *const *allowed,
 			   struct sb_err *err)
@@ -338,22 +331,6 @@ int broker_time_parse(const char *text, int64_t *out_ms)
 
 /* ---- the kubeconfig ---- */
 
-static int file_write_new(const char *path, const char *data, size_t len, uid_t uid, gid_t gid, struct sb_err *err)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
-
-	if (fd < 0)
-		return sb_fail_errno(err, "creating %s", path);
-	if (write(fd, data, len) != (ssize_t)len || fchown(fd, uid, gid) < 0 || fsync(fd) < 0) {
-		sb_fail_errno(err, "writing %s", path);
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	close(fd);
-	return 0;
-}
-
 static char *ca_data(const char *resource, const char *path, struct sb_err *err)
 {
 	static const size_t cap = CA_FILE_MAX;
@@ -408,7 +385,8 @@ int broker_kubeconfig_write(const struct broker_request *req, const struct broke
 	json_decref(doc);
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "resource %s: building the kubeconfig", req->resource);
-	rc = file_write_new(req->path, text, strlen(text), req->uid, req->gid, err);
+	/* common/fdio.c: 0400, exclusive, no symlink, owned before it is synced with its directory. */
+	rc = fd_file_create_path(req->path, 0400, req->uid, req->gid, text, strlen(text), err);
 	explicit_bzero(text, strlen(text));
 	free(text);
 	return rc;

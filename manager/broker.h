@@ -111,6 +111,4 @@ struct broker_kubeconfig {
 int broker_kubeconfig_write(const struct broker_request *req, const struct broker_kubeconfig *k,
 			    struct sb_err *err);
 
-int64_t broker_now_ms(void);
-
 #endif

@@ -5,6 +5,7 @@
  * users (read_token_file, write_token_file); an access without its file is refused. The manager's
  * own credentials are only ever sent to Rancher; they never reach a file a sandbox sees. */
 #include "broker.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -100,7 +101,7 @@ static int token_create(const struct broker_request *req, const struct rancher_c
 	if (rc == 0) {
 		/* expiresAt when Rancher says it (it may shorten the ttl to its own maximum), else our ttl. */
 		if (expires == NULL || broker_time_parse(expires, &out->expires_ms) < 0)
-			out->expires_ms = broker_now_ms() + (int64_t)c->ttl * 1000;
+			out->expires_ms = clock_real_ms() + (int64_t)c->ttl * 1000;
 		if (id != NULL && strlen(id) < sizeof out->revoke_id)
 			snprintf(out->revoke_id, sizeof out->revoke_id, "%s", id);
 		snprintf(server, sizeof server, "%s/k8s/clusters/%s", c->server, c->cluster_id);

@@ -3,6 +3,7 @@
  * CA. `read` and `write` map to different service accounts. The manager's own API credential
  * (token_file) is only ever sent to the API server; it never reaches a file a sandbox sees. */
 #include "broker.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -114,7 +115,7 @@ static int token_issue(const struct broker_request *req, const struct tokenreque
 	else if (strcmp(token, bearer) == 0)
 		rc = sb_fail(err, EPROTO, "resource %s: %s returned the manager's own credential; refused",
 			     req->resource, api);
-	else if (out->expires_ms <= broker_now_ms())
+	else if (out->expires_ms <= clock_real_ms())
 		rc = sb_fail(err, EPROTO, "resource %s: %s returned a token that has already expired (%s)",
 			     req->resource, api, expiry);
 	if (rc == 0) {

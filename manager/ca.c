@@ -19,6 +19,8 @@
 #include <mbedtls/platform_util.h>
 
 #include "fdio.h"
+#include "names.h"
+#include "pathfmt.h"
 #include "random.h"
 #include "tls.h"
 
@@ -42,30 +44,13 @@ static const char *mbedtls_text(int ret, char *buf, size_t len)
 
 /* ---------- files ---------- */
 
-/* Create dir/name exclusively: never follows a symlink, never opens an existing file.
- * errno contract: on -1, err->errnum is EEXIST when the file already existed. */
+/* Create dir/name exclusively through common/fdio.c: never follows a symlink, never opens an
+ * existing file, fsynced with its directory before anyone relies on it (a key lost in a crash
+ * would orphan every leaf). errno contract: on -1, err->errnum is EEXIST when the file existed. */
 static int file_create_at(int dirfd, const char *dir, const char *name, mode_t mode, const unsigned char *data,
 			  size_t len, struct sb_err *err)
 {
-	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-
-	if (fd < 0)
-		return sb_fail_errno(err, "creating %s/%s", dir, name);
-	/* fsync before anyone relies on the file: a key lost in a crash would orphan every leaf. */
-	if (fd_write_all(fd, data, len) < 0 || fsync(fd) < 0) {
-		int saved = errno;
-
-		close(fd);
-		unlinkat(dirfd, name, 0);
-		return sb_fail(err, saved, "writing %s/%s", dir, name);
-	}
-	if (close(fd) < 0) {
-		int saved = errno;
-
-		unlinkat(dirfd, name, 0);
-		return sb_fail(err, saved, "writing %s/%s", dir, name);
-	}
-	return 0;
+	return fd_file_create(dirfd, dir, name, mode, (uid_t)-1, (gid_t)-1, data, len, err);
 }
 
 /* Replace dir/name atomically: a reader sees the old file or the new one, never half of one. */
@@ -76,19 +61,9 @@ static int file_replace_at(int dirfd, const char *dir, const char *name, mode_t 
 
 	if (sb_random_hex(suffix, 8, err) < 0)
 		return -1;
-	if ((size_t)snprintf(tmp, sizeof tmp, ".%s.%s.tmp", name, suffix) >= sizeof tmp)
-		return sb_fail(err, ENAMETOOLONG, "file name %s is too long", name);
-	if (file_create_at(dirfd, dir, tmp, mode, data, len, err) < 0)
+	if (path_fmt(tmp, sizeof tmp, err, ".%s.%s.tmp", name, suffix) < 0)
 		return -1;
-	if (renameat(dirfd, tmp, dirfd, name) < 0) {
-		int saved = errno;
-
-		unlinkat(dirfd, tmp, 0);
-		return sb_fail(err, saved, "replacing %s/%s", dir, name);
-	}
-	if (fsync(dirfd) < 0)
-		return sb_fail_errno(err, "syncing directory %s", dir);
-	return 0;
+	return fd_file_replace(dirfd, dir, name, tmp, mode, data, len, err);
 }
 
 static int dir_open(const char *dir, struct sb_err *err)
@@ -459,14 +434,12 @@ const mbedtls_x509_crt *ca_cert(const struct ca *ca)
 
 /* ---------- leaves ---------- */
 
-/* A file base name we create: no path separator, no leading dot (our temp files start with one). */
+/* A file base name we create: one component (common/names.c), no leading dot (our temp files
+ * start with one). */
 static int base_name_check(const char *name, struct sb_err *err)
 {
-	size_t n = strlen(name);
-
-	if (n == 0 || n > 200 || name[0] == '.' || strspn(name, "abcdefghijklmnopqrstuvwxyz"
-					 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
-		return sb_fail(err, EINVAL, "file name '%s' must be 1-200 of [A-Za-z0-9._-], not starting with '.'",
+	if (!name_component_valid(name, 200))
+		return sb_fail(err, EINVAL, "file name '%s' must be 1-200 of [A-Za-z0-9._-], not starting with '.' or '-'",
 			       name);
 	return 0;
 }

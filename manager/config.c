@@ -2,6 +2,7 @@
 #include "backend.h"
 #include "config.h"
 #include "jsonfile.h"
+#include "pathfmt.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -68,7 +69,7 @@ static int bytes_set(int64_t *dst, const char *value, int64_t min, int64_t max, 
 }
 
 /* The directory of this executable: the agent ships beside the manager (build/, /usr/lib/...). */
-static void agent_default(char *out, size_t len)
+static int agent_default(char *out, size_t len, struct sb_err *err)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -78,21 +79,27 @@ static void agent_default(char *out, size_t len)
 	slash = strrchr(self, '/');
 	if (slash != NULL)
 		*slash = '\0';
-	snprintf(out, len, "%s/sandbox-agent", n > 0 ? self : ".");
+	return path_fmt(out, len, err, "%s/sandbox-agent", n > 0 ? self : ".");
 }
 
-static void defaults(struct config *c)
+/* A default path that does not fit is an error, never a shorter path naming another directory. */
+static int defaults(struct config *c, struct sb_err *err)
 {
 	const char *state = getenv("XDG_STATE_HOME");
 	const char *home = getenv("HOME");
+	int rc;
 
 	memset(c, 0, sizeof *c);
 	if (geteuid() == 0)
-		snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/infra-sandbox");
+		rc = path_fmt(c->state_dir, sizeof c->state_dir, err, "/var/lib/infra-sandbox");
 	else if (state != NULL && state[0] == '/')
-		snprintf(c->state_dir, sizeof c->state_dir, "%s/infra-sandbox", state);
+		rc = path_fmt(c->state_dir, sizeof c->state_dir, err, "%s/infra-sandbox", state);
 	else
-		snprintf(c->state_dir, sizeof c->state_dir, "%s/.local/state/infra-sandbox", home ? home : "/tmp");
+		rc = path_fmt(c->state_dir, sizeof c->state_dir, err, "%s/.local/state/infra-sandbox", home ? home : "/tmp");
+	if (rc < 0) {
+		sb_err_prefix(err, "config: the default state-dir (from XDG_STATE_HOME or HOME)");
+		return -1;
+	}
 	snprintf(c->backend, sizeof c->backend, "process");
 	snprintf(c->podman_network, sizeof c->podman_network, "bridge");
 	c->sandbox_nano_cpus = 2000000000;
@@ -101,7 +108,10 @@ static void defaults(struct config *c)
 	/* Small: what a sandbox writes to /tmp and /dev/shm is host memory while it lives. */
 	c->tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
 	c->shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
-	agent_default(c->agent, sizeof c->agent);
+	if (agent_default(c->agent, sizeof c->agent, err) < 0) {
+		sb_err_prefix(err, "config: the default agent beside this program");
+		return -1;
+	}
 	c->default_timeout = DEFAULT_TIMEOUT;
 	c->max_timeout = MAX_TIMEOUT;
 	c->idle_seconds = IDLE_SECONDS;
@@ -112,6 +122,7 @@ static void defaults(struct config *c)
 	 * sandbox is ever host root (backend.h), so sandboxes run as nobody unless told otherwise. */
 	c->sandbox_uid = geteuid() == 0 ? 65534 : geteuid();
 	c->sandbox_gid = geteuid() == 0 ? 65534 : getegid();
+	return 0;
 }
 
 /* "1.5" CPUs, as podman --cpus takes them, to the API's billionths. */
@@ -306,13 +317,13 @@ static int podman_check(const struct config *c, struct sb_err *err)
 
 int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 {
-	defaults(c);
-	if (flags_apply(c, argc, argv, err) < 0)
+	if (defaults(c, err) < 0 || flags_apply(c, argc, argv, err) < 0)
 		return -1;
-	if (c->volume[0] == '\0')
-		snprintf(c->volume, sizeof c->volume, "%s/volume", c->state_dir);
-	if (c->socket[0] == '\0')
-		snprintf(c->socket, sizeof c->socket, "%s/manager.sock", c->state_dir);
+	if ((c->volume[0] == '\0' && path_fmt(c->volume, sizeof c->volume, err, "%s/volume", c->state_dir) < 0) ||
+	    (c->socket[0] == '\0' && path_fmt(c->socket, sizeof c->socket, err, "%s/manager.sock", c->state_dir) < 0)) {
+		sb_err_prefix(err, "config: the default volume and socket beside state-dir");
+		return -1;
+	}
 	if (c->state_dir[0] != '/' || c->volume[0] != '/')
 		return sb_fail(err, EINVAL, "config: state-dir and volume must be absolute paths");
 	if (c->default_timeout > c->max_timeout)

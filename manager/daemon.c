@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent_dir.h"
 #include "control.h"
 #include "log.h"
+#include "pathfmt.h"
 #include "thread.h"
 #include "workspace.h"
 
@@ -121,8 +121,7 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, m->cfg.sandbox_uid, err) < 0 ||
 			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))
 		return -1;
-	snprintf(db, sizeof db, "%s/records.db", m->cfg.state_dir);
-	if (records_open(db, &m->rec, err) < 0)
+	if (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 || records_open(db, &m->rec, err) < 0)
 		return -1;
 	records_set_output_limit(m->rec, m->cfg.record_output_limit);
 	if (manager_tls(m, err) < 0)

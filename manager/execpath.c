@@ -6,14 +6,20 @@
 #include "manager.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent_client.h"
 #include "control.h"
+#include "fstree.h"
 #include "log.h"
+#include "pathfmt.h"
 #include "random.h"
 #include "receipt_mac.h"
 
@@ -505,19 +511,87 @@ json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 
 /* ---- after a restart: settle what the previous run left in flight ---- */
 
-static int receipt_key_read(const char *private_dir, uint8_t key[32], struct sb_err *err)
+/* Why the opened key file cannot be the receipt key, or NULL. why has room for the reason. */
+static const char *key_file_refusal(const struct stat *st, uid_t sandbox_uid, char *why, size_t size)
 {
-	char path[PATH_MAX + 32];
-	FILE *f;
-	size_t n;
+	if (!S_ISREG(st->st_mode))
+		return "it is not a regular file";
+	if (st->st_size != RECEIPT_KEY_BYTES)
+		snprintf(why, size, "it holds %lld bytes, not %d", (long long)st->st_size, RECEIPT_KEY_BYTES);
+	else if (st->st_nlink != 1)
+		snprintf(why, size, "it has %llu names (a hard link may be a file from elsewhere)",
+			 (unsigned long long)st->st_nlink);
+	else if (st->st_uid != sandbox_uid && st->st_uid != geteuid())
+		snprintf(why, size, "it belongs to uid %u, neither the sandbox's (%u) nor the manager's (%u)",
+			 (unsigned)st->st_uid, (unsigned)sandbox_uid, (unsigned)geteuid());
+	else
+		return NULL;
+	return why;
+}
 
-	snprintf(path, sizeof path, "%s/state/receipt.key", private_dir);
-	f = fopen(path, "rbe");
-	if (f == NULL)
-		return sb_fail_errno(err, "opening %s", path);
-	n = fread(key, 1, 32, f);
-	fclose(f);
-	return n == 32 ? 0 : sb_fail(err, EINVAL, "%s is not a 32-byte key", path);
+/* The receipt key of a sandbox the previous run left, read back from its private directory
+ * (issue 13, R3). Under a root manager state/ belongs to the sandbox's uid (agent_dir.c
+ * hand_over), so a command or a compromised agent can put anything there: a link to a root-only
+ * file would make the manager use that file as the HMAC key (and its bytes reach timing or
+ * messages). So the private directory is opened from its recorded path with no link anywhere on
+ * it (its parent, <state_dir>/sandboxes/, is the manager's and no sandbox can write it) and must
+ * be the manager's; then state/receipt.key beneath it, with no link on the way and without
+ * blocking on a FIFO; and the file must be a regular file of exactly RECEIPT_KEY_BYTES with one
+ * name, owned by the sandbox's uid or the manager. Anything else refuses the key, and the caller
+ * settles the exec uncertain: fail closed, never trusted. */
+static int receipt_key_read(const struct manager *m, const char *private_dir, uint8_t key[RECEIPT_KEY_BYTES],
+			    struct sb_err *err)
+{
+	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+					   RESOLVE_NO_XDEV };
+	char why[160];
+	const char *refusal;
+	struct stat st;
+	size_t got = 0;
+	int dirfd, fd;
+
+	dirfd = fstree_open_dir(AT_FDCWD, private_dir, err);
+	if (dirfd < 0)
+		return -1;
+	if (fstat(dirfd, &st) != 0 || st.st_uid != geteuid()) {
+		close(dirfd);
+		return sb_fail(err, EPERM, "the private directory %s is not the manager's: its receipt key is not used",
+			       private_dir);
+	}
+	fd = (int)syscall(SYS_openat2, dirfd, "state/receipt.key", &how, sizeof how);
+	close(dirfd);
+	if (fd < 0)
+		return sb_fail_errno(err, "receipt key %s/state/receipt.key cannot be opened%s", private_dir,
+				     errno == ELOOP || errno == EXDEV ? ": a symbolic link or a mount is on its path "
+				     "(state/ is the sandbox's: a command may have replaced it)" : "");
+	if (fstat(fd, &st) != 0) {
+		sb_fail_errno(err, "inspecting %s/state/receipt.key", private_dir);
+		close(fd);
+		return -1;
+	}
+	refusal = key_file_refusal(&st, m->cfg.sandbox_uid, why, sizeof why);
+	if (refusal != NULL) {
+		close(fd);
+		return sb_fail(err, EPERM, "receipt key %s/state/receipt.key refused: %s (state/ is the sandbox's: a "
+			       "command may have replaced it)", private_dir, refusal);
+	}
+	while (got < RECEIPT_KEY_BYTES) {
+		ssize_t n = read(fd, key + got, RECEIPT_KEY_BYTES - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	if (got != RECEIPT_KEY_BYTES) {
+		explicit_bzero(key, RECEIPT_KEY_BYTES);
+		return sb_fail(err, EIO, "receipt key %s/state/receipt.key: could not read its %d bytes", private_dir,
+			       RECEIPT_KEY_BYTES);
+	}
+	return 0;
 }
 
 /* Ask the sandbox the exec was dispatched to; fill c->reply on a verified, finished answer. */
@@ -538,20 +612,22 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 	snprintf(l->session, sizeof l->session, "%s", e->session);
 	l->generation = e->generation;
 	/* A truncated address or directory would name another socket or key: refuse, never shorten. */
-	if ((size_t)snprintf(l->h.address, sizeof l->h.address, "%s", sb.address) >= sizeof l->h.address ||
-	    (size_t)snprintf(l->private_dir, sizeof l->private_dir, "%s", sb.private_dir) >= sizeof l->private_dir) {
+	if (path_fmt(l->h.address, sizeof l->h.address, err, "%s", sb.address) < 0 ||
+	    path_fmt(l->private_dir, sizeof l->private_dir, err, "%s", sb.private_dir) < 0) {
 		free(l);
-		return sb_fail(err, ENAMETOOLONG, "its sandbox's recorded address or directory is too long");
+		sb_err_prefix(err, "its sandbox's recorded address or directory");
+		return -1;
 	}
 	c->sandbox = l;
-	if (receipt_key_read(sb.private_dir, l->receipt_key, err) == 0 &&
+	if (receipt_key_read(m, sb.private_dir, l->receipt_key, err) == 0 &&
 	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
 		char cert[PATH_MAX + 16], key[PATH_MAX + 16], ca[PATH_MAX + 16];
 
-		snprintf(cert, sizeof cert, "%s/manager.crt", m->tls_dir);
-		snprintf(key, sizeof key, "%s/manager.key", m->tls_dir);
-		snprintf(ca, sizeof ca, "%s/ca.crt", m->tls_dir);
-		if (agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err) == 0)
+		/* A truncated path would name another file: path_fmt refuses it (ENAMETOOLONG). */
+		if (path_fmt(cert, sizeof cert, err, "%s/manager.crt", m->tls_dir) == 0 &&
+		    path_fmt(key, sizeof key, err, "%s/manager.key", m->tls_dir) == 0 &&
+		    path_fmt(ca, sizeof ca, err, "%s/ca.crt", m->tls_dir) == 0 &&
+		    agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err) == 0)
 			rc = call_reconcile(m, c, tls_deadline_after(30000), err);
 		if (rc == 0)
 			rc = result_verify(c, err);

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent_dir.h"
 #include "gitrun.h"
+#include "pathfmt.h"
 
 #define FIX "; remove it or use a clone without it"
 #define ALTERNATES_MAX (64 * 1024)
@@ -220,7 +220,11 @@ static int config_file_kind(const char *path, struct gitconfig_findings *found, 
 static int config_file_scan(const char *path, struct gitconfig_findings *found, struct sb_err *err)
 {
 	const char *args[] = { "config", "--file", path, "--no-includes", "--list", "-z", NULL };
-	struct gitrun_opts opts = { .write_roots = gitrun_read_only };
+	/* Reads confined to the file itself: config.worktree lies in the sandbox-writable
+	 * worktrees/<name>/, and a link swapped in after the check must not make root's git list a
+	 * root-only file in git-config syntax (gitrun.h read_roots). */
+	const char *const reads[] = { path, NULL };
+	struct gitrun_opts opts = { .write_roots = gitrun_read_only, .read_roots = reads };
 	struct gitrun_result res;
 	bool present;
 	int rc;
@@ -445,7 +449,8 @@ void gitconfig_findings_free(struct gitconfig_findings *found)
 int gitconfig_get(const char *file, const char *key, char **value, struct sb_err *err)
 {
 	const char *args[] = { "config", "--file", file, "--no-includes", "--get", key, NULL };
-	struct gitrun_opts opts = { .write_roots = gitrun_read_only };
+	const char *const reads[] = { file, NULL }; /* as in config_file_scan() */
+	struct gitrun_opts opts = { .write_roots = gitrun_read_only, .read_roots = reads };
 	struct gitrun_result res;
 	int rc;
 

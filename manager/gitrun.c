@@ -1,7 +1,8 @@
 /* Running git for trusted manager operations (see gitrun.h). Owns spawning (fork and execve of an
  * argv array, never a shell), the sanitized environment, bounded capture, the deadline and the
- * Landlock write confinement. Must never inherit the caller's environment or descriptors, nor
+ * Landlock confinement of writes and reads. Must never inherit the caller's environment or descriptors, nor
  * leave a git process behind. */
+#include "clock.h"
 #include "gitrun.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <linux/close_range.h>
 #include <linux/landlock.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -79,16 +81,6 @@ struct capture {
 	bool truncated;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	/* CLOCK_MONOTONIC cannot fail with a valid clock id; a zero time would only shorten waits. */
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Find git in the fixed PATH. Returns 0 and fills path, or -1 (ENOENT) when there is none. */
 static int git_find(char *path, size_t size, struct sb_err *err)
 {
@@ -143,13 +135,33 @@ static int argv_build(const char *argv[ARGV_MAX], const char *git, const char *c
 	return 0;
 }
 
-/* ---- write confinement (Landlock) ---- */
+/* ---- confinement (Landlock): writes, and reads when asked ---- */
 
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14) /* ABI 3; newer than bookworm's headers */
 #endif
 
-/* Every right that creates, changes or removes something; reading and executing stay free. */
+#define READ_RIGHTS (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+/* The only rights Landlock accepts on a rule for a non-directory. */
+#define FILE_RIGHTS (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_EXECUTE | \
+		     LANDLOCK_ACCESS_FS_TRUNCATE)
+
+/* What git needs of the system to run at all, readable (and, for the first group, executable)
+ * when reads are confined: the programs and libraries, the loader's cache, the name service and
+ * TLS trust configuration of an https clone, and the user database (reflog identities). Chosen
+ * file by file: /etc as a whole holds shadow and private keys (/etc/ssl/private). These paths
+ * belong to root and no sandbox can write them, so their links (/lib -> usr/lib, a resolv.conf
+ * into /run) are followed when the rule is made. Missing ones are skipped. */
+static const char *const system_exec[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", NULL };
+static const char *const system_read[] = {
+	"/etc/ld.so.cache", "/etc/ld.so.preload", "/etc/localtime", "/etc/passwd", "/etc/group",
+	"/etc/nsswitch.conf", "/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/gai.conf",
+	"/etc/services", "/etc/protocols", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/gnutls",
+	"/etc/pki/tls/certs", "/etc/pki/ca-trust/extracted", "/etc/crypto-policies/back-ends",
+	"/dev/urandom", "/sys/devices/system/cpu/online", NULL,
+};
+
+/* Every right that creates, changes or removes something. */
 static __u64 write_rights(int abi)
 {
 	__u64 rights = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
@@ -165,44 +177,80 @@ static __u64 write_rights(int abi)
 	return rights;
 }
 
-/* Allow rights beneath one path (a directory, or a file for file rights). */
-static int ruleset_allow(int ruleset, const char *path, int flags, __u64 rights, struct sb_err *err)
+/* Allow rights beneath path (a directory) or on it (a file: only its file rights). follow: open
+ * through links (system paths only); otherwise a final link is refused (ELOOP), and the caller's
+ * roots are trusted paths (gitrun.h). optional: a missing path is skipped. Rights the ruleset
+ * does not handle are dropped. */
+static int ruleset_allow(int ruleset, const char *path, __u64 rights, __u64 handled, bool follow, bool optional,
+			 struct sb_err *err)
 {
-	struct landlock_path_beneath_attr rule = { .allowed_access = rights };
+	struct landlock_path_beneath_attr rule = { 0 };
+	struct stat st;
 	int rc;
 
-	rule.parent_fd = open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW | flags);
+	rule.parent_fd = open(path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (rule.parent_fd < 0 && optional && (errno == ENOENT || errno == ENOTDIR))
+		return 0;
 	if (rule.parent_fd < 0)
-		return sb_fail_errno(err, "opening %s to confine git's writes", path);
-	rc = (int)syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+		return sb_fail_errno(err, "opening %s to confine git", path);
+	if (fstat(rule.parent_fd, &st) != 0) {
+		sb_fail_errno(err, "inspecting %s to confine git", path);
+		close(rule.parent_fd);
+		return -1;
+	}
+	/* O_PATH | O_NOFOLLOW opens a final link itself instead of failing: refuse it here. */
+	if (S_ISLNK(st.st_mode)) {
+		close(rule.parent_fd);
+		return sb_fail(err, ELOOP, "%s is a symbolic link: refused as a root to confine git", path);
+	}
+	rule.allowed_access = rights & handled & (S_ISDIR(st.st_mode) ? ~(__u64)0 : FILE_RIGHTS);
+	rc = rule.allowed_access == 0 ? 0 :
+	     (int)syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
 	if (rc != 0)
-		sb_fail_errno(err, "allowing git to write beneath %s", path);
+		sb_fail_errno(err, "allowing git to use %s", path);
 	close(rule.parent_fd);
 	return rc == 0 ? 0 : -1;
 }
 
-/* A ruleset that allows writes only beneath roots (and to /dev/null, which git opens for its own
- * children). Returns its descriptor, -2 when the kernel has no Landlock, -1 on error. */
-static int ruleset_build(const char *const roots[], struct sb_err *err)
+static int ruleset_allow_all(int ruleset, const char *const paths[], __u64 rights, __u64 handled, bool system,
+			     struct sb_err *err)
+{
+	for (size_t i = 0; paths != NULL && paths[i] != NULL; i++)
+		if (ruleset_allow(ruleset, paths[i], rights, handled, system, system, err) != 0)
+			return -1;
+	return 0;
+}
+
+/* A ruleset that allows writes only beneath the write roots and /dev/null (git opens it for its
+ * own children) and, when reads are confined, reads only beneath the write and read roots and the
+ * system's paths above, and execution only of the system's programs: nothing in a repository can
+ * be executed. Returns its descriptor, -2 when the kernel has no Landlock, -1 on error. */
+static int ruleset_build(const struct gitrun_opts *opts, struct sb_err *err)
 {
 	int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	const char *const *write_roots = opts->write_roots ? opts->write_roots : gitrun_read_only;
+	bool reads = opts->read_roots != NULL;
 	struct landlock_ruleset_attr attr;
-	__u64 file_rights;
-	int fd;
+	__u64 h;
+	int fd, rc;
 
 	if (abi < 0)
 		return errno == ENOSYS || errno == EOPNOTSUPP ? -2 : sb_fail_errno(err, "probing Landlock");
-	attr.handled_access_fs = write_rights(abi);
-	file_rights = LANDLOCK_ACCESS_FS_WRITE_FILE | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0);
+	attr.handled_access_fs = write_rights(abi) | (reads ? READ_RIGHTS | LANDLOCK_ACCESS_FS_EXECUTE : 0);
+	h = attr.handled_access_fs;
 	fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
 	if (fd < 0)
 		return sb_fail_errno(err, "creating a Landlock ruleset for git");
-	for (size_t i = 0; roots[i] != NULL; i++)
-		if (ruleset_allow(fd, roots[i], O_DIRECTORY, attr.handled_access_fs, err) != 0) {
-			close(fd);
-			return -1;
-		}
-	if (ruleset_allow(fd, "/dev/null", 0, file_rights, err) != 0) {
+	rc = ruleset_allow_all(fd, write_roots, write_rights(abi) | READ_RIGHTS, h, false, err);
+	if (rc == 0)
+		rc = ruleset_allow(fd, "/dev/null", READ_RIGHTS | write_rights(abi), h, false, false, err);
+	if (rc == 0 && reads)
+		rc = ruleset_allow_all(fd, opts->read_roots, READ_RIGHTS, h, false, err);
+	if (rc == 0 && reads)
+		rc = ruleset_allow_all(fd, system_exec, READ_RIGHTS | LANDLOCK_ACCESS_FS_EXECUTE, h, true, err);
+	if (rc == 0 && reads)
+		rc = ruleset_allow_all(fd, system_read, READ_RIGHTS, h, true, err);
+	if (rc != 0) {
 		close(fd);
 		return -1;
 	}
@@ -216,15 +264,15 @@ static int confinement(const struct gitrun_opts *opts, int *ruleset, struct sb_e
 	static bool warned;
 
 	*ruleset = -1;
-	if (opts->write_roots == NULL)
+	if (opts->write_roots == NULL && opts->read_roots == NULL)
 		return 0;
-	*ruleset = ruleset_build(opts->write_roots, err);
+	*ruleset = ruleset_build(opts, err);
 	if (*ruleset == -1)
 		return -1;
 	if (*ruleset == -2) {
 		*ruleset = -1;
 		if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
-			sb_warn("Landlock is not available: manager-side git runs without write confinement");
+			sb_warn("Landlock is not available: manager-side git runs without write or read confinement");
 	}
 	return 0;
 }
@@ -384,7 +432,7 @@ static int capture_until(struct capture c[2], uint64_t deadline, struct sb_err *
 {
 	while (c[0].fd >= 0 || c[1].fd >= 0) {
 		struct pollfd p[2] = { { .fd = c[0].fd, .events = POLLIN }, { .fd = c[1].fd, .events = POLLIN } };
-		uint64_t now = now_ms();
+		uint64_t now = (uint64_t)clock_mono_ms();
 		int n;
 
 		if (now >= deadline)
@@ -415,7 +463,7 @@ static int wait_exit(pid_t pid, uint64_t deadline, struct sb_err *err)
 		}
 		if (info.si_pid == pid)
 			return 0;
-		if (now_ms() >= deadline)
+		if ((uint64_t)clock_mono_ms() >= deadline)
 			return 1;
 		(void)nanosleep(&pause, NULL); /* an early wake-up only polls sooner */
 	}
@@ -459,7 +507,7 @@ static void result_take(struct gitrun_result *res, struct capture c[2])
 static int supervise(pid_t pid, struct capture c[2], unsigned timeout_ms, struct gitrun_result *res,
 		     struct sb_err *err)
 {
-	uint64_t deadline = now_ms() + timeout_ms;
+	uint64_t deadline = (uint64_t)clock_mono_ms() + timeout_ms;
 	struct sb_err reap_err;
 	int rc = capture_until(c, deadline, err);
 

@@ -1,7 +1,7 @@
 /* Running git for the manager's own (trusted) operations: clone, worktree, config reads.
- * Owns the argv, environment, descriptors, output bounds, timeout and write confinement of every
- * git child. Must never go through a shell, inherit a GIT_* variable, or let a repository run a
- * program. */
+ * Owns the argv, environment, descriptors, output bounds, timeout and the write and read
+ * confinement of every git child. Must never go through a shell, inherit a GIT_* variable, or let
+ * a repository run a program. */
 #ifndef SB_GITRUN_H
 #define SB_GITRUN_H
 
@@ -28,6 +28,19 @@ struct gitrun_opts {
 	 * must not carry a write by the manager out of the repository. Where the kernel has no
 	 * Landlock, git runs unconfined and a warning is logged once. */
 	const char *const *write_roots;
+	/* Read confinement (Landlock). NULL: reads are not confined. Otherwise a NULL-terminated
+	 * list of existing directories or files that git may read beneath besides its write roots
+	 * and the system's files it needs to run (gitrun.c system_exec, system_read); it may then
+	 * execute only the system's programs, nothing in a repository, and writes are confined too
+	 * (write_roots NULL then means none). Why: under a root manager trusted git runs as root on
+	 * trees a sandbox writes, and a link a command planted (packed-refs.d/packed-refs -> a
+	 * root-only file) would make git read that file and print its first line in an error.
+	 * Running git as the sandbox's uid instead would not do: the common git dir, config and
+	 * worktrees/ are the manager's (git could not write them), a local clone source may be
+	 * readable only by root, and every identity's sandboxes share that uid, which can read the
+	 * other identities' repositories on the host. The paths are trusted: no component of them
+	 * is writable by a sandbox (a final symbolic link is refused). */
+	const char *const *read_roots;
 };
 
 /* An empty write_roots list: "this git command writes nothing". */

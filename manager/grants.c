@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "fdio.h"
 #include "jsonfile.h"
+#include "pathfmt.h"
 
 #define REVOKE_FILE "credentials.revoke"
 
@@ -36,7 +38,7 @@ static int copy_file(const char *from, const char *to, uid_t uid, gid_t gid, str
 {
 	static char buf[CREDENTIAL_MAX];
 	ssize_t n;
-	int in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), out;
+	int in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (in < 0)
 		return sb_fail_errno(err, "reading the credential %s", from);
@@ -45,33 +47,32 @@ static int copy_file(const char *from, const char *to, uid_t uid, gid_t gid, str
 	if (n < 0 || n == (ssize_t)sizeof buf)
 		return sb_fail(err, n < 0 ? errno : EFBIG, "the credential %s cannot be read whole (max %d bytes)", from,
 			       CREDENTIAL_MAX - 1);
-	out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
-	if (out < 0)
-		return sb_fail_errno(err, "creating %s", to);
-	if (write(out, buf, (size_t)n) != n || fchown(out, uid, gid) < 0 || fsync(out) < 0) {
-		sb_fail_errno(err, "writing %s", to);
-		close(out);
-		return -1;
-	}
-	close(out);
-	return 0;
+	/* common/fdio.c: 0400, exclusive, no symlink, owned, written whole, synced with its directory. */
+	return fd_file_create_path(to, 0400, uid, gid, buf, (size_t)n, err);
 }
 
 /* <private_dir>/credentials.revoke: what snapshot_release must revoke, replaced atomically. Beside
  * the credentials directory, never in it: the sandbox does not see it. */
 static int revoke_list_write(const char *private_dir, json_t *list, struct sb_err *err)
 {
-	char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+	char path[PATH_MAX + 32], *text;
+	int dirfd, rc;
 
-	snprintf(path, sizeof path, "%s/" REVOKE_FILE, private_dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	if (path_fmt(path, sizeof path, err, "%s/" REVOKE_FILE, private_dir) < 0)
+		return -1;
 	if (json_array_size(list) == 0)
 		return unlink(path) < 0 && errno != ENOENT ? sb_fail_errno(err, "removing %s", path) : 0;
-	if (json_dump_file(list, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0600) < 0 || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return sb_fail(err, errno ? errno : EIO, "writing %s", path);
-	}
-	return 0;
+	text = json_dumps(list, JSON_COMPACT);
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "serialising %s", path);
+	dirfd = open(private_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* common/fdio.c: 0600 from the start, fsynced, renamed over the old list, directory fsynced. */
+	rc = dirfd < 0 ? sb_fail_errno(err, "opening %s", private_dir) :
+	     fd_file_replace(dirfd, private_dir, REVOKE_FILE, REVOKE_FILE ".tmp", 0600, text, strlen(text), err);
+	if (dirfd >= 0)
+		close(dirfd);
+	free(text);
+	return rc;
 }
 
 struct snapshot_ctx {
@@ -118,7 +119,8 @@ static int grant_materialise(struct snapshot_ctx *c, const char *resource, const
 	if (broker == NULL)
 		return sb_fail(err, ENOENT, "grant %s=%s: the resource is no longer declared", resource, access);
 	file_name(resource, name, sizeof name);
-	snprintf(path, sizeof path, "%s/%s%s", s->dir, name, kube ? ".kubeconfig" : "");
+	if (path_fmt(path, sizeof path, err, "%s/%s%s", s->dir, name, kube ? ".kubeconfig" : "") < 0)
+		return -1;
 	if (strncmp(broker, "file:", 5) == 0) {
 		if (copy_file(broker + 5, path, c->uid, c->gid, err) < 0)
 			return -1;
@@ -148,7 +150,8 @@ int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, ui
 	int rc = 0;
 
 	memset(out, 0, sizeof *out);
-	snprintf(out->dir, sizeof out->dir, "%s/credentials", private_dir);
+	if (path_fmt(out->dir, sizeof out->dir, err, "%s/credentials", private_dir) < 0)
+		return -1;
 	/* Readable by the sandbox's uid only; mounted read-only, outside the worktree. */
 	if (mkdir(out->dir, 0500) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating %s", out->dir);
@@ -180,7 +183,8 @@ int snapshot_release(const char *private_dir, struct sb_err *err)
 	size_t i;
 	int rc = 0;
 
-	snprintf(path, sizeof path, "%s/" REVOKE_FILE, private_dir);
+	if (path_fmt(path, sizeof path, err, "%s/" REVOKE_FILE, private_dir) < 0)
+		return -1;
 	if (access(path, F_OK) < 0)
 		return 0;
 	list = sb_json_load_path(path, 0, &jerr);

@@ -16,13 +16,15 @@ static void usage(FILE *f)
 		   "                       [--backend process|podman] [--agent PATH] [--resource NAME=BROKER:ARG]...\n"
 		   "                       [--podman-socket PATH --image NAME [--podman-seccomp FILE] [--podman-network MODE]\n"
 		   "                        [--sandbox-cpus N] [--sandbox-memory-mib N] [--sandbox-pids N]]\n"
+		   "                       [--tmp-size BYTES] [--shm-size BYTES] [--cgroup-parent DIR]\n"
 		   "                       [--default-timeout-seconds N] [--max-timeout-seconds N] [--idle-seconds N]\n"
 		   "       sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
-		   "       sandbox-manager session show|delete --session S\n"
+		   "       sandbox-manager session show|delete --session S   show: its sandbox and the limits that hold\n"
 		   "       sandbox-manager exec --session S [--timeout-seconds N] [--json] -- COMMAND\n"
 		   "       sandbox-manager cancel --session S\n"
 		   "       sandbox-manager grant --session S (--set RES=ACCESS | --revoke RES)\n"
-		   "       sandbox-manager records --session S\n"
+		   "       sandbox-manager records --session S [--limit N] [--before EXEC] [--state STATE]\n"
+		   "       sandbox-manager records --exec ID\n"
 		   "       sandbox-manager mcp --session S        the Bash tool for agent frameworks, MCP on stdio\n"
 		   "Client commands find the daemon by --socket PATH or $SANDBOX_MANAGER_SOCKET.\n");
 }

@@ -78,10 +78,10 @@ int execpath_recover(struct manager *m, struct sb_err *err);
 
 /* sessions.c: the other control operations. */
 json_t *sessions_create(struct manager *m, json_t *req);
+/* The session's record, its sandbox's and "limits": what bounds its live sandbox (null when none). */
 json_t *sessions_show(struct manager *m, const char *session);
 json_t *sessions_delete(struct manager *m, const char *session, bool delete_branch);
 json_t *sessions_grant(struct manager *m, json_t *req);
-json_t *sessions_records(struct manager *m, const char *session);
 
 /* daemon.c */
 int daemon_serve(int argc, char **argv);

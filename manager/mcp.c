@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "control.h"
 #include "fdio.h"
 #include "log.h"
@@ -75,14 +76,6 @@ static int structured_output(void)
 	yes = srv.proto <= STRUCTURED_SINCE;
 	pthread_mutex_unlock(&srv.lock);
 	return yes;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- stdout: whole messages, one per line ---- */
@@ -467,29 +460,29 @@ static void job_cancel_send(const struct mcp_job *j, int64_t *next_ms)
 	struct sb_err err;
 	json_t *resp;
 
-	if (*next_ms < 0 || now_ms() < *next_ms)
+	if (*next_ms < 0 || clock_mono_ms() < *next_ms)
 		return;
 	/* Tagged: only this call is cancelled, never another client's call on the same session. */
 	resp = daemon_quick(json_pack("{s:s, s:s, s:s}", "op", "cancel", "session", srv.session, "tag", j->tag), &err);
 	if (resp == NULL) {
 		sb_warn("mcp: cancel: %s", err.msg);
-		*next_ms = now_ms() + CANCEL_RETRY_MS;
+		*next_ms = clock_mono_ms() + CANCEL_RETRY_MS;
 	} else if (!json_is_true(json_object_get(resp, "ok"))) {
 		sb_warn("mcp: cancel refused: %s",
 			json_string_value(json_object_get(json_object_get(resp, "error"), "message")) ?: "no reason");
-		*next_ms = now_ms() + CANCEL_RETRY_MS;
+		*next_ms = clock_mono_ms() + CANCEL_RETRY_MS;
 	} else if (json_is_string(json_object_get(resp, "cancelled"))) {
 		sb_info("mcp: cancelled exec %s", json_string_value(json_object_get(resp, "cancelled")));
 		*next_ms = -1;
 	} else {
-		*next_ms = now_ms() + CANCEL_RETRY_MS;
+		*next_ms = clock_mono_ms() + CANCEL_RETRY_MS;
 	}
 	json_decref(resp);
 }
 
 static void job_progress(struct mcp_job *j, int64_t started, int64_t *next_ms)
 {
-	int64_t now = now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (j->progress_token == NULL || now < *next_ms)
 		return;
@@ -502,7 +495,7 @@ static void job_progress(struct mcp_job *j, int64_t started, int64_t *next_ms)
 /* Wait for the exec's answer on fd while acting on cancellation; 1 with *resp, else -1. */
 static int job_wait(struct mcp_job *j, int fd, json_t **resp, struct sb_err *err)
 {
-	int64_t started = now_ms(), deadline = started + (j->timeout + ANSWER_MARGIN_S) * 1000;
+	int64_t started = clock_mono_ms(), deadline = started + (j->timeout + ANSWER_MARGIN_S) * 1000;
 	int64_t cancel_next = 0, progress_next = started + PROGRESS_EVERY_MS;
 
 	for (;;) {
@@ -521,7 +514,7 @@ static int job_wait(struct mcp_job *j, int fd, json_t **resp, struct sb_err *err
 		if (cancel)
 			job_cancel_send(j, &cancel_next);
 		job_progress(j, started, &progress_next);
-		if (now_ms() > deadline)
+		if (clock_mono_ms() > deadline)
 			return sb_fail(err, ETIMEDOUT, "no answer from the manager %d s after the call's timeout",
 				       ANSWER_MARGIN_S);
 	}

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 /* The schema this code reads and writes, kept in PRAGMA user_version. A file with a newer version
  * was written by a newer sandbox-manager and is refused rather than misread. */
 #define RECORDS_SCHEMA_VERSION 1
@@ -83,14 +85,6 @@ static json_t *steal_json(json_t **j)
 }
 
 /* ---------------------------------------------------------------- small helpers */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* "records: <context>: <SQLite's message>"; errnum 0, since the failure is SQLite's, not a syscall's. */
 static int db_fail(struct records *r, struct sb_err *err, const char *fmt, ...)
@@ -850,7 +844,7 @@ int records_session_insert(struct records *r, const struct session_row *s, struc
 	bind_text(st, 6, *s->state ? s->state : "active", &rc);
 	bind_int(st, 7, (int64_t)s->generation, &rc);
 	bind_int(st, 8, s->turn, &rc);
-	bind_int(st, 9, s->created_ms ? s->created_ms : now_ms(), &rc);
+	bind_int(st, 9, s->created_ms ? s->created_ms : clock_real_ms(), &rc);
 	if (step(st, rc) != SQLITE_DONE)
 		return db_fail(r, err, "inserting session %s", s->id);
 	return 0;
@@ -1128,7 +1122,7 @@ int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struc
 	bind_text(st, 6, s->private_dir, &rc);
 	bind_text(st, 7, s->state, &rc);
 	bind_text(st, 8, *s->grants_json ? s->grants_json : "{}", &rc);
-	bind_int(st, 9, s->started_ms ? s->started_ms : now_ms(), &rc);
+	bind_int(st, 9, s->started_ms ? s->started_ms : clock_real_ms(), &rc);
 	if (step(st, rc) != SQLITE_DONE)
 		return db_fail(r, err, "recording the sandbox of session %s", s->session);
 	if (sqlite3_changes(r->db) == 0)
@@ -1273,7 +1267,7 @@ int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_e
 	bind_int(st, 3, e->turn, &rc);
 	bind_textn(st, 4, e->command, strnlen(e->command, sizeof e->command - 1), &rc);
 	bind_int(st, 5, e->timeout_seconds, &rc);
-	bind_int(st, 6, e->accepted_ms ? e->accepted_ms : now_ms(), &rc);
+	bind_int(st, 6, e->accepted_ms ? e->accepted_ms : clock_real_ms(), &rc);
 	if (step(st, rc) != SQLITE_DONE)
 		return db_fail(r, err, "inserting exec %s", e->id);
 	return 0;
@@ -1319,7 +1313,7 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 	bind_int(st, 1, (int64_t)generation, &rc);
 	bind_text(st, 2, nonce_hex, &rc);
 	bind_text(st, 3, sandbox, &rc);
-	bind_int(st, 4, now_ms(), &rc);
+	bind_int(st, 4, clock_real_ms(), &rc);
 	bind_text(st, 5, exec_id, &rc);
 	if (step(st, rc) != SQLITE_DONE)
 		return db_fail(r, err, "dispatching exec %s", exec_id);
@@ -1331,7 +1325,7 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 }
 
 /* accepted|dispatched -> a final state, once. result_json and receipt_json are stored as given
- * (records_execs parses them back, keeping text that is not JSON as a string). */
+ * (records_page parses them back, keeping text that is not JSON as a string). */
 static void freep(char **p)
 {
 	free(*p);
@@ -1361,7 +1355,7 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 	bind_text(st, 2, stored, &rc);
 	bind_text(st, 3, receipt_json, &rc);
 	bind_text(st, 4, reason, &rc);
-	bind_int(st, 5, now_ms(), &rc);
+	bind_int(st, 5, clock_real_ms(), &rc);
 	bind_text(st, 6, exec_id, &rc);
 	if (step(st, rc) != SQLITE_DONE)
 		return db_fail(r, err, "finishing exec %s as %s", exec_id, state);
@@ -1424,22 +1418,6 @@ static json_t *exec_json(sqlite3_stmt *st)
 			     col_json_parsed(st, 15) };
 
 	return json_row(keys, values, sizeof values / sizeof values[0]);
-}
-
-json_t *records_execs(struct records *r, const char *session, struct sb_err *err)
-{
-	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
-
-	/* rowid breaks ties between execs accepted in the same millisecond: insertion order. */
-	if (check_arg("session id", session, ID_MAX, err) != 0 ||
-	    prepare(r, "SELECT id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox,"
-		       " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason, authority"
-		       " FROM execs WHERE session = ?1 ORDER BY accepted_ms, rowid", &st, err) != 0)
-		return NULL;
-	bind_text(st, 1, session, &rc);
-	return rows_json(r, st, rc, exec_json, "listing execs", err);
 }
 
 static json_t *id_json(sqlite3_stmt *st)

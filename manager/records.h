@@ -95,10 +95,6 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 int records_exec_finish(struct records *r, const char *exec_id, const char *state, const char *result_json,
 			const char *receipt_json, const char *reason, struct sb_err *err);
 int records_exec_get(struct records *r, const char *exec_id, struct exec_row *out, struct sb_err *err);
-/* The session's execs, oldest first, as a JSON array of objects with every column (result and
- * receipt parsed back into JSON). Unpaged and unbounded: for tests and tools only; every answer
- * of the control API comes from records_page(). */
-json_t *records_execs(struct records *r, const char *session, struct sb_err *err);
 
 /* Invariant 13: no answer grows without bound. Bytes of text kept per stream in a record, when it
  * is written and again when it is served (records written by older versions hold whole outputs). */

@@ -15,20 +15,21 @@
 
 #include "agent_client.h"
 #include "agent_dir.h"
+#include "clock.h"
+#include "fdio.h"
 #include "fstree.h"
 #include "log.h"
+#include "pathfmt.h"
 #include "random.h"
 #include "grants.h"
 #include "workspace.h"
 
 #define EVIDENCE_MS 10000
 
+/* Declared in manager.h for sessions.c and execpath.c; the clock itself is common/clock.c. */
 int64_t now_wall_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_real_ms();
 }
 
 struct live_sandbox *sandbox_find(struct manager *m, const char *session)
@@ -77,21 +78,6 @@ static int dir_make(const char *path, bool walked, struct sb_err *err)
 	return 0;
 }
 
-static int key_write(const char *path, const uint8_t *key, size_t len, struct sb_err *err)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-	if (fd < 0)
-		return sb_fail_errno(err, "creating %s", path);
-	if (write(fd, key, len) != (ssize_t)len || fsync(fd) < 0) {
-		sb_fail_errno(err, "writing %s", path);
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	return 0;
-}
-
 /* private_dir/{tls,state,sock}: the agent's certificate (named for this generation), the CA
  * certificate, and a fresh receipt key that only the manager and this agent hold. */
 static int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb_err *err)
@@ -122,7 +108,8 @@ static int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb
 		return -1;
 	if (path_fmt(path, sizeof path, err, "%s/state/receipt.key", l->private_dir) < 0)
 		return -1;
-	return key_write(path, l->receipt_key, sizeof l->receipt_key, err);
+	/* common/fdio.c: 0600, exclusive, no symlink, written whole, synced with its directory. */
+	return fd_file_create_path(path, 0600, (uid_t)-1, (gid_t)-1, l->receipt_key, sizeof l->receipt_key, err);
 }
 
 static int client_config_make(struct manager *m, struct live_sandbox *l, struct sb_err *err)
@@ -175,7 +162,7 @@ static int sandbox_record(struct manager *m, const struct live_sandbox *l, const
 	snprintf(row.private_dir, sizeof row.private_dir, "%s", l->private_dir);
 	snprintf(row.state, sizeof row.state, "%s", state);
 	snprintf(row.grants_json, sizeof row.grants_json, "%s", text ? text : "{}");
-	row.started_ms = now_wall_ms();
+	row.started_ms = clock_real_ms();
 	free(text);
 	return records_sandbox_upsert(m->rec, &row, err);
 }
@@ -206,7 +193,18 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	if (grants != NULL) {
 		char *text = json_dumps(grants, JSON_COMPACT | JSON_SORT_KEYS);
 
-		snprintf(l->authority, sizeof l->authority, "%s", text ? text : "");
+		/* A cut authority would be a record that is not JSON: refused. */
+		if (text == NULL || strlen(text) >= sizeof l->authority) {
+			if (text == NULL)
+				sb_fail(err, ENOMEM, "serialising the session's grants");
+			else
+				sb_fail(err, E2BIG, "the session's grants are %zu bytes as JSON, over %zu", strlen(text),
+					sizeof l->authority - 1);
+			json_decref(grants);
+			grants = NULL;
+		} else {
+			memcpy(l->authority, text, strlen(text) + 1);
+		}
 		free(text);
 	}
 	rc = grants ? snapshot_make(l->private_dir, grants, m->cfg.resources, m->cfg.sandbox_uid, m->cfg.sandbox_gid,
@@ -216,12 +214,16 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 		mount_plan_free(&plan);
 		return -1;
 	}
-	snprintf(l->kubeconfig, sizeof l->kubeconfig, "%s", snap.kubeconfig);
 	l->credentials_expire_ms = snap.expires_ms;
-	snprintf(l->workdir, sizeof l->workdir, "%s", plan.workdir);
-	snprintf(l->scratch, sizeof l->scratch, "%s", plan.scratch);
+	/* Paths every call uses: a cut one would name another place (common/pathfmt.c). */
+	if (path_fmt(l->kubeconfig, sizeof l->kubeconfig, err, "%s", snap.kubeconfig) < 0 ||
+	    path_fmt(l->workdir, sizeof l->workdir, err, "%s", plan.workdir) < 0 ||
+	    path_fmt(l->scratch, sizeof l->scratch, err, "%s", plan.scratch) < 0 ||
+	    path_fmt(private_sub, sizeof private_sub, err, "%s", l->private_dir) < 0) {
+		mount_plan_free(&plan);
+		return -1;
+	}
 	spec.credentials_dir = snap.dir;
-	snprintf(private_sub, sizeof private_sub, "%s", l->private_dir);
 	spec.session = l->session;
 	spec.generation = l->generation;
 	spec.plan = &plan;
@@ -288,7 +290,7 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 	*out = NULL;
 	/* Short-lived credentials are renewed by a new sandbox (a new generation, a fresh snapshot):
 	 * never by changing the snapshot under a live one, and never used past their expiry. */
-	if (l != NULL && credentials_expiring(l, now_wall_ms()) && sandbox_retire(m, l, "credentials expiring", err) < 0)
+	if (l != NULL && credentials_expiring(l, clock_real_ms()) && sandbox_retire(m, l, "credentials expiring", err) < 0)
 		return -1;
 	l = sandbox_find(m, session);
 	if (l != NULL) {
@@ -317,7 +319,7 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 		prepare_failed(m, l, &stage);
 		return -1;
 	}
-	l->last_used_ms = now_wall_ms();
+	l->last_used_ms = clock_real_ms();
 	pthread_mutex_lock(&m->lock);
 	l->next = m->live;
 	m->live = l;
@@ -353,7 +355,7 @@ static void sandbox_hold(struct manager *m, struct live_sandbox *l)
 	l->authority[0] = '\0';
 	l->credentials_expire_ms = 0;
 	l->busy = false;
-	l->last_used_ms = now_wall_ms();
+	l->last_used_ms = clock_real_ms();
 	for (p = m->live; p != NULL && p != l; p = p->next) {
 	}
 	if (p == NULL) {
@@ -445,14 +447,14 @@ void *sandbox_evictor(void *arg)
 		char session[65];
 
 		sleep(1);
-		while ((l = idle_pick(m, now_wall_ms())) != NULL) {
+		while ((l = idle_pick(m, clock_real_ms())) != NULL) {
 			/* Take the session's turn, so no call can start on it while it goes. */
 			snprintf(session, sizeof session, "%s", l->session);
 			queue_enter(m->queue, session);
 			l = sandbox_find(m, session);
-			if (l != NULL && !l->busy && credentials_expiring(l, now_wall_ms()))
+			if (l != NULL && !l->busy && credentials_expiring(l, clock_real_ms()))
 				sandbox_retire(m, l, "credentials expiring", &err);
-			else if (l != NULL && !l->busy && now_wall_ms() - l->last_used_ms > (int64_t)m->cfg.idle_seconds * 1000)
+			else if (l != NULL && !l->busy && clock_real_ms() - l->last_used_ms > (int64_t)m->cfg.idle_seconds * 1000)
 				sandbox_retire(m, l, "idle", &err);
 			queue_leave(m->queue, session);
 		}
@@ -594,25 +596,51 @@ static int probe_exec(struct live_sandbox *l, struct probe *p, struct sb_err *er
 	return rc;
 }
 
-static int probe_host_side(struct probe *p, int write_it, struct sb_err *err)
+/* host.txt, written before the probe's sandbox exists (nothing else writes the fresh directory). */
+static int probe_host_write(const struct probe *p, struct sb_err *err)
 {
-	char path[PATH_MAX + 16], want[64], got[64] = "";
+	char path[PATH_MAX + 16];
 	FILE *f;
 
-	if (path_fmt(path, sizeof path, err, "%s/%s", p->dir, write_it ? "host.txt" : "sandbox.txt") < 0)
+	if (path_fmt(path, sizeof path, err, "%s/host.txt", p->dir) < 0)
 		return -1;
-	f = fopen(path, write_it ? "we" : "re");
+	f = fopen(path, "wxe");
 	if (f == NULL)
-		return sb_fail_errno(err, write_it ? "writing %s" : "a file written inside a sandbox is not visible on the "
-			       "host (%s)", path);
-	if (write_it)
-		fprintf(f, "%s\n", p->token);
-	else if (fgets(got, sizeof got, f) == NULL)
-		got[0] = '\0';
+		return sb_fail_errno(err, "writing %s", path);
+	fprintf(f, "%s\n", p->token);
 	if (fclose(f) != 0)
 		return sb_fail_errno(err, "closing %s", path);
+	return 0;
+}
+
+/* sandbox.txt, which the probe's sandbox wrote: its directory is the sandbox's (handed over), so
+ * a compromised agent could have put a link or a FIFO there. Read beneath the held probe
+ * directory (opened with no link on its path: the volume root above it is not the sandbox's), one
+ * name with O_NOFOLLOW, without blocking, a regular file of at most a line: never another file. */
+static int probe_sandbox_read(const struct probe *p, struct sb_err *err)
+{
+	char want[64], got[64];
+	struct stat st;
+	ssize_t n = -1;
+	int dirfd, fd;
+
+	dirfd = fstree_open_dir(AT_FDCWD, p->dir, err);
+	if (dirfd < 0)
+		return -1;
+	fd = openat(dirfd, "sandbox.txt", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	close(dirfd);
+	if (fd < 0)
+		return sb_fail_errno(err, "a file written inside a sandbox is not visible on the host (%s/sandbox.txt%s)",
+				     p->dir, errno == ELOOP ? ": a symbolic link, refused" : "");
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)sizeof got)
+		n = read(fd, got, sizeof got - 1);
+	close(fd);
+	if (n < 0)
+		return sb_fail(err, EIO, "%s/sandbox.txt, written inside a sandbox, is not a regular file of one short "
+			       "line", p->dir);
+	got[n] = '\0';
 	snprintf(want, sizeof want, "%s-sandbox\n", p->token);
-	if (!write_it && strcmp(got, want) != 0)
+	if (strcmp(got, want) != 0)
 		return sb_fail(err, EIO, "a file written inside a sandbox reads differently on the host");
 	return 0;
 }
@@ -649,12 +677,12 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err)
 	spec = (struct sandbox_spec){ .session = l->session, .generation = 1, .plan = &p.plan, .agent_path = m->cfg.agent,
 				      .manager_name = CA_MANAGER_NAME, .host_uid = m->cfg.sandbox_uid,
 				      .host_gid = m->cfg.sandbox_gid };
-	if (probe_host_side(&p, 1, err) < 0 || private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0)
+	if (probe_host_write(&p, err) < 0 || private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0)
 		goto out;
 	spec.private_dir = l->private_dir;
 	if (m->backend->ops->prepare(m->backend, &spec, &l->h, err) < 0)
 		goto out;
-	rc = probe_exec(l, &p, err) == 0 && probe_host_side(&p, 0, err) == 0 ? 0 : -1;
+	rc = probe_exec(l, &p, err) == 0 && probe_sandbox_read(&p, err) == 0 ? 0 : -1;
 	if (m->backend->ops->stop(m->backend, &l->h, &ignored) < 0)
 		sb_warn("volume probe: stopping its sandbox: %s", ignored.msg);
 	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, rc == 0 ? err : &ignored) < 0) {

@@ -1,6 +1,7 @@
-/* The session operations of the control API: create (workspace + records), show, delete (only
- * with evidence that the sandbox is gone), grants, and the records of a session's calls. Every
- * argument arrives from a local client and is checked here before anything changes. */
+/* The session operations of the control API: create (workspace + records), show (with the limits
+ * that hold for its sandbox), delete (only with evidence that the sandbox is gone), and grants.
+ * Every argument arrives from a local client and is checked here before anything changes. The
+ * records of a session's calls are answered in pages by daemon.c records_answer(). */
 #include "manager.h"
 
 #include <errno.h>
@@ -131,6 +132,65 @@ json_t *sessions_create(struct manager *m, json_t *req)
 	return resp;
 }
 
+/* -1 (no such limit holds) is null. */
+static json_t *limit_json(int64_t v)
+{
+	return v < 0 ? json_null() : json_integer((json_int_t)v);
+}
+
+static json_t *limits_pack(const struct sandbox_limits *lim)
+{
+	json_t *cpu = lim->cpu_quota_us < 0 || lim->cpu_period_us <= 0 ? json_null() :
+		      json_pack("{s:I, s:I}", "quota_us", (json_int_t)lim->cpu_quota_us, "period_us",
+				(json_int_t)lim->cpu_period_us);
+
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:s?}", "tmp_bytes", limit_json(lim->tmp_bytes), "shm_bytes",
+			 limit_json(lim->shm_bytes), "memory_max", limit_json(lim->memory_max), "pids_max",
+			 limit_json(lim->pids_max), "cpu_max", cpu, "cgroup", lim->cgroup[0] ? lim->cgroup : NULL);
+}
+
+/* The session's live sandbox, copied under the lock: another thread may retire and free it at any
+ * time (a retire holds the session's turn, which show does not take). Its pidfd stays the
+ * sandbox's own; the copy never uses it. */
+static bool live_copy(struct manager *m, const char *id, struct sandbox_handle *h, uint64_t *generation)
+{
+	struct live_sandbox *l;
+
+	pthread_mutex_lock(&m->lock);
+	for (l = m->live; l != NULL && strcmp(l->session, id) != 0; l = l->next) {
+	}
+	if (l != NULL) {
+		*h = l->h;
+		h->pidfd = -1;
+		*generation = l->generation;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return l != NULL;
+}
+
+/* Which limits hold for the session's live sandbox, as its backend reads them back (the process
+ * backend from the kernel, for the live init; podman what the container was created with): null
+ * when it has no live sandbox, when the backend cannot say, or when the sandbox went while it was
+ * read (what was read may then be another process's). */
+static json_t *limits_json(struct manager *m, const char *id)
+{
+	struct sandbox_limits lim;
+	struct sandbox_handle h;
+	uint64_t generation = 0, now = 0;
+	struct sb_err err;
+
+	if (m->backend->ops->limits == NULL || !live_copy(m, id, &h, &generation))
+		return json_null();
+	sb_err_clear(&err);
+	if (m->backend->ops->limits(m->backend, &h, &lim, &err) < 0) {
+		sb_warn("session %s: the limits of sandbox %s cannot be read: %s", id, h.runtime_id, err.msg);
+		return json_null();
+	}
+	if (!live_copy(m, id, &h, &now) || now != generation)
+		return json_null();
+	return limits_pack(&lim);
+}
+
 json_t *sessions_show(struct manager *m, const char *id)
 {
 	struct session_row s;
@@ -151,10 +211,11 @@ json_t *sessions_show(struct manager *m, const char *id)
 				    "generation", (json_int_t)sb.generation, "state", sb.state, "evidence",
 				    sb.evidence[0] ? sb.evidence : NULL);
 	}
-	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:s, s:i}", "ok", 1, "session", s.id,
-			 "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch", s.branch, "grants",
-			 grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn, "sandbox", sandbox,
-			 "state", s.state, "queued", (int)queue_depth(m->queue, id));
+	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i}", "ok", 1, "session",
+			 s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch", s.branch,
+			 "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn, "sandbox",
+			 sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
+			 (int)queue_depth(m->queue, id));
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)
@@ -243,18 +304,4 @@ json_t *sessions_grant(struct manager *m, json_t *req)
 		return control_error_from("internal", &err);
 	authority_changed(m, id, revoke);
 	return sessions_show(m, id);
-}
-
-json_t *sessions_records(struct manager *m, const char *id)
-{
-	struct session_row s;
-	struct sb_err err;
-	json_t *resp = session_lookup(m, id, &s), *list;
-
-	if (resp != NULL)
-		return resp;
-	list = records_execs(m->rec, id, &err);
-	if (list == NULL)
-		return control_error_from("internal", &err);
-	return json_pack("{s:b, s:o}", "ok", 1, "records", list);
 }

@@ -19,9 +19,9 @@
  * failed create can remove the base clone it made without pulling it from under someone else. */
 #include "workspace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
@@ -67,8 +67,8 @@ static void *steal_pointer(void *pp)
 /* ---------------------------------------------------------------- small helpers */
 
 /* *out = formatted string. Returns 0, or -1 (ENOMEM) with err filled. */
-static int path_fmt(char **out, struct sb_err *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int path_fmt(char **out, struct sb_err *err, const char *fmt, ...)
+static int path_alloc_fmt(char **out, struct sb_err *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int path_alloc_fmt(char **out, struct sb_err *err, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -170,19 +170,6 @@ static int link_file(const char *from, const char *to, struct sb_err *err)
 	return 0;
 }
 
-/* nftw() has no user pointer: the first symbolic link found by symlink_seen lands here. */
-static __thread char symlink_found[PATH_MAX];
-
-static int symlink_seen(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag != FTW_SL && flag != FTW_SLN)
-		return 0;
-	snprintf(symlink_found, sizeof symlink_found, "%s", path);
-	return 1;
-}
-
 /* ---------------------------------------------------------------- names */
 
 int workspace_name_check(const char *kind, const char *name, struct sb_err *err)
@@ -216,7 +203,8 @@ int workspace_name_check(const char *kind, const char *name, struct sb_err *err)
 static int branch_check(const char *branch, struct sb_err *err)
 {
 	const char *args[] = { "check-ref-format", "--branch", branch, NULL };
-	struct gitrun_opts opts = { .write_roots = gitrun_read_only };
+	/* A syntax check: no repository, so git may read nothing but the system's files. */
+	struct gitrun_opts opts = { .write_roots = gitrun_read_only, .read_roots = gitrun_read_only };
 	size_t len = strlen(branch);
 	char shown[WORKSPACE_BRANCH_MAX + 8];
 	struct gitrun_result res;
@@ -342,8 +330,8 @@ static int source_common_dir(const char *path, char **common, struct sb_err *err
 	cleanup_free char *dotgit = NULL, *gitdir = NULL, *cdfile = NULL, *head = NULL, *objects = NULL;
 	struct stat st, st_objects;
 
-	if (path_fmt(&dotgit, err, "%s/.git", path) != 0 || path_fmt(&head, err, "%s/HEAD", path) != 0 ||
-	    path_fmt(&objects, err, "%s/objects", path) != 0)
+	if (path_alloc_fmt(&dotgit, err, "%s/.git", path) != 0 || path_alloc_fmt(&head, err, "%s/HEAD", path) != 0 ||
+	    path_alloc_fmt(&objects, err, "%s/objects", path) != 0)
 		return -1;
 	if (lstat(dotgit, &st) == 0 && S_ISDIR(st.st_mode)) {
 		gitdir = steal_pointer(&dotgit);
@@ -359,7 +347,7 @@ static int source_common_dir(const char *path, char **common, struct sb_err *err
 		return sb_fail(err, ENOENT, "%s is not a git repository (no .git, and not a bare repository)",
 			       path);
 	}
-	if (path_fmt(&cdfile, err, "%s/commondir", gitdir) != 0)
+	if (path_alloc_fmt(&cdfile, err, "%s/commondir", gitdir) != 0)
 		return -1;
 	if (!path_exists(cdfile)) {
 		*common = steal_pointer(&gitdir);
@@ -445,11 +433,11 @@ static void layout_free(struct layout *l)
 static int layout_paths(const char *volume, const char *identity, struct layout *l, struct sb_err *err)
 {
 	memset(l, 0, sizeof *l);
-	if (path_fmt(&l->identity_dir, err, "%s/identities/%s", volume, identity) != 0 ||
-	    path_fmt(&l->repositories, err, "%s/repositories", l->identity_dir) != 0 ||
-	    path_fmt(&l->workspaces, err, "%s/workspaces", l->identity_dir) != 0 ||
-	    path_fmt(&l->private_state, err, "%s/private-state", l->identity_dir) != 0 ||
-	    path_fmt(&l->provider_auth, err, "%s/provider-auth", l->identity_dir) != 0) {
+	if (path_alloc_fmt(&l->identity_dir, err, "%s/identities/%s", volume, identity) != 0 ||
+	    path_alloc_fmt(&l->repositories, err, "%s/repositories", l->identity_dir) != 0 ||
+	    path_alloc_fmt(&l->workspaces, err, "%s/workspaces", l->identity_dir) != 0 ||
+	    path_alloc_fmt(&l->private_state, err, "%s/private-state", l->identity_dir) != 0 ||
+	    path_alloc_fmt(&l->provider_auth, err, "%s/provider-auth", l->identity_dir) != 0) {
 		layout_free(l);
 		return -1;
 	}
@@ -463,7 +451,7 @@ static int layout_create(const char *volume, const struct layout *l, struct sb_e
 {
 	cleanup_free char *identities = NULL;
 
-	if (path_fmt(&identities, err, "%s/identities", volume) != 0)
+	if (path_alloc_fmt(&identities, err, "%s/identities", volume) != 0)
 		return -1;
 	if (dir_ensure(identities, 0755, err) != 0 || dir_ensure(l->identity_dir, 0711, err) != 0 ||
 	    dir_ensure(l->repositories, 0755, err) != 0 || dir_ensure(l->workspaces, 0755, err) != 0 ||
@@ -478,7 +466,7 @@ static int identity_lock(const struct layout *l, struct sb_err *err)
 	cleanup_free char *path = NULL;
 	int fd;
 
-	if (path_fmt(&path, err, "%s/workspace.lock", l->private_state) != 0)
+	if (path_alloc_fmt(&path, err, "%s/workspace.lock", l->private_state) != 0)
 		return -1;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
@@ -511,19 +499,22 @@ static int volume_resolve(const char *volume, char **out, struct sb_err *err)
 
 /* ---------------------------------------------------------------- git on the base clone */
 
-/* Run git on the base clone, named explicitly (no discovery). extra is NULL-terminated; git may
- * write only beneath roots (gitrun_read_only for none), since sandboxes of the identity can plant
- * symbolic links in the base clone's writable parts. With res NULL, a non-zero exit fails. */
+/* Run git on the base clone, named explicitly (no discovery). extra is NULL-terminated. git may
+ * write only beneath roots (gitrun_read_only for none) and read only beneath them and the base
+ * clone (plus the system's files, gitrun.h): sandboxes of the identity can plant symbolic links in
+ * the base clone's writable parts, and root's git must neither write nor read through one to a
+ * file outside. With res NULL, a non-zero exit fails. */
 static int git_base(const struct workspace *ws, const char *const extra[], const char *const roots[],
 		    struct gitrun_result *res, struct sb_err *err)
 {
 	const char *args[32];
-	struct gitrun_opts opts = { .write_roots = roots };
+	const char *const reads[] = { ws->repo_dir, NULL };
+	struct gitrun_opts opts = { .write_roots = roots, .read_roots = reads };
 	size_t n = 0;
 	char *gitdir_opt = NULL;
 	int rc;
 
-	if (path_fmt(&gitdir_opt, err, "--git-dir=%s", ws->repo_dir) != 0)
+	if (path_alloc_fmt(&gitdir_opt, err, "--git-dir=%s", ws->repo_dir) != 0)
 		return -1;
 	args[n++] = gitdir_opt;
 	for (size_t i = 0; extra[i] != NULL && n + 1 < sizeof args / sizeof args[0]; i++)
@@ -541,7 +532,7 @@ static int branch_exists(const struct workspace *ws, struct sb_err *err)
 	struct gitrun_result res;
 	int rc;
 
-	if (path_fmt(&ref, err, "refs/heads/%s", ws->branch) != 0)
+	if (path_alloc_fmt(&ref, err, "refs/heads/%s", ws->branch) != 0)
 		return -1;
 	rc = git_base(ws, (const char *[]){ "rev-parse", "--verify", "--quiet", ref, NULL }, gitrun_read_only,
 		      &res, err);
@@ -567,14 +558,19 @@ static int head_has_commit(const struct workspace *ws, struct sb_err *err)
 /* ---------------------------------------------------------------- the base clone */
 
 /* Clone into a hidden partial directory and rename it into place only when complete, so a
- * crash never leaves a half clone that a later session would take for a base clone. */
-static int base_clone(struct workspace *ws, const struct layout *l, struct sb_err *err)
+ * crash never leaves a half clone that a later session would take for a base clone. git reads
+ * only the source (a local one: its directory and common git dir; an https one: nothing but the
+ * system's files): a local source may be a tree some sandbox writes, so a link planted in it must
+ * not make root's git read a file outside. */
+static int base_clone(struct workspace *ws, const struct layout *l, const struct source *src, struct sb_err *err)
 {
 	cleanup_free char *partial = NULL;
-	struct gitrun_opts opts = { .timeout_ms = GITRUN_CLONE_TIMEOUT_MS };
+	const char *const local[] = { ws->source, src->common_dir, NULL };
+	struct gitrun_opts opts = { .timeout_ms = GITRUN_CLONE_TIMEOUT_MS,
+				    .read_roots = src->common_dir ? local : gitrun_read_only };
 	struct sb_err rm_err;
 
-	if (path_fmt(&partial, err, "%s/.%s.partial", l->repositories, ws->repo_name) != 0)
+	if (path_alloc_fmt(&partial, err, "%s/.%s.partial", l->repositories, ws->repo_name) != 0)
 		return -1;
 	if (tree_remove(partial, err) != 0) {
 		sb_err_prefix(err, "removing the leftover partial clone");
@@ -610,7 +606,7 @@ static int base_matches(const char *dir, const char *source, struct sb_err *err)
 
 	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
 		return sb_fail(err, ENOTDIR, "%s exists and is not a directory", dir);
-	if (path_fmt(&config, err, "%s/config", dir) != 0)
+	if (path_alloc_fmt(&config, err, "%s/config", dir) != 0)
 		return -1;
 	rc = gitconfig_get(config, "remote.origin.url", &url, err);
 	if (rc < 0)
@@ -642,7 +638,7 @@ static int base_choose(struct workspace *ws, const struct layout *l, const char 
 		cleanup_free char *dir = NULL;
 		int rc;
 
-		if (path_fmt(&dir, err, "%s/%s", l->repositories, candidates[i]) != 0)
+		if (path_alloc_fmt(&dir, err, "%s/%s", l->repositories, candidates[i]) != 0)
 			return -1;
 		*exists = path_exists(dir);
 		rc = *exists ? base_matches(dir, ws->source, err) : 1;
@@ -674,10 +670,10 @@ static int packed_refs_prepare(const struct workspace *ws, struct sb_err *err)
 	struct stat st;
 	ssize_t n;
 
-	if (path_fmt(&link, err, "%s/packed-refs", ws->repo_dir) != 0 ||
-	    path_fmt(&dir, err, "%s/" PACKED_DIR, ws->repo_dir) != 0 ||
-	    path_fmt(&file, err, "%s/" PACKED_TARGET, ws->repo_dir) != 0 ||
-	    path_fmt(&tmp, err, "%s/packed-refs.link-new", ws->repo_dir) != 0)
+	if (path_alloc_fmt(&link, err, "%s/packed-refs", ws->repo_dir) != 0 ||
+	    path_alloc_fmt(&dir, err, "%s/" PACKED_DIR, ws->repo_dir) != 0 ||
+	    path_alloc_fmt(&file, err, "%s/" PACKED_TARGET, ws->repo_dir) != 0 ||
+	    path_alloc_fmt(&tmp, err, "%s/packed-refs.link-new", ws->repo_dir) != 0)
 		return -1;
 	if (dir_ensure(dir, 0755, err) != 0)
 		return -1;
@@ -710,10 +706,10 @@ static int base_prepare(const struct workspace *ws, struct sb_err *err)
 	cleanup_close int fd = -1;
 	struct stat st;
 
-	if (path_fmt(&logs, err, "%s/logs", ws->repo_dir) != 0 ||
-	    path_fmt(&info, err, "%s/info", ws->repo_dir) != 0 ||
-	    path_fmt(&objinfo, err, "%s/objects/info", ws->repo_dir) != 0 ||
-	    path_fmt(&alternates, err, "%s/alternates", objinfo) != 0)
+	if (path_alloc_fmt(&logs, err, "%s/logs", ws->repo_dir) != 0 ||
+	    path_alloc_fmt(&info, err, "%s/info", ws->repo_dir) != 0 ||
+	    path_alloc_fmt(&objinfo, err, "%s/objects/info", ws->repo_dir) != 0 ||
+	    path_alloc_fmt(&alternates, err, "%s/alternates", objinfo) != 0)
 		return -1;
 	if (dir_ensure(logs, 0755, err) != 0 || dir_ensure(info, 0755, err) != 0 ||
 	    dir_ensure(objinfo, 0755, err) != 0 || packed_refs_prepare(ws, err) != 0)
@@ -744,7 +740,7 @@ static int exclude_ensure(const struct workspace *ws, struct sb_err *err)
 	bool nonempty;
 	size_t len;
 
-	if (path_fmt(&path, err, "%s/info/exclude", ws->repo_dir) != 0)
+	if (path_alloc_fmt(&path, err, "%s/info/exclude", ws->repo_dir) != 0)
 		return -1;
 	if (file_read_small(path, text, sizeof text, err) != 0) {
 		if (err->errnum != ENOENT)
@@ -778,8 +774,8 @@ static int worktree_locate(struct workspace *ws, struct sb_err *err)
 	cleanup_free char *dotgit = NULL, *gitdir = NULL, *prefix = NULL;
 	const char *name;
 
-	if (path_fmt(&dotgit, err, "%s/.git", ws->worktree) != 0 ||
-	    path_fmt(&prefix, err, "%s/worktrees/", ws->repo_dir) != 0)
+	if (path_alloc_fmt(&dotgit, err, "%s/.git", ws->worktree) != 0 ||
+	    path_alloc_fmt(&prefix, err, "%s/worktrees/", ws->repo_dir) != 0)
 		return -1;
 	if (pointer_resolve(dotgit, "gitdir: ", ws->worktree, &gitdir, err) != 0)
 		return -1;
@@ -898,20 +894,98 @@ static int base_check(const struct workspace *ws, const struct layout *l, struct
 	return gitconfig_check(ws->repo_dir, l->repositories, err);
 }
 
+/* The walk of tree_symlinks_refuse: where (the path of dirfd, for messages) grows by one name
+ * per level; found gets the first link's path. Every directory is opened by one name beneath its
+ * held parent with no link allowed (openat2), so a directory a command swaps for a link during
+ * the walk is itself reported, never followed; a mount is not crossed. Returns 1 when a link was
+ * found, 0 when none, -1 on error. */
+static int symlinks_walk(int dirfd, char *where, size_t size, unsigned depth, struct sb_err *err)
+{
+	size_t base = strlen(where);
+	cleanup_close int listfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = listfd >= 0 ? fdopendir(listfd) : NULL;
+	struct dirent *de;
+	int rc = 0;
+
+	if (d == NULL)
+		return sb_fail_errno(err, "listing %s", where);
+	listfd = -1; /* closedir closes it */
+	if (depth >= FSTREE_DEPTH_MAX) {
+		closedir(d);
+		return sb_fail(err, ELOOP, "%s is more than %d directories deep", where, FSTREE_DEPTH_MAX);
+	}
+	while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+		/* No O_NOFOLLOW: RESOLVE_NO_SYMLINKS then answers a final link with ELOOP, told apart
+		 * from a directory made a file (ENOTDIR). */
+		struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+					.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+						   RESOLVE_NO_XDEV };
+		struct stat st;
+		int sub;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (base + 1 + strlen(de->d_name) >= size) {
+			rc = sb_fail(err, ENAMETOOLONG, "checking %s for symbolic links: a name below it is too long",
+				     where);
+			break;
+		}
+		where[base] = '/';
+		strcpy(where + base + 1, de->d_name);
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			rc = errno == ENOENT ? 0 : sb_fail_errno(err, "inspecting %s", where);
+		} else if (S_ISLNK(st.st_mode)) {
+			rc = 1;
+		} else if (S_ISDIR(st.st_mode)) {
+			sub = (int)syscall(SYS_openat2, dirfd, de->d_name, &how, sizeof how);
+			if (sub < 0)
+				/* ELOOP: made a link since the fstatat; EXDEV: a mount point, not crossed;
+				 * ENOENT, ENOTDIR: gone or made a file, nothing beneath to check. */
+				rc = errno == ELOOP ? 1 : errno == ENOENT || errno == ENOTDIR || errno == EXDEV ? 0 :
+				     sb_fail_errno(err, "opening %s", where);
+			else {
+				rc = symlinks_walk(sub, where, size, depth + 1, err);
+				close(sub);
+			}
+		}
+		if (rc == 0)
+			where[base] = '\0';
+	}
+	if (rc == 0 && errno != 0)
+		rc = sb_fail_errno(err, "listing %s", where);
+	closedir(d);
+	return rc;
+}
+
 /* git never makes a symbolic link in refs/, logs/, packed-refs.d/ or a worktree's metadata, but a
- * command can; trusted git would follow it (gitrun's Landlock confinement keeps the writes inside
- * the repository; this makes the refusal early and explicit). objects/ is not walked: it can be
- * large, and git neither writes through an existing object nor trusts one it has not hashed. */
+ * command can; trusted git would follow it (gitrun's Landlock confinement keeps its writes inside
+ * the repository and its reads inside the repository and the system's files; this makes the
+ * refusal early and explicit). objects/ is not walked: it can be large, and git neither writes
+ * through an existing object nor trusts one it has not hashed. The walk is by descriptor from a
+ * start opened with no link on its path (the start's parent, the common git dir, is read-only in
+ * sandboxes); still advisory, since a link can be planted right after it. */
 static int tree_symlinks_refuse(const char *path, struct sb_err *err)
 {
-	int rc = nftw(path, symlink_seen, 16, FTW_PHYS | FTW_MOUNT);
+	char where[PATH_MAX];
+	int fd, rc;
 
+	if (strlen(path) >= sizeof where)
+		return sb_fail(err, ENAMETOOLONG, "checking %s for symbolic links: the path is too long", path);
+	strcpy(where, path);
+	fd = fstree_open_dir(AT_FDCWD, path, err);
+	if (fd < 0 && err->errnum == ENOENT)
+		return 0;
+	if (fd < 0 && err->errnum != ELOOP)
+		return -1;
+	rc = fd < 0 ? 1 : symlinks_walk(fd, where, sizeof where, 0, err);
+	if (fd >= 0)
+		close(fd);
 	if (rc == 1)
-		return sb_fail(err, 0, "repository refused: %s is a symbolic link, which git never makes there "
-			       "and trusted git must not follow; remove it", symlink_found);
-	if (rc != 0 && errno != ENOENT)
-		return sb_fail_errno(err, "checking %s for symbolic links", path);
-	return 0;
+		return sb_fail(err, 0, "repository refused: %s is a symbolic link, or has one on its path, which git "
+			       "never makes there and trusted git must not follow; remove it", where);
+	if (rc < 0)
+		sb_err_prefix(err, "checking %s for symbolic links", path);
+	return rc;
 }
 
 static int symlinks_refuse(const struct workspace *ws, struct sb_err *err)
@@ -921,7 +995,7 @@ static int symlinks_refuse(const struct workspace *ws, struct sb_err *err)
 	for (size_t i = 0; parts[i] != NULL; i++) {
 		cleanup_free char *path = NULL;
 
-		if (path_fmt(&path, err, "%s/%s", ws->repo_dir, parts[i]) != 0 ||
+		if (path_alloc_fmt(&path, err, "%s/%s", ws->repo_dir, parts[i]) != 0 ||
 		    tree_symlinks_refuse(path, err) != 0)
 			return -1;
 	}
@@ -943,7 +1017,7 @@ static int create_locked(struct workspace *ws, const struct layout *l, const str
 	/* 2. The base clone: reuse this identity's clone of the same source, or make it. */
 	if (base_choose(ws, l, src->name, &exists, err) != 0)
 		return -1;
-	if (!exists && base_clone(ws, l, err) != 0)
+	if (!exists && base_clone(ws, l, src, err) != 0)
 		return -1;
 	/* 3. The base clone passes the refusal check (a reused one may have changed since). */
 	if (base_check(ws, l, err) != 0 || symlinks_refuse(ws, err) != 0 || base_prepare(ws, err) != 0 ||
@@ -970,7 +1044,7 @@ static int create_names(struct workspace *ws, const char *identity, const char *
 	ws->session = strdup(session);
 	if (branch != NULL)
 		ws->branch = strdup(branch);
-	else if (path_fmt(&ws->branch, err, WORKSPACE_BRANCH_PREFIX "%s", session) != 0)
+	else if (path_alloc_fmt(&ws->branch, err, WORKSPACE_BRANCH_PREFIX "%s", session) != 0)
 		return -1;
 	if (ws->identity == NULL || ws->session == NULL || ws->branch == NULL)
 		return sb_fail(err, ENOMEM, "creating a workspace");
@@ -990,8 +1064,8 @@ static int create_prepare(struct workspace *ws, const char *volume, const char *
 		return -1;
 	if (layout_paths(ws->volume, ws->identity, l, err) != 0)
 		return -1;
-	if (path_fmt(&ws->worktree, err, "%s/%s", l->workspaces, ws->session) != 0 ||
-	    path_fmt(&ws->scratch, err, "%s/" WORKSPACE_SCRATCH, ws->worktree) != 0)
+	if (path_alloc_fmt(&ws->worktree, err, "%s/%s", l->workspaces, ws->session) != 0 ||
+	    path_alloc_fmt(&ws->scratch, err, "%s/" WORKSPACE_SCRATCH, ws->worktree) != 0)
 		return -1;
 	return layout_create(ws->volume, l, err);
 }
@@ -1049,10 +1123,10 @@ static int pointers_check(const struct workspace *ws, struct sb_err *err)
 	cleanup_free char *dotgit = NULL, *expect_dotgit = NULL, *gitdir_file = NULL, *cd_file = NULL,
 			  *common = NULL;
 
-	if (path_fmt(&dotgit, err, "%s/.git", ws->worktree) != 0 ||
-	    path_fmt(&expect_dotgit, err, "gitdir: %s", ws->worktree_git_dir) != 0 ||
-	    path_fmt(&gitdir_file, err, "%s/gitdir", ws->worktree_git_dir) != 0 ||
-	    path_fmt(&cd_file, err, "%s/commondir", ws->worktree_git_dir) != 0)
+	if (path_alloc_fmt(&dotgit, err, "%s/.git", ws->worktree) != 0 ||
+	    path_alloc_fmt(&expect_dotgit, err, "gitdir: %s", ws->worktree_git_dir) != 0 ||
+	    path_alloc_fmt(&gitdir_file, err, "%s/gitdir", ws->worktree_git_dir) != 0 ||
+	    path_alloc_fmt(&cd_file, err, "%s/commondir", ws->worktree_git_dir) != 0)
 		return -1;
 	if (pointer_expect(dotgit, expect_dotgit, ws->session, err) != 0 ||
 	    pointer_expect(gitdir_file, dotgit, ws->session, err) != 0)
@@ -1094,7 +1168,7 @@ static int head_branch(const struct workspace *ws, char **branch, struct sb_err 
 	char text[1024];
 
 	*branch = NULL;
-	if (path_fmt(&head, err, "%s/HEAD", ws->worktree_git_dir) != 0 ||
+	if (path_alloc_fmt(&head, err, "%s/HEAD", ws->worktree_git_dir) != 0 ||
 	    file_read_small(head, text, sizeof text, err) != 0)
 		return -1;
 	if (strncmp(text, "ref: refs/heads/", 16) != 0)
@@ -1110,7 +1184,7 @@ static int open_repo_from_gitdir(struct workspace *ws, const struct layout *l, s
 	cleanup_free char *dotgit = NULL, *gitdir = NULL;
 	size_t root = strlen(l->repositories);
 
-	if (path_fmt(&dotgit, err, "%s/.git", ws->worktree) != 0 ||
+	if (path_alloc_fmt(&dotgit, err, "%s/.git", ws->worktree) != 0 ||
 	    pointer_resolve(dotgit, "gitdir: ", ws->worktree, &gitdir, err) != 0)
 		return -1;
 	if (strncmp(gitdir, l->repositories, root) != 0 || gitdir[root] != '/')
@@ -1118,7 +1192,7 @@ static int open_repo_from_gitdir(struct workspace *ws, const struct layout *l, s
 	ws->repo_name = strndup(gitdir + root + 1, strcspn(gitdir + root + 1, "/"));
 	if (ws->repo_name == NULL)
 		return sb_fail(err, ENOMEM, "opening the workspace");
-	return path_fmt(&ws->repo_dir, err, "%s/%s", l->repositories, ws->repo_name);
+	return path_alloc_fmt(&ws->repo_dir, err, "%s/%s", l->repositories, ws->repo_name);
 }
 
 static int open_steps(struct workspace *ws, const char *volume, struct sb_err *err)
@@ -1130,9 +1204,9 @@ static int open_steps(struct workspace *ws, const char *volume, struct sb_err *e
 	if (volume_resolve(volume, &ws->volume, err) != 0 ||
 	    layout_paths(ws->volume, ws->identity, &l, err) != 0)
 		return -1;
-	rc = path_fmt(&ws->worktree, err, "%s/%s", l.workspaces, ws->session);
+	rc = path_alloc_fmt(&ws->worktree, err, "%s/%s", l.workspaces, ws->session);
 	if (rc == 0)
-		rc = path_fmt(&ws->scratch, err, "%s/" WORKSPACE_SCRATCH, ws->worktree);
+		rc = path_alloc_fmt(&ws->scratch, err, "%s/" WORKSPACE_SCRATCH, ws->worktree);
 	if (rc == 0)
 		rc = open_repo_from_gitdir(ws, &l, err);
 	if (rc == 0)
@@ -1140,7 +1214,7 @@ static int open_steps(struct workspace *ws, const char *volume, struct sb_err *e
 	if (rc == 0)
 		rc = head_branch(ws, &ws->branch, err);
 	if (rc == 0)
-		rc = path_fmt(&config, err, "%s/config", ws->repo_dir);
+		rc = path_alloc_fmt(&config, err, "%s/config", ws->repo_dir);
 	if (rc == 0 && gitconfig_get(config, "remote.origin.url", &ws->source, err) < 0)
 		rc = -1;
 	layout_free(&l);
@@ -1324,7 +1398,7 @@ int mount_plan_build(const struct workspace *ws, struct mount_plan *plan, struct
 		e->mode = it->mode;
 		e->is_file = it->is_file;
 		e->why = it->why;
-		if (path_fmt(&e->source, err, "%s%s", plan_base(ws, it->base_field), it->suffix) != 0 ||
+		if (path_alloc_fmt(&e->source, err, "%s%s", plan_base(ws, it->base_field), it->suffix) != 0 ||
 		    (e->target = strdup(e->source)) == NULL || plan_entry_check(e, ws, err) != 0) {
 			if (e->source != NULL && e->target == NULL)
 				sb_fail(err, ENOMEM, "building the mount plan");
@@ -1431,7 +1505,7 @@ static int probe_exclusive(const char *dir, struct sb_err *err)
 	cleanup_free char *path = NULL;
 	int fd;
 
-	if (path_fmt(&path, err, "%s/lock", dir) != 0)
+	if (path_alloc_fmt(&path, err, "%s/lock", dir) != 0)
 		return -1;
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -1463,7 +1537,7 @@ static int probe_data(const char *dir, unsigned char *a, unsigned char *b, struc
 	cleanup_free char *data = NULL, *next = NULL;
 	int same;
 
-	if (path_fmt(&data, err, "%s/data", dir) != 0 || path_fmt(&next, err, "%s/data.new", dir) != 0)
+	if (path_alloc_fmt(&data, err, "%s/data", dir) != 0 || path_alloc_fmt(&next, err, "%s/data.new", dir) != 0)
 		return -1;
 	/* An fsync'd write must read back through a fresh descriptor. */
 	if (probe_write(data, a, PROBE_SIZE, err) != 0)
@@ -1492,7 +1566,7 @@ static int probe_cleanup(const char *dir, struct sb_err *err)
 	for (size_t i = 0; names[i] != NULL; i++) {
 		cleanup_free char *path = NULL;
 
-		if (path_fmt(&path, err, "%s/%s", dir, names[i]) != 0)
+		if (path_alloc_fmt(&path, err, "%s/%s", dir, names[i]) != 0)
 			return -1;
 		if (unlink(path) != 0 && errno != ENOENT)
 			return sb_fail_errno(err, "removing %s", path);
@@ -1511,7 +1585,7 @@ int volume_probe(const char *volume, struct sb_err *err)
 
 	if (a == NULL || b == NULL)
 		return sb_fail(err, ENOMEM, "probing volume %s", volume);
-	if (path_fmt(&dir, err, "%s/.volume-probe-XXXXXX", volume) != 0)
+	if (path_alloc_fmt(&dir, err, "%s/.volume-probe-XXXXXX", volume) != 0)
 		return -1;
 	if (mkdtemp(dir) == NULL)
 		return sb_fail_errno(err, "volume %s refused: cannot create a directory in it", volume);

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "init.h"
 #include "landlock.h"
 #include "seccomp.h"
@@ -32,7 +33,6 @@
 #define P_PIDFD 3
 #endif
 
-#define DEFAULT_MAX_PROCESSES 1024
 #define DEFAULT_TEARDOWN_MS 5000
 #define READ_CHUNK 65536
 
@@ -44,14 +44,6 @@ static const char *const status_names[] = {
 const char *exec_status_name(enum exec_status s)
 {
 	return status_names[s];
-}
-
-static int64_t now_ms(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- preparation, once per agent ---- */
@@ -97,6 +89,13 @@ static bool path_within(const char *path, const char *dir)
  * (and put its own directory in their place) or replace the binary the next exec runs. */
 static int writable_check(const struct boundary *b, const char *root, struct sb_err *err)
 {
+	/* The kernel's own trees are never a command's to write: a copy of the host's /dev would
+	 * bring back every terminal the fresh one leaves out, /proc and /sys are the machine's. The
+	 * private /dev/shm may hold a writable root of its own. */
+	if (path_within(root, "/proc") || path_within(root, "/sys") ||
+	    (path_within(root, "/dev") && !path_within(root, "/dev/shm")) || strcmp(root, "/dev/shm") == 0)
+		return sb_fail(err, EACCES, "%s cannot be a writable root: /proc, /sys and /dev belong to the kernel "
+			       "(a directory under /dev/shm can)", root);
 	for (size_t i = 0; i < b->n_hidden; i++)
 		if (path_within(b->hidden[i].path, root) || path_within(root, b->hidden[i].path))
 			return sb_fail(err, EACCES, "the agent's private directory %s lies %s the writable %s: choose a "
@@ -205,7 +204,7 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 	ssize_t n;
 
 	memset(b, 0, sizeof *b);
-	b->max_processes = opts->max_processes ? opts->max_processes : DEFAULT_MAX_PROCESSES;
+	b->max_processes = opts->max_processes ? opts->max_processes : BOUNDARY_MAX_PROCESSES_DEFAULT;
 	b->teardown_ms = DEFAULT_TEARDOWN_MS;
 	b->shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
 	b->readonly_world = opts->readonly_world;
@@ -246,20 +245,12 @@ void boundary_free(struct boundary *b)
 
 /* ---- one command ---- */
 
-static bool exec_id_valid(const char *id)
-{
-	size_t n = strlen(id);
-
-	if (n == 0 || n > EXEC_ID_MAX || id[0] == '.' || id[0] == '-')
-		return false;
-	return strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
-}
-
 static int request_check(const struct boundary *b, const struct exec_request *req, struct sb_err *err)
 {
+	/* common/names.c: the exec id becomes a file name in the receipt and journal directories. */
 	if (!exec_id_valid(req->exec_id))
-		return sb_fail(err, EINVAL, "exec id '%s' must be 1-%d characters of [A-Za-z0-9._-]",
-			       req->exec_id, EXEC_ID_MAX);
+		return sb_fail(err, EINVAL, "exec id '%s' must be 1-%d characters of [A-Za-z0-9._-], not starting "
+			       "with '.' or '-'", req->exec_id, EXEC_ID_MAX);
 	if (req->cwd == NULL || req->cwd[0] != '/')
 		return sb_fail(err, EINVAL, "working directory must be an absolute path");
 	if (req->timeout_seconds == 0)
@@ -445,10 +436,10 @@ static void wait_loop(const struct boundary *b, struct run_fds *f, int cancel_fd
 			{ f->out[0], POLLIN, 0 }, { f->errp[0], POLLIN, 0 }, { f->report[0], POLLIN, 0 },
 			{ st->pidfd, POLLIN, 0 }, { st->killed ? -1 : cancel_fd, POLLIN, 0 },
 		};
-		int64_t now = now_ms(CLOCK_MONOTONIC);
+		int64_t now = clock_mono_ms();
 		int n = poll(p, 5, poll_timeout(st, now));
 
-		now = now_ms(CLOCK_MONOTONIC);
+		now = clock_mono_ms();
 		if (n < 0 && errno != EINTR && !st->poll_failed) {
 			/* The agent can no longer watch the command: end it, and let the teardown bound
 			 * decide the rest. Never return with init alive: the next exec would overlap. */
@@ -492,7 +483,7 @@ static void outcome_decide(const struct run_state *st, struct exec_outcome *out)
 		snprintf(out->detail, sizeof out->detail,
 			 "the namespace did not empty within %lld ms of the command's end; a process may be stuck in "
 			 "uninterruptible sleep: the boundary was NOT confirmed",
-			 (long long)(now_ms(CLOCK_MONOTONIC) - st->teardown_start));
+			 (long long)(clock_mono_ms() - st->teardown_start));
 	} else if (st->poll_failed) {
 		out->status = EXEC_UNCERTAIN;
 		snprintf(out->detail, sizeof out->detail, "the agent lost sight of the command (poll: %s); it was killed "
@@ -541,11 +532,11 @@ static void run_finish(struct run_fds *f, struct run_state *st, struct exec_outc
 	if (out->detail[0] == '\0')
 		error_read(f->error[0], out->detail, sizeof out->detail);
 	outcome_decide(st, out);
-	out->ended_ms = now_ms(CLOCK_REALTIME);
-	out->duration_ms = now_ms(CLOCK_MONOTONIC) - t0;
+	out->ended_ms = clock_real_ms();
+	out->duration_ms = clock_mono_ms() - t0;
 	/* How long the namespace took to empty, or how long we waited before giving up. */
 	if (st->teardown_start)
-		out->teardown_ms = now_ms(CLOCK_MONOTONIC) - st->teardown_start;
+		out->teardown_ms = clock_mono_ms() - st->teardown_start;
 	output_finish(&out->out);
 	output_finish(&out->err);
 }
@@ -573,8 +564,8 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		.go_fd = f.go[0], .report_fd = f.report[1], .error_fd = f.error[1],
 		.stdout_fd = f.out[1], .stderr_fd = f.errp[1],
 	};
-	out->started_ms = now_ms(CLOCK_REALTIME);
-	t0 = now_ms(CLOCK_MONOTONIC);
+	out->started_ms = clock_real_ms();
+	t0 = clock_mono_ms();
 	st.pid = init_spawn(&ctx, &st.pidfd, err);
 	/* agent: the child's ends are init's business now. */
 	fd_close(&f.go[0]);

@@ -20,15 +20,16 @@
 #define BOUNDARY_SANDBOX_ID_DEFAULT 65534 /* nobody / nogroup */
 
 #include "error.h"
+#include "names.h" /* EXEC_ID_MAX */
 #include "output.h"
 
 #define BOUNDARY_MAX_HIDDEN 16
 #define BOUNDARY_MAX_WRITABLE 16
+#define BOUNDARY_MAX_PROCESSES_DEFAULT 1024 /* RLIMIT_NPROC and pid_max when none is given */
 #define BOUNDARY_TMP_BYTES_DEFAULT (256ull << 20) /* the read-only world's private /tmp */
 #define BOUNDARY_SHM_BYTES_DEFAULT (64ull << 20)  /* and its /dev/shm */
 #define BOUNDARY_MAX_PORTS 64
 #define BOUNDARY_MAX_ENV 64
-#define EXEC_ID_MAX 64
 #define NONCE_BYTES 32
 
 /* A directory the command must not see, by the identity of the descriptor the agent holds

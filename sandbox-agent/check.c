@@ -22,8 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "boundary.h"
 #include "landlock.h"
 #include "secret.h"
+
 
 /* What the namespace probe learned; errno values, 0 for success, -1 for "not reached". */
 struct ns_probe {
@@ -198,7 +200,8 @@ static int proc_overmounts(char *out, size_t len)
 	return n;
 }
 
-static void namespaces_report(struct report *r)
+/* Returns whether the probe namespace took a pid_max of its own (Linux >= 6.14). */
+static bool namespaces_report(struct report *r)
 {
 	struct ns_probe p = { -1, -1, -1, -1, -1, -1 };
 	char masked[512], proc_why[768];
@@ -237,6 +240,19 @@ static void namespaces_report(struct report *r)
 	feature(r, "pid_max_per_namespace", p.proc_mount ? -1 : p.pid_max, geteuid() == 0,
 		"bounds the number of processes in a namespace (Linux >= 6.14); RLIMIT_NPROC does not apply to host root",
 		"run the agent as a non-root user, or on Linux 6.14 or later");
+	return p.proc_mount == 0 && p.pid_max == 0;
+}
+
+/* What bounds every command unless its options say otherwise (boundary.c boundary_prepare()):
+ * RLIMIT_NPROC (privileges_limit_command(); commands are never host root, so it applies), the
+ * PID namespace's own pid_max where the kernel takes it (mounts.c pid_max_apply()), and the sizes
+ * of the read-only world's private /tmp and /dev/shm. Memory and CPU are the runtime's (the
+ * container's or the manager's cgroup), not the agent's. */
+static json_t *limits_report(bool pid_max_per_namespace)
+{
+	return json_pack("{s:I, s:b, s:I, s:I}", "rlimit_nproc", (json_int_t)BOUNDARY_MAX_PROCESSES_DEFAULT,
+			 "pid_max_per_namespace", pid_max_per_namespace, "tmp_bytes",
+			 (json_int_t)BOUNDARY_TMP_BYTES_DEFAULT, "shm_bytes", (json_int_t)BOUNDARY_SHM_BYTES_DEFAULT);
 }
 
 static void landlock_report(struct report *r)
@@ -262,8 +278,8 @@ json_t *check_report(bool *ok)
 	struct report r = { json_object(), json_array(), json_array(), true };
 	struct utsname u;
 	int seccomp_err = EIO;
+	bool pid_max_per_namespace = namespaces_report(&r);
 
-	namespaces_report(&r);
 	if (run_probe(probe_seccomp, &seccomp_err, sizeof seccomp_err) < 0)
 		seccomp_err = EIO;
 	feature(&r, "seccomp", seccomp_err, true, "the command's syscall filter is loaded last, before execve",
@@ -279,8 +295,9 @@ json_t *check_report(bool *ok)
 		"a command starts with descriptors 0-2 only", "use Linux >= 5.9");
 	uname(&u);
 	*ok = r.ok;
-	return json_pack("{s:b, s:s, s:i, s:o, s:o, s:o}", "ok", r.ok, "kernel", u.release, "uid", (int)geteuid(),
-			 "features", r.features, "problems", r.problems, "warnings", r.warnings);
+	return json_pack("{s:b, s:s, s:i, s:o, s:o, s:o, s:o}", "ok", r.ok, "kernel", u.release, "uid", (int)geteuid(),
+			 "features", r.features, "problems", r.problems, "warnings", r.warnings, "limits",
+			 limits_report(pid_max_per_namespace));
 }
 
 static void check_problems_print(json_t *obj)

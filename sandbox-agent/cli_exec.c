@@ -15,6 +15,7 @@
 #include "boundary.h"
 #include "privdir.h"
 #include "log.h"
+#include "names.h"
 #include "random.h"
 #include "receipt.h"
 #include "result.h"
@@ -65,14 +66,12 @@ static int parse_number(const char *s, unsigned long min, unsigned long max, uns
 	return (errno != 0 || *end != '\0' || *out < min || *out > max) ? -1 : 0;
 }
 
-static bool env_name_valid(const char *kv)
+/* NAME=VALUE whose name passes common/names.c env_name_valid. */
+static bool env_arg_valid(const char *kv)
 {
 	const char *eq = strchr(kv, '=');
-	size_t n = eq ? (size_t)(eq - kv) : 0;
 
-	if (n == 0 || (kv[0] >= '0' && kv[0] <= '9'))
-		return false;
-	return strspn(kv, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == n;
+	return eq != NULL && env_name_valid(kv, (size_t)(eq - kv));
 }
 
 static int option_apply(struct exec_cli *c, int opt, const char *arg)
@@ -120,7 +119,7 @@ static int option_apply(struct exec_cli *c, int opt, const char *arg)
 		c->req.generation = v;
 		return 0;
 	case 'e':
-		if (!env_name_valid(arg) || c->n_user_env >= BOUNDARY_MAX_ENV - 10)
+		if (!env_arg_valid(arg) || c->n_user_env >= BOUNDARY_MAX_ENV - 10)
 			return usage_error("--env: '%s' is not NAME=VALUE with a valid name (or too many)", arg);
 		c->user_env[c->n_user_env++] = (char *)arg;
 		return 0;
@@ -299,7 +298,8 @@ static int exec_run(struct exec_cli *c, struct secrets *sec)
 		/* No receipt means no proof: the outcome cannot stand as reported. */
 		sb_warn("exec %s: %s", c->req.exec_id, err.msg);
 		out.status = EXEC_UNCERTAIN;
-		snprintf(out.detail, sizeof out.detail, "receipt not written: %s", err.msg);
+		/* For people: the cause is cut to fit detail on purpose. */
+		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
 	}
 	rc = print_json(result_to_json(&c->req, &out, &receipt));
 	receipt_info_free(&receipt);

@@ -1,6 +1,7 @@
 /* The journal (see journal.h). Each entry is written to a temporary name, fsynced, renamed into
  * place and the directory fsynced: a crash leaves the old entry or the new one, never half. */
 #include "journal.h"
+#include "clock.h"
 #include "fdio.h"
 #include "log.h"
 
@@ -31,7 +32,7 @@ static int entry_store(const struct privdir *dir, const char *exec_id, json_t *o
 	char tmp[NAME_MAX + 1], final[NAME_MAX + 1];
 	char *text = json_dumps(obj, JSON_COMPACT);
 	size_t len = text ? strlen(text) : 0;
-	int fd;
+	int rc;
 
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "serialising journal entry");
@@ -39,22 +40,12 @@ static int entry_store(const struct privdir *dir, const char *exec_id, json_t *o
 		free(text);
 		return -1;
 	}
-	fd = openat(dir->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || fd_write_all(fd, text, len) < 0 || fsync(fd) < 0) {
-		sb_fail_errno(err, "writing journal entry %s/%s", dir->path, tmp);
-		if (fd >= 0)
-			close(fd);
-		free(text);
-		return -1;
-	}
+	/* common/fdio.c: the temporary written whole and fsynced, renamed, the directory fsynced. */
+	rc = fd_file_replace(dir->fd, dir->path, final, tmp, 0600, text, len, err);
 	free(text);
-	if (close(fd) < 0)
-		return sb_fail_errno(err, "closing journal entry %s/%s", dir->path, tmp);
-	if (renameat(dir->fd, tmp, dir->fd, final) < 0)
-		return sb_fail_errno(err, "renaming journal entry into %s/%s", dir->path, final);
-	if (fsync(dir->fd) < 0)
-		return sb_fail_errno(err, "syncing journal %s", dir->path);
-	return 0;
+	if (rc < 0)
+		sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
+	return rc;
 }
 
 static json_t *entry_load(const struct privdir *dir, const char *exec_id, struct sb_err *err)
@@ -130,7 +121,6 @@ int journal_open(const struct privdir *dir, struct sb_err *err)
 int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t generation, struct sb_err *err)
 {
 	char name[NAME_MAX + 1];
-	struct timespec ts;
 	json_t *obj;
 	int rc;
 
@@ -138,9 +128,8 @@ int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t gener
 		return -1;
 	if (faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return sb_fail(err, EEXIST, "exec '%s' was accepted before; exec ids are never reused", exec_id);
-	clock_gettime(CLOCK_REALTIME, &ts);
 	obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation, "state",
-			"running", "accepted_at_ms", (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+			"running", "accepted_at_ms", (json_int_t)clock_real_ms());
 	rc = obj ? entry_store(dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
 	json_decref(obj);
 	return rc;

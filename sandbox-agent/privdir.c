@@ -74,21 +74,6 @@ void privdir_close(struct privdir *d)
 int privdir_file_create(const struct privdir *dir, const char *name, const void *data, size_t len,
 			struct sb_err *err)
 {
-	int fd = openat(dir->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-	if (fd < 0)
-		return sb_fail_errno(err, "creating %s/%s", dir->path, name);
-	if (fd_write_all(fd, data, len) < 0 || fsync(fd) < 0) {
-		sb_fail_errno(err, "writing %s/%s", dir->path, name);
-		close(fd);
-		unlinkat(dir->fd, name, 0);
-		return -1;
-	}
-	if (close(fd) < 0)
-		return sb_fail_errno(err, "closing %s/%s", dir->path, name);
-	/* The directory entry must be durable too, or a crash could lose a file whose existence
-	 * was already reported (a receipt, a key). */
-	if (fsync(dir->fd) < 0)
-		return sb_fail_errno(err, "syncing %s", dir->path);
-	return 0;
+	/* common/fdio.c: exclusive, no symlink, written whole, file and directory fsynced. */
+	return fd_file_create(dir->fd, dir->path, name, 0600, (uid_t)-1, (gid_t)-1, data, len, err);
 }

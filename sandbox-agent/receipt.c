@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pathfmt.h"
 #include "random.h"
 #include "receipt_mac.h"
 
@@ -68,8 +69,9 @@ int receipt_write(const struct privdir *dir, const struct exec_request *req, con
 	memset(info, 0, sizeof *info);
 	sb_hex_encode(sec->nonce, sizeof sec->nonce, info->nonce_hex);
 	info->boundary_confirmed = out->init_reaped;
-	snprintf(info->path, sizeof info->path, "%s/%s.json", dir->path, req->exec_id);
-	if (receipt_name(req->exec_id, name, sizeof name, err) < 0)
+	/* The path the result reports: a cut one would name another file, so it is refused. */
+	if (receipt_name(req->exec_id, name, sizeof name, err) < 0 ||
+	    path_fmt(info->path, sizeof info->path, err, "%s/%s", dir->path, name) < 0)
 		return -1;
 	obj = receipt_build(req, out, info->nonce_hex);
 	if (obj == NULL)

@@ -29,6 +29,7 @@
 #include "privdir.h"
 #include "journal.h"
 #include "log.h"
+#include "names.h"
 #include "proto.h"
 #include "receipt.h"
 #include "result.h"
@@ -43,7 +44,7 @@
 #define SERVE_COMMAND_MAX (1024 * 1024)
 #define SERVE_OUTPUT_LIMIT_MAX (1024 * 1024) /* escaped output of both streams must fit a frame */
 #define ENV_VALUE_MAX 4000
-#define ENV_ENTRY_MAX (256 + 1 + ENV_VALUE_MAX)
+#define ENV_ENTRY_MAX (ENV_NAME_MAX + 1 + ENV_VALUE_MAX) /* NAME=VALUE and the NUL */
 #define SERVE_BUILD "sandbox-agent 0.1.0"
 
 struct serve_config {
@@ -112,11 +113,8 @@ static int send_error(struct conn *c, Sandbox__ErrorCode code, const char *fmt, 
 
 static bool env_entry_valid(const Sandbox__EnvVar *v)
 {
-	size_t n = strlen(v->name);
-
-	return n > 0 && n < 256 && !(v->name[0] >= '0' && v->name[0] <= '9') &&
-	       strspn(v->name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == n &&
-	       strlen(v->value) < ENV_VALUE_MAX;
+	/* common/names.c: the shell's rule, at most ENV_NAME_MAX bytes. */
+	return env_name_valid(v->name, strlen(v->name)) && strlen(v->value) < ENV_VALUE_MAX;
 }
 
 /* Every field of an Exec, checked before anything runs. Returns NULL or the reason. */
@@ -126,10 +124,8 @@ static const char *exec_refusal(const struct agent *a, const Sandbox__Exec *e)
 		return "the exec is for another generation than this agent serves";
 	if (e->nonce.len != SECRET_NONCE_BYTES)
 		return "the nonce must be 32 bytes";
-	if (strlen(e->exec_id) == 0 || strlen(e->exec_id) > EXEC_ID_MAX ||
-	    strspn(e->exec_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(e->exec_id) ||
-	    e->exec_id[0] == '.' || e->exec_id[0] == '-')
-		return "the exec id must be 1-64 characters of [A-Za-z0-9._-]";
+	if (!exec_id_valid(e->exec_id))
+		return "the exec id must be 1-64 characters of [A-Za-z0-9._-], not starting with '.' or '-'";
 	if (strlen(e->command) > SERVE_COMMAND_MAX)
 		return "the command is over 1 MiB";
 	if (e->cwd[0] != '/')
@@ -211,7 +207,8 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 	if (receipt_write(&a->receipts, req, &out, a->sec, &info, &err) < 0) {
 		sb_warn("exec %s: %s", req->exec_id, err.msg);
 		out.status = EXEC_UNCERTAIN;
-		snprintf(out.detail, sizeof out.detail, "receipt not written: %s", err.msg);
+		/* For people: the cause is cut to fit detail on purpose. */
+		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
 	}
 	obj = result_to_json(req, &out, &info);
 	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
@@ -321,7 +318,8 @@ static int handle_query(struct conn *c, const char *exec_id)
 	struct sb_err err;
 	int rc;
 
-	if (strlen(exec_id) > EXEC_ID_MAX || strchr(exec_id, '/') != NULL || exec_id[0] == '.' || exec_id[0] == '\0')
+	/* The id names a journal file: the same rule as an Exec's (common/names.c). */
+	if (!exec_id_valid(exec_id))
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "query refused: invalid exec id");
 	if (journal_lookup(&c->agent->journal, exec_id, &j, &err) < 0)
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_INTERNAL, "query: %s", err.msg);

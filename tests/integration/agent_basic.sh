@@ -115,6 +115,15 @@ test_check() {
 	assert_json .problems '[]'
 	assert_json '.features | type' '"object"'
 	assert_json '.features.landlock.abi | type' '"number"'
+	# what bounds every command by default; a command then measures the same
+	assert_json '[.limits.rlimit_nproc, .limits.tmp_bytes, .limits.shm_bytes]' '[1024,268435456,67108864]'
+	assert_json .limits.pid_max_per_namespace "$(jv .features.pid_max_per_namespace.ok)"
+	if printf '%s\n' 6.14 "$(uname -r | cut -d- -f1)" | sort -V -C; then
+		assert_json .limits.pid_max_per_namespace true # Linux >= 6.14 keeps pid_max per PID namespace
+	fi
+	ax_ok -- 'ulimit -u; for d in /tmp /dev/shm; do echo $(( $(stat -f -c "%b * %S" "$d") )); done'
+	assert_result exited 0 null
+	assert_lines "$(jr .stdout)" 1024 268435456 67108864
 }
 t check test_check
 

@@ -164,8 +164,14 @@ test_image_seccomp_profile() {
 		'keyctl errno=EPERM' 'add_key errno=EPERM' 'request_key errno=EPERM' 'bpf errno=EPERM' \
 		'perf_event_open errno=EPERM' 'io_uring_setup errno=EPERM' 'userfaultfd errno=EPERM' \
 		'name_to_handle_at errno=EPERM' 'ptrace_peekuser errno=EPERM' 'process_vm_readv_self errno=EPERM' \
-		'pidfd_getfd errno=EPERM' 'prlimit64_pid errno=EPERM' 'setns errno=EPERM' 'open_tree errno=EPERM' \
-		'mount_setattr errno=EPERM' 'prlimit64_self errno=0' 'pidfd_open errno=0' 'landlock_abi errno=0' \
+		'pidfd_getfd errno=EPERM' 'prlimit64_pid errno=EPERM' 'setns errno=EPERM' \
+		'sched_setaffinity_pid errno=EPERM' 'sched_setaffinity_highbits errno=EPERM' \
+		'sched_setscheduler_pid errno=EPERM' 'sched_setparam_pid errno=EPERM' 'sched_setattr_pid errno=EPERM' \
+		'setpriority_pid errno=EPERM' 'setpriority_user_0 errno=EPERM' 'ioprio_set_pid errno=EPERM' \
+		'ioprio_set_user_0 errno=EPERM' 'sched_setaffinity_self errno=0' 'sched_setscheduler_self errno=0' \
+		'setpriority_self errno=0' 'ioprio_set_self errno=0' \
+		'prlimit64_self errno=0' 'open_tree_reaches_kernel errno=ENOENT' \
+		'mount_setattr_reaches_kernel errno=EINVAL' 'pidfd_open errno=0' 'landlock_abi errno=0' \
 		'seccomp_action_avail errno=0' 'unshare_user_pid_mount errno=0'
 
 	img_run "${run[@]}" "$PODMAN_IMAGE" "$HOST_PIDNS" "$HOST_USERNS"
@@ -174,5 +180,11 @@ test_image_seccomp_profile() {
 	assert_match "setns under podman's default profile" '^setns errno=EBADF$' "$(grep '^setns ' "$OUT")"
 	assert_match "prlimit64 on a pid under podman's default profile" '^prlimit64_pid errno=0$' \
 		"$(grep '^prlimit64_pid ' "$OUT")"
+	# the process's own pid by number: the kernel allows each call, so the EPERM above is the profile's
+	local call
+	for call in sched_setaffinity_pid sched_setaffinity_highbits sched_setscheduler_pid sched_setparam_pid \
+		sched_setattr_pid setpriority_pid ioprio_set_pid; do
+		assert_match "$call under podman's default profile" "^$call errno=0\$" "$(grep "^$call " "$OUT")"
+	done
 }
 t image_seccomp_profile test_image_seccomp_profile

@@ -89,6 +89,21 @@ test_receipt_ancestors_fixed() {
 	assert_json .receipt.verified true
 	verify --receipt "$RD/anc-$m.json" --key "$RD/receipt.key" --exec-id "anc-$m"
 	assert_eq "verify-receipt exit code" 0 "$RC"
+	# The same with the receipt directory on a tmpfs (/dev/shm): the command's /dev/shm is its own.
+	local shm
+	shm=$(mktemp -d /dev/shm/sb-rd.XXXXXX) && chown "$RUN_USER:" "$shm" && chmod 0700 "$shm"
+	agent exec --receipt-dir "$shm" --cwd "$WD" --exec-id "shm-$m" -- "
+		ls -d $shm 2>&1 | grep -c 'No such file'
+		d=$shm; while [ \"\$d\" != / ]; do
+			if mv \"\$d\" \"\$d.moved-$m\" 2>/dev/null; then echo moved=\$d; mkdir \"\$d\"; fi
+			d=\$(dirname \"\$d\")
+		done; echo done"
+	assert_result exited 0 null
+	assert_lines "$(jr .stdout)" '1' 'done'
+	[ -f "$shm/shm-$m.json" ] || bad "the receipt is not in $shm"
+	verify --receipt "$shm/shm-$m.json" --key "$shm/receipt.key" --exec-id "shm-$m"
+	assert_eq "verify-receipt exit code (tmpfs)" 0 "$RC"
+	rm -rf "$shm"
 }
 t receipt_ancestors_fixed test_receipt_ancestors_fixed
 
@@ -104,6 +119,12 @@ test_private_inside_writable() {
 	agent exec --receipt-dir "$RD" --cwd "$WD" --hide "$WD" -- "touch $WD/ran-$m"
 	assert_json .status '"refused"'
 	assert_match "error" "lies (inside|around) the writable $WD" "$(jr .error)"
+	# The kernel's trees: a writable copy of the host's /dev would bring its terminals back.
+	agent exec --receipt-dir "$RD" --cwd "$WD" --writable /dev -- "touch $WD/ran-$m"
+	assert_json .status '"refused"'
+	assert_match "error" "/dev cannot be a writable root" "$(jr .error)"
+	agent exec --receipt-dir "$RD" --cwd /proc -- "touch $WD/ran-$m"
+	assert_json .status '"refused"'
 	# The default receipt directory under /tmp with /tmp itself writable.
 	agent exec --cwd /tmp -- "touch /tmp/ran-$m"
 	assert_json .status '"refused"'

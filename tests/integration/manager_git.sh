@@ -29,3 +29,59 @@ test_manager_git_operations() {
 	assert_eq "the repository is intact" 3 "$(cat "$OUT")"
 }
 t manager_git_operations test_manager_git_operations
+
+# Issue 13, R3: root's trusted git reads nothing through a link a command planted. packed-refs.d/ is
+# writable in every sandbox of the identity; a command replaces the packed refs with a link to a file
+# only the manager can read (git would quote its first line in an error). The delete's git may read
+# only the repository (gitrun read_roots): the marker appears in no answer and no log line.
+test_manager_git_planted_link_not_read() {
+	local m secret
+	m=$(unique_marker)
+	secret=$TD/secret.$m
+	printf 'SECRET-%s hunter2\n' "$m" >"$secret" && chown "$RUN_USER:" "$secret" && chmod 0600 "$secret"
+	mgr_repo && mgr_start && mgr_session
+	mgr exec --session "$SID" -- 'git log --oneline | wc -l'
+	assert_eq "a call first (exit code)" 0 "$RC"
+	mgr exec --session "$SID" -- "rm -f \"\$(git rev-parse --git-common-dir)/packed-refs.d/packed-refs\" &&
+		ln -s '$secret' \"\$(git rev-parse --git-common-dir)/packed-refs.d/packed-refs\" && echo planted"
+	assert_eq "the command planted the link (stderr: $(head -c 300 "$ERR"))" planted "$(cat "$OUT")"
+	mgr session delete --session "$SID"
+	assert_match "the delete fails with git's reason" "packed-refs|symbolic link" "$(cat "$OUT" "$ERR")"
+	grep -q "SECRET-$m" "$OUT" "$ERR" "$TD/manager.log" && bad "the secret reached an answer or the log"
+	assert_eq "the secret is unchanged" "SECRET-$m hunter2" "$(cat "$secret")"
+}
+t manager_git_planted_link_not_read test_manager_git_planted_link_not_read
+
+# Issue 13, R3: after a restart the manager reads a sandbox's receipt key back from state/, which
+# belongs to the sandbox's uid. A link there (to a 32-byte file the manager can read) or a second name
+# of another file is refused, never used as the HMAC key: the exec it was for is settled uncertain,
+# with the reason, and not run again.
+test_manager_receipt_key_replaced() {
+	local m i key secret s1 w1
+	m=$(unique_marker)
+	secret=$TD/key.$m
+	head -c 32 /dev/urandom >"$secret" && chown "$RUN_USER:" "$secret" && chmod 0600 "$secret"
+	mgr_repo && mgr_start && mgr_session
+	s1=$SID w1=$WT
+	mgr_session
+	mgr_bg_exec a "echo run >> \"\$TMPDIR/runs.$m\"; sleep 2; echo done.$m" "$s1"
+	mgr_bg_exec b "echo run >> \"\$TMPDIR/runs.$m\"; sleep 2; echo done.$m" "$SID"
+	for i in $(seq 1 50); do [ -s "$w1/.sandbox-tmp/runs.$m" ] && [ -s "$WT/.sandbox-tmp/runs.$m" ] && break; sleep 0.1; done
+	kill -KILL "$MGR_PID"
+	wait_bg_execs_allow_fail
+	key=$(echo "$MSTATE/sandboxes/$s1".g*/state/receipt.key)
+	rm -f "$key" && ln -s "$secret" "$key" || bad "could not plant the link at $key"
+	key=$(echo "$MSTATE/sandboxes/$SID".g*/state/receipt.key)
+	rm -f "$key" && ln "$secret" "$key" || bad "could not plant the hard link at $key"
+	sleep 2.5
+	mgr_start
+	mgr records --session "$s1"
+	assert_json '[.records[].state]' '["uncertain"]'
+	assert_match "why (link)" "receipt key .*cannot be opened: a symbolic link" "$(cat "$OUT")"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["uncertain"]'
+	assert_match "why (hard link)" "receipt key .*refused: it has 2 names" "$(cat "$OUT")"
+	assert_eq "each command ran once" 1 "$(wc -l <"$w1/.sandbox-tmp/runs.$m")"
+	assert_eq "each command ran once" 1 "$(wc -l <"$WT/.sandbox-tmp/runs.$m")"
+}
+t manager_receipt_key_replaced test_manager_receipt_key_replaced

@@ -31,6 +31,33 @@ test_manager_exec() {
 }
 t manager_exec test_manager_exec
 
+# limits_agree TMP SHM: `session show` says the live sandbox's /tmp and /dev/shm have these sizes, and a
+# command in it measures the same; no cgroup is configured here, so no memory, pids or CPU limit holds.
+limits_agree() {
+	mgr exec --session "$SID" -- 'for d in /tmp /dev/shm; do echo $(( $(stat -f -c "%b * %S" "$d") )); done'
+	assert_eq "exec exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_lines "$(cat "$OUT")" "$1" "$2"
+	mgr session show --session "$SID"
+	assert_eq "session show exit code" 0 "$RC"
+	assert_json '[.limits.tmp_bytes, .limits.shm_bytes]' "[$1,$2]"
+	assert_json '[.limits.memory_max, .limits.pids_max, .limits.cpu_max, .limits.cgroup]' '[null,null,null,null]'
+}
+
+test_manager_limits() {
+	mgr_repo && mgr_start && mgr_session
+	# no sandbox before the first call: no limits to say
+	mgr session show --session "$SID"
+	assert_json '[.sandbox, .limits]' '[null,null]'
+	limits_agree 268435456 67108864
+}
+t manager_limits test_manager_limits
+
+test_manager_limits_sized() {
+	mgr_repo && mgr_start --tmp-size 16M --shm-size 8M && mgr_session
+	limits_agree 16777216 8388608
+}
+t manager_limits_sized test_manager_limits_sized
+
 test_manager_refusals() {
 	mgr_repo && mgr_start --max-timeout-seconds 30 --default-timeout-seconds 10 && mgr_session
 	mgr exec --session "$SID" --timeout-seconds 31 -- true

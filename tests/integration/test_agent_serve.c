@@ -32,7 +32,10 @@
 
 #include "agent_client.h"
 #include "ca.h"
+#include "clock.h"
+#include "fdio.h"
 #include "frame.h"
+#include "pathfmt.h"
 #include "proto.h"
 #include "random.h"
 #include "receipt_mac.h"
@@ -56,14 +59,9 @@ struct fixture {
 
 /* ---------- small helpers ---------- */
 
-static int64_t mono_ms(void)
-{
-	return tls_deadline_after(0);
-}
-
 static int64_t step_deadline(void)
 {
-	return tls_deadline_after(STEP_MS);
+	return clock_deadline_after(STEP_MS);
 }
 
 static void path_join(char *out, size_t len, const char *dir, const char *name)
@@ -92,7 +90,7 @@ static char *log_read(const struct fixture *f)
 /* Waits (bounded) until the agent's log holds want: its connection threads log after we return. */
 static void log_expect(const struct fixture *f, const char *want)
 {
-	for (int64_t end = mono_ms() + 5000; mono_ms() < end; sleep_ms(20))
+	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(20))
 		if (strstr(log_read(f), want) != NULL)
 			return;
 	fail_msg("the agent's log lacks '%s'; log:\n%s", want, log_read(f));
@@ -171,14 +169,10 @@ static void receipt_key_write(struct fixture *f)
 {
 	char path[192];
 	struct sb_err err;
-	int fd;
 
 	must(sb_random_bytes(f->key, sizeof f->key, &err), &err, "random key");
 	path_join(path, sizeof path, f->state, "receipt.key");
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, f->key, sizeof f->key), (ssize_t)sizeof f->key);
-	assert_int_equal(close(fd), 0);
+	must(fd_file_create_path(path, 0600, (uid_t)-1, (gid_t)-1, f->key, sizeof f->key, &err), &err, "receipt key");
 }
 
 static void agent_spawn(struct fixture *f)
@@ -246,7 +240,7 @@ static void agent_wait_ready(struct fixture *f)
 	struct sb_err err;
 	int status;
 
-	for (int64_t end = mono_ms() + READY_MS; mono_ms() < end; sleep_ms(25)) {
+	for (int64_t end = clock_mono_ms() + READY_MS; clock_mono_ms() < end; sleep_ms(25)) {
 		if (waitpid(f->agent, &status, WNOHANG) == f->agent) {
 			f->agent = 0;
 			fail_msg("sandbox-agent serve exited (status %d) before serving; log:\n%s", status, log_read(f));
@@ -302,7 +296,7 @@ static void agent_stop(struct fixture *f)
 	if (f->agent <= 0)
 		return;
 	kill(f->agent, SIGTERM);
-	for (int64_t end = mono_ms() + 5000; mono_ms() < end; sleep_ms(20))
+	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(20))
 		if (waitpid(f->agent, &status, WNOHANG) == f->agent) {
 			f->agent = 0;
 			return;
@@ -391,7 +385,7 @@ static void query_until(struct fixture *f, struct agent_conn *c, const struct ag
 {
 	struct sb_err err;
 
-	for (int64_t end = mono_ms() + STEP_MS; mono_ms() < end; sleep_ms(20)) {
+	for (int64_t end = clock_mono_ms() + STEP_MS; clock_mono_ms() < end; sleep_ms(20)) {
 		must(agent_query(c, want, step_deadline(), out, &err), &err, "query");
 		if (out->state == state)
 			return;
@@ -763,7 +757,7 @@ static void *exec_main(void *arg)
 		t->rc = agent_exec(c, &t->req, tls_deadline_after(60000), &t->reply, &t->err);
 		agent_close(c);
 	}
-	t->ended_ms = mono_ms();
+	t->ended_ms = clock_mono_ms();
 	return NULL;
 }
 
@@ -824,7 +818,7 @@ static void test_cancel_running_exec(void **state)
 	json_t *res;
 
 	exec_start(f, &t, "cancel-me", "sleep 30", c);
-	cancelled_at = mono_ms();
+	cancelled_at = clock_mono_ms();
 	must(agent_cancel(f->client, f->address, "cancel-me", step_deadline(), &r, &err), &err, "cancel");
 	assert_int_equal(r.state, AGENT_EXEC_RUNNING);
 	agent_reply_free(&r);
@@ -887,9 +881,9 @@ static void test_oversized_frame(void **state)
 	/* Announce 32 MiB and send none of it: the answer must come from the header alone. */
 	frame_encode_header(hdr, 32u * 1024 * 1024);
 	assert_int_equal(r.s.write(r.s.ctx, hdr, sizeof hdr), (ssize_t)sizeof hdr);
-	sent_at = mono_ms();
+	sent_at = clock_mono_ms();
 	raw_expect_error(&r, SANDBOX__ERROR_CODE__ERR_MALFORMED, "over the cap");
-	assert_true(mono_ms() - sent_at < 2000);
+	assert_true(clock_mono_ms() - sent_at < 2000);
 	/* Then the agent closes this connection. */
 	rc = frame_read(&r.s, SB_FRAME_CAP_DEFAULT, &buf, &len, &err);
 	assert_true(rc <= 0);
@@ -1076,11 +1070,12 @@ static void *fake_main(void *arg)
 static void fake_start(struct fixture *f, struct fake *k, enum fake_mode mode)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sb_err err;
 
 	k->f = f;
 	k->mode = mode;
 	unlink(f->fake_sock);
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->fake_sock);
+	must(path_fmt(sa.sun_path, sizeof sa.sun_path, &err, "%s", f->fake_sock), &err, "the fake's socket path");
 	k->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(k->listen_fd >= 0);
 	assert_int_equal(bind(k->listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);

@@ -26,6 +26,8 @@
 #include "agent_client.h"
 #include "backend.h"
 #include "ca.h"
+#include "fdio.h"
+#include "pathfmt.h"
 #include "random.h"
 #include "receipt_mac.h"
 #include "tls.h"
@@ -195,7 +197,6 @@ static void pki_make(void)
 	char crt[200], key[200], ca_crt[200];
 	struct ca *ca;
 	struct sb_err err;
-	int fd;
 
 	snprintf(dir, sizeof dir, "%s/ca", F.base);
 	must(ca_open(dir, &ca, &err), &err, "ca_open");
@@ -212,10 +213,7 @@ static void pki_make(void)
 	/* The receipt key, written by the manager before the agent starts, as in production. */
 	must(sb_random_bytes(F.key, sizeof F.key, &err), &err, "receipt key");
 	snprintf(key, sizeof key, "%s/receipt.key", F.state);
-	fd = open(key, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, F.key, sizeof F.key), (ssize_t)sizeof F.key);
-	close(fd);
+	must(fd_file_create_path(key, 0600, (uid_t)-1, (gid_t)-1, F.key, sizeof F.key, &err), &err, "receipt key");
 }
 
 static int setup(void **state)
@@ -710,6 +708,7 @@ static void test_private_paths_anchored(void **state)
 static void test_nested_target_anchored(void **state)
 {
 	struct sandbox_handle h;
+	struct sb_err err;
 	char cmd[700], dir[PATH_MAX];
 	struct run r;
 	const char *target = NULL;
@@ -722,7 +721,8 @@ static void test_nested_target_anchored(void **state)
 	snprintf(dir, sizeof dir, "%s", target);
 	*strrchr(dir, '/') = '\0';
 	prepare(&h);
-	snprintf(cmd, sizeof cmd, "mv %s %s.moved && echo MOVED; mkdir -p %s.x && echo writable", dir, dir, dir);
+	must(path_fmt(cmd, sizeof cmd, &err, "mv %s %s.moved && echo MOVED; mkdir -p %s.x && echo writable", dir, dir,
+		      dir), &err, "the command");
 	run_cmd(&h, cmd, &r);
 	if (strstr(r.out, "MOVED") != NULL)
 		fail_msg("renamed %s inside the sandbox", dir);
@@ -742,7 +742,7 @@ static void test_cgroup_placement(void **state)
 	struct sandbox_limits lim;
 	struct sandbox_handle h;
 	struct sb_err err;
-	char parent[128] = "", path[300], line[512], want[300], controllers[256] = "";
+	char parent[128] = "", path[300], line[512], want[sizeof line], controllers[256] = "";
 	FILE *f;
 
 	(void)state;

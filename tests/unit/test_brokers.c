@@ -26,6 +26,7 @@
 #include <mbedtls/base64.h>
 
 #include "broker.h"
+#include "clock.h"
 #include "ca.h"
 #include "grants.h"
 #include "testutil.h"
@@ -258,7 +259,7 @@ static void tokenrequest_read_and_write(void **state)
 	struct sb_err err;
 	char path[256], ca_path[200], ca_pem[4096], ca_b64[8192];
 	size_t b64_len;
-	int64_t before = broker_now_ms();
+	int64_t before = clock_real_ms();
 	json_t *k, *reqs, *r, *body;
 	FILE *f;
 	size_t n;
@@ -280,7 +281,7 @@ static void tokenrequest_read_and_write(void **state)
 	assert_string_equal(kube_get(k, "clusters", "cluster", "certificate-authority-data"), ca_b64);
 	json_decref(k);
 	/* Default lifetime: one hour, as the server granted it. */
-	assert_true(res.expires_ms >= before + 3590 * 1000LL && res.expires_ms <= broker_now_ms() + 3601 * 1000LL);
+	assert_true(res.expires_ms >= before + 3590 * 1000LL && res.expires_ms <= clock_real_ms() + 3601 * 1000LL);
 	assert_string_equal(res.revoke_id, "");
 
 	assert_int_equal(run(broker_tokenrequest, tokenrequest_config(", \"expiration_seconds\": 600"), "write", path,
@@ -444,7 +445,7 @@ static void rancher_read(void **state)
 	struct broker_result res;
 	struct sb_err err;
 	char path[256], server[128];
-	int64_t before = broker_now_ms();
+	int64_t before = clock_real_ms();
 	json_t *k, *reqs, *r, *body;
 
 	(void)state;
@@ -455,7 +456,7 @@ static void rancher_read(void **state)
 	assert_contains(kube_get(k, "users", "user", "token"), ":rancher-secret-");
 	assert_non_null(kube_get(k, "clusters", "cluster", "certificate-authority-data"));
 	json_decref(k);
-	assert_true(res.expires_ms >= before + 890 * 1000LL && res.expires_ms <= broker_now_ms() + 901 * 1000LL);
+	assert_true(res.expires_ms >= before + 890 * 1000LL && res.expires_ms <= clock_real_ms() + 901 * 1000LL);
 	assert_contains(res.revoke_id, "token-");
 
 	reqs = log_requests();
@@ -525,7 +526,7 @@ static void snapshot_with_brokers(void **state)
 	struct sb_err err;
 	char private_dir[200], file_cred[200], revoke[260];
 	json_t *resources, *grants, *reqs, *list;
-	int64_t before = broker_now_ms();
+	int64_t before = clock_real_ms();
 
 	(void)state;
 	snprintf(private_dir, sizeof private_dir, "%s/sandboxes-s0123.g%d", T.base, T.n++);
@@ -543,7 +544,7 @@ static void snapshot_with_brokers(void **state)
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-prod.kubeconfig");
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-lab.kubeconfig");
 	/* The earliest expiry: the Rancher token's 900 s, not the TokenRequest's hour. */
-	assert_true(snap.expires_ms >= before + 890 * 1000LL && snap.expires_ms <= broker_now_ms() + 901 * 1000LL);
+	assert_true(snap.expires_ms >= before + 890 * 1000LL && snap.expires_ms <= clock_real_ms() + 901 * 1000LL);
 	snprintf(revoke, sizeof revoke, "%s/credentials.revoke", private_dir);
 	list = json_load_file(revoke, 0, NULL);
 	assert_int_equal(json_array_size(list), 1);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "pathfmt.h"
 #include "records.h"
 #include "testutil.h"
 
@@ -38,11 +39,12 @@ struct fixture {
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof *f);
+	struct sb_err err;
 
 	assert_non_null(f);
 	snprintf(f->dir, sizeof f->dir, "/tmp/test_records.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->db, sizeof f->db, "%s/records.db", f->dir);
+	assert_int_equal(path_fmt(f->db, sizeof f->db, &err, "%s/records.db", f->dir), 0);
 	*state = f;
 	return 0;
 }
@@ -492,14 +494,27 @@ static void test_release_reserved(void **state)
 
 /* ---------------------------------------------------------------- execs */
 
+/* Every exec of the session, oldest first: the pages of records_page() (newest first), in turn. */
 static json_t *execs_of(struct records *r, const char *session)
 {
+	struct records_query q = { .session = session, .limit = RECORDS_PAGE_LIMIT_MAX };
+	char before[128] = "";
+	json_t *all = json_array(), *page, *rec;
 	struct sb_err err;
-	json_t *list = records_execs(r, session, &err);
+	size_t i;
 
-	if (!list)
-		fail_msg("records_execs: %s", err.msg);
-	return list;
+	assert_non_null(all);
+	do {
+		q.before = before[0] ? before : NULL;
+		page = NULL;
+		if (records_page(r, &q, &page, &err) != RECORDS_FOUND)
+			fail_msg("records_page: %s", err.msg);
+		json_array_foreach(json_object_get(page, "records"), i, rec)
+			assert_int_equal(json_array_insert(all, 0, rec), 0);
+		snprintf(before, sizeof before, "%s", json_string_value(json_object_get(page, "next_before")) ?: "");
+		json_decref(page);
+	} while (before[0]);
+	return all;
 }
 
 static void test_exec_lifecycle(void **state)
@@ -578,6 +593,7 @@ static void test_exec_lifecycle(void **state)
 	assert_true(json_is_null(json_object_get(o, "receipt")));
 	json_decref(list);
 
+	session_add(r, "other");
 	list = execs_of(r, "other");
 	assert_int_equal(json_array_size(list), 0);
 	json_decref(list);
@@ -911,7 +927,7 @@ static void test_records_page_state_and_refusals(void **state)
 	struct sb_err err;
 	json_t *page = NULL;
 	size_t bytes;
-	char id[8];
+	char id[16];
 
 	session_add(r, "s1");
 	for (int i = 0; i < 6; i++) {

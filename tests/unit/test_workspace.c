@@ -10,12 +10,16 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <linux/landlock.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "gitconfig.h"
@@ -31,6 +35,20 @@ struct fixture {
 };
 
 /* ---------------------------------------------------------------- helpers */
+
+/* snprintf for a path: a truncated one fails the test (it would name another file). */
+static void pathf(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void pathf(char *out, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size)
+		fail_msg("path too long (%d bytes for %zu): %s", n, size, out);
+}
 
 static void git_ok(const char *const args[])
 {
@@ -74,9 +92,13 @@ static bool exists(const char *fmt, ...)
 	struct stat st;
 	va_list ap;
 
+	int n;
+
 	va_start(ap, fmt);
-	vsnprintf(path, sizeof path, fmt, ap);
+	n = vsnprintf(path, sizeof path, fmt, ap);
 	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof path)
+		fail_msg("path too long: %s", path);
 	return lstat(path, &st) == 0;
 }
 
@@ -102,7 +124,7 @@ static void repo_make(const char *path, char head[64])
 	char *out;
 
 	git_ok((const char *[]){ "init", "--quiet", "--initial-branch=main", path, NULL });
-	snprintf(file, sizeof file, "%s/README", path);
+	pathf(file, sizeof file, "%s/README", path);
 	write_file(file, "hello\n");
 	git_ok((const char *[]){ "-C", path, "add", "README", NULL });
 	git_ok((const char *[]){ "-C", path, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit",
@@ -110,7 +132,7 @@ static void repo_make(const char *path, char head[64])
 	out = git_out((const char *[]){ "-C", path, "rev-parse", "HEAD", NULL });
 	assert_non_null(out);
 	if (head != NULL)
-		snprintf(head, 64, "%s", out);
+		pathf(head, 64, "%s", out);
 	free(out);
 }
 
@@ -119,11 +141,11 @@ static int setup(void **state)
 	struct fixture *fx = calloc(1, sizeof *fx);
 
 	assert_non_null(fx);
-	snprintf(fx->dir, sizeof fx->dir, "/tmp/test-workspace-XXXXXX");
+	pathf(fx->dir, sizeof fx->dir, "/tmp/test-workspace-XXXXXX");
 	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->volume, sizeof fx->volume, "%s/volume", fx->dir);
+	pathf(fx->volume, sizeof fx->volume, "%s/volume", fx->dir);
 	assert_int_equal(mkdir(fx->volume, 0755), 0);
-	snprintf(fx->src, sizeof fx->src, "%s/proj", fx->dir);
+	pathf(fx->src, sizeof fx->src, "%s/proj", fx->dir);
 	repo_make(fx->src, fx->head);
 	*state = fx;
 	return 0;
@@ -157,25 +179,25 @@ static void test_create_layout_and_branch(void **state)
 	char *out;
 
 	create_ok(fx, "s1", NULL, &ws);
-	snprintf(expect, sizeof expect, "%s/identities/alice/workspaces/s1", fx->volume);
+	pathf(expect, sizeof expect, "%s/identities/alice/workspaces/s1", fx->volume);
 	assert_string_equal(ws.worktree, expect);
-	snprintf(expect, sizeof expect, "%s/identities/alice/repositories/proj", fx->volume);
+	pathf(expect, sizeof expect, "%s/identities/alice/repositories/proj", fx->volume);
 	assert_string_equal(ws.repo_dir, expect);
 	assert_string_equal(ws.repo_name, "proj");
 	assert_string_equal(ws.branch, "sandbox/s1");
 	assert_string_equal(ws.source, fx->src);
 	assert_string_equal(ws.worktree_name, "s1");
 	assert_true(ws.base_created);
-	snprintf(expect, sizeof expect, "%s/worktrees/s1", ws.repo_dir);
+	pathf(expect, sizeof expect, "%s/worktrees/s1", ws.repo_dir);
 	assert_string_equal(ws.worktree_git_dir, expect);
-	snprintf(expect, sizeof expect, "%s/.sandbox-tmp", ws.worktree);
+	pathf(expect, sizeof expect, "%s/.sandbox-tmp", ws.worktree);
 	assert_string_equal(ws.scratch, expect);
 
 	/* The base clone is bare; the worktree holds the committed file on the session branch. */
 	out = git_out((const char *[]){ "--git-dir", ws.repo_dir, "rev-parse", "--is-bare-repository", NULL });
 	assert_string_equal(out, "true");
 	free(out);
-	snprintf(readme, sizeof readme, "%s/README", ws.worktree);
+	pathf(readme, sizeof readme, "%s/README", ws.worktree);
 	assert_true(exists("%s", readme));
 	out = git_out((const char *[]){ "-C", ws.worktree, "symbolic-ref", "HEAD", NULL });
 	assert_string_equal(out, "refs/heads/sandbox/s1");
@@ -186,10 +208,10 @@ static void test_create_layout_and_branch(void **state)
 
 	/* The identity's private directories exist and are 0700. */
 	assert_int_equal(stat(ws.repo_dir, &st), 0);
-	snprintf(expect, sizeof expect, "%s/identities/alice/private-state", fx->volume);
+	pathf(expect, sizeof expect, "%s/identities/alice/private-state", fx->volume);
 	assert_int_equal(stat(expect, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
-	snprintf(expect, sizeof expect, "%s/identities/alice/provider-auth", fx->volume);
+	pathf(expect, sizeof expect, "%s/identities/alice/provider-auth", fx->volume);
 	assert_int_equal(stat(expect, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
 	workspace_free(&ws);
@@ -203,7 +225,7 @@ static void test_second_session_reuses_base(void **state)
 	struct stat st1, st2;
 
 	create_ok(fx, "s1", NULL, &a);
-	snprintf(objects, sizeof objects, "%s/objects", a.repo_dir);
+	pathf(objects, sizeof objects, "%s/objects", a.repo_dir);
 	assert_int_equal(stat(objects, &st1), 0);
 	/* A commit added to the source afterwards must not show up: the base is not cloned again. */
 	git_ok((const char *[]){ "-C", fx->src, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit",
@@ -225,7 +247,7 @@ static void test_second_session_reuses_base(void **state)
 	{
 		char repos[PATH_MAX + 64];
 
-		snprintf(repos, sizeof repos, "%s/identities/alice/repositories", fx->volume);
+		pathf(repos, sizeof repos, "%s/identities/alice/repositories", fx->volume);
 		assert_int_equal(dir_entries(repos), 1);
 	}
 	workspace_free(&a);
@@ -240,9 +262,9 @@ static void test_same_name_other_source(void **state)
 	struct sb_err err;
 
 	create_ok(fx, "s1", NULL, &a);
-	snprintf(other, sizeof other, "%s/elsewhere", fx->dir);
+	pathf(other, sizeof other, "%s/elsewhere", fx->dir);
 	assert_int_equal(mkdir(other, 0755), 0);
-	snprintf(other, sizeof other, "%s/elsewhere/proj.git", fx->dir);
+	pathf(other, sizeof other, "%s/elsewhere/proj.git", fx->dir);
 	repo_make(other, NULL);
 	assert_int_equal(workspace_create(fx->volume, "alice", "s2", other, NULL, &b, &err), 0);
 	assert_string_not_equal(a.repo_dir, b.repo_dir);
@@ -259,10 +281,10 @@ static void test_file_url_and_bare_source(void **state)
 	struct workspace a, b;
 	struct sb_err err;
 
-	snprintf(url, sizeof url, "file://%s", fx->src);
+	pathf(url, sizeof url, "file://%s", fx->src);
 	assert_int_equal(workspace_create(fx->volume, "alice", "s1", url, NULL, &a, &err), 0);
 	assert_string_equal(a.source, fx->src);
-	snprintf(bare, sizeof bare, "%s/bare.git", fx->dir);
+	pathf(bare, sizeof bare, "%s/bare.git", fx->dir);
 	git_ok((const char *[]){ "clone", "--quiet", "--bare", fx->src, bare, NULL });
 	if (workspace_create(fx->volume, "alice", "s2", bare, NULL, &b, &err) != 0)
 		fail_msg("%s", err.msg);
@@ -319,13 +341,13 @@ static void test_scratch_ignored_and_git_works(void **state)
 	assert_int_equal(lstat(ws.scratch, &st), 0);
 	assert_true(S_ISDIR(st.st_mode));
 	assert_int_equal(st.st_mode & 0777, 0700);
-	snprintf(file, sizeof file, "%s/report.txt", ws.scratch);
+	pathf(file, sizeof file, "%s/report.txt", ws.scratch);
 	write_file(file, "findings\n");
 	out = git_out((const char *[]){ "-C", ws.worktree, "status", "--porcelain", "--untracked-files=all", NULL });
 	assert_string_equal(out, "");
 	free(out);
 	/* The pattern sits in the common dir's info/exclude, once, even after a second session. */
-	snprintf(exclude, sizeof exclude, "%s/info/exclude", ws.repo_dir);
+	pathf(exclude, sizeof exclude, "%s/info/exclude", ws.repo_dir);
 	{
 		struct workspace b;
 		char text[8192];
@@ -345,7 +367,7 @@ static void test_scratch_ignored_and_git_works(void **state)
 		workspace_free(&b);
 	}
 	/* An ordinary change is seen, committed on the session branch, with its reflog in logs/. */
-	snprintf(file, sizeof file, "%s/README", ws.worktree);
+	pathf(file, sizeof file, "%s/README", ws.worktree);
 	write_file(file, "changed\n");
 	out = git_out((const char *[]){ "-C", ws.worktree, "status", "--porcelain", NULL });
 	assert_string_equal(out, " M README");
@@ -385,9 +407,9 @@ static void nothing_left(struct fixture *fx, const char *session)
 {
 	char path[PATH_MAX * 2];
 
-	snprintf(path, sizeof path, "%s/identities/alice/workspaces/%s", fx->volume, session);
+	pathf(path, sizeof path, "%s/identities/alice/workspaces/%s", fx->volume, session);
 	assert_false(exists("%s", path));
-	snprintf(path, sizeof path, "%s/identities/alice/repositories", fx->volume);
+	pathf(path, sizeof path, "%s/identities/alice/repositories", fx->volume);
 	assert_true(dir_entries(path) <= 0);
 }
 
@@ -402,7 +424,7 @@ static void test_refused_key(void **state)
 		struct sb_err err;
 
 		c = &refused[i];
-		snprintf(config, sizeof config, "%s/.git/config", fx->src);
+		pathf(config, sizeof config, "%s/.git/config", fx->src);
 		git_ok((const char *[]){ "config", "--file", config, c->key, c->value, NULL });
 		assert_int_equal(workspace_create(fx->volume, "alice", "s1", fx->src, NULL, &ws, &err), -1);
 		if (strstr(err.msg, c->listed) == NULL || strstr(err.msg, "repository refused: ") == NULL)
@@ -431,7 +453,7 @@ static void test_refused_after_clone_leaves_nothing(void **state)
 	char *out;
 
 	create_ok(fx, "s1", NULL, &a);
-	snprintf(config, sizeof config, "%s/config", a.repo_dir);
+	pathf(config, sizeof config, "%s/config", a.repo_dir);
 	git_ok((const char *[]){ "config", "--file", config, "filter.lfs.process", "git-lfs filter-process", NULL });
 	assert_int_equal(workspace_create(fx->volume, "alice", "s2", fx->src, NULL, &b, &err), -1);
 	assert_non_null(strstr(err.msg, "repository refused: config key filter.lfs.process"));
@@ -467,7 +489,7 @@ static void test_bad_names_and_paths(void **state)
 	assert_int_equal(workspace_create(fx->volume, "a/b", "s1", fx->src, NULL, &ws, &err), -1);
 	assert_non_null(strstr(err.msg, "identity name a/b has a character outside A-Z a-z 0-9 . _ - at position 2"));
 
-	snprintf(path, sizeof path, "%s/does-not-exist", fx->dir);
+	pathf(path, sizeof path, "%s/does-not-exist", fx->dir);
 	assert_int_equal(workspace_create(fx->volume, "alice", "s1", path, NULL, &ws, &err), -1);
 	assert_non_null(strstr(err.msg, "repository path "));
 	assert_non_null(strstr(err.msg, "/does-not-exist does not exist"));
@@ -486,11 +508,11 @@ static void test_bad_names_and_paths(void **state)
 	assert_non_null(strstr(err.msg, "has a space"));
 	assert_int_equal(workspace_create(fx->volume, "alice", "s1", "file://relative/x", NULL, &ws, &err), -1);
 	assert_non_null(strstr(err.msg, "must name an absolute path"));
-	snprintf(notrepo, sizeof notrepo, "%s/plain", fx->dir);
+	pathf(notrepo, sizeof notrepo, "%s/plain", fx->dir);
 	assert_int_equal(mkdir(notrepo, 0755), 0);
 	assert_int_equal(workspace_create(fx->volume, "alice", "s1", notrepo, NULL, &ws, &err), -1);
 	assert_non_null(strstr(err.msg, "is not a git repository"));
-	snprintf(path, sizeof path, "%s/nope", fx->dir);
+	pathf(path, sizeof path, "%s/nope", fx->dir);
 	assert_int_equal(workspace_create(path, "alice", "s1", fx->src, NULL, &ws, &err), -1);
 	assert_non_null(strstr(err.msg, "volume "));
 	/* None of these created anything on the volume. */
@@ -518,7 +540,7 @@ static void test_empty_repository_refused(void **state)
 	struct workspace ws;
 	struct sb_err err;
 
-	snprintf(empty, sizeof empty, "%s/empty", fx->dir);
+	pathf(empty, sizeof empty, "%s/empty", fx->dir);
 	git_ok((const char *[]){ "init", "--quiet", empty, NULL });
 	assert_int_equal(workspace_create(fx->volume, "alice", "s1", empty, NULL, &ws, &err), -1);
 	assert_non_null(strstr(err.msg, "has no commit on its default branch"));
@@ -541,21 +563,21 @@ static void test_recheck(void **state)
 	assert_int_equal(workspace_recheck(&ws, &err), 0);
 	assert_true(exists("%s", ws.scratch));
 	/* A redirected ownership pointer is refused. */
-	snprintf(path, sizeof path, "%s/.git", ws.worktree);
-	snprintf(saved, sizeof saved, "%s/.git.saved", ws.worktree);
+	pathf(path, sizeof path, "%s/.git", ws.worktree);
+	pathf(saved, sizeof saved, "%s/.git.saved", ws.worktree);
 	assert_int_equal(rename(path, saved), 0);
 	write_file(path, "gitdir: /tmp/elsewhere\n");
 	assert_int_equal(workspace_recheck(&ws, &err), -1);
 	assert_non_null(strstr(err.msg, "was changed outside normal git use"));
 	assert_int_equal(rename(saved, path), 0);
-	snprintf(path, sizeof path, "%s/commondir", ws.worktree_git_dir);
+	pathf(path, sizeof path, "%s/commondir", ws.worktree_git_dir);
 	write_file(path, "/tmp\n");
 	assert_int_equal(workspace_recheck(&ws, &err), -1);
 	assert_non_null(strstr(err.msg, "points to /tmp, not to "));
 	write_file(path, "../..\n");
 	assert_int_equal(workspace_recheck(&ws, &err), 0);
 	/* Worktree config (read when extensions.worktreeConfig is on) is checked too. */
-	snprintf(path, sizeof path, "%s/config.worktree", ws.worktree_git_dir);
+	pathf(path, sizeof path, "%s/config.worktree", ws.worktree_git_dir);
 	git_ok((const char *[]){ "config", "--file", path, "core.editor", "vi", NULL });
 	assert_int_equal(workspace_recheck(&ws, &err), -1);
 	assert_non_null(strstr(err.msg, "config key core.editor"));
@@ -594,7 +616,7 @@ static void test_delete_keeps_branch(void **state)
 	char *out;
 
 	create_ok(fx, "s1", NULL, &ws);
-	snprintf(file, sizeof file, "%s/README", ws.worktree);
+	pathf(file, sizeof file, "%s/README", ws.worktree);
 	write_file(file, "the patch\n");
 	git_ok((const char *[]){ "-C", ws.worktree, "-c", "user.name=t", "-c", "user.email=t@example.com",
 				 "commit", "--quiet", "-am", "patch", NULL });
@@ -634,7 +656,7 @@ static void test_delete_damaged_worktree(void **state)
 
 	create_ok(fx, "s1", NULL, &ws);
 	/* A worktree whose .git pointer is gone: git cannot remove it, the fallback does. */
-	snprintf(dotgit, sizeof dotgit, "%s/.git", ws.worktree);
+	pathf(dotgit, sizeof dotgit, "%s/.git", ws.worktree);
 	assert_int_equal(unlink(dotgit), 0);
 	if (workspace_delete(&ws, true, &err) != 0)
 		fail_msg("%s", err.msg);
@@ -653,17 +675,17 @@ static void test_delete_fallback_keeps_link_targets(void **state)
 	struct sb_err err;
 	FILE *f;
 
-	snprintf(outside, sizeof outside, "%s/outside", fx->dir);
+	pathf(outside, sizeof outside, "%s/outside", fx->dir);
 	assert_int_equal(mkdir(outside, 0755), 0);
-	snprintf(path, sizeof path, "%s/keep", outside);
+	pathf(path, sizeof path, "%s/keep", outside);
 	f = fopen(path, "we");
 	assert_non_null(f);
 	fputs("keep\n", f);
 	assert_int_equal(fclose(f), 0);
 	create_ok(fx, "s1", NULL, &ws);
-	snprintf(path, sizeof path, "%s/out", ws.worktree);
+	pathf(path, sizeof path, "%s/out", ws.worktree);
 	assert_int_equal(symlink(outside, path), 0);
-	snprintf(path, sizeof path, "%s/.git", ws.worktree);
+	pathf(path, sizeof path, "%s/.git", ws.worktree);
 	assert_int_equal(unlink(path), 0);
 	if (workspace_delete(&ws, true, &err) != 0)
 		fail_msg("%s", err.msg);
@@ -689,11 +711,52 @@ static void test_delete_guard_outside_workspaces(void **state)
 	assert_non_null(ws.worktree);
 	assert_int_equal(workspace_delete(&ws, true, &err), -1);
 	assert_int_equal(err.errnum, EINVAL);
-	snprintf(want, sizeof want, "is not under %s/identities/%s/workspaces", real, ws.identity);
+	pathf(want, sizeof want, "is not under %s/identities/%s/workspaces", real, ws.identity);
 	assert_contains(err.msg, want);
 	assert_true(exists("%s", fx->dir));
 	workspace_free(&ws);
 	free(real);
+}
+
+/* packed-refs.d/ is writable by every sandbox of the identity: a command can replace the packed
+ * refs with a link to a root-only file. The delete's git (worktree remove, prune, branch -D) reads
+ * the packed refs, and git quotes a line it cannot parse in its error; so unconfined reads would
+ * carry the file's first line into the manager's message and log. Its reads are confined to the
+ * repository (gitrun read_roots): the delete fails with git's "Permission denied", the secret
+ * never shows, and nothing is written through the link. */
+static void test_delete_reads_confined(void **state)
+{
+	struct fixture *fx = *state;
+	static const char marker[] = "SECRET-MARKER-c0ffee hunter2";
+	char secret[PATH_MAX + 16], packed[PATH_MAX + 64];
+	struct workspace ws;
+	struct sb_err err;
+	struct stat st;
+	FILE *f;
+
+	/* The confinement is Landlock's; without it gitrun warns and runs unconfined. */
+	if (syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1)
+		skip();
+	pathf(secret, sizeof secret, "%s/secret", fx->dir);
+	f = fopen(secret, "we");
+	assert_non_null(f);
+	assert_int_equal(fchmod(fileno(f), 0600), 0);
+	fprintf(f, "%s\n", marker);
+	assert_int_equal(fclose(f), 0);
+	create_ok(fx, "s1", NULL, &ws);
+	pathf(packed, sizeof packed, "%s/packed-refs.d/packed-refs", ws.repo_dir);
+	assert_int_equal(unlink(packed), 0);
+	assert_int_equal(symlink(secret, packed), 0);
+	if (workspace_delete(&ws, false, &err) == 0)
+		fail_msg("the delete read the packed refs through a link to a file outside");
+	assert_null(strstr(err.msg, marker));
+	assert_null(strstr(err.msg, "hunter2"));
+	assert_contains(err.msg, "packed-refs");
+	assert_contains(err.msg, "Permission denied");
+	assert_int_equal(stat(secret, &st), 0);
+	assert_int_equal(st.st_size, (off_t)sizeof marker);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	workspace_free(&ws);
 }
 
 /* ---------------------------------------------------------------- the mount plan */
@@ -734,7 +797,7 @@ static void test_mount_plan(void **state)
 		for (size_t i = 0; i < n; i++) {
 			char path[PATH_MAX * 2];
 
-			snprintf(path, sizeof path, "%s%s", want[i].base, want[i].suffix);
+			pathf(path, sizeof path, "%s%s", want[i].base, want[i].suffix);
 			assert_string_equal(plan.entries[i].source, path);
 			assert_string_equal(plan.entries[i].target, path); /* same absolute paths */
 			assert_int_equal(plan.entries[i].mode, want[i].mode);
@@ -785,7 +848,7 @@ static void test_packed_refs_link(void **state)
 	char *out;
 
 	create_ok(fx, "s1", NULL, &a);
-	snprintf(link, sizeof link, "%s/packed-refs", a.repo_dir);
+	pathf(link, sizeof link, "%s/packed-refs", a.repo_dir);
 	n = readlink(link, target, sizeof target - 1);
 	assert_true(n > 0);
 	target[n] = '\0';
@@ -818,17 +881,17 @@ static void test_planted_symlink_refused(void **state)
 	struct stat st;
 
 	create_ok(fx, "s1", NULL, &a);
-	snprintf(victim, sizeof victim, "%s/victim", fx->dir);
+	pathf(victim, sizeof victim, "%s/victim", fx->dir);
 	write_file(victim, "precious\n");
 	/* As a command would: git in a bare base does not create reflogs, but appends to one that
 	 * exists, following a link. */
-	snprintf(dir, sizeof dir, "%s/logs/refs", a.repo_dir);
+	pathf(dir, sizeof dir, "%s/logs/refs", a.repo_dir);
 	assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	snprintf(dir, sizeof dir, "%s/logs/refs/heads", a.repo_dir);
+	pathf(dir, sizeof dir, "%s/logs/refs/heads", a.repo_dir);
 	assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	snprintf(dir, sizeof dir, "%s/logs/refs/heads/sandbox", a.repo_dir);
+	pathf(dir, sizeof dir, "%s/logs/refs/heads/sandbox", a.repo_dir);
 	assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	snprintf(link, sizeof link, "%s/s2", dir);
+	pathf(link, sizeof link, "%s/s2", dir);
 	assert_int_equal(symlink(victim, link), 0);
 	assert_int_equal(workspace_create(fx->volume, "alice", "s2", fx->src, NULL, &b, &err), -1);
 	assert_non_null(strstr(err.msg, "logs/refs/heads/sandbox/s2 is a symbolic link"));
@@ -840,6 +903,64 @@ static void test_planted_symlink_refused(void **state)
 	assert_int_equal(unlink(link), 0);
 	assert_int_equal(workspace_recheck(&a, &err), 0);
 	workspace_free(&a);
+}
+
+struct swapper {
+	char a[PATH_MAX + 64], b[PATH_MAX + 64];
+	volatile bool stop;
+	unsigned long swaps;
+};
+
+static void *swap_loop(void *arg)
+{
+	struct swapper *sw = arg;
+
+	while (!sw->stop)
+		if (syscall(SYS_renameat2, AT_FDCWD, sw->a, AT_FDCWD, sw->b, RENAME_EXCHANGE) == 0)
+			sw->swaps++;
+	return NULL;
+}
+
+/* The symlink check walks by descriptor: while a command keeps swapping a directory in refs/ with a
+ * link to a directory outside, the check reports the swapped name itself (a link found), never a
+ * name from outside: it never lists a directory it reached through a link. (A walk by path would
+ * lstat a directory, then open the link in its place and report what lies outside.) */
+static void test_symlink_check_not_redirected(void **state)
+{
+	struct fixture *fx = *state;
+	char outside[PATH_MAX + 16], path[PATH_MAX + 64];
+	struct swapper sw = { .stop = false };
+	struct workspace ws;
+	struct sb_err err;
+	pthread_t thread;
+	int n_refused = 0;
+
+	pathf(outside, sizeof outside, "%s/outside", fx->dir);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	pathf(path, sizeof path, "%s/OUTSIDE-LINK", outside);
+	assert_int_equal(symlink("/", path), 0);
+	create_ok(fx, "s1", NULL, &ws);
+	pathf(sw.a, sizeof sw.a, "%s/refs/heads/d", ws.repo_dir);
+	pathf(sw.b, sizeof sw.b, "%s/swap-link", fx->dir);
+	assert_int_equal(mkdir(sw.a, 0755), 0);
+	assert_int_equal(symlink(outside, sw.b), 0);
+	assert_int_equal(pthread_create(&thread, NULL, swap_loop, &sw), 0);
+	for (int i = 0; i < 150; i++) {
+		if (workspace_recheck(&ws, &err) == 0)
+			continue;
+		n_refused++;
+		if (strstr(err.msg, "OUTSIDE-LINK") != NULL) {
+			sw.stop = true;
+			pthread_join(thread, NULL);
+			fail_msg("the check listed a directory outside through a link: %s", err.msg);
+		}
+		assert_contains(err.msg, "refs/heads/d is a symbolic link");
+	}
+	sw.stop = true;
+	assert_int_equal(pthread_join(thread, NULL), 0);
+	assert_true(sw.swaps > 0);
+	assert_true(n_refused > 0);
+	workspace_free(&ws);
 }
 
 /* A second session's plan names only its own worktree and metadata. */
@@ -873,8 +994,8 @@ static void test_mount_plan_refuses_symlink(void **state)
 	struct sb_err err;
 
 	create_ok(fx, "s1", NULL, &ws);
-	snprintf(logs, sizeof logs, "%s/logs", ws.repo_dir);
-	snprintf(saved, sizeof saved, "%s/logs.saved", ws.repo_dir);
+	pathf(logs, sizeof logs, "%s/logs", ws.repo_dir);
+	pathf(saved, sizeof saved, "%s/logs.saved", ws.repo_dir);
 	assert_int_equal(rename(logs, saved), 0);
 	assert_int_equal(symlink("/etc", logs), 0);
 	assert_int_equal(mount_plan_build(&ws, &plan, &err), -1);
@@ -895,7 +1016,7 @@ static void test_volume_probe(void **state)
 		fail_msg("%s", err.msg);
 	assert_int_equal(volume_probe(fx->volume, &err), 0);
 	assert_int_equal(dir_entries(fx->volume), 0); /* the probe cleans up after itself */
-	snprintf(missing, sizeof missing, "%s/missing", fx->dir);
+	pathf(missing, sizeof missing, "%s/missing", fx->dir);
 	assert_int_equal(volume_probe(missing, &err), -1);
 	assert_non_null(strstr(err.msg, "refused: cannot create a directory in it"));
 }
@@ -921,10 +1042,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_delete_damaged_worktree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delete_fallback_keeps_link_targets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delete_guard_outside_workspaces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delete_reads_confined, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan_other_session_absent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_packed_refs_link, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_planted_symlink_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_check_not_redirected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan_refuses_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_volume_probe, setup, teardown),
 	};
