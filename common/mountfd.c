@@ -133,7 +133,7 @@ int mfd_fs_new(const char *type, const char *mode, uint64_t size_bytes, uint64_t
 	if (mode != NULL && fsconfig(fs, FSCONFIG_SET_STRING, "mode", mode, 0) < 0)
 		sb_fail_errno(err, "setting the mode of the %s for %s", type, what);
 	else if (size_bytes > 0 && (fs_config_number(fs, "size", size_bytes) < 0 ||
-				    fs_config_number(fs, "nr_inodes", size_bytes / 1024 > 1024 ? size_bytes / 1024 : 1024) < 0))
+				    fs_config_number(fs, "nr_inodes", size_bytes / 4096 > 1024 ? size_bytes / 4096 : 1024) < 0))
 		sb_fail_errno(err, "bounding the %s for %s to %llu bytes", type, what, (unsigned long long)size_bytes);
 	else if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		sb_fail_errno(err, "creating the %s for %s", type, what);

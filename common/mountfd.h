@@ -31,7 +31,7 @@ int mfd_mountpoint_make(int root, const char *path, bool dir, struct sb_err *err
 int mfd_attach(int mnt, int root, const char *path, bool dir, struct sb_err *err);
 
 /* A new filesystem instance (tmpfs, proc), detached until attached. mode may be NULL; size_bytes 0
- * means the filesystem's default. A sized tmpfs also gets an inode bound (one per KiB of size,
+ * means the filesystem's default. A sized tmpfs also gets an inode bound (one per 4 KiB of size,
  * at least 1024): inodes cost kernel memory that size= alone does not count. Returns the mount's
  * descriptor or -1 with err; `what` names it in messages. */
 int mfd_fs_new(const char *type, const char *mode, uint64_t size_bytes, uint64_t attrs, const char *what,

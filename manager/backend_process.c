@@ -37,6 +37,7 @@
  * delegates a cgroup v2 directory (process_settings.cgroup_parent); limits() reads back which hold.
  */
 #include "agent_dir.h"
+#include "mountfd.h"
 #include "backend.h"
 #include "clock.h"
 #include "log.h"
@@ -81,8 +82,6 @@
 #define ABORT_MS 5000         /* a failed prepare: from SIGKILL to the reaped init */
 #define LOG_TAIL_BYTES 600    /* of agent.log, in the message of a failed prepare */
 #define INIT_EXIT_SETUP_FAILED 125
-#define TMPFS_BYTES_PER_INODE 4096  /* a sized tmpfs's nr_inodes: size / this, at least TMPFS_MIN_INODES */
-#define TMPFS_MIN_INODES 1024
 #define CGROUP_RMDIR_TRIES 50       /* 10 ms apart: a cgroup empties a moment after its last process is reaped */
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -120,13 +119,6 @@ struct process {
 static struct process *process_of(struct backend *be)
 {
 	return (struct process *)be;
-}
-
-static uint64_t tmpfs_inodes(uint64_t size)
-{
-	uint64_t n = size / TMPFS_BYTES_PER_INODE;
-
-	return n < TMPFS_MIN_INODES ? TMPFS_MIN_INODES : n;
 }
 
 /* ------------------------------------------------------------------ the steps of the root */
@@ -665,132 +657,13 @@ static int fds_keep_only(const struct launch *l, struct sb_err *err)
 	return spawn_fds_keep(keep, 4, err);
 }
 
-/* openat2 that refuses every symbolic link and, from a directory descriptor, anything that would
- * resolve outside it. Returns the descriptor or -1 with errno. */
-static int open_nofollow(int dirfd, const char *path, uint64_t flags)
-{
-	struct open_how how = {
-		.flags = flags | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (dirfd == AT_FDCWD ? 0 : RESOLVE_BENEATH),
-	};
-
-	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-}
-
-/* Open the directory `rel` (relative, may be empty) beneath root, creating each missing component
- * (0755). mkdirat never follows a link at the last component, and each step is reopened without
- * following any: a link planted by a command in a writable workspace directory is refused (ELOOP),
- * never used to create something elsewhere. Returns the descriptor or -1 with errno. */
-static int dir_make_beneath(int root, const char *rel)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(rel);
-	int fd = open_nofollow(root, ".", O_PATH | O_DIRECTORY);
-
-	if (len >= sizeof buf) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(buf, rel, len + 1);
-	for (char *c = buf; fd >= 0 && *c != '\0';) {
-		char *end = c + strcspn(c, "/");
-		bool last = *end == '\0';
-		int next;
-
-		*end = '\0';
-		if (mkdirat(fd, c, 0755) < 0 && errno != EEXIST) {
-			int saved = errno;
-
-			close(fd);
-			errno = saved;
-			return -1;
-		}
-		next = open_nofollow(fd, c, O_PATH | O_DIRECTORY);
-		close(fd);
-		fd = next;
-		c = last ? end : end + 1;
-	}
-	return fd;
-}
-
-/* Make (or find) the mount point `path` inside the new root: a directory, or an empty file for a
- * file bind, and open it without following links. Returns the descriptor or -1 with err. */
-static int mountpoint_make(int root, const char *path, bool dir, struct sb_err *err)
-{
-	char parent[PATH_MAX];
-	const char *name = strrchr(path, '/') + 1;
-	size_t plen = (size_t)(name - path) - 1;  /* without the leading and trailing slash */
-	cleanup_close int pfd = -1;
-	struct stat st;
-	int fd;
-
-	memcpy(parent, path + 1, plen ? plen - 1 : 0);
-	parent[plen ? plen - 1 : 0] = '\0';
-	pfd = dir_make_beneath(root, parent);
-	if (pfd < 0)
-		return sb_fail_errno(err, "making the directories that lead to %s", path);
-	if ((dir ? mkdirat(pfd, name, 0755) : mknodat(pfd, name, S_IFREG | 0444, 0)) < 0 && errno != EEXIST)
-		return sb_fail_errno(err, "making the mount point %s", path);
-	fd = open_nofollow(pfd, name, O_PATH);
-	if (fd < 0)
-		return sb_fail_errno(err, "opening the mount point %s", path);
-	if (fstat(fd, &st) < 0 || S_ISDIR(st.st_mode) != dir) {
-		close(fd);
-		return sb_fail(err, dir ? ENOTDIR : EISDIR, "mount point %s is not a %s", path,
-			       dir ? "directory" : "file");
-	}
-	return fd;
-}
-
-static int mount_attach(int mnt, int root, const char *path, bool dir, struct sb_err *err)
-{
-	cleanup_close int target = mountpoint_make(root, path, dir, err);
-
-	if (target < 0)
-		return -1;
-	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		return sb_fail_errno(err, "attaching the mount at %s", path);
-	return 0;
-}
-
-/* A new filesystem instance (tmpfs, proc), detached until attached at its mount point. Returns the
- * mount's descriptor or -1 with err. */
-static int fs_new(const char *type, const char *mode, uint64_t size, uint64_t attrs, const char *path,
-		  struct sb_err *err)
-{
-	cleanup_close int fs = fsopen(type, FSOPEN_CLOEXEC);
-	char num[24];
-	int mnt;
-
-	if (fs < 0)
-		return sb_fail_errno(err, "creating a %s for %s", type, path);
-	if (mode != NULL && fsconfig(fs, FSCONFIG_SET_STRING, "mode", mode, 0) < 0)
-		return sb_fail_errno(err, "setting the mode of the %s for %s", type, path);
-	/* Bytes and inodes both: a tmpfs without nr_inodes takes half of RAM's pages in inodes, and
-	 * empty files cost memory too. One inode per TMPFS_BYTES_PER_INODE of the size. */
-	if (size != 0) {
-		snprintf(num, sizeof num, "%llu", (unsigned long long)size);
-		if (fsconfig(fs, FSCONFIG_SET_STRING, "size", num, 0) < 0)
-			return sb_fail_errno(err, "setting the size of the %s for %s to %s bytes", type, path, num);
-		snprintf(num, sizeof num, "%llu", (unsigned long long)tmpfs_inodes(size));
-		if (fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", num, 0) < 0)
-			return sb_fail_errno(err, "setting the inodes of the %s for %s to %s", type, path, num);
-	}
-	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return sb_fail_errno(err, "creating the %s for %s", type, path);
-	mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
-	if (mnt < 0)
-		return sb_fail_errno(err, "mounting the %s for %s", type, path);
-	return mnt;
-}
-
 static int run_tmpfs(struct step *st, int root, struct sb_err *err)
 {
-	int mnt = fs_new("tmpfs", st->mode, st->size, st->attrs, st->path, err);
+	int mnt = mfd_fs_new("tmpfs", st->mode, st->size, st->attrs, st->path, err);
 
 	if (mnt < 0)
 		return -1;
-	if (mount_attach(mnt, root, st->path, true, err) < 0) {
+	if (mfd_attach(mnt, root, st->path, true, err) < 0) {
 		close(mnt);
 		return -1;
 	}
@@ -805,42 +678,36 @@ static int run_proc(const struct step *st, int root, struct sb_err *err)
 {
 	/* Mounted from inside the new PID namespace, it shows only the sandbox's processes. The
 	 * kernel allows it because the host's /proc is fully visible in our (copied) mount tree. */
-	cleanup_close int mnt = fs_new("proc", NULL, 0, st->attrs, st->path, err);
+	cleanup_close int mnt = mfd_fs_new("proc", NULL, 0, st->attrs, st->path, err);
 
 	if (mnt < 0)
 		return -1;
-	return mount_attach(mnt, root, st->path, true, err);
+	return mfd_attach(mnt, root, st->path, true, err);
 }
 
 static int run_bind(const struct step *st, int root, struct sb_err *err)
 {
 	cleanup_close int src = -1, mnt = -1;
-	struct mount_attr attr = { .attr_set = st->attrs };
 	struct stat sb;
 
 	/* An anchor's directory may not exist yet in the host directory it lies in: made (and
 	 * opened) the way every mount point is, refusing links. */
 	if (st->anchor) {
-		src = mountpoint_make(root, st->path, true, err);
+		src = mfd_mountpoint_make(root, st->path, true, err);
 		if (src < 0)
 			return -1;
 		close(src);
 	}
 	/* The source is opened without following any link: a plan path is canonical, so a link on
 	 * the way can only be one a command planted in a writable workspace directory. */
-	src = st->source_inside ? open_nofollow(root, st->source + 1, O_PATH) : open_nofollow(AT_FDCWD, st->source, O_PATH);
+	src = st->source_inside ? mfd_open_nofollow(root, st->source + 1, O_PATH) : mfd_open_nofollow(AT_FDCWD, st->source, O_PATH);
 	if (src < 0 || fstat(src, &sb) < 0)
 		return sb_fail_errno(err, "opening %s to mount it at %s", st->source, st->path);
-	/* Recursive: a copy of a mount with locked submounts must take them along (the kernel
-	 * refuses otherwise), and a read-only view must be read-only all the way down. */
-	mnt = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+	/* A recursive copy, its attributes set before it is attached: never visible writable. */
+	mnt = mfd_clone_tree(src, st->attrs, st->source, err);
 	if (mnt < 0)
-		return sb_fail_errno(err, "copying the mount of %s", st->source);
-	/* Attributes before attaching: the mount is never visible writable, not even for a moment. */
-	if (st->attrs && mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
-		return sb_fail_errno(err, "restricting the mount of %s%s", st->source,
-				     (st->attrs & MOUNT_ATTR_RDONLY) ? " to read-only" : "");
-	return mount_attach(mnt, root, st->path, S_ISDIR(sb.st_mode), err);
+		return -1;
+	return mfd_attach(mnt, root, st->path, S_ISDIR(sb.st_mode), err);
 }
 
 static int run_symlink(const struct step *st, int root, struct sb_err *err)
@@ -852,7 +719,7 @@ static int run_symlink(const struct step *st, int root, struct sb_err *err)
 
 	memcpy(parent, st->path + 1, plen > 1 ? plen - 2 : 0);
 	parent[plen > 1 ? plen - 2 : 0] = '\0';
-	pfd = dir_make_beneath(root, parent);
+	pfd = mfd_dir_make_beneath(root, parent);
 	if (pfd < 0)
 		return sb_fail_errno(err, "making the directories that lead to %s", st->path);
 	if (symlinkat(st->source, pfd, name) < 0)
@@ -862,7 +729,7 @@ static int run_symlink(const struct step *st, int root, struct sb_err *err)
 
 static int run_file(const struct step *st, int root, struct sb_err *err)
 {
-	cleanup_close int fd = mountpoint_make(root, st->path, false, err);
+	cleanup_close int fd = mfd_mountpoint_make(root, st->path, false, err);
 
 	return fd < 0 ? -1 : 0;
 }
@@ -896,10 +763,10 @@ static int root_mount(const struct launch *l, struct sb_err *err)
 	/* Private first: otherwise every mount below would propagate to the host's peer groups. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return sb_fail_errno(err, "making the mount tree private");
-	target = open_nofollow(AT_FDCWD, l->root, O_PATH | O_DIRECTORY);
+	target = mfd_open_nofollow(AT_FDCWD, l->root, O_PATH | O_DIRECTORY);
 	if (target < 0)
 		return sb_fail_errno(err, "opening the new root's mount point %s", l->root);
-	mnt = fs_new("tmpfs", "0755", 0, ATTR_SAFE, "/", err);
+	mnt = mfd_fs_new("tmpfs", "0755", 0, ATTR_SAFE, "/", err);
 	if (mnt < 0)
 		return -1;
 	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
@@ -908,16 +775,6 @@ static int root_mount(const struct launch *l, struct sb_err *err)
 		return -1;
 	}
 	return mnt;
-}
-
-static int mount_seal(int mnt, const char *path, struct sb_err *err)
-{
-	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
-
-	/* Not recursive: only this tmpfs; what is mounted inside keeps its own mode. */
-	if (mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
-		return sb_fail_errno(err, "making %s read-only", path);
-	return 0;
 }
 
 /* pivot_root into the new root and detach the host's tree for good: from here on nothing of the host
@@ -938,10 +795,10 @@ static int root_enter(struct launch *l, int root, struct sb_err *err)
 		return sb_fail_errno(err, "removing /%s", PUT_OLD);
 	if (chdir("/") < 0)
 		return sb_fail_errno(err, "entering /");
-	if (mount_seal(root, "/", err) < 0)
+	if (mfd_seal(root, "/", err) < 0)
 		return -1;
 	for (size_t i = 0; i < l->steps.n; i++)
-		if (l->steps.v[i].mnt_fd >= 0 && mount_seal(l->steps.v[i].mnt_fd, l->steps.v[i].path, err) < 0)
+		if (l->steps.v[i].mnt_fd >= 0 && mfd_seal(l->steps.v[i].mnt_fd, l->steps.v[i].path, err) < 0)
 			return -1;
 	if (l->workdir == NULL)
 		return 0;
@@ -1355,7 +1212,7 @@ static int spec_check(const struct sandbox_spec *spec, struct sb_err *err)
 
 static int open_nofollow_dir(const char *path)
 {
-	return open_nofollow(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
+	return mfd_open_nofollow(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
 }
 
 /* Write `text` to <dirfd>/<name> in one write. */
