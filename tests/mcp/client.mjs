@@ -3,7 +3,7 @@
 // check ("ok ..." / "FAIL ...") and exits 1 when any check failed. Run by tests/integration/manager_mcp.sh:
 //   node client.mjs --manager BIN --socket PATH --session S --manager-pid PID --max-timeout N --default-timeout N
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -251,7 +251,15 @@ async function waitGone(pid, ms) {
 		} catch {
 			return;
 		}
-		if (state === 'Z') return;
+		// A zombie leader is not enough: the other threads of a killed multi-threaded manager may
+		// still hold the shared descriptor table (and the listening socket) for a moment.
+		let tasks = [];
+		try {
+			tasks = readdirSync(`/proc/${pid}/task`);
+		} catch {
+			return;
+		}
+		if (state === 'Z' && tasks.length <= 1) return;
 		await new Promise(resolve => setTimeout(resolve, 50));
 	}
 }
