@@ -315,10 +315,28 @@ static int podman_check(const struct config *c, struct sb_err *err)
 	return 0;
 }
 
-int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
+/* The default state-dir's missing parents, as `mkdir -p` makes them (a fresh account has no
+ * ~/.local/state): each one created 0700, as the XDG base directory spec asks; the state-dir itself
+ * is the daemon's to create and check (daemon.c dir_private). Only the default: the parent of a
+ * state-dir the operator names must exist, so that a typo does not grow a tree. */
+static int state_dir_parents(const char *state_dir, struct sb_err *err)
 {
-	if (defaults(c, err) < 0 || flags_apply(c, argc, argv, err) < 0)
+	char path[PATH_MAX];
+
+	if (path_fmt(path, sizeof path, err, "%s", state_dir) < 0)
 		return -1;
+	for (char *slash = strchr(path + 1, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return sb_fail_errno(err, "config: creating %s, a parent of the default state-dir %s", path,
+					     state_dir);
+		*slash = '/';
+	}
+	return 0;
+}
+
+static int config_check(struct config *c, struct sb_err *err)
+{
 	if ((c->volume[0] == '\0' && path_fmt(c->volume, sizeof c->volume, err, "%s/volume", c->state_dir) < 0) ||
 	    (c->socket[0] == '\0' && path_fmt(c->socket, sizeof c->socket, err, "%s/manager.sock", c->state_dir) < 0)) {
 		sb_err_prefix(err, "config: the default volume and socket beside state-dir");
@@ -350,6 +368,19 @@ int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 	if (access(c->agent, X_OK) < 0)
 		return sb_fail_errno(err, "config: the agent binary %s", c->agent);
 	return 0;
+}
+
+int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
+{
+	char default_state[PATH_MAX];
+
+	if (defaults(c, err) < 0)
+		return -1;
+	memcpy(default_state, c->state_dir, sizeof default_state);
+	if (flags_apply(c, argc, argv, err) < 0 || config_check(c, err) < 0)
+		return -1;
+	/* Last: a configuration refused creates nothing. */
+	return strcmp(c->state_dir, default_state) == 0 ? state_dir_parents(c->state_dir, err) : 0;
 }
 
 void config_free(struct config *c)

@@ -4,6 +4,7 @@
 #include "manager.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,78 @@ static int dir_private(const char *path, struct sb_err *err)
 			       (unsigned)geteuid());
 	if ((st.st_mode & 0777) != mode && chmod(path, mode) < 0)
 		return sb_fail_errno(err, "setting %s to mode %o", path, (unsigned)mode);
+	return 0;
+}
+
+/* ---- one manager per state dir ----
+ * Two managers on one state dir would each take the other's sandboxes for leftovers of a crash
+ * and kill them, rebind the socket and write one records.db. The claim is a POSIX record lock
+ * (fcntl F_SETLK) on <state-dir>/manager.lock, taken before anything reads or changes the state.
+ * A record lock belongs to the process: a fork or clone never inherits it (no sandbox init, git
+ * child or agent can keep it after the manager), and the kernel drops it when the process ends,
+ * however it ends, so a crash leaves no stale claim. The descriptor is close-on-exec and never
+ * closed (closing any descriptor of the file would drop the lock); nothing else opens the file.
+ * The holder's pid is written into the file for operators; the message asks the kernel first. */
+#define STATE_LOCK_NAME "manager.lock"
+#define STATE_IN_USE 1
+
+static int state_lock_fd = -1;
+
+static long lock_holder(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	char text[32];
+	ssize_t n;
+
+	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0)
+		return (long)fl.l_pid;
+	/* Held from another pid namespace: the pid the holder wrote, as it sees itself. */
+	n = pread(fd, text, sizeof text - 1, 0);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	return strtol(text, NULL, 10);
+}
+
+/* 0: the state dir is this process's for its life; STATE_IN_USE: another live manager holds it
+ * (err says which pid); -1: err. */
+static int state_lock(const char *state_dir, struct sb_err *err)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	char path[PATH_MAX + sizeof STATE_LOCK_NAME + 1], text[32];
+	struct stat st;
+	int fd, n;
+
+	if (path_fmt(path, sizeof path, err, "%s/" STATE_LOCK_NAME, state_dir) < 0)
+		return -1;
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sb_fail_errno(err, "opening the state dir's lock %s", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sb_fail(err, EINVAL, "the state dir's lock %s is not a regular file", path);
+	}
+	if (fcntl(fd, F_SETLK, &fl) < 0) {
+		int e = errno;
+		long pid = e == EAGAIN || e == EACCES ? lock_holder(fd) : 0;
+
+		close(fd);
+		errno = e;
+		if (e != EAGAIN && e != EACCES)
+			return sb_fail_errno(err, "locking %s", path);
+		if (pid > 0)
+			sb_fail(err, EBUSY, "state dir %s is in use by pid %ld", state_dir, pid);
+		else
+			sb_fail(err, EBUSY, "state dir %s is in use by another manager (its pid is unknown)", state_dir);
+		return STATE_IN_USE;
+	}
+	n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+		sb_fail_errno(err, "writing the pid into %s", path);
+		close(fd);
+		return -1;
+	}
+	state_lock_fd = fd;
 	return 0;
 }
 
@@ -110,9 +183,6 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	char db[PATH_MAX + 16];
 
 	pthread_mutex_init(&m->lock, NULL);
-	/* Private state first: everything else lives in it. */
-	if (dir_private(m->cfg.state_dir, err) < 0)
-		return -1;
 	if (mkdir(m->cfg.volume, 0755) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating the volume %s", m->cfg.volume);
 	/* The volume must do what git and the records rely on, or nothing it holds is safe. */
@@ -307,14 +377,17 @@ int daemon_serve(int argc, char **argv)
 	static struct manager m;
 	struct sb_err err;
 	pthread_t evictor;
-	int fd;
+	int fd, lock = -1;
 
 	sb_err_clear(&err);
 	signal(SIGPIPE, SIG_IGN);
-	if (config_load(&m.cfg, argc, argv, &err) < 0 || manager_start(&m, &err) < 0) {
+	/* Private state first (everything else lives in it), then the claim on it, before anything
+	 * in it is read or changed: a second manager leaves a live one's state as it found it. */
+	if (config_load(&m.cfg, argc, argv, &err) < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
+	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);
-		return 125;
+		return lock == STATE_IN_USE ? 2 : 125;
 	}
 	fd = control_listen(m.cfg.socket, 0600, &err);
 	if (fd < 0 || pthread_create(&evictor, NULL, sandbox_evictor, &m) != 0) {

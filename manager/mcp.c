@@ -264,6 +264,27 @@ static void text_stream(FILE *f, const char *label, json_t *text)
 		fputc('\n', f);
 }
 
+/* What a stream's text leaves out, for the model: its whole byte count when the text was cut, and
+ * how to read it when bytes that are not text were escaped (the exec result's rule, docs/operations.md). */
+static void text_stream_note(FILE *f, json_t *result, const char *name)
+{
+	char key[32];
+	json_int_t bytes;
+	int truncated, escaped;
+
+	snprintf(key, sizeof key, "%s_bytes", name);
+	bytes = json_integer_value(json_object_get(result, key));
+	snprintf(key, sizeof key, "%s_truncated", name);
+	truncated = json_is_true(json_object_get(result, key));
+	snprintf(key, sizeof key, "%s_escaped", name);
+	escaped = json_is_true(json_object_get(result, key));
+	if (!truncated && !escaped)
+		return;
+	fprintf(f, "[%s: %lld bytes%s%s]\n", name, (long long)bytes, truncated ? ", only the start and the end shown" : "",
+		escaped ? ", not all text: each byte that is not UTF-8, and each NUL, is shown as \\xNN and a backslash as \\\\" :
+			  "");
+}
+
 /* The last line, and whether the call counts as an error for the model. */
 static int text_outcome(FILE *f, json_t *result, long long timeout)
 {
@@ -306,7 +327,9 @@ static json_t *tool_result(json_t *result, long long timeout)
 	}
 	/* Write errors of a memstream surface at fclose. */
 	text_stream(f, NULL, json_object_get(result, "stdout"));
+	text_stream_note(f, result, "stdout");
 	text_stream(f, "[stderr]", json_object_get(result, "stderr"));
+	text_stream_note(f, result, "stderr");
 	is_error = text_outcome(f, result, timeout);
 	if (fclose(f) != 0) {
 		free(text);

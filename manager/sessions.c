@@ -122,7 +122,7 @@ json_t *sessions_create(struct manager *m, json_t *req)
 		struct sb_err ignored;
 
 		/* No record, no workspace: nothing half-made stays behind. */
-		workspace_delete(&ws, false, &ignored);
+		workspace_delete(&ws, false, NULL, &ignored);
 		workspace_free(&ws);
 		return control_error_from("internal", &err);
 	}
@@ -223,6 +223,7 @@ static json_t *delete_locked(struct manager *m, struct session_row *s, bool dele
 	struct live_sandbox *l = sandbox_find(m, s->id);
 	struct workspace ws;
 	struct sb_err err;
+	bool kept = true;
 	int rc;
 
 	/* Invariant 9: the workspace goes only after evidence that its sandbox is gone. */
@@ -234,12 +235,12 @@ static json_t *delete_locked(struct manager *m, struct session_row *s, bool dele
 				     "its workspace stays until it is", s->id);
 	if (workspace_open(m->cfg.volume, s->identity, s->id, &ws, &err) < 0)
 		return control_error_from("internal", &err);
-	rc = workspace_delete(&ws, !delete_branch, &err);
+	rc = workspace_delete(&ws, !delete_branch, &kept, &err);
 	workspace_free(&ws);
 	if (rc < 0 || records_session_set_state(m->rec, s->id, "deleted", &err) < 0)
 		return control_error_from("internal", &err);
-	sb_info("session %s deleted (branch %s)", s->id, delete_branch ? "deleted" : "kept");
-	return json_pack("{s:b, s:s, s:b}", "ok", 1, "session", s->id, "branch_kept", !delete_branch);
+	sb_info("session %s deleted (branch %s)", s->id, kept ? "kept" : "deleted");
+	return json_pack("{s:b, s:s, s:b}", "ok", 1, "session", s->id, "branch_kept", kept);
 }
 
 json_t *sessions_delete(struct manager *m, const char *id, bool delete_branch)

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
+#include "pathfmt.h"
 #include "fstree.h"
 #include "gitconfig.h"
 #include "gitrun.h"
@@ -787,28 +788,79 @@ static int worktree_locate(struct workspace *ws, struct sb_err *err)
 	return ws->worktree_name ? 0 : sb_fail(err, ENOMEM, "locating the worktree");
 }
 
-/* git worktree add: checks out an existing branch, or creates the branch at the base's HEAD.
- * Hooks are off (gitrun), so no post-checkout hook runs; filters cannot run because the refusal
- * check passed on this base clone just before. */
+/* What root's git may write, per kind of run: never the whole common dir. git's lockfile code
+ * follows a symbolic link at the file it locks, and packed-refs is one into packed-refs.d/, which
+ * every sandbox of the identity writes: a link planted there (packed-refs.d/packed-refs ->
+ * ../config) would carry the rewrite of packed-refs onto config, HEAD or another worktree's gitdir,
+ * all read-only to sandboxes. So a run that writes refs may write refs/, logs/ and packed-refs.d/
+ * only, and a run on worktrees worktrees/ (and the worktree's own directory) only: the lock of a
+ * redirected write then falls outside and Landlock refuses it. */
+struct git_roots {
+	char refs[PATH_MAX], logs[PATH_MAX], packed[PATH_MAX], worktrees[PATH_MAX];
+	const char *v[6];
+};
+
+static int roots_refs(const struct workspace *ws, struct git_roots *r, struct sb_err *err)
+{
+	if (path_fmt(r->refs, sizeof r->refs, err, "%s/refs", ws->repo_dir) < 0 ||
+	    path_fmt(r->logs, sizeof r->logs, err, "%s/logs", ws->repo_dir) < 0 ||
+	    path_fmt(r->packed, sizeof r->packed, err, "%s/packed-refs.d", ws->repo_dir) < 0)
+		return -1;
+	r->v[0] = r->refs;
+	r->v[1] = r->logs;
+	r->v[2] = r->packed;
+	r->v[3] = NULL;
+	return 0;
+}
+
+/* worktrees/ (made here: the common dir is the manager's, never a sandbox's), `also` (or NULL)
+ * and, with_refs, the refs roots: checking a branch out updates the worktree's HEAD, which locks the
+ * branch's ref. A ref update takes no packed-refs lock (only a deletion does), so a planted
+ * packed-refs link is never followed by such a run. */
+static int roots_worktrees(const struct workspace *ws, const char *also, bool with_refs, struct git_roots *r,
+			   struct sb_err *err)
+{
+	size_t n = 0;
+
+	if (with_refs && roots_refs(ws, r, err) != 0)
+		return -1;
+	n = with_refs ? 3 : 0;
+	if (path_fmt(r->worktrees, sizeof r->worktrees, err, "%s/worktrees", ws->repo_dir) < 0)
+		return -1;
+	if (mkdir(r->worktrees, 0755) != 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating %s", r->worktrees);
+	r->v[n++] = r->worktrees;
+	if (also != NULL)
+		r->v[n++] = also;
+	r->v[n] = NULL;
+	return 0;
+}
+
+/* git worktree add: checks out an existing branch, or first creates the branch at the base's HEAD
+ * (a run of its own: it writes refs, the checkout writes worktrees/). Hooks are off (gitrun), so
+ * no post-checkout hook runs; filters cannot run because the refusal check passed on this base
+ * clone just before. */
 static int worktree_add(struct workspace *ws, bool *made_dir, bool *branch_created, struct sb_err *err)
 {
-	const char *const roots[] = { ws->repo_dir, ws->worktree, NULL };
+	struct git_roots refs, trees;
 	int exists = branch_exists(ws, err);
 
 	if (exists < 0)
 		return -1;
 	if (!exists && head_has_commit(ws, err) != 0)
 		return -1;
+	if (roots_refs(ws, &refs, err) != 0 || roots_worktrees(ws, ws->worktree, true, &trees, err) != 0)
+		return -1;
+	if (!exists && git_base(ws, (const char *[]){ "branch", "--quiet", "--", ws->branch, "HEAD", NULL }, refs.v,
+				NULL, err) != 0)
+		return -1;
+	*branch_created = !exists;
 	/* git accepts an empty directory; making it here keeps git's writes inside it. */
 	if (mkdir(ws->worktree, 0755) != 0)
 		return sb_fail_errno(err, "creating %s", ws->worktree);
 	*made_dir = true;
-	*branch_created = !exists;
-	if (exists)
-		return git_base(ws, (const char *[]){ "worktree", "add", "--quiet", "--", ws->worktree,
-						      ws->branch, NULL }, roots, NULL, err);
-	return git_base(ws, (const char *[]){ "worktree", "add", "--quiet", "-b", ws->branch, "--",
-					      ws->worktree, NULL }, roots, NULL, err);
+	return git_base(ws, (const char *[]){ "worktree", "add", "--quiet", "--", ws->worktree, ws->branch, NULL },
+			trees.v, NULL, err);
 }
 
 /* Remove a worktree: git first (it also drops the metadata); when git cannot (a damaged
@@ -817,21 +869,22 @@ static int worktree_add(struct workspace *ws, bool *made_dir, bool *branch_creat
 static int worktree_remove(const struct workspace *ws, struct sb_err *err)
 {
 	cleanup_free char *parent = strdup(ws->worktree);
-	const char *const repo_only[] = { ws->repo_dir, NULL };
+	struct git_roots remove, prune;
 	struct sb_err git_err;
 
 	if (parent == NULL)
 		return sb_fail(err, ENOMEM, "removing %s", ws->worktree);
 	/* Removing the worktree directory is a write to workspaces/, its parent. */
 	*strrchr(parent, '/') = '\0';
+	if (roots_worktrees(ws, parent, false, &remove, err) != 0 || roots_worktrees(ws, NULL, false, &prune, err) != 0)
+		return -1;
 	if (git_base(ws, (const char *[]){ "worktree", "remove", "--force", "--force", "--", ws->worktree,
-					   NULL }, (const char *[]){ ws->repo_dir, parent, NULL }, NULL,
-		     &git_err) != 0) {
+					   NULL }, remove.v, NULL, &git_err) != 0) {
 		sb_warn("git worktree remove %s failed (%s); removing the directory", ws->worktree, git_err.msg);
 		if (tree_remove(ws->worktree, err) != 0)
 			return -1;
 	}
-	if (git_base(ws, (const char *[]){ "worktree", "prune", NULL }, repo_only, NULL, err) != 0) {
+	if (git_base(ws, (const char *[]){ "worktree", "prune", NULL }, prune.v, NULL, err) != 0) {
 		sb_err_prefix(err, "pruning worktree metadata");
 		return -1;
 	}
@@ -842,10 +895,16 @@ static int worktree_remove(const struct workspace *ws, struct sb_err *err)
 	return 0;
 }
 
+/* The branch's config section (if any) stays: config is not among a refs run's roots, and git
+ * only warns about it. */
 static int branch_delete(const struct workspace *ws, struct sb_err *err)
 {
-	if (git_base(ws, (const char *[]){ "branch", "--quiet", "-D", "--", ws->branch, NULL },
-		     (const char *[]){ ws->repo_dir, NULL }, NULL, err) != 0) {
+	struct git_roots refs;
+
+	if (roots_refs(ws, &refs, err) != 0)
+		return -1;
+	if (git_base(ws, (const char *[]){ "branch", "--quiet", "-D", "--", ws->branch, NULL }, refs.v, NULL,
+		     err) != 0) {
 		sb_err_prefix(err, "deleting branch %s", ws->branch);
 		return -1;
 	}
@@ -1247,8 +1306,9 @@ int workspace_open(const char *volume, const char *identity, const char *session
 	return rc;
 }
 
-int workspace_delete(const struct workspace *ws, bool keep_branch, struct sb_err *err)
+int workspace_delete(const struct workspace *ws, bool keep_branch, bool *branch_kept, struct sb_err *err)
 {
+	struct sb_err branch_err;
 	struct layout l;
 	int lock, rc;
 
@@ -1264,8 +1324,18 @@ int workspace_delete(const struct workspace *ws, bool keep_branch, struct sb_err
 	}
 	lock = identity_lock(&l, err);
 	rc = lock < 0 ? -1 : worktree_remove(ws, err);
-	if (rc == 0 && !keep_branch && ws->branch != NULL)
-		rc = branch_delete(ws, err);
+	if (branch_kept != NULL)
+		*branch_kept = true;
+	/* Once the worktree is gone the delete is done: a branch that cannot go (a command of another
+	 * session left refs/heads/<branch>.lock) is kept and said, never a half-deleted session that
+	 * no retry can finish. */
+	if (rc == 0 && !keep_branch && ws->branch != NULL) {
+		if (branch_delete(ws, &branch_err) != 0)
+			sb_warn("session %s: workspace deleted, branch %s kept: %s", ws->session, ws->branch,
+				branch_err.msg);
+		else if (branch_kept != NULL)
+			*branch_kept = false;
+	}
 	if (lock >= 0)
 		close(lock);
 	if (rc != 0)

@@ -72,7 +72,7 @@ int workspace_recheck(const struct workspace *ws, struct sb_err *err);
  * unless keep_branch, its branch. The base clone stays for the identity's other sessions.
  * The CALLER must hold evidence that the session's sandbox is gone, all its processes included
  * (DESIGN.md invariant 9): this function cannot tell, and a live writer would race the removal. */
-int workspace_delete(const struct workspace *ws, bool keep_branch, struct sb_err *err);
+int workspace_delete(const struct workspace *ws, bool keep_branch, bool *branch_kept, struct sb_err *err);
 
 void workspace_free(struct workspace *ws);
 

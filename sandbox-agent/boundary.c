@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aliases.h"
 #include "clock.h"
 #include "init.h"
 #include "landlock.h"
@@ -84,26 +85,16 @@ static bool path_within(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
 }
 
-/* A writable root and a protected path (a hidden directory, the agent binary) must not nest
- * either way: inside a writable root the command could rename the protected path's ancestors
- * (and put its own directory in their place) or replace the binary the next exec runs. */
-static int writable_check(const struct boundary *b, const char *root, struct sb_err *err)
+/* The kernel's own trees are never a command's to write: a copy of the host's /dev would bring
+ * back every terminal the fresh one leaves out, /proc and /sys are the machine's. The private
+ * /dev/shm may hold a writable root of its own. (Whether a root holds a private directory or the
+ * agent binary is decided by identity, per command: writable_check.) */
+static int writable_kernel_check(const char *root, struct sb_err *err)
 {
-	/* The kernel's own trees are never a command's to write: a copy of the host's /dev would
-	 * bring back every terminal the fresh one leaves out, /proc and /sys are the machine's. The
-	 * private /dev/shm may hold a writable root of its own. */
 	if (path_within(root, "/proc") || path_within(root, "/sys") ||
 	    (path_within(root, "/dev") && !path_within(root, "/dev/shm")) || strcmp(root, "/dev/shm") == 0)
 		return sb_fail(err, EACCES, "%s cannot be a writable root: /proc, /sys and /dev belong to the kernel "
 			       "(a directory under /dev/shm can)", root);
-	for (size_t i = 0; i < b->n_hidden; i++)
-		if (path_within(b->hidden[i].path, root) || path_within(root, b->hidden[i].path))
-			return sb_fail(err, EACCES, "the agent's private directory %s lies %s the writable %s: choose a "
-				       "private directory outside every writable root", b->hidden[i].path,
-				       path_within(root, b->hidden[i].path) ? "around" : "inside", root);
-	if (b->agent_exe[0] != '\0' && path_within(b->agent_exe, root))
-		return sb_fail(err, EACCES, "the agent binary %s lies inside the writable %s, where a command could "
-			       "replace it: install it outside (e.g. /usr/local/bin)", b->agent_exe, root);
 	return 0;
 }
 
@@ -117,7 +108,7 @@ static int writable_add(struct boundary *b, const char *path, struct sb_err *err
 	if (real == NULL)
 		return sb_fail_errno(err, "writable root %s", path);
 	b->writable[b->n_writable++] = real;
-	return writable_check(b, real, err);
+	return writable_kernel_check(real, err);
 }
 
 static int landlock_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
@@ -214,6 +205,9 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 		return -1;
 	if (opts->n_hidden > BOUNDARY_MAX_HIDDEN)
 		return sb_fail(err, E2BIG, "more than %d private directories", BOUNDARY_MAX_HIDDEN);
+	b->hidden = calloc(opts->n_hidden + 1, sizeof b->hidden[0]);
+	if (b->hidden == NULL)
+		return sb_fail(err, ENOMEM, "recording the private directories");
 	memcpy(b->hidden, opts->hidden, opts->n_hidden * sizeof opts->hidden[0]);
 	b->n_hidden = opts->n_hidden;
 	/* The binary the next exec will run: a command must never be able to replace it. */
@@ -225,7 +219,7 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 	b->no_caps = cap_init();
 	if (b->no_caps == NULL)
 		return sb_fail_errno(err, "cap_init");
-	if (seccomp_compile(&b->seccomp, err) < 0)
+	if (seccomp_compile(&b->seccomp, b->readonly_world, err) < 0)
 		return -1;
 	return landlock_prepare(b, opts, err);
 }
@@ -235,6 +229,8 @@ void boundary_free(struct boundary *b)
 	for (size_t i = 0; i < b->n_writable; i++)
 		free(b->writable[i]);
 	b->n_writable = 0;
+	free(b->hidden);
+	b->hidden = NULL;
 	b->n_hidden = 0;
 	free(b->seccomp.filter);
 	b->seccomp.filter = NULL;
@@ -245,7 +241,7 @@ void boundary_free(struct boundary *b)
 
 /* ---- one command ---- */
 
-static int request_check(const struct boundary *b, const struct exec_request *req, struct sb_err *err)
+static int request_check(const struct exec_request *req, struct sb_err *err)
 {
 	/* common/names.c: the exec id becomes a file name in the receipt and journal directories. */
 	if (!exec_id_valid(req->exec_id))
@@ -257,8 +253,290 @@ static int request_check(const struct boundary *b, const struct exec_request *re
 		return sb_fail(err, EINVAL, "timeout must be at least 1 second");
 	if (req->n_env >= BOUNDARY_MAX_ENV)
 		return sb_fail(err, E2BIG, "more than %d environment variables", BOUNDARY_MAX_ENV - 1);
-	/* The working directory is a writable root like any other. */
-	return writable_check(b, req->cwd, err);
+	return 0;
+}
+
+/* ---- one command's view: where the protected paths show, and which writable root holds them ---- */
+
+/* A protected object (a private directory, the agent binary) at one of the paths where it shows,
+ * with the identities from there up to the root. */
+struct guarded {
+	char path[PATH_MAX];   /* where it shows */
+	const char *own;       /* its own path (in the boundary), for messages */
+	struct ident id;       /* its identity ({0, 0}: a binary no longer at its path) */
+	bool binary;
+	struct ident_chain up; /* from the directory; for the binary, from the directory holding it */
+};
+
+/* Built by the agent before each command: init hides `hidden` (the private directories, then every
+ * other path where one shows), and each writable root is checked against every guarded path. */
+struct run_view {
+	struct hidden_dir *hidden;
+	size_t n_hidden, cap_hidden;
+	struct guarded *g;
+	size_t n_g, cap_g;
+	struct mountinfo mi;
+	const char *own;       /* while collecting aliases: the object whose aliases these are */
+	struct ident own_id;
+	bool own_binary;
+};
+
+static void run_view_free(struct run_view *v)
+{
+	for (size_t i = 0; i < v->n_g; i++)
+		ident_chain_free(&v->g[i].up);
+	free(v->g);
+	free(v->hidden);
+	mountinfo_free(&v->mi);
+	memset(v, 0, sizeof *v);
+}
+
+/* Room for one more element of size `size` in *arr (n used of *cap). */
+static int array_room(void *arr, size_t *cap, size_t n, size_t size, struct sb_err *err)
+{
+	void **p = arr, *grown;
+	size_t want = *cap ? *cap * 2 : 8;
+
+	if (n < *cap)
+		return 0;
+	grown = realloc(*p, want * size);
+	if (grown == NULL)
+		return sb_fail(err, ENOMEM, "building the command's view");
+	*p = grown;
+	*cap = want;
+	return 0;
+}
+
+static int hidden_add(struct run_view *v, const char *path, struct ident id, struct sb_err *err)
+{
+	struct hidden_dir *h;
+
+	if (v->n_hidden >= BOUNDARY_MAX_HIDDEN_VIEW)
+		return sb_fail(err, E2BIG, "the agent's private directories show at more than %d places (bind mounts of "
+			       "them or of their ancestors): refusing to run commands; unmount the extra mounts",
+			       BOUNDARY_MAX_HIDDEN_VIEW);
+	if (array_room(&v->hidden, &v->cap_hidden, v->n_hidden, sizeof v->hidden[0], err) < 0)
+		return -1;
+	h = &v->hidden[v->n_hidden++];
+	snprintf(h->path, sizeof h->path, "%s", path); /* fits: path came from a PATH_MAX buffer */
+	h->dev = id.dev;
+	h->ino = id.ino;
+	return 0;
+}
+
+/* The directory holding path, or the nearest ancestor still there (a binary replaced or removed
+ * since it started: a command must not make its directory again either). Returns an O_PATH descriptor,
+ * or -1 with err. */
+static int dir_open_nearest(const char *path, struct sb_err *err)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int fd;
+
+	snprintf(dir, sizeof dir, "%s", path);
+	for (;;) {
+		slash = strrchr(dir, '/');
+		if (slash == NULL)
+			return sb_fail(err, EINVAL, "%s is not an absolute path", path);
+		slash[slash == dir ? 1 : 0] = '\0';
+		fd = mfd_open_nofollow(AT_FDCWD, dir, O_PATH | O_DIRECTORY);
+		if (fd >= 0 || (errno != ENOENT && errno != ENOTDIR) || strcmp(dir, "/") == 0)
+			break;
+	}
+	if (fd < 0)
+		return sb_fail_errno(err, "opening %s", dir);
+	return fd;
+}
+
+/* Guard the object at path. dirfd: the directory itself (not consumed), or -1 for the binary, walked
+ * from the directory that holds it. */
+static int guard_add(struct run_view *v, const char *path, const char *own, struct ident id, bool binary,
+		     int dirfd, struct sb_err *err)
+{
+	struct guarded *g;
+	int fd = dirfd, rc;
+
+	if (array_room(&v->g, &v->cap_g, v->n_g, sizeof v->g[0], err) < 0)
+		return -1;
+	if (fd < 0 && (fd = dir_open_nearest(path, err)) < 0)
+		return -1;
+	g = &v->g[v->n_g];
+	memset(g, 0, sizeof *g);
+	snprintf(g->path, sizeof g->path, "%s", path);
+	g->own = own;
+	g->id = id;
+	g->binary = binary;
+	rc = ident_chain_walk(fd, &g->up, err);
+	if (fd != dirfd)
+		close(fd);
+	if (rc < 0) {
+		sb_err_prefix(err, "walking up from %s", path);
+		return -1;
+	}
+	v->n_g++;
+	return 0;
+}
+
+/* aliases_each: a candidate path where the current object may show. It counts only when it opens,
+ * without following a link, to the very same object; a path that leads elsewhere or nowhere (a mount
+ * covered by another, a component covered on the way) does not show it. Other failures fail closed. */
+static int alias_found(const char *alias, void *arg, struct sb_err *err)
+{
+	struct run_view *v = arg;
+	struct stat st;
+	int fd = mfd_open_nofollow(AT_FDCWD, alias, O_PATH | (v->own_binary ? 0 : O_DIRECTORY));
+	int rc;
+
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP)
+			return 0;
+		return sb_fail_errno(err, "opening %s, where %s may show", alias, v->own);
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = sb_fail_errno(err, "fstat %s", alias);
+	} else if (st.st_dev != v->own_id.dev || st.st_ino != v->own_id.ino) {
+		rc = 0;
+	} else {
+		rc = guard_add(v, alias, v->own, v->own_id, v->own_binary, v->own_binary ? -1 : fd, err);
+		if (rc == 0 && !v->own_binary)
+			rc = hidden_add(v, alias, v->own_id, err);
+	}
+	close(fd);
+	return rc;
+}
+
+/* Guard a protected object at its own path and at every other path where it shows now. want: the
+ * identity the agent holds for a private directory (NULL for the binary, taken from its path). */
+static int object_guard(struct run_view *v, const char *path, bool binary, const struct hidden_dir *want,
+			struct sb_err *err)
+{
+	struct stat st;
+	int fd = mfd_open_nofollow(AT_FDCWD, path, O_PATH | (binary ? 0 : O_DIRECTORY));
+	int mnt_id, rc = -1;
+
+	if (fd < 0 && binary && errno == ENOENT)
+		return guard_add(v, path, path, (struct ident){ 0, 0 }, true, -1, err);
+	if (fd < 0)
+		return sb_fail_errno(err, "the agent's private directory %s is not where the agent holds it (moved or "
+				     "replaced?): refusing to run commands", path);
+	if (fstat(fd, &st) < 0) {
+		sb_fail_errno(err, "fstat %s", path);
+		goto out;
+	}
+	if (want != NULL && (st.st_dev != want->dev || st.st_ino != want->ino)) {
+		sb_fail(err, EXDEV, "the agent's private directory %s was moved or replaced since the agent opened "
+			"it: refusing to run commands", path);
+		goto out;
+	}
+	v->own = path;
+	v->own_id = (struct ident){ st.st_dev, st.st_ino };
+	v->own_binary = binary;
+	if (guard_add(v, path, path, v->own_id, binary, binary ? -1 : fd, err) < 0 ||
+	    aliases_mount_id(fd, &mnt_id, err) < 0 || aliases_each(&v->mi, mnt_id, path, alias_found, v, err) < 0) {
+		sb_err_prefix(err, "finding where %s shows", path);
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* An alias beneath another hidden path (or the same path twice) is covered by that one's mount in
+ * the command's view: hiding it again would find nothing to open and refuse every command. Strings
+ * are right here: this is about paths in the one mount namespace init copies, not about identity. */
+static void hidden_compact(struct run_view *v, size_t n_own)
+{
+	size_t kept = n_own;
+
+	for (size_t i = n_own; i < v->n_hidden; i++) {
+		bool covered = false;
+
+		for (size_t j = 0; j < v->n_hidden && !covered; j++) {
+			if (j == i)
+				continue;
+			if (strcmp(v->hidden[i].path, v->hidden[j].path) == 0)
+				covered = j < i;
+			else
+				covered = path_within(v->hidden[i].path, v->hidden[j].path);
+		}
+		if (!covered)
+			v->hidden[kept++] = v->hidden[i];
+	}
+	v->n_hidden = kept;
+}
+
+static int writable_refuse(const struct guarded *g, const char *root, bool around, struct sb_err *err)
+{
+	char where[PATH_MAX + 64] = "";
+
+	if (strcmp(g->path, g->own) != 0)
+		snprintf(where, sizeof where, ", which shows at %s through another mount,", g->path);
+	if (g->binary)
+		return sb_fail(err, EACCES, "the agent binary %s%s lies inside the writable %s, where a command could "
+			       "replace it: install it outside (e.g. /usr/local/bin)", g->own, where, root);
+	return sb_fail(err, EACCES, "the agent's private directory %s%s lies %s the writable %s: choose a private "
+		       "directory outside every writable root", g->own, where, around ? "around" : "inside", root);
+}
+
+/* A writable root and a protected object must not nest either way: inside a writable root the command
+ * could rename the protected path's ancestors (and put its own directory in their place) or replace the
+ * binary the next exec runs. Decided by identity: the root holds the object when walking ".." from the
+ * object (at any path where it shows) reaches the root's identity, and lies inside a private directory
+ * when walking from the root reaches that directory's. A bind mount's root has the identity of the
+ * directory it shows, so another name for the same tree is caught however its path reads. */
+static int writable_check(const struct run_view *v, const char *root, struct sb_err *err)
+{
+	struct ident_chain up;
+	int fd, rc = 0;
+
+	if (writable_kernel_check(root, err) < 0)
+		return -1;
+	fd = mfd_open_nofollow(AT_FDCWD, root, O_PATH | O_DIRECTORY);
+	if (fd < 0)
+		return sb_fail_errno(err, "the writable %s cannot be opened as a directory without following a link",
+				     root);
+	rc = ident_chain_walk(fd, &up, err);
+	close(fd);
+	if (rc < 0) {
+		sb_err_prefix(err, "walking up from the writable %s", root);
+		return -1;
+	}
+	for (size_t i = 0; i < v->n_g && rc == 0; i++) {
+		const struct guarded *g = &v->g[i];
+
+		if (ident_chain_holds(&g->up, up.v[0]))
+			rc = writable_refuse(g, root, false, err);
+		else if (!g->binary && ident_chain_holds(&up, g->id))
+			rc = writable_refuse(g, root, true, err);
+	}
+	ident_chain_free(&up);
+	return rc;
+}
+
+/* Read before each command, from the mounts as they are now (an operator may mount between two
+ * commands of `serve`): every path where a private directory or the binary shows, then the writable
+ * roots (the working directory first) against all of them. */
+static int run_view_build(const struct boundary *b, const char *cwd, struct run_view *v, struct sb_err *err)
+{
+	memset(v, 0, sizeof *v);
+	if (mountinfo_read(&v->mi, err) < 0)
+		return -1;
+	for (size_t i = 0; i < b->n_hidden; i++)
+		if (hidden_add(v, b->hidden[i].path, (struct ident){ b->hidden[i].dev, b->hidden[i].ino }, err) < 0)
+			return -1;
+	for (size_t i = 0; i < b->n_hidden; i++)
+		if (object_guard(v, b->hidden[i].path, false, &b->hidden[i], err) < 0)
+			return -1;
+	if (b->agent_exe[0] != '\0' && object_guard(v, b->agent_exe, true, NULL, err) < 0)
+		return -1;
+	hidden_compact(v, b->n_hidden);
+	if (writable_check(v, cwd, err) < 0)
+		return -1;
+	for (size_t i = 0; i < b->n_writable; i++)
+		if (writable_check(v, b->writable[i], err) < 0)
+			return -1;
+	return 0;
 }
 
 /* The descriptors between agent and init; index 0 is the agent's end unless noted. */
@@ -548,19 +826,31 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 	char *envp[BOUNDARY_MAX_ENV + 1];
 	struct run_state st = { .pidfd = -1 };
 	struct run_fds f;
+	struct run_view view;
+	struct boundary run;
 	struct init_context ctx;
 	int64_t t0;
 
-	if (request_check(b, req, err) < 0 || outcome_init(req, out, err) < 0)
+	if (request_check(req, err) < 0)
 		return -1;
+	if (run_view_build(b, req->cwd, &view, err) < 0 || outcome_init(req, out, err) < 0) {
+		run_view_free(&view);
+		return -1;
+	}
+	/* init hides what this view found: the boundary's own list plus the aliases of now. A shallow
+	 * copy: everything else stays the boundary's, and init reads it from clone()'s copy of memory. */
+	run = *b;
+	run.hidden = view.hidden;
+	run.n_hidden = view.n_hidden;
 	memcpy(envp, req->env, req->n_env * sizeof(char *));
 	envp[req->n_env] = NULL;
 	if (run_fds_open(&f, err) < 0) {
+		run_view_free(&view);
 		exec_outcome_free(out);
 		return -1;
 	}
 	ctx = (struct init_context){
-		.b = b, .cwd = req->cwd, .argv = argv, .envp = envp, .uid = b->command_uid, .gid = b->command_gid,
+		.b = &run, .cwd = req->cwd, .argv = argv, .envp = envp, .uid = b->command_uid, .gid = b->command_gid,
 		.go_fd = f.go[0], .report_fd = f.report[1], .error_fd = f.error[1],
 		.stdout_fd = f.out[1], .stderr_fd = f.errp[1],
 	};
@@ -573,6 +863,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 	fd_close(&f.error[1]);
 	fd_close(&f.out[1]);
 	fd_close(&f.errp[1]);
+	run_view_free(&view); /* init has its copy (or there is no init) */
 	if (st.pid < 0) {
 		run_fds_close(&f);
 		exec_outcome_free(out);

@@ -23,7 +23,8 @@
 #include "names.h" /* EXEC_ID_MAX */
 #include "output.h"
 
-#define BOUNDARY_MAX_HIDDEN 16
+#define BOUNDARY_MAX_HIDDEN 16         /* private directories an agent is given */
+#define BOUNDARY_MAX_HIDDEN_VIEW 256   /* and the places they show in a command's view, their aliases too */
 #define BOUNDARY_MAX_WRITABLE 16
 #define BOUNDARY_MAX_PROCESSES_DEFAULT 1024 /* RLIMIT_NPROC and pid_max when none is given */
 #define BOUNDARY_TMP_BYTES_DEFAULT (256ull << 20) /* the read-only world's private /tmp */
@@ -42,13 +43,16 @@ struct hidden_dir {
 
 /* What the agent prepares once and every command reuses (ISOLATION.md "Cost"). */
 struct boundary {
-	struct hidden_dir hidden[BOUNDARY_MAX_HIDDEN];
+	/* What init hides: the agent's private directories (boundary_prepare); boundary_run hands init
+	 * a copy of the boundary whose list also holds every other path where one of them shows
+	 * through another mount (aliases.h), found again before each command. */
+	struct hidden_dir *hidden;
 	size_t n_hidden;
 	char *writable[BOUNDARY_MAX_WRITABLE]; /* read-only world: roots besides cwd (resolved) */
 	size_t n_writable;
 	bool readonly_world;               /* `exec`: the host view read-only but cwd and writable[] */
 	uint64_t tmp_bytes, shm_bytes;     /* read-only world: sizes of the private /tmp and /dev/shm */
-	char agent_exe[PATH_MAX];          /* this binary: never inside a writable root */
+	char agent_exe[PATH_MAX];          /* this binary: never inside a writable root, by identity */
 	uint16_t block_ports[BOUNDARY_MAX_PORTS];
 	size_t n_block_ports;
 	unsigned long max_processes;       /* RLIMIT_NPROC and the namespace's pid_max */
@@ -118,15 +122,19 @@ struct privdir;
 void hidden_dir_from_privdir(struct hidden_dir *h, const struct privdir *d);
 int hidden_dir_from_path(struct hidden_dir *h, const char *path, struct sb_err *err);
 
-/* Prepare once: check hidden directories and writable roots, compile seccomp, set up Landlock (an agent-wide
- * TCP domain when ports are blocked: the agent itself is restricted from then on). */
+/* Prepare once: record hidden directories and writable roots, compile seccomp, set up Landlock (an agent-wide
+ * TCP domain when ports are blocked: the agent itself is restricted from then on). Whether a writable root
+ * and a protected directory nest is decided per command (boundary_run), by identity, with the mounts as
+ * they are then. */
 int boundary_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err);
 
 void boundary_free(struct boundary *b);
 
 /* Run one command to the end. Returns 0 when an outcome was established (any status, including
- * refused and uncertain, with out->detail saying why), -1 only when nothing could be started.
- * cancel_fd (or -1): readable means "cancel now". */
+ * refused and uncertain, with out->detail saying why), -1 when nothing could be started: among
+ * others when the working directory or a writable root holds or lies inside a private directory or
+ * holds the agent binary, at any of the paths where they show. cancel_fd (or -1): readable means
+ * "cancel now". */
 int boundary_run(const struct boundary *b, const struct exec_request *req, int cancel_fd,
 		 struct exec_outcome *out, struct sb_err *err);
 

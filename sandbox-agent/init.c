@@ -69,6 +69,26 @@ static int stdio_attach(const struct init_context *ctx, struct sb_err *err)
 	return 0;
 }
 
+/* command: one Landlock layer with the per-call scopes and, in the read-only world, writes only
+ * beneath the writable roots, the private /tmp, the fresh /dev and /proc: a FIFO of the host
+ * (which a read-only mount leaves writable) stays shut. */
+static int landlock_command(const struct init_context *ctx, struct sb_err *err)
+{
+	const struct boundary *b = ctx->b;
+	const char *roots[BOUNDARY_MAX_WRITABLE + 4];
+	size_t n = 0;
+
+	if (b->readonly_world) {
+		roots[n++] = ctx->cwd;
+		for (size_t i = 0; i < b->n_writable; i++)
+			roots[n++] = b->writable[i];
+		roots[n++] = "/tmp";
+		roots[n++] = "/dev";
+		roots[n++] = "/proc";
+	}
+	return landlock_restrict_command(b->landlock_abi, b->landlock_per_call, roots, n, err);
+}
+
 /* command, PID 2: the remaining steps in ISOLATION.md's order, seccomp last, then the shell. */
 __attribute__((noreturn)) static void command_main(const struct init_context *ctx)
 {
@@ -83,7 +103,7 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 	}
 	if (stdio_attach(ctx, &err) < 0 || privileges_limit_command(b->max_processes, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
-	if (b->landlock_per_call && landlock_restrict_scopes(b->landlock_abi, &err) < 0)
+	if (landlock_command(ctx, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
 	/* Everything above 2 closes at execve (the error pipe stays usable until then), so the
 	 * command starts with exactly stdin, stdout and stderr. */

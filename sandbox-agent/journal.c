@@ -198,6 +198,7 @@ int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t gene
 		   const char *receipt_text, struct sb_err *err)
 {
 	json_error_t jerr;
+	/* Without JSON_ALLOW_NUL: result.c's streams never hold NUL (output.c escapes it). */
 	json_t *result = json_loads(result_json, 0, &jerr);
 	json_t *obj;
 	int rc;

@@ -4,6 +4,7 @@
 #ifndef SB_LANDLOCK_H
 #define SB_LANDLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,7 +18,10 @@ int landlock_abi(void);
  * Built once per agent because the rule set is 65,535 rules (ISOLATION.md "Cost"). */
 int landlock_restrict_ports(int abi, const uint16_t *ports, size_t n, struct sb_err *err);
 
-/* The cheap per-command layer: scopes only (ABI >= 6). No allocation: safe after clone(). */
-int landlock_restrict_scopes(int abi, struct sb_err *err);
+/* The cheap per-command layer: the scopes when `scopes` (ABI >= 6) and, in the read-only world, opening
+ * for write only beneath the n write_roots (ABI >= 1; nothing when the kernel has no Landlock:
+ * `check` says so). No allocation: safe after clone(). Under an agent-wide TCP domain a new layer
+ * costs ~12 ms (ISOLATION.md "Cost"): the read-only world pays it when ports are blocked. */
+int landlock_restrict_command(int abi, bool scopes, const char *const *write_roots, size_t n, struct sb_err *err);
 
 #endif

@@ -79,7 +79,9 @@ static int writable_clone(const char *const *roots, size_t n, int *clones, struc
 
 		if (src < 0)
 			return sb_fail_errno(err, "opening the writable root %s", roots[i]);
-		clones[i] = mfd_clone_tree(src, 0, roots[i], err);
+		/* No device node works in a writable root: a chroot's /dev bound in it would otherwise
+		 * bring back every terminal the fresh /dev leaves out. */
+		clones[i] = mfd_clone_tree(src, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, roots[i], err);
 		close(src);
 		if (clones[i] < 0)
 			return -1;
@@ -87,50 +89,59 @@ static int writable_clone(const char *const *roots, size_t n, int *clones, struc
 	return 0;
 }
 
-/* Every mount of the copied tree read-only. Setting read-only is always allowed, even on
- * mounts locked by the namespace copy; only clearing it would not be, which is why the
- * writable roots were copied before, not re-opened after. */
+/* Every mount of the copied tree read-only, without device nodes and set-id bits. Read-only
+ * stops writes to files, directories and links only: a device node opened for writing still
+ * works on a read-only mount (a pts of a chroot's /dev bound somewhere), hence nodev; FIFOs and
+ * sockets are the Landlock layer's and seccomp's (init.c command_main()). Setting these is always
+ * allowed, even on mounts locked by the namespace copy; only clearing them would not be, which is
+ * why the writable roots were copied before, not re-opened after. */
 static int world_readonly(struct sb_err *err)
 {
-	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID };
 
 	if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof attr) < 0)
 		return sb_fail_errno(err, "making the host's view read-only");
 	return 0;
 }
 
-/* A minimal /dev: the host's harmless character devices (bound: a tmpfs made in a user
- * namespace cannot hold working device nodes), the usual links, a sized /dev/shm. No pts and no
- * ptmx: a command never reaches the operator's terminal (or any other). Sealed read-only. */
-static int dev_build(const struct boundary *b, int root, struct sb_err *err)
+static const char *const dev_nodes[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom" };
+#define N_DEV_NODES (sizeof dev_nodes / sizeof dev_nodes[0])
+
+/* Detached copies of the host's harmless character devices, taken before the host view turns
+ * nodev (a copy keeps its source's flags, and nodev cannot be cleared again). Absent on this host:
+ * left out (-1). */
+static int dev_nodes_clone(int *src, struct sb_err *err)
 {
-	static const char *const nodes[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom" };
+	for (size_t i = 0; i < N_DEV_NODES; i++) {
+		int fd = mfd_open_nofollow(AT_FDCWD, dev_nodes[i], O_PATH);
+
+		src[i] = -1;
+		if (fd < 0)
+			continue;
+		src[i] = mfd_clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, dev_nodes[i], err);
+		close(fd);
+		if (src[i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* A minimal /dev: those devices (bound: a tmpfs made in a user namespace cannot hold working
+ * device nodes), the usual links, a sized /dev/shm. No pts and no ptmx: a command never reaches
+ * the operator's terminal (or any other). Sealed read-only. */
+static int dev_build(const struct boundary *b, int root, const int *src, struct sb_err *err)
+{
 	static const char *const links[][2] = {
 		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
 		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
 	};
 	int dev = -1, mnt = -1, shm = -1, rc = -1;
 
-	/* The host's nodes first: once /dev is covered they are out of reach. */
-	int src[sizeof nodes / sizeof nodes[0]];
-
-	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
-		src[i] = -1;
-	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
-		int fd = mfd_open_nofollow(AT_FDCWD, nodes[i], O_PATH);
-
-		if (fd < 0)
-			continue; /* absent on this host: absent in the view */
-		src[i] = mfd_clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, nodes[i], err);
-		close(fd);
-		if (src[i] < 0)
-			goto out;
-	}
 	dev = mfd_fs_new("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, "/dev", err);
 	if (dev < 0 || mfd_attach(dev, root, "/dev", true, err) < 0)
 		goto out;
-	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
-		if (src[i] >= 0 && mfd_attach(src[i], root, nodes[i], false, err) < 0)
+	for (size_t i = 0; i < N_DEV_NODES; i++)
+		if (src[i] >= 0 && mfd_attach(src[i], root, dev_nodes[i], false, err) < 0)
 			goto out;
 	mnt = mfd_open_nofollow(root, "dev", O_PATH | O_DIRECTORY);
 	if (mnt < 0) {
@@ -147,9 +158,6 @@ static int dev_build(const struct boundary *b, int root, struct sb_err *err)
 		goto out;
 	rc = 0;
 out:
-	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
-		if (src[i] >= 0)
-			close(src[i]);
 	if (dev >= 0)
 		close(dev);
 	if (mnt >= 0)
@@ -164,7 +172,7 @@ out:
 static int world_build(const struct boundary *b, const char *cwd, struct sb_err *err)
 {
 	const char *roots[BOUNDARY_MAX_WRITABLE + 1];
-	int clones[BOUNDARY_MAX_WRITABLE + 1];
+	int clones[BOUNDARY_MAX_WRITABLE + 1], devs[N_DEV_NODES];
 	size_t n = 0;
 	int root = -1, tmp = -1, rc = -1;
 
@@ -173,14 +181,16 @@ static int world_build(const struct boundary *b, const char *cwd, struct sb_err 
 		roots[n++] = b->writable[i];
 	for (size_t i = 0; i < n; i++)
 		clones[i] = -1;
-	if (writable_clone(roots, n, clones, err) < 0 || world_readonly(err) < 0)
+	for (size_t i = 0; i < N_DEV_NODES; i++)
+		devs[i] = -1;
+	if (writable_clone(roots, n, clones, err) < 0 || dev_nodes_clone(devs, err) < 0 || world_readonly(err) < 0)
 		goto out;
 	root = mfd_open_nofollow(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
 	if (root < 0) {
 		sb_fail_errno(err, "opening /");
 		goto out;
 	}
-	if (dev_build(b, root, err) < 0)
+	if (dev_build(b, root, devs, err) < 0)
 		goto out;
 	tmp = mfd_fs_new("tmpfs", "1777", b->tmp_bytes, ATTR_SAFE, "/tmp", err);
 	if (tmp < 0 || mfd_attach(tmp, root, "/tmp", true, err) < 0)
@@ -193,6 +203,9 @@ out:
 	for (size_t i = 0; i < n; i++)
 		if (clones[i] >= 0)
 			close(clones[i]);
+	for (size_t i = 0; i < N_DEV_NODES; i++)
+		if (devs[i] >= 0)
+			close(devs[i]);
 	if (root >= 0)
 		close(root);
 	if (tmp >= 0)

@@ -103,14 +103,19 @@ void output_free(struct output_capture *c)
 	mbedtls_sha256_free(&c->sha);
 }
 
-/* Length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates, <= U+10FFFF),
- * or 0 when the byte at p does not start one. */
-static size_t utf8_seq_len(const uint8_t *p, size_t avail)
+/* Length of the sequence at p that travels as itself: valid UTF-8 (RFC 3629: no overlongs, no
+ * surrogates, <= U+10FFFF) other than NUL, or 0 when the byte at p must be escaped. NUL is valid
+ * UTF-8, but in JSON it can only be \u0000, which jansson (the journal, the manager, the CLI)
+ * refuses unless told otherwise and which ends every C string it reaches: one rule for every byte
+ * that is not plain text keeps each reader strict and each string's strlen its length. */
+static size_t text_seq_len(const uint8_t *p, size_t avail)
 {
 	uint8_t b = p[0];
 	size_t n;
 	uint32_t cp;
 
+	if (b == 0)
+		return 0;
 	if (b < 0x80)
 		return 1;
 	if (b >= 0xC2 && b <= 0xDF)
@@ -133,10 +138,10 @@ static size_t utf8_seq_len(const uint8_t *p, size_t avail)
 	return n;
 }
 
-static bool utf8_valid(const uint8_t *in, size_t len)
+static bool text_plain(const uint8_t *in, size_t len)
 {
 	for (size_t i = 0; i < len;) {
-		size_t n = utf8_seq_len(in + i, len - i);
+		size_t n = text_seq_len(in + i, len - i);
 
 		if (n == 0)
 			return false;
@@ -149,7 +154,7 @@ char *output_to_utf8(const uint8_t *in, size_t len, size_t *out_len, bool *escap
 {
 	char *out, *w;
 
-	*escaped = !utf8_valid(in, len);
+	*escaped = !text_plain(in, len);
 	/* Escaped form: at most 4 output bytes per input byte. */
 	out = malloc(*escaped ? 4 * len + 1 : len + 1);
 	if (out == NULL)
@@ -162,7 +167,7 @@ char *output_to_utf8(const uint8_t *in, size_t len, size_t *out_len, bool *escap
 	}
 	w = out;
 	for (size_t i = 0; i < len;) {
-		size_t n = utf8_seq_len(in + i, len - i);
+		size_t n = text_seq_len(in + i, len - i);
 
 		if (n == 0) {
 			w += sprintf(w, "\\x%02x", in[i]);

@@ -15,7 +15,7 @@ static int stream_add(json_t *obj, const char *name, const struct output_capture
 	free(raw);
 	if (text == NULL)
 		return -1;
-	/* json_stringn keeps embedded NUL bytes, which are valid UTF-8. */
+	/* output_to_utf8 never yields NUL, so no reader of this JSON meets \u0000 (JSON_ALLOW_NUL). */
 	if (json_object_set_new(obj, name, json_stringn(text, text_len)) == 0) {
 		snprintf(key, sizeof key, "%s_bytes", name);
 		json_object_set_new(obj, key, json_integer((json_int_t)c->total));

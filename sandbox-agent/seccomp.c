@@ -3,6 +3,7 @@
 #include "seccomp.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/ioprio.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
@@ -153,6 +154,28 @@ static int filter_build(scmp_filter_ctx ctx, struct sb_err *err)
 	return rules_add_conditional(ctx, err);
 }
 
+/* `exec`'s read-only world is a copy of the host's view, and a read-only mount does nothing for
+ * a socket: connect() to a pathname unix socket needs only write permission on it, which the
+ * command's uid has for every socket the agent's user serves (a user's systemd, D-Bus, a rootless
+ * podman, another manager's control socket) and, through its groups, for sockets such as
+ * docker.sock: a way out of the boundary. So there a command cannot create a unix socket at all
+ * (abstract names included); socketpair() stays, for stream pairs only, which reach nothing: a
+ * datagram pair could still sendto() a pathname address. int arguments compared on their low 32
+ * bits, as the kernel reads them; SOCK_CLOEXEC and SOCK_NONBLOCK are above the type's 4 bits. */
+static int rules_add_unix_sockets(scmp_filter_ctx ctx, struct sb_err *err)
+{
+	struct scmp_arg_cmp unix_domain = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX);
+	struct scmp_arg_cmp pair_not_stream[2] = { SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX),
+						   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFu, SOCK_DGRAM) };
+	struct scmp_arg_cmp pair_seqpacket[2] = { SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX),
+						  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFu, SOCK_SEQPACKET) };
+
+	if (rule_add(ctx, EPERM, "socket", 1, &unix_domain, err) < 0 ||
+	    rule_add(ctx, EPERM, "socketpair", 2, pair_not_stream, err) < 0)
+		return -1;
+	return rule_add(ctx, EPERM, "socketpair", 2, pair_seqpacket, err);
+}
+
 /* libseccomp 2.5 exports BPF only to a descriptor: use a memfd and read it back. */
 static int filter_export(scmp_filter_ctx ctx, struct sock_fprog *prog, struct sb_err *err)
 {
@@ -181,7 +204,7 @@ static int filter_export(scmp_filter_ctx ctx, struct sock_fprog *prog, struct sb
 	return 0;
 }
 
-int seccomp_compile(struct sock_fprog *prog, struct sb_err *err)
+int seccomp_compile(struct sock_fprog *prog, bool no_unix_sockets, struct sb_err *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	int rc;
@@ -190,6 +213,8 @@ int seccomp_compile(struct sock_fprog *prog, struct sb_err *err)
 	if (ctx == NULL)
 		return sb_fail(err, ENOMEM, "seccomp: seccomp_init");
 	rc = filter_build(ctx, err);
+	if (rc == 0 && no_unix_sockets)
+		rc = rules_add_unix_sockets(ctx, err);
 	if (rc == 0)
 		rc = filter_export(ctx, prog, err);
 	seccomp_release(ctx);

@@ -4,11 +4,13 @@
 #define SB_SECCOMP_H
 
 #include <linux/filter.h>
+#include <stdbool.h>
 
 #include "error.h"
 
-/* Build the deny list of ISOLATION.md and export it as a BPF program (prog->filter malloc'd). */
-int seccomp_compile(struct sock_fprog *prog, struct sb_err *err);
+/* Build the deny list of ISOLATION.md and export it as a BPF program (prog->filter malloc'd).
+ * no_unix_sockets: also refuse creating unix sockets (the read-only world of `exec`). */
+int seccomp_compile(struct sock_fprog *prog, bool no_unix_sockets, struct sb_err *err);
 
 /* Load a compiled program into the calling thread. No allocation: safe after clone(). */
 int seccomp_load_prog(const struct sock_fprog *prog, struct sb_err *err);

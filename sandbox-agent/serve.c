@@ -262,7 +262,10 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	if (!exec_claim(a, e->exec_id, running, sizeof running))
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_BUSY, "busy: exec '%s' is running; one exec at a time",
 				  running);
-	if (journal_begin(&a->journal, e->exec_id, e->generation, &err) < 0) {
+	/* Never reused: the journal prunes its oldest entries, the receipts stay, so both are asked
+	 * before anything runs (a receipt that exists already means this id ran). */
+	if (receipt_reserve_check(&a->receipts, e->exec_id, &err) < 0 ||
+	    journal_begin(&a->journal, e->exec_id, e->generation, &err) < 0) {
 		exec_release(a);
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_REFUSED, "exec refused: %s", err.msg);
 	}

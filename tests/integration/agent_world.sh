@@ -211,3 +211,68 @@ PY
 	assert_eq "receipt pid_max_bounded after a raise" false "$(jq -r .boundary.pid_max_bounded "$RD/pm2-$m.json")"
 }
 t pid_max_measured test_pid_max_measured
+
+# Special files a read-only mount does not stop (the class of a review's escape): a same-uid service on a
+# pathname or abstract unix socket outside, a FIFO outside the writable roots, a device node inside one.
+# The command cannot create a unix socket (socketpair of a stream pair still works), cannot open a FIFO
+# outside its roots for writing (Landlock), and device nodes in a writable root do not work (nodev).
+test_special_files_shut() {
+	local m sock fifo ready lp rp
+	m=$(unique_marker)
+	sock=$TD/svc.sock
+	fifo=$TD/fifo
+	ready=$TD/svc.ready
+	# A listener on a pathname and an abstract socket, as the test's user (the agent's uid).
+	as_user /usr/bin/python3 - "$sock" "$m" "$ready" <<'PY' &
+import os, socket, sys
+socks = []
+for name in (sys.argv[1], "\0sb-it-" + sys.argv[2]):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(name)
+    s.listen(8)
+    socks.append(s)
+open(sys.argv[3], "w").close()
+socks[0].settimeout(20)
+try:
+    socks[0].accept()
+except OSError:
+    pass
+PY
+	lp=$!
+	as_user mkfifo "$fifo"
+	(timeout 20 cat "$fifo" >"$TD/fifo.got" 2>/dev/null) &
+	rp=$!
+	local i
+	for i in $(seq 1 50); do [ -e "$ready" ] && break; sleep 0.1; done
+	[ -e "$ready" ] || bad "the unix listeners did not start"
+	if [ "$RUN_UID" -eq 0 ]; then
+		mknod "$WD/null-$m" c 1 3 && chmod 0666 "$WD/null-$m"
+	fi
+	ax_ok --timeout-seconds 20 -- "/usr/bin/python3 -c '
+import errno, socket
+def err(f):
+    try:
+        f()
+        return \"ok\"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def connect(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(name)
+print(\"pathname\", err(lambda: connect(\"$sock\")))
+print(\"abstract\", err(lambda: connect(\"\\0sb-it-$m\")))
+print(\"pair_stream\", err(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)))
+print(\"pair_dgram\", err(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)))
+print(\"fifo\", err(lambda: open(\"$fifo\", \"w\").write(\"injected-$m\")))
+'
+		if [ -e $WD/null-$m ]; then { echo x > $WD/null-$m; } 2>/dev/null && echo device ok || echo device refused
+		else echo device refused; fi"
+	kill "$lp" "$rp" 2>/dev/null
+	wait "$lp" "$rp" 2>/dev/null
+	assert_result exited 0 null
+	assert_lines "$(jr .stdout)" 'pathname EPERM' 'abstract EPERM' 'pair_stream ok' 'pair_dgram EPERM' 'fifo EACCES' \
+		'device refused'
+	grep -q "injected-$m" "$TD/fifo.got" 2>/dev/null && bad "the command wrote into a FIFO outside its roots"
+	return 0
+}
+t special_files_shut test_special_files_shut

@@ -734,6 +734,18 @@ static void test_exec_id_reuse(void **state)
 	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
 	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
 	assert_contains(err.msg, "exec ids are never reused");
+	/* The journal prunes its oldest entries (as a full journal would): the receipt still says
+	 * the id ran, and the agent refuses it before running anything. */
+	{
+		char entry[PATH_MAX];
+
+		assert_true((size_t)snprintf(entry, sizeof entry, "%s/journal/reuse-1.json", f->state) < sizeof entry);
+		assert_int_equal(unlink(entry), 0);
+	}
+	exec_request(f, &req, "reuse-1", "echo pruned");
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+	assert_contains(err.msg, "already has a receipt");
 	agent_close(c);
 }
 

@@ -1,5 +1,5 @@
 /* Unit tests for sandbox-agent/output.c: bounded head + tail, exact counts, digests, and
- * the reversible UTF-8 escaping. */
+ * the reversible UTF-8 escaping (NUL included), through the exec result JSON as its readers parse it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,8 +9,11 @@
 
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "output.h"
 #include "random.h"
+#include "result.h"
 
 static void feed_str(struct output_capture *c, const char *s)
 {
@@ -111,9 +114,93 @@ static void test_utf8_invalid_is_escaped_reversibly(void **state)
 
 	(void)state;
 	assert_true(escaped);
-	assert_int_equal(len, strlen("\\xffa\\\\\\xe2\\x82\\xc0\\xaf\\xed\\xa0\\x80") + 1);
-	assert_memory_equal(out, "\\xffa\\\\\\xe2\\x82\\xc0\\xaf\\xed\\xa0\\x80\0", len);
+	assert_string_equal(out, "\\xffa\\\\\\xe2\\x82\\xc0\\xaf\\xed\\xa0\\x80\\x00");
+	assert_int_equal(len, strlen(out));
 	free(out);
+}
+
+/* NUL is valid UTF-8 but is escaped like a byte that is not: JSON could carry it only as \u0000,
+ * which the journal, the manager and the CLI refuse (jansson without JSON_ALLOW_NUL). */
+static void test_nul_is_escaped(void **state)
+{
+	size_t len;
+	bool escaped;
+	char *out = output_to_utf8((const uint8_t *)"a\0b\\", 4, &len, &escaped);
+
+	(void)state;
+	assert_true(escaped);
+	assert_string_equal(out, "a\\x00b\\\\");
+	assert_int_equal(len, strlen(out));
+	free(out);
+}
+
+/* The rule's decoder, as the CLI applies it (manager/cli.c stream_write). */
+static size_t unescape(const char *s, size_t n, bool escaped, uint8_t *out)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (escaped && s[i] == '\\' && i + 1 < n && s[i + 1] == '\\') {
+			out[w++] = '\\';
+			i++;
+		} else if (escaped && s[i] == '\\') {
+			unsigned v;
+
+			assert_true(i + 3 < n && s[i + 1] == 'x');
+			assert_int_equal(sscanf(s + i + 2, "%2x", &v), 1);
+			out[w++] = (uint8_t)v;
+			i += 3;
+		} else {
+			out[w++] = (uint8_t)s[i];
+		}
+	}
+	return w;
+}
+
+/* Random bytes, NUL and control bytes among them, through the exec result JSON as the agent's
+ * journal and the manager parse it (flags 0: no JSON_ALLOW_NUL): every stream decodes back to
+ * the very bytes, with its count. */
+static void test_random_bytes_through_result_json(void **state)
+{
+	struct exec_request req = { .exec_id = "bin", .generation = 3 };
+	struct sb_err err;
+
+	(void)state;
+	for (int round = 0; round < 500; round++) {
+		struct exec_outcome o = { .status = EXEC_EXITED };
+		uint8_t in[300], back[300];
+		size_t n = (size_t)round % sizeof in;
+		json_t *j, *parsed, *text;
+		json_error_t jerr;
+		char *wire;
+
+		assert_int_equal(sb_random_bytes(in, n, &err), 0);
+		assert_int_equal(output_init(&o.out, 4096, &err), 0);
+		assert_int_equal(output_init(&o.err, 4096, &err), 0);
+		output_feed(&o.out, in, n);
+		output_finish(&o.out);
+		output_finish(&o.err);
+		j = result_to_json(&req, &o, NULL);
+		assert_non_null(j);
+		wire = json_dumps(j, JSON_COMPACT);
+		assert_non_null(wire);
+		assert_null(strstr(wire, "\\u0000"));
+		parsed = json_loads(wire, JSON_REJECT_DUPLICATES, &jerr);
+		if (parsed == NULL)
+			fail_msg("round %d: the result is refused by its readers: %s", round, jerr.text);
+		text = json_object_get(parsed, "stdout");
+		assert_int_equal(strlen(json_string_value(text)), json_string_length(text));
+		assert_int_equal(json_integer_value(json_object_get(parsed, "stdout_bytes")), n);
+		assert_int_equal(unescape(json_string_value(text), json_string_length(text),
+					  json_is_true(json_object_get(parsed, "stdout_escaped")), back),
+				 n);
+		assert_memory_equal(back, in, n);
+		json_decref(parsed);
+		json_decref(j);
+		free(wire);
+		output_free(&o.out);
+		output_free(&o.err);
+	}
 }
 
 int main(void)
@@ -125,6 +212,8 @@ int main(void)
 		cmocka_unit_test(test_limit_over_maximum_refused),
 		cmocka_unit_test(test_utf8_valid_is_untouched),
 		cmocka_unit_test(test_utf8_invalid_is_escaped_reversibly),
+		cmocka_unit_test(test_nul_is_escaped),
+		cmocka_unit_test(test_random_bytes_through_result_json),
 	};
 	return cmocka_run_group_tests_name("output", tests, NULL, NULL);
 }

@@ -26,7 +26,9 @@
 
 #include "control.h"
 #include "pathfmt.h"
+#include "random.h"
 #include "records.h"
+#include "result.h"
 #include "testutil.h"
 
 struct fixture {
@@ -801,6 +803,90 @@ static void escapes_whole(const char *s, size_t n)
 	}
 }
 
+/* The exec result rule's decoder (docs/operations.md; manager/cli.c stream_write applies it). */
+static size_t stream_decode(const char *s, size_t n, bool escaped, uint8_t *out)
+{
+	size_t w = 0;
+	unsigned v;
+
+	for (size_t i = 0; i < n; i++) {
+		if (escaped && s[i] == '\\' && i + 1 < n && s[i + 1] == '\\') {
+			out[w++] = '\\';
+			i++;
+		} else if (escaped && s[i] == '\\') {
+			assert_true(i + 3 < n && s[i + 1] == 'x');
+			assert_int_equal(sscanf(s + i + 2, "%2x", &v), 1);
+			out[w++] = (uint8_t)v;
+			i += 3;
+		} else {
+			out[w++] = (uint8_t)s[i];
+		}
+	}
+	return w;
+}
+
+/* Binary output, NUL first: the agent's result (sandbox-agent/result.c, as the agent sends it) is
+ * recorded as a result, state exited, and a page gives back text that decodes to the very bytes. */
+static void test_records_binary_output_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	static const size_t sizes[] = { 3, 100, 4096 };
+	struct sb_err err;
+
+	session_add(r, "s1");
+	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		struct exec_request req = { .generation = 1 };
+		struct exec_outcome o = { .status = EXEC_EXITED };
+		struct records_query q = { 0 };
+		uint8_t in[4096], back[4096];
+		size_t n = sizes[k], bytes;
+		json_t *j, *page, *rec, *res, *text;
+		char *wire;
+
+		snprintf(req.exec_id, sizeof req.exec_id, "bin%zu", k);
+		if (k == 0)
+			memcpy(in, "a\0b", 3);
+		else
+			assert_int_equal(sb_random_bytes(in, n, &err), 0);
+		assert_int_equal(output_init(&o.out, 1 << 16, &err), 0);
+		assert_int_equal(output_init(&o.err, 1 << 16, &err), 0);
+		output_feed(&o.out, in, n);
+		output_feed(&o.err, in, n);
+		output_finish(&o.out);
+		output_finish(&o.err);
+		j = result_to_json(&req, &o, NULL);
+		assert_non_null(j);
+		wire = json_dumps(j, JSON_COMPACT);
+		assert_non_null(wire);
+		exec_finished(r, req.exec_id, "s1", 1000 + (int64_t)k, wire, NULL);
+
+		q.exec_id = req.exec_id;
+		page = page_get(r, &q, &bytes);
+		rec = json_array_get(json_object_get(page, "records"), 0);
+		assert_string_equal(str_of(rec, "state"), "exited");
+		res = json_object_get(rec, "result");
+		if (!json_is_object(res))
+			fail_msg("exec %s: the record keeps no result object (%s)", req.exec_id,
+				 json_is_string(res) ? json_string_value(res) : "null");
+		assert_string_equal(str_of(res, "status"), "exited");
+		assert_int_equal(json_integer_value(json_object_get(res, "stdout_bytes")), n);
+		assert_true(json_is_true(json_object_get(res, "stdout_escaped")));
+		text = json_object_get(res, "stdout");
+		assert_int_equal(stream_decode(json_string_value(text), json_string_length(text), true, back), n);
+		assert_memory_equal(back, in, n);
+		text = json_object_get(res, "stderr");
+		assert_int_equal(stream_decode(json_string_value(text), json_string_length(text), true, back), n);
+		assert_memory_equal(back, in, n);
+		json_decref(page);
+		json_decref(j);
+		free(wire);
+		output_free(&o.out);
+		output_free(&o.err);
+	}
+	records_close(r);
+}
+
 /* A command prints 2 MB on each stream: the record keeps 64 KiB of each, head and tail, with the
  * whole streams' byte counts and the receipt's digests. */
 static void test_records_output_bounded_when_written(void **state)
@@ -1280,6 +1366,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_records_page_state_and_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_records_old_format_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_records_huge_single_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_binary_output_round_trip, setup, teardown),
 		cmocka_unit_test(test_control_error_not_utf8),
 		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_keeps_committed, setup, teardown),

@@ -55,7 +55,7 @@ static int errno_under_filter(long (*probe)(void))
 	int fds[2], seen = -1, status;
 	pid_t pid;
 
-	assert_int_equal(seccomp_compile(&prog, &err), 0);
+	assert_int_equal(seccomp_compile(&prog, false, &err), 0);
 	assert_int_equal(pipe(fds), 0);
 	pid = fork();
 	assert_true(pid >= 0);
