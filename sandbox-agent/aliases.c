@@ -211,6 +211,12 @@ int aliases_each(const struct mountinfo *mi, int mnt_id, const char *path, alias
 			continue;
 		/* The mount shows the object when what it shows is the object or an ancestor of it. */
 		rest = path_rest(inside, l->root);
+		/* What it shows lies inside the object (a file bind of receipt.key, a bind of a
+		 * subdirectory): part of a private directory in view under another name, which no
+		 * cover of the directory's own paths hides. Fail closed. */
+		if (rest == NULL && path_rest(l->root, inside) != NULL)
+			return sb_fail(err, EACCES, "part of %s (%s of its filesystem) is also mounted at %s: refusing "
+				       "to run commands; remove that mount", path, l->root, l->point);
 		if (rest == NULL)
 			continue;
 		if (path_join(alias, sizeof alias, l->point, rest) < 0)

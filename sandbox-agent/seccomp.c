@@ -159,21 +159,26 @@ static int filter_build(scmp_filter_ctx ctx, struct sb_err *err)
  * command's uid has for every socket the agent's user serves (a user's systemd, D-Bus, a rootless
  * podman, another manager's control socket) and, through its groups, for sockets such as
  * docker.sock: a way out of the boundary. So there a command cannot create a unix socket at all
- * (abstract names included); socketpair() stays, for stream pairs only, which reach nothing: a
- * datagram pair could still sendto() a pathname address. int arguments compared on their low 32
+ * (abstract names included); socketpair() stays, for stream pairs only, which reach nothing: any
+ * other pair (datagram, seqpacket, raw) could be disconnected and sendto() a pathname address. int arguments compared on their low 32
  * bits, as the kernel reads them; SOCK_CLOEXEC and SOCK_NONBLOCK are above the type's 4 bits. */
 static int rules_add_unix_sockets(scmp_filter_ctx ctx, struct sb_err *err)
 {
 	struct scmp_arg_cmp unix_domain = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX);
-	struct scmp_arg_cmp pair_not_stream[2] = { SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX),
-						   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFu, SOCK_DGRAM) };
-	struct scmp_arg_cmp pair_seqpacket[2] = { SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX),
-						  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFu, SOCK_SEQPACKET) };
 
-	if (rule_add(ctx, EPERM, "socket", 1, &unix_domain, err) < 0 ||
-	    rule_add(ctx, EPERM, "socketpair", 2, pair_not_stream, err) < 0)
+	if (rule_add(ctx, EPERM, "socket", 1, &unix_domain, err) < 0)
 		return -1;
-	return rule_add(ctx, EPERM, "socketpair", 2, pair_seqpacket, err);
+	/* An allow-list in effect: every type value but SOCK_STREAM is refused, not only the names
+	 * of the datagram kinds (the kernel turns an AF_UNIX SOCK_RAW into a datagram socket).
+	 * libseccomp has no "masked not equal", hence one rule per other value of the 4 type bits. */
+	for (unsigned type = 0; type <= 0xF; type++) {
+		struct scmp_arg_cmp pair[2] = { SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX),
+						SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFu, type) };
+
+		if (type != SOCK_STREAM && rule_add(ctx, EPERM, "socketpair", 2, pair, err) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /* libseccomp 2.5 exports BPF only to a descriptor: use a memfd and read it back. */

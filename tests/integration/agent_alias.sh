@@ -141,3 +141,23 @@ test_alias_covered_runs() {
 	assert_lines "$(jr .stdout)" '\. \.\. ' '0'
 }
 t alias_covered_runs test_alias_covered_runs
+
+# Part of a private directory mounted elsewhere (a file bind of receipt.key, as a third review did): no cover
+# of the directory's own paths hides it, so the agent refuses to run, naming the mount, and the key stays
+# unread.
+test_alias_part_refused() {
+	local m
+	alias_setup
+	m=$(unique_marker)
+	# A first exec makes the key (no mount yet).
+	ax_ok --receipt-dir "$RCD" -- true
+	assert_result exited 0 null
+	: >"$TD/keyview" && chown "$RUN_USER:" "$TD/keyview"
+	in_binds "$RCD/receipt.key" "$TD/keyview" -- "$AGENT" exec --receipt-dir "$RCD" --cwd "$WD" -- \
+		"od -An -tx1 $TD/keyview > $WD/stolen-$m"
+	assert_json .status '"refused"'
+	assert_match "error" "is also mounted at $TD/keyview" "$(jr .error)"
+	[ -e "$WD/stolen-$m" ] && bad "the command ran and could read the key through the file bind"
+	return 0
+}
+t alias_part_refused test_alias_part_refused

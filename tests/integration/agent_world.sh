@@ -263,6 +263,7 @@ print(\"pathname\", err(lambda: connect(\"$sock\")))
 print(\"abstract\", err(lambda: connect(\"\\0sb-it-$m\")))
 print(\"pair_stream\", err(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)))
 print(\"pair_dgram\", err(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)))
+print(\"pair_other\", \",\".join(err(lambda: socket.socketpair(socket.AF_UNIX, t)) for t in (0, 3, 4, 5, 6, 10, 15)))
 print(\"fifo\", err(lambda: open(\"$fifo\", \"w\").write(\"injected-$m\")))
 '
 		if [ -e $WD/null-$m ]; then { echo x > $WD/null-$m; } 2>/dev/null && echo device ok || echo device refused
@@ -270,7 +271,8 @@ print(\"fifo\", err(lambda: open(\"$fifo\", \"w\").write(\"injected-$m\")))
 	kill "$lp" "$rp" 2>/dev/null
 	wait "$lp" "$rp" 2>/dev/null
 	assert_result exited 0 null
-	assert_lines "$(jr .stdout)" 'pathname EPERM' 'abstract EPERM' 'pair_stream ok' 'pair_dgram EPERM' 'fifo EACCES' \
+	assert_lines "$(jr .stdout)" 'pathname EPERM' 'abstract EPERM' 'pair_stream ok' 'pair_dgram EPERM' \
+		'pair_other EPERM,EPERM,EPERM,EPERM,EPERM,EPERM,EPERM' 'fifo EACCES' \
 		'device refused'
 	grep -q "injected-$m" "$TD/fifo.got" 2>/dev/null && bad "the command wrote into a FIFO outside its roots"
 	return 0
