@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "aliases.h"
+#include "testutil.h"
 
 static const char SAMPLE[] =
 	"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
@@ -95,15 +96,37 @@ static void test_aliases_of_a_directory(void **state)
 	struct sb_err err;
 
 	(void)state;
+	/* A file inside the directory mounted elsewhere (/etc/key, a bind of rc/receipt.key): no cover
+	 * of the directory's paths hides it, so its aliases cannot be listed: refused. */
 	assert_int_equal(mountinfo_parse(SAMPLE, strlen(SAMPLE), &mi, &err), 0);
+	assert_int_equal(aliases_each(&mi, 22, "/home/u/.state/rc", collect, &f, &err), -1);
+	assert_int_equal(err.errnum, EACCES);
+	assert_contains(err.msg, "is also mounted at /etc/key");
+	/* The file itself shows at the bind's mount point. */
+	f.n = 0;
+	assert_int_equal(aliases_each(&mi, 22, "/home/u/.state/rc/receipt.key", collect, &f, &err), 0);
+	assert_int_equal(f.n, 4);
+	assert_string_equal(f.paths[2], "/etc/key");
+	mountinfo_free(&mi);
+
+	/* Without that bind, the directory's aliases. */
+	{
+		char text[sizeof SAMPLE];
+		const char *cut = strstr(SAMPLE, "32 22 8:1");
+		const char *next = strchr(cut, '\n') + 1;
+
+		memcpy(text, SAMPLE, (size_t)(cut - SAMPLE));
+		strcpy(text + (cut - SAMPLE), next);
+		assert_int_equal(mountinfo_parse(text, strlen(text), &mi, &err), 0);
+	}
+	f.n = 0;
 	/* /home/u/.state/rc on the root mount (22): inside sda1 it is /home/u/.state/rc. */
 	assert_int_equal(aliases_each(&mi, 22, "/home/u/.state/rc", collect, &f, &err), 0);
 	assert_int_equal(f.n, 3);
 	assert_string_equal(f.paths[0], "/mnt/home/u/.state/rc"); /* a bind of an ancestor */
 	assert_string_equal(f.paths[1], "/srv/with space/rc");    /* a bind of its parent */
 	assert_string_equal(f.paths[2], "/again/home/u/.state/rc"); /* the whole filesystem again */
-	/* Not: /etc/key (a file below it, not an ancestor), /var, /mnt/u2 ("/home/u2" is no ancestor of
-	 * "/home/u"), sdb1's mounts. */
+	/* Not: /var, /mnt/u2 ("/home/u2" is no ancestor of "/home/u"), sdb1's mounts. */
 
 	/* The same directory reached through the bind (30): the root mount is an alias now. */
 	f.n = 0;
@@ -113,17 +136,11 @@ static void test_aliases_of_a_directory(void **state)
 	assert_string_equal(f.paths[1], "/srv/with space/rc");
 	assert_string_equal(f.paths[2], "/again/home/u/.state/rc");
 
-	/* A file bound somewhere shows at the mount point itself. */
+	/* The root of a filesystem whose parts are mounted elsewhere: refused; a mount inside another
+	 * filesystem. */
 	f.n = 0;
-	assert_int_equal(aliases_each(&mi, 22, "/home/u/.state/rc/receipt.key", collect, &f, &err), 0);
-	assert_int_equal(f.n, 4);
-	assert_string_equal(f.paths[2], "/etc/key");
-
-	/* The root of a filesystem, and a mount inside another filesystem. */
-	f.n = 0;
-	assert_int_equal(aliases_each(&mi, 22, "/", collect, &f, &err), 0);
-	assert_int_equal(f.n, 1);
-	assert_string_equal(f.paths[0], "/again");
+	assert_int_equal(aliases_each(&mi, 22, "/", collect, &f, &err), -1);
+	assert_int_equal(err.errnum, EACCES);
 	f.n = 0;
 	assert_int_equal(aliases_each(&mi, 37, "/data/y/z", collect, &f, &err), 0);
 	assert_int_equal(f.n, 1);
