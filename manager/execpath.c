@@ -271,7 +271,7 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	req.env = env;
 	req.receipt_key = c->sandbox->receipt_key;
 	if (conn_get(m, c->sandbox, &conn, err) < 0)
-		return -2; /* nothing was sent: the exec never ran */
+		return -4; /* the agent does not answer; nothing was sent: the exec never ran */
 	/* Recorded before a byte goes out: after this, the exec is never dispatched again. */
 	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
 				    c->sandbox->authority, err) < 0)
@@ -375,29 +375,51 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 	return sb_fail(err, EAGAIN, "the session's grants keep changing; try again");
 }
 
-static json_t *call_run(struct manager *m, struct call *c)
+/* Steps 3 to 5 on one sandbox: check, obtain it, check again (it may have taken a while), send.
+ * Returns call_dispatch()'s code, or -2 (refused, err says why) before anything was sent. */
+static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 {
 	struct session_row s;
-	struct sb_err err;
-	json_t *result;
 	int rc;
 
-	/* Steps 3 and 4: check, obtain the sandbox, check again (it may have taken a while). */
-	if (call_check(m, c, &s, &err) < 0 || sandbox_ready(m, c, &err) < 0) {
+	if (call_check(m, c, &s, err) < 0 || sandbox_ready(m, c, err) < 0) {
 		if (c->sandbox != NULL)
 			sandbox_mark(m, c, false);
-		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
-		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
+		return -2;
 	}
-	if (call_check(m, c, &s, &err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, &err) < 0) {
+	if (call_check(m, c, &s, err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
 		sandbox_mark(m, c, false);
-		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
-		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
+		return -2;
 	}
 	sb_hex_encode(c->nonce, sizeof c->nonce, c->nonce_hex);
-	rc = call_dispatch(m, c, &err);
+	rc = call_dispatch(m, c, err);
 	sandbox_mark(m, c, false);
-	if (rc == -2 || rc == -3) {
+	return rc;
+}
+
+static json_t *call_run(struct manager *m, struct call *c)
+{
+	struct sb_err err, retire_err;
+	json_t *result;
+	int rc = call_attempt(m, c, &err);
+
+	/* A sandbox whose agent does not answer (its init killed between two calls) would otherwise
+	 * refuse every later call of the session for good. Nothing was sent, so the exec is still
+	 * only accepted: the sandbox is retired, its end proven as always, and the call tries once
+	 * more on a new generation. No evidence: refused, and the session is reserved (sandbox.c). */
+	if (rc == -4) {
+		sb_warn("exec %s: the sandbox of session %s does not answer (%s); replacing it", c->exec_id, c->session,
+			err.msg);
+		rc = sandbox_retire(m, c->sandbox, "its agent does not answer", &retire_err);
+		c->sandbox = NULL; /* freed either way */
+		if (rc < 0) {
+			err = retire_err;
+			rc = -2;
+		} else {
+			rc = call_attempt(m, c, &err);
+		}
+	}
+	if (rc == -2 || rc == -3 || rc == -4) {
 		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
 		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
 	}

@@ -1,5 +1,6 @@
 /* sandbox-manager: the host service and its client commands. `serve` runs the daemon
  * (daemon.c); every other command is a client of its control socket (cli.c). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,10 @@ int main(int argc, char **argv)
 	const char *cmd = argc >= 2 ? argv[1] : "";
 
 	sb_log_init("sandbox-manager");
+	/* A write past RLIMIT_FSIZE must fail with EFBIG and take the error path (an uncertain answer,
+	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset
+	 * their dispositions (nsspawn.c, gitrun.c). */
+	signal(SIGXFSZ, SIG_IGN);
 	if (strcmp(cmd, "serve") == 0)
 		return daemon_serve(argc - 1, argv + 1);
 	if (strcmp(cmd, "session") == 0)

@@ -43,7 +43,10 @@ mgr_start() {
 # a test's end stops everything it started.
 mgr_cleanup() {
 	[ -n "${MGR_PID:-}" ] && kill -KILL "$MGR_PID" 2>/dev/null
-	pkill -KILL -f -- "--state-dir $MSTATE/sandboxes/" 2>/dev/null
+	local pids
+	pids=$(pgrep -f -- "--state-dir $MSTATE/sandboxes/")
+	# shellcheck disable=SC2086 # this test's own sandboxes (its state directory), by PID
+	[ -n "$pids" ] && kill -KILL $pids 2>/dev/null
 	wait 2>/dev/null
 	[ -z "${IT_KEEP:-}" ] && rm -rf "$MSTATE"
 	return 0

@@ -3,6 +3,37 @@
 # loses no record; idle sandboxes are retired and come back with the same workspace; cancel and
 # delete act only with evidence that the sandbox is gone.
 
+# sandbox_agent_kill: SIGKILL to the session's sandbox agent (found by its own state directory, this
+# test's), by PID.
+sandbox_agent_kill() {
+	local pids
+	pids=$(pgrep -f -- "--state-dir $MSTATE/sandboxes/$SID")
+	[ -n "$pids" ] || { bad "no sandbox agent to kill"; return 1; }
+	# shellcheck disable=SC2086 # one or more PIDs, this test's own
+	kill -KILL $pids
+}
+
+# The sandbox's agent dies between two calls (a review found every later call refused for good): the
+# next call notices that nothing answers before anything is sent, retires the sandbox with evidence and
+# runs once on a new generation.
+test_manager_agent_killed_between_calls() {
+	local m
+	m=$(unique_marker)
+	mgr_repo && mgr_start && mgr_session
+	mgr exec --session "$SID" -- true
+	sandbox_agent_kill
+	sleep 0.3
+	mgr exec --session "$SID" -- "echo run >> \"\$TMPDIR/runs.$m\"; echo again"
+	assert_eq "the next call runs (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" again "$(cat "$OUT")"
+	assert_eq "the command ran once" 1 "$(wc -l <"$WT/.sandbox-tmp/runs.$m")"
+	mgr session show --session "$SID"
+	assert_json .generation 2
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","exited"]'
+}
+t manager_agent_killed_between_calls test_manager_agent_killed_between_calls
+
 # The sandbox's agent dies mid-command: the call is uncertain, recorded, and not run again.
 test_manager_agent_killed() {
 	local m i
@@ -12,7 +43,7 @@ test_manager_agent_killed() {
 	mgr_bg_exec k "echo run >> \"\$TMPDIR/runs.$m\"; sleep 20.$m"
 	# anchored: the client's own command line holds the same words
 	for i in $(seq 1 50); do pgrep -f "^sleep 20.$m" >/dev/null && break; sleep 0.1; done
-	pkill -KILL -f -- "--state-dir $MSTATE/sandboxes/$SID" || bad "no sandbox agent to kill"
+	sandbox_agent_kill
 	wait_bg_execs_allow_fail
 	assert_match "the call's output" "uncertain" "$(cat "$TD/bg-k.out")"
 	mgr records --session "$SID"
@@ -145,3 +176,29 @@ test_manager_delete_while_running() {
 	return 0
 }
 t manager_delete_while_running test_manager_delete_while_running
+
+# The records' volume refuses to grow (RLIMIT_FSIZE stands in for a full disk): the manager answers every
+# call, `uncertain` when its final record cannot be written, and is still serving; before, SIGXFSZ killed
+# it mid-answer.
+test_manager_file_size_limit() {
+	local i answered=0 uncertain=0
+	mgr_repo
+	ulimit -f 600
+	mgr_start && mgr_session
+	for i in $(seq 1 8); do
+		mgr exec --session "$SID" -- 'head -c 300000 /dev/zero | tr "\0" a'
+		case $RC in
+		0) answered=$((answered + 1)) ;;
+		125)
+			assert_match "the answer" "could not be recorded|records" "$(cat "$ERR")"
+			uncertain=$((uncertain + 1))
+			;;
+		*) bad "call $i: exit $RC: $(head -c 300 "$ERR")" ;;
+		esac
+		grep -q "closed the connection without answering" "$ERR" && bad "call $i: the manager died mid-answer"
+	done
+	kill -0 "$MGR_PID" 2>/dev/null || bad "the manager did not survive the file size limit"
+	assert_ge "calls answered ok before the limit" "$answered" 1
+	assert_ge "calls answered uncertain at the limit" "$uncertain" 1
+}
+t manager_file_size_limit test_manager_file_size_limit
