@@ -108,7 +108,7 @@ static int writable_add(struct boundary *b, const char *path, struct sb_err *err
 	if (real == NULL)
 		return sb_fail_errno(err, "writable root %s", path);
 	b->writable[b->n_writable++] = real;
-	return writable_kernel_check(real, err);
+	return 0; /* checked per command, with the rest: writable_check() */
 }
 
 static int landlock_prepare(struct boundary *b, const struct boundary_options *opts, struct sb_err *err)
@@ -210,9 +210,12 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 		return sb_fail(err, ENOMEM, "recording the private directories");
 	memcpy(b->hidden, opts->hidden, opts->n_hidden * sizeof opts->hidden[0]);
 	b->n_hidden = opts->n_hidden;
-	/* The binary the next exec will run: a command must never be able to replace it. */
+	/* The binary the next exec will run: a command must never be able to replace it. Unknown is
+	 * unguarded: refuse rather than run without the check. */
 	n = readlink("/proc/self/exe", b->agent_exe, sizeof b->agent_exe - 1);
-	b->agent_exe[n > 0 && (size_t)n < sizeof b->agent_exe - 1 ? n : 0] = '\0';
+	if (n <= 0 || (size_t)n >= sizeof b->agent_exe - 1)
+		return sb_fail(err, n < 0 ? errno : ENAMETOOLONG, "reading the agent binary's path (/proc/self/exe)");
+	b->agent_exe[n] = '\0';
 	for (size_t i = 0; i < opts->n_writable; i++)
 		if (writable_add(b, opts->writable[i], err) < 0)
 			return -1;
@@ -528,7 +531,7 @@ static int run_view_build(const struct boundary *b, const char *cwd, struct run_
 	for (size_t i = 0; i < b->n_hidden; i++)
 		if (object_guard(v, b->hidden[i].path, false, &b->hidden[i], err) < 0)
 			return -1;
-	if (b->agent_exe[0] != '\0' && object_guard(v, b->agent_exe, true, NULL, err) < 0)
+	if (object_guard(v, b->agent_exe, true, NULL, err) < 0)
 		return -1;
 	hidden_compact(v, b->n_hidden);
 	if (writable_check(v, cwd, err) < 0)
