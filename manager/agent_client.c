@@ -22,6 +22,7 @@
 #include "ca.h"
 #include "clock.h"
 #include "failpoint.h"
+#include "log.h"
 #include "random.h"
 #include "receipt_mac.h"
 
@@ -603,6 +604,8 @@ static void conn_cut_arm(struct agent_conn *c)
 	cut.fd = c->fd;
 	cut.left = CUT_AFTER_BYTES;
 	c->stream.read = cut_read;
+	sb_warn("failpoint manager.agent.cut_result reached: the connection to %s is cut after %d bytes of the "
+		"result", c->address, CUT_AFTER_BYTES);
 }
 #endif
 
