@@ -101,7 +101,21 @@ $(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h tests/escape/prob
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 $(WARN) -D_GNU_SOURCE -static -o $@ $<
 
-test: all $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
+# Failpoints (common/failpoint.h) live only in a test build: `make failpoints` builds the manager
+# again with -DSB_FAILPOINTS into $(BUILD)/fp (a recursive make, its own objects), for
+# tests/integration/manager_faults.sh. `make` never puts one in $(BUILD)/sandbox-manager.
+FAILPOINTS ?= 0
+ifeq ($(FAILPOINTS),1)
+ifeq ($(filter %/fp,$(BUILD)),)
+$(error FAILPOINTS=1 builds only into a BUILD ending in /fp: run `make failpoints`)
+endif
+CFLAGS += -DSB_FAILPOINTS
+endif
+.PHONY: failpoints
+failpoints:
+	$(MAKE) BUILD=$(BUILD)/fp FAILPOINTS=1 $(BUILD)/fp/sandbox-manager
+
+test: all failpoints $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
 	python3 tests/docs_check.py docs/isolation.md
 	bash tests/run-unit.sh $(BUILD)
 	SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD)

@@ -21,6 +21,8 @@
 
 #include "ca.h"
 #include "clock.h"
+#include "failpoint.h"
+#include "log.h"
 #include "random.h"
 #include "receipt_mac.h"
 
@@ -567,6 +569,46 @@ void agent_close(struct agent_conn *conn)
 	free(conn);
 }
 
+#ifdef SB_FAILPOINTS
+/* Test builds only (failpoint manager.agent.cut_result): the connection is cut after the first
+ * bytes of an exec's Result frame, as a network failing mid-answer would; a stand-in for a proxy
+ * between manager and agent (docs/reliability.md). One exec per process is ever cut, so one static
+ * wrapper is enough. */
+#define CUT_AFTER_BYTES 6 /* the frame's 4-byte length and 2 bytes of the Result */
+
+static struct {
+	struct sb_stream inner;
+	int fd;
+	size_t left;
+} cut;
+
+static ssize_t cut_read(void *ctx, void *buf, size_t len)
+{
+	ssize_t n;
+
+	(void)ctx;
+	if (cut.left == 0) {
+		(void)shutdown(cut.fd, SHUT_RDWR);
+		errno = ECONNRESET;
+		return -1;
+	}
+	n = cut.inner.read(cut.inner.ctx, buf, len < cut.left ? len : cut.left);
+	if (n > 0)
+		cut.left -= (size_t)n;
+	return n;
+}
+
+static void conn_cut_arm(struct agent_conn *c)
+{
+	cut.inner = c->stream;
+	cut.fd = c->fd;
+	cut.left = CUT_AFTER_BYTES;
+	c->stream.read = cut_read;
+	sb_warn("failpoint manager.agent.cut_result reached: the connection to %s is cut after %d bytes of the "
+		"result", c->address, CUT_AFTER_BYTES);
+}
+#endif
+
 /* ---------- requests ---------- */
 
 static void expect_from_request(const struct agent_exec_request *req, struct agent_expect *want)
@@ -648,12 +690,18 @@ int agent_exec_wait(struct agent_conn *conn, const struct agent_exec_request *re
 		Sandbox__Envelope *m;
 		int rc;
 
+#ifdef SB_FAILPOINTS
+		if (!w.have_result && failpoint_hit("manager.agent.cut_result"))
+			conn_cut_arm(conn);
+#endif
 		if (conn_recv(conn, deadline_ms, w.have_result ? "the exec's receipt" : "the exec's result", &m, err) < 0) {
 			agent_reply_free(out);
 			break;
 		}
 		rc = agent_exec_accept(&w, &want, m, out, err);
 		proto_free(m);
+		if (rc == 0 && w.have_result)
+			FAILPOINT("manager.agent.result_read"); /* the Result read, its Receipt not yet */
 		if (rc == 1)
 			return 0;
 		if (rc < 0) {
@@ -672,6 +720,7 @@ int agent_exec(struct agent_conn *conn, const struct agent_exec_request *req, in
 {
 	if (agent_exec_send(conn, req, deadline_ms, out, err) < 0)
 		return -1;
+	FAILPOINT("manager.agent.sent"); /* the Exec written, no answer read (the volume probe too) */
 	return agent_exec_wait(conn, req, deadline_ms, out, err);
 }
 

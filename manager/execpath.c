@@ -17,6 +17,7 @@
 
 #include "agent_client.h"
 #include "control.h"
+#include "failpoint.h"
 #include "fstree.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -82,6 +83,7 @@ static json_t *call_finish(struct manager *m, struct call *c, const char *status
 		json_decref(result); /* last: status may point into it */
 		return resp;
 	}
+	FAILPOINT("manager.exec.recorded"); /* committed, not yet answered */
 	sb_info("exec %s (session %s): %s%s%s", c->exec_id, c->session, status, c->reason[0] ? ": " : "", c->reason);
 	return json_pack("{s:b, s:o}", "ok", 1, "result", result);
 }
@@ -276,6 +278,7 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
 				    c->sandbox->authority, err) < 0)
 		return -2;
+	FAILPOINT("manager.exec.dispatched"); /* recorded dispatched; not a byte sent */
 	rc = agent_exec(conn, &req, deadline, &c->reply, err);
 	if (rc < 0) {
 		/* A failed exchange leaves the connection unusable: the next call makes a new one. */
@@ -285,6 +288,7 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 		return -3; /* the agent refused it: it did not run */
 	if (rc < 0)
 		rc = call_reconcile(m, c, deadline, err);
+	FAILPOINT("manager.exec.receipt_received"); /* the exchange is over; nothing verified or recorded */
 	return rc < 0 ? -1 : result_verify(c, err);
 }
 
@@ -382,6 +386,7 @@ static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 	struct session_row s;
 	int rc;
 
+	FAILPOINT("manager.exec.accepted"); /* recorded accepted; no sandbox touched yet */
 	if (call_check(m, c, &s, err) < 0 || sandbox_ready(m, c, err) < 0) {
 		if (c->sandbox != NULL)
 			sandbox_mark(m, c, false);

@@ -35,6 +35,14 @@ it_setup() {
 	for p in "$build"/tests/escape/*; do
 		[ -x "$p" ] && cp "$p" "$IT_ROOT/bin/escape/"
 	done
+	# The failpoint manager (`make failpoints`), with the agent beside it where it looks for one.
+	FP_MANAGER=
+	if [ -x "$build/fp/sandbox-manager" ]; then
+		mkdir -p "$IT_ROOT/bin/fp"
+		cp "$build/fp/sandbox-manager" "$build/sandbox-agent" "$IT_ROOT/bin/fp/" &&
+			FP_MANAGER=$IT_ROOT/bin/fp/sandbox-manager
+	fi
+	export FP_MANAGER
 	chmod -R a+rX,go-w "$IT_ROOT/bin"
 	AGENT=$IT_ROOT/bin/sandbox-agent
 	MANAGER=$IT_ROOT/bin/sandbox-manager

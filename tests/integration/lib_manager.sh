@@ -52,6 +52,16 @@ mgr_cleanup() {
 	return 0
 }
 
+# sandbox_agent_kill: SIGKILL to the session's sandbox agent (found by its own state directory, this
+# test's), by PID.
+sandbox_agent_kill() {
+	local pids
+	pids=$(pgrep -f -- "--state-dir $MSTATE/sandboxes/$SID")
+	[ -n "$pids" ] || { bad "no sandbox agent to kill"; return 1; }
+	# shellcheck disable=SC2086 # one or more PIDs, this test's own
+	kill -KILL $pids
+}
+
 # mgr ARGS...: a client command as the test user. Sets RC; stdout in $OUT, stderr in $ERR.
 mgr() {
 	timeout -k 3 "${MGR_TIMEOUT:-60}" "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" "$MANAGER" "$@" \

@@ -1,0 +1,175 @@
+# shellcheck shell=bash
+# The reliability suite, part 1 (issue 14; the table in docs/reliability.md): the manager killed by
+# SIGKILL at each step of one call (the failpoint build, `make failpoints`), the sandbox's agent killed
+# right after its command returned, and the connection to the agent cut in the middle of a result.
+# After each: the client had one clear line, not a hang; the restarted manager settled the record as
+# docs/operations.md "After a crash" says; the command ran at most once (it appends a line to a file in
+# the worktree); no record is lost or doubled; and the session serves the next call.
+
+fp_need() { [ -n "${FP_MANAGER:-}" ] || skip "no failpoint manager: \`make failpoints\` builds build/fp/sandbox-manager"; }
+
+# fp_start SPEC [SERVE ARGS...]: the failpoint manager on this test's state dir, armed with SPEC
+# (SB_FAILPOINT=NAME[:N][:stop]). Points in agent_client.c count every Exec exchange, and each start
+# runs one (the volume probe) before the first call: their first call's hit is 2.
+fp_start() {
+	local spec=$1
+	shift
+	SB_FAILPOINT=$spec MANAGER=$FP_MANAGER mgr_start "$@"
+}
+
+# runs_of M: how many times the fault's command ran (the lines it appended).
+runs_of() { if [ -e "$WT/.sandbox-tmp/runs.$1" ]; then wc -l <"$WT/.sandbox-tmp/runs.$1"; else echo 0; fi; }
+
+# fault_command M: appends a line (the proof of a run), prints, exits 3 (a real code to carry).
+fault_command() { echo "echo run >> \"\$TMPDIR/runs.$1\"; echo out.$1; exit 3"; }
+
+# fault_next_call STATES: the session serves a new call on a fresh sandbox, and then holds exactly
+# STATES (newest first), each exec once.
+fault_next_call() {
+	mgr exec --session "$SID" -- 'echo again'
+	assert_eq "the next call: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "the next call: output" again "$(cat "$OUT")"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' "$1"
+	assert_json '[.records[].exec_id] | (unique | length) == length' true
+}
+
+# fault_manager_killed POINT HIT STATE RUNS: the manager dies (SIGKILL) at POINT's HIT-th hit, on
+# the second call; the restart settles that call as STATE, its command having run RUNS times.
+fault_manager_killed() {
+	local point=$1 hit=$2 state=$3 runs=$4 m rc t0
+	fp_need
+	m=$(unique_marker)
+	mgr_repo && fp_start "$point:$hit" && mgr_session || return
+	mgr exec --session "$SID" -- 'echo first'
+	assert_eq "the call before the fault (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+
+	t0=$(now_ms)
+	mgr exec --session "$SID" -- "$(fault_command "$m")"
+	assert_eq "the client's exit code when the manager dies (stdout: $(head -c 200 "$OUT"))" 125 "$RC"
+	assert_lines "$(cat "$ERR")" "sandbox-manager: the manager closed the connection without answering"
+	assert_lt "ms until the client answered" $(($(now_ms) - t0)) 20000
+	wait "$MGR_PID"
+	rc=$?
+	assert_eq "the manager's exit status (killed at $point)" 137 "$rc"
+	grep -q "failpoint $point reached" "$TD/manager.log" || bad "the manager did not log the failpoint $point"
+
+	# The normal manager (no failpoints) on the same state.
+	mgr_start || return
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' "[\"$state\",\"exited\"]"
+	assert_json '[.records[].command | select(test("out\\.'"$m"'"))] | length' 1
+	case $state in
+	refused) assert_match "the reason" "never ran" "$(jr '.records[0].reason')" ;;
+	uncertain) assert_match "the reason" "restarted while it ran" "$(jr '.records[0].reason')" ;;
+	exited)
+		assert_json '.records[0].result.exit_code' 3
+		assert_json '.records[0].result.stdout' "\"out.$m\\n\""
+		assert_json '.records[0].result.receipt.verified' true
+		;;
+	esac
+	assert_eq "the command ran" "$runs" "$(runs_of "$m")"
+	# the restart stopped the previous run's sandbox: the next call is on a new generation
+	fault_next_call "[\"exited\",\"$state\",\"exited\"]"
+	mgr session show --session "$SID"
+	assert_json .generation 2
+	assert_eq "the command ran, after the next call" "$runs" "$(runs_of "$m")"
+}
+
+# Recorded accepted, no sandbox touched: it never ran, and the restart says so.
+test_manager_fault_accepted() { fault_manager_killed manager.exec.accepted 2 refused 0; }
+t manager_fault_accepted test_manager_fault_accepted
+
+# Recorded dispatched, not a byte sent: the agent has no record of it, which the restart does not take
+# for proof that it never ran (a lost request and a lost journal look alike): uncertain, never rerun.
+test_manager_fault_dispatched() { fault_manager_killed manager.exec.dispatched 2 uncertain 0; }
+t manager_fault_dispatched test_manager_fault_dispatched
+
+# The Exec written to the agent, no answer read: the command runs to its end meanwhile, and the restart
+# completes the record from the agent's journal, with the command's own exit code.
+test_manager_fault_sent() { fault_manager_killed manager.agent.sent 3 exited 1; }
+t manager_fault_sent test_manager_fault_sent
+
+# The Result read, its Receipt not yet: the same, from the journal.
+test_manager_fault_result_read() { fault_manager_killed manager.agent.result_read 3 exited 1; }
+t manager_fault_result_read test_manager_fault_result_read
+
+# Result and Receipt in memory, neither verified nor recorded: the same, from the journal.
+test_manager_fault_receipt_received() { fault_manager_killed manager.exec.receipt_received 2 exited 1; }
+t manager_fault_receipt_received test_manager_fault_receipt_received
+
+# The end committed, the answer not sent: the client hears nothing useful, the record is already final.
+test_manager_fault_recorded() { fault_manager_killed manager.exec.recorded 2 exited 1; }
+t manager_fault_recorded test_manager_fault_recorded
+
+# proc_state PID: the one-letter state of a process (R, S, T, Z...), empty when it is gone.
+proc_state() { sed -n 's/^.*) \([A-Za-z]\).*/\1/p' "/proc/$1/stat" 2>/dev/null; }
+
+# The agent dies right after its command returned, while it sends the result: the manager is stopped
+# (SIGSTOP at manager.agent.sent) so the ~1 MiB result cannot drain, the command ends, the agent is
+# killed mid-send, the manager resumes. Half a result is never an outcome: the call is uncertain, the
+# sandbox retired with evidence, the command not run again, and the next call gets a new generation.
+# (The agent killed while the command runs: manager_recovery.sh manager_agent_killed; between two
+# calls: manager_agent_killed_between_calls.)
+test_manager_fault_agent_killed_after_command() {
+	local m
+	fp_need
+	m=$(unique_marker)
+	mgr_repo && fp_start manager.agent.sent:2:stop && mgr_session || return
+	mgr_bg_exec a "echo run >> \"\$TMPDIR/runs.$m\"; head -c 3000000 /dev/zero | tr '\\0' x; echo >> \"\$TMPDIR/ended.$m\"; exit 3"
+	for _ in $(seq 1 100); do [ "$(proc_state "$MGR_PID")" = T ] && break; sleep 0.1; done
+	assert_eq "the manager stopped at the failpoint" T "$(proc_state "$MGR_PID")"
+	for _ in $(seq 1 100); do [ -s "$WT/.sandbox-tmp/ended.$m" ] && break; sleep 0.1; done
+	[ -s "$WT/.sandbox-tmp/ended.$m" ] || bad "the command did not end while the manager was stopped"
+	sleep 1 # the agent writes its journal and blocks sending the result to the stopped manager
+	sandbox_agent_kill
+	kill -CONT "$MGR_PID"
+	wait_bg_execs_allow_fail
+	assert_lines "$(cat "$TD/bg-a.out")" "sandbox-manager: the command.s outcome is uncertain: .*"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["uncertain"]'
+	assert_eq "the command ran" 1 "$(runs_of "$m")"
+	kill -0 "$MGR_PID" 2>/dev/null || bad "the manager did not survive its agent"
+	fault_next_call '["exited","uncertain"]'
+	mgr session show --session "$SID"
+	assert_json .generation 2
+	assert_eq "the command ran, after the next call" 1 "$(runs_of "$m")"
+}
+t manager_fault_agent_killed_after_command test_manager_fault_agent_killed_after_command
+
+# The connection to the agent is cut after 6 bytes of the Result frame (failpoint
+# manager.agent.cut_result, a stand-in for a proxy that drops the link): the manager never takes half a
+# result for an outcome; it asks the agent again on a new connection and records the whole, verified
+# result. The sandbox stays (its agent answered), and nothing runs twice.
+test_manager_fault_cut_result() {
+	local m
+	fp_need
+	m=$(unique_marker)
+	mgr_repo && fp_start manager.agent.cut_result:3 && mgr_session || return
+	mgr exec --session "$SID" -- 'echo first'
+	assert_eq "the call before the cut" 0 "$RC"
+	mgr exec --session "$SID" -- "$(fault_command "$m")"
+	grep -q "failpoint manager.agent.cut_result reached" "$TD/manager.log" || bad "the connection was not cut"
+	assert_eq "the call's exit code, from the agent's journal (stderr: $(head -c 300 "$ERR"))" 3 "$RC"
+	assert_eq "its output" "out.$m" "$(cat "$OUT")"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","exited"]'
+	assert_json '.records[0].result.stdout' "\"out.$m\\n\""
+	assert_json '.records[0].result.receipt.verified' true
+	assert_eq "the command ran" 1 "$(runs_of "$m")"
+	fault_next_call '["exited","exited","exited"]'
+	mgr session show --session "$SID"
+	assert_json .generation 1
+}
+t manager_fault_cut_result test_manager_fault_cut_result
+
+# The normal build holds no failpoint (the names are the proof), the failpoint build every one.
+test_manager_fault_build() {
+	local names
+	fp_need
+	names=$(grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' "$MANAGER" | sort -u | tr '\n' ' ')
+	assert_eq "failpoint names in the normal manager" "" "$names"
+	names=$(grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' "$FP_MANAGER" | sort -u | tr '\n' ' ')
+	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.result_read manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded " "$names"
+}
+t manager_fault_build test_manager_fault_build
