@@ -103,11 +103,13 @@ static void keep_creds_leave(int switched)
 /* exec-<hex>.stdout or exec-<hex>.stderr: a name this mechanism makes. */
 static int keep_name(const char *name)
 {
-	size_t hex = strspn(name + (sizeof KEEP_PREFIX - 1), "0123456789abcdef");
-	const char *ext = name + (sizeof KEEP_PREFIX - 1) + hex;
+	const char *hex = name + (sizeof KEEP_PREFIX - 1);
+	size_t n;
 
-	return strncmp(name, KEEP_PREFIX, sizeof KEEP_PREFIX - 1) == 0 && hex > 0 && hex <= 64 &&
-	       (strcmp(ext, ".stdout") == 0 || strcmp(ext, ".stderr") == 0);
+	if (strncmp(name, KEEP_PREFIX, sizeof KEEP_PREFIX - 1) != 0)
+		return 0;
+	n = strspn(hex, "0123456789abcdef");
+	return n > 0 && n <= 64 && (strcmp(hex + n, ".stdout") == 0 || strcmp(hex + n, ".stderr") == 0);
 }
 
 struct keep_file {
