@@ -7,6 +7,7 @@
 //   node output.mjs --manager BIN --socket PATH --session S --worktree DIR --outside DIR
 import { createHash } from 'node:crypto';
 import { lstatSync, readdirSync, readFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
@@ -147,7 +148,38 @@ async function keepLimitChecks(client) {
 		readFileSync(`${opt.outside}/victim`, 'utf8') === 'keep me\n');
 }
 
+// One request on the control socket (a 4-byte big-endian length, then JSON), its one answer.
+function control(req) {
+	return new Promise((resolve, reject) => {
+		const sock = createConnection(opt.socket), body = Buffer.from(JSON.stringify(req));
+		const head = Buffer.alloc(4);
+		let got = Buffer.alloc(0);
+		head.writeUInt32BE(body.length);
+		sock.on('connect', () => sock.write(Buffer.concat([head, body])));
+		sock.on('data', d => {
+			got = Buffer.concat([got, d]);
+			if (got.length >= 4 && got.length >= 4 + got.readUInt32BE(0)) {
+				sock.destroy();
+				resolve(JSON.parse(got.subarray(4, 4 + got.readUInt32BE(0)).toString()));
+			}
+		});
+		sock.on('error', reject);
+	});
+}
+
+async function requestChecks() {
+	for (const bad of ['yes', -1, 1.5, true]) {
+		const r = await control({ op: 'exec', session: opt.session, command: 'true', keep_output: bad });
+		check(`exec keep_output ${JSON.stringify(bad)}: refused as invalid, with the reason`, r.ok === false &&
+			r.error?.kind === 'invalid' && /keep_output must be a whole number of bytes/.test(r.error.message), JSON.stringify(r));
+	}
+	const r = await control({ op: 'exec', session: opt.session, command: 'echo hi', keep_output: 0 });
+	check('exec keep_output 0: the output is kept however small', r.ok === true &&
+		readFileSync(r.result?.output_kept?.stdout ?? '/nonexistent', 'utf8') === 'hi\n', JSON.stringify(r));
+}
+
 try {
+	await requestChecks();
 	const client = await connect();
 	await shapeChecks(client);
 	await smallLimitChecks();
