@@ -25,7 +25,8 @@ t manager_mcp test_manager_mcp
 # The tool's output shaped for models (tests/mcp/output.mjs): within the limit, head and tail with a
 # marker naming the file that keeps the whole output, read back by the next call; the keep limit; and
 # a command that replaces that folder with links and FIFOs: nothing written outside, the call answers.
-test_manager_mcp_output() {
+# mcp_output_checks: against the manager and session already started (also manager_podman.sh).
+mcp_output_checks() {
 	local node outside
 	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
 	[ -d "$MCP_TESTS/node_modules/@modelcontextprotocol/sdk" ] ||
@@ -35,8 +36,7 @@ test_manager_mcp_output() {
 	# Outside the worktree, writable by every uid: a write that followed a link would land here.
 	outside=$TD/outside
 	mkdir -p "$outside" && echo "keep me" >"$outside/victim" && chmod 0777 "$outside" && chmod 0666 "$outside/victim"
-	mgr_repo && mgr_start && mgr_session
-	timeout -k 5 240 "${AS[@]}" "$node" "$MCP_TESTS/output.mjs" --manager "$MANAGER" --socket "$MSOCK" \
+	timeout -k 5 300 "${AS[@]}" "$node" "$MCP_TESTS/output.mjs" --manager "$MANAGER" --socket "$MSOCK" \
 		--session "$SID" --worktree "$WT" --outside "$outside" >"$TD/mcp-output.out" 2>&1
 	RC=$?
 	sed 's/^/      /' "$TD/mcp-output.out"
@@ -45,5 +45,9 @@ test_manager_mcp_output() {
 		bad "the client did not reach the keep-limit checks"
 	assert_eq "the file outside the worktree" "keep me" "$(cat "$outside/victim")"
 	assert_eq "the directory outside the worktree" "victim" "$(ls -A "$outside")"
+}
+
+test_manager_mcp_output() {
+	mgr_repo && mgr_start && mgr_session && mcp_output_checks
 }
 t manager_mcp_output test_manager_mcp_output
