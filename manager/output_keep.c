@@ -152,13 +152,14 @@ static void keep_prune(int ofd, const char *exec_id, size_t made)
 	}
 	while (n < KEEP_NAMES_MAX && scanned++ < KEEP_SCAN_MAX && (de = readdir(d)) != NULL) {
 		struct stat st;
+		size_t len = strlen(de->d_name);
 
 		if (!keep_name(de->d_name) || strncmp(de->d_name, own, strlen(own)) == 0 ||
-		    strlen(de->d_name) >= sizeof v[n].name ||
+		    len >= sizeof v[n].name ||
 		    fstatat(ofd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		v[n].mtime = st.st_mtim;
-		snprintf(v[n].name, sizeof v[n].name, "%s", de->d_name);
+		memcpy(v[n].name, de->d_name, len + 1);
 		n++;
 	}
 	qsort(v, n, sizeof *v, keep_file_older);
