@@ -354,8 +354,12 @@ static json_t *tool_result(json_t *result, long long timeout)
 		json_t *copy = json_copy(result);
 
 		mcp_shape_shares(s, why, outcome, srv.max_output_chars, share);
-		if (copy == NULL || structured_shape(copy, s, share, why) < 0 ||
-		    json_object_set_new(out, "structuredContent", copy) != 0) {
+		if (copy == NULL || structured_shape(copy, s, share, why) < 0) {
+			json_decref(copy);
+			copy = NULL;
+		}
+		/* set_new takes copy whatever it returns. */
+		if (copy == NULL || json_object_set_new(out, "structuredContent", copy) != 0) {
 			json_decref(out);
 			out = NULL;
 		}

@@ -82,9 +82,15 @@ static int marker_format(char *buf, size_t cap, const struct mcp_stream *s, size
 		return snprintf(buf, cap, "[... %zu bytes omitted: %s (%s, %lld bytes) in %s ...]\n", omitted,
 				s->truncated ? "the output the manager kept, its start and end" : "whole output", s->name,
 				s->bytes, s->kept);
-	if (why != NULL)
+	if (why != NULL) {
+		size_t n = strlen(why) < WHY_MAX ? strlen(why) : WHY_MAX;
+
+		/* Cut between characters: the text must stay UTF-8. */
+		while (n > 0 && ((unsigned char)why[n] & 0xC0) == 0x80)
+			n--;
 		return snprintf(buf, cap, "[... %zu bytes omitted (%s, %lld bytes); the whole output could not be kept: "
-				"%.*s ...]\n", omitted, s->name, s->bytes, WHY_MAX, why);
+				"%.*s ...]\n", omitted, s->name, s->bytes, (int)n, why);
+	}
 	return snprintf(buf, cap, "[... %zu bytes omitted (%s, %lld bytes); the whole output was not kept ...]\n",
 			omitted, s->name, s->bytes);
 }

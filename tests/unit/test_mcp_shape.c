@@ -219,6 +219,18 @@ static void test_not_kept_says_why(void **state)
 	assert_non_null(strstr(text, "bytes); the whole output could not be kept: opening /w/.sandbox-tmp/.outputs: "
 				     "a symbolic link or a mount is in its place ...]\n"));
 	free(text);
+	/* A long reason is cut between characters, wherever they fall. */
+	for (size_t shift = 0; shift < 2; shift++) {
+		char why[1000] = "a";
+
+		for (size_t i = shift; i + 2 < sizeof why; i += 2)
+			memcpy(why + i, "\xc3\xa9", 2);
+		why[sizeof why - 1] = '\0';
+		text = mcp_shape(s, why, "exit code 0", 30000, &len);
+		assert_true(utf8_valid(text, len));
+		assert_non_null(strstr(text, "could not be kept: "));
+		free(text);
+	}
 	free(in);
 }
 
