@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "textesc.h"
 
 struct json_t *mcli_call(const char *socket_flag, json_t *request)
 {
@@ -157,27 +158,19 @@ int mcli_session(int argc, char **argv)
 
 /* ---- exec ---- */
 
-static int hex_value(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* The result's text back to the command's bytes, by the exec result's one rule (docs/operations.md):
- * an escaped stream carries each byte that is not UTF-8, and each NUL, as \xNN, and doubled
- * backslashes. Written with its length: plain text may hold control bytes (never NUL). */
+/* The result's text back to the command's bytes, by the exec result's one rule (common/textesc.h,
+ * docs/operations.md). Written with its length: plain text may hold control bytes (never NUL). */
 static void stream_write(FILE *out, const char *text, size_t len, int escaped)
 {
-	for (size_t i = 0; i < len; i++) {
-		if (escaped && text[i] == '\\' && i + 1 < len && text[i + 1] == '\\') {
-			fputc('\\', out);
-			i++;
-		} else if (escaped && text[i] == '\\' && i + 3 < len && text[i + 1] == 'x' && hex_value(text[i + 2]) >= 0 &&
-			   hex_value(text[i + 3]) >= 0) {
-			fputc(hex_value(text[i + 2]) << 4 | hex_value(text[i + 3]), out);
-			i += 3;
-		} else {
-			fputc(text[i], out);
-		}
+	uint8_t *raw;
+
+	if (!escaped) {
+		fwrite(text, 1, len, out);
+	} else if ((raw = malloc(len + 1)) == NULL) {
+		fprintf(stderr, "sandbox-manager: out of memory decoding %zu bytes of output\n", len);
+	} else {
+		fwrite(raw, 1, textesc_decode(text, len, raw), out);
+		free(raw);
 	}
 	fflush(out);
 }

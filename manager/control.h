@@ -5,6 +5,12 @@
  * Request:  {"op": "session.create" | "session.show" | "session.delete" | "exec" | "cancel" |
  *            "grant" | "records" | "config", ...arguments}. An exec may carry "tag" (the client's
  *            name for the call); a cancel with "tag" stops only the running call that carries it.
+ *            An exec may carry "keep_output": N (bytes, >= 0): when the result's stdout and stderr
+ *            text together is over N, the manager writes each non-empty stream's bytes, after the
+ *            call's record is committed, to <worktree>/.sandbox-tmp/.outputs/exec-<id>.stdout and
+ *            .stderr (the newest 20 files are kept: output_keep.h) and adds "output_kept":
+ *            {"stdout": PATH, "stderr": PATH} to the answer's result (not to the record), or
+ *            "output_kept_error": why; the call's outcome never depends on it.
  *            "records" takes "session" (with optional "limit", "before", "state") or "exec", and
  *            answers one page, newest first, with "next_before" when more remain (records.h).
  * Response: {"ok": true, ...} or {"ok": false, "error": {"kind": K, "message": M}} with K one of

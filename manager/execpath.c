@@ -20,6 +20,7 @@
 #include "failpoint.h"
 #include "fstree.h"
 #include "log.h"
+#include "output_keep.h"
 #include "pathfmt.h"
 #include "random.h"
 #include "receipt_mac.h"
@@ -36,6 +37,7 @@ struct call {
 	unsigned timeout;
 	int64_t turn;
 	char tag[65];                  /* optional, from the client: lets it cancel this call only */
+	long long keep_over;           /* "keep_output" (control.h), or -1 */
 	uint8_t nonce[AGENT_NONCE_BYTES];
 	char nonce_hex[2 * AGENT_NONCE_BYTES + 1];
 	struct live_sandbox *sandbox;
@@ -93,7 +95,7 @@ static json_t *call_finish(struct manager *m, struct call *c, const char *status
 static json_t *call_validate(struct manager *m, json_t *req, struct call *c)
 {
 	json_t *timeout = json_object_get(req, "timeout_seconds"), *turn = json_object_get(req, "turn");
-	json_t *tag = json_object_get(req, "tag");
+	json_t *tag = json_object_get(req, "tag"), *keep = json_object_get(req, "keep_output");
 	const char *session = json_string_value(json_object_get(req, "session"));
 	struct sb_err err;
 
@@ -115,6 +117,9 @@ static json_t *call_validate(struct manager *m, json_t *req, struct call *c)
 			    strspn(json_string_value(tag), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") !=
 				    json_string_length(tag)))
 		return control_error("invalid", "tag must be 1-64 characters of [A-Za-z0-9._:-]");
+	if (keep != NULL && (!json_is_integer(keep) || json_integer_value(keep) < 0))
+		return control_error("invalid", "keep_output must be a whole number of bytes, at least 0");
+	c->keep_over = keep ? json_integer_value(keep) : -1;
 	snprintf(c->tag, sizeof c->tag, "%s", tag ? json_string_value(tag) : "");
 	snprintf(c->session, sizeof c->session, "%s", session);
 	c->timeout = timeout ? (unsigned)json_integer_value(timeout) : m->cfg.default_timeout;
@@ -461,6 +466,9 @@ json_t *execpath_run(struct manager *m, json_t *req)
 		resp = control_error_from("internal", &err);
 	else
 		resp = call_run(m, c);
+	/* After the record is committed, still in the session's turn (no other call writes there). */
+	if (c->keep_over >= 0)
+		output_keep(resp, s.worktree, c->exec_id, (size_t)c->keep_over, m->cfg.sandbox_uid, m->cfg.sandbox_gid);
 	queue_leave(m->queue, c->session);
 	agent_reply_free(&c->reply);
 	free(c);

@@ -25,6 +25,8 @@
 #include "control.h"
 #include "fdio.h"
 #include "log.h"
+#include "mcp_shape.h"
+#include "output_keep.h"
 
 #define LINE_CAP (4u * 1024u * 1024u)   /* one JSON-RPC message; larger ones are refused */
 #define QUICK_CALL_MS 10000             /* config and cancel: the daemon answers these at once */
@@ -62,6 +64,7 @@ static struct {
 	int closing;
 	int have_config;
 	long long max_timeout, default_timeout;
+	size_t max_output_chars; /* set before the worker starts, then only read */
 	size_t proto;           /* index in mcp_versions */
 	pthread_mutex_t out_lock; /* one message at a time on stdout */
 } srv = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER,
@@ -227,12 +230,14 @@ static json_t *tool_describe(long long max, long long dflt)
 		 "calls, so chain dependent steps in one command. There is no stdin (reads get end-of-file) and "
 		 "nothing interactive. No background process survives the call: everything the command started is "
 		 "stopped when it ends. TMPDIR (also TMP, TEMP and HOME) is a scratch folder inside the worktree, "
-		 "ignored by git and shared with your file tools. Output is bounded: stdout and stderr each keep "
-		 "their head and tail with a marker between; write large output to a file under $TMPDIR and read "
-		 "it in parts. The result ends with \"exit code N\", or says the command timed out "
-		 "(timeout_seconds: default %lld, at most %lld), was refused, or that its outcome is uncertain "
-		 "(then check what it changed before running it again).",
-		 dflt, max);
+		 "ignored by git and shared with your file tools. Output is bounded to about %zu characters: when "
+		 "stdout and stderr do not fit, each keeps its head and tail with a marker between that names a "
+		 "file under $TMPDIR/" OUTPUT_KEEP_DIR " holding the whole output (the newest %d such files are "
+		 "kept); read it in parts with sed -n, grep or tail in the next call. The result ends with "
+		 "\"exit code N\", or says the command timed out (timeout_seconds: default %lld, at most %lld), "
+		 "was refused, or that its outcome is uncertain (then check what it changed before running it "
+		 "again).",
+		 srv.max_output_chars, OUTPUT_KEEP_FILES, dflt, max);
 	tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:b, s:b, s:b}}", "name", "bash", "title", "Bash (sandboxed)",
 			 "description", text, "inputSchema", tool_input_schema(max), "annotations", "readOnlyHint", 0,
 			 "destructiveHint", 1, "idempotentHint", 0, "openWorldHint", 1);
@@ -248,41 +253,6 @@ static json_t *result_synth(const char *status, const char *why)
 	return json_pack("{s:n, s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:s, s:n}", "exec_id", "status", status,
 			 "exit_code", "signal", "stdout", "", "stderr", "", "stdout_bytes", 0, "stderr_bytes", 0,
 			 "stdout_truncated", 0, "stderr_truncated", 0, "error", why, "receipt");
-}
-
-/* A stream's text with a newline after it when it has none (the next part starts on its own line). */
-static void text_stream(FILE *f, const char *label, json_t *text)
-{
-	size_t len = json_string_length(text);
-
-	if (len == 0)
-		return;
-	if (label != NULL)
-		fprintf(f, "%s\n", label);
-	fwrite(json_string_value(text), 1, len, f);
-	if (json_string_value(text)[len - 1] != '\n')
-		fputc('\n', f);
-}
-
-/* What a stream's text leaves out, for the model: its whole byte count when the text was cut, and
- * how to read it when bytes that are not text were escaped (the exec result's rule, docs/operations.md). */
-static void text_stream_note(FILE *f, json_t *result, const char *name)
-{
-	char key[32];
-	json_int_t bytes;
-	int truncated, escaped;
-
-	snprintf(key, sizeof key, "%s_bytes", name);
-	bytes = json_integer_value(json_object_get(result, key));
-	snprintf(key, sizeof key, "%s_truncated", name);
-	truncated = json_is_true(json_object_get(result, key));
-	snprintf(key, sizeof key, "%s_escaped", name);
-	escaped = json_is_true(json_object_get(result, key));
-	if (!truncated && !escaped)
-		return;
-	fprintf(f, "[%s: %lld bytes%s%s]\n", name, (long long)bytes, truncated ? ", only the start and the end shown" : "",
-		escaped ? ", not all text: each byte that is not UTF-8, and each NUL, is shown as \\xNN and a backslash as \\\\" :
-			  "");
 }
 
 /* The last line, and whether the call counts as an error for the model. */
@@ -312,34 +282,90 @@ static int text_outcome(FILE *f, json_t *result, long long timeout)
 	return 1;
 }
 
-/* The tool result for an exec result (consumed): output, stderr labelled, then the outcome. */
+static void stream_from(struct mcp_stream *st, json_t *result, const char *name)
+{
+	char key[32];
+	json_t *text = json_object_get(result, name);
+
+	st->name = name;
+	st->text = json_string_value(text) ?: "";
+	st->len = json_string_length(text);
+	snprintf(key, sizeof key, "%s_bytes", name);
+	st->bytes = (long long)json_integer_value(json_object_get(result, key));
+	snprintf(key, sizeof key, "%s_truncated", name);
+	st->truncated = json_is_true(json_object_get(result, key));
+	snprintf(key, sizeof key, "%s_escaped", name);
+	st->escaped = json_is_true(json_object_get(result, key));
+	st->kept = json_string_value(json_object_get(json_object_get(result, "output_kept"), name));
+}
+
+/* The structured result carries the same cut streams as the text, never more than the model was
+ * meant to get: a cut stream's text becomes its head, marker and tail, and <name>_truncated true. */
+static int structured_shape(json_t *result, const struct mcp_stream s[2], const size_t share[2], const char *why)
+{
+	char key[32];
+
+	for (int i = 0; i < 2; i++) {
+		size_t len;
+		char *text;
+
+		if (s[i].len <= share[i])
+			continue;
+		text = mcp_shape_stream(&s[i], share[i], why, &len);
+		snprintf(key, sizeof key, "%s_truncated", s[i].name);
+		if (text == NULL || json_object_set_new(result, s[i].name, json_stringn(text, len)) != 0 ||
+		    json_object_set_new(result, key, json_true()) != 0) {
+			free(text);
+			return -1;
+		}
+		free(text);
+	}
+	return 0;
+}
+
+/* The tool result for an exec result (consumed): its text shaped to the limit (mcp_shape.h):
+ * output, stderr labelled, then the outcome. */
 static json_t *tool_result(json_t *result, long long timeout)
 {
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	int is_error;
-	json_t *out;
+	char *outcome = NULL, *text = NULL;
+	size_t outcome_len = 0, len = 0, share[2];
+	FILE *f = open_memstream(&outcome, &outcome_len);
+	const char *why = json_string_value(json_object_get(result, "output_kept_error"));
+	struct mcp_stream s[2];
+	int is_error = 0;
+	json_t *out = NULL;
 
-	if (f == NULL) {
-		json_decref(result);
-		return NULL;
+	if (f != NULL) {
+		is_error = text_outcome(f, result, timeout);
+		/* Write errors of a memstream surface at fclose. */
+		if (fclose(f) != 0) {
+			free(outcome);
+			outcome = NULL;
+		}
 	}
-	/* Write errors of a memstream surface at fclose. */
-	text_stream(f, NULL, json_object_get(result, "stdout"));
-	text_stream_note(f, result, "stdout");
-	text_stream(f, "[stderr]", json_object_get(result, "stderr"));
-	text_stream_note(f, result, "stderr");
-	is_error = text_outcome(f, result, timeout);
-	if (fclose(f) != 0) {
-		free(text);
-		json_decref(result);
-		return NULL;
+	stream_from(&s[0], result, "stdout");
+	stream_from(&s[1], result, "stderr");
+	if (outcome != NULL)
+		text = mcp_shape(s, why, outcome, srv.max_output_chars, &len);
+	if (text != NULL)
+		out = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text", text, len, "isError", is_error);
+	if (out != NULL && structured_output()) {
+		/* A shallow copy: s keeps pointing into result's strings while the copy's are replaced. */
+		json_t *copy = json_copy(result);
+
+		mcp_shape_shares(s, why, outcome, srv.max_output_chars, share);
+		if (copy == NULL || structured_shape(copy, s, share, why) < 0) {
+			json_decref(copy);
+			copy = NULL;
+		}
+		/* set_new takes copy whatever it returns. */
+		if (copy == NULL || json_object_set_new(out, "structuredContent", copy) != 0) {
+			json_decref(out);
+			out = NULL;
+		}
 	}
-	out = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text", text, len, "isError", is_error);
+	free(outcome);
 	free(text);
-	if (out != NULL && structured_output())
-		json_object_set(out, "structuredContent", result);
 	json_decref(result);
 	return out;
 }
@@ -574,6 +600,12 @@ static json_t *job_run(struct mcp_job *j)
 
 	if (req != NULL && j->timeout_given)
 		json_object_set_new(req, "timeout_seconds", json_integer(j->timeout));
+	/* Beyond what the text can show whole, the manager keeps the whole output for the model. */
+	if (req != NULL && json_object_set_new(req, "keep_output",
+					       json_integer((json_int_t)mcp_shape_budget(srv.max_output_chars))) != 0) {
+		json_decref(req);
+		req = NULL;
+	}
 	fd = req ? daemon_open(req, &err) : (sb_fail(&err, ENOMEM, "out of memory"), -1);
 	if (fd < 0) {
 		/* Nothing reached the daemon, so nothing ran; and nothing runs here instead. */
@@ -875,14 +907,31 @@ static int drain(pthread_t worker)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: sandbox-manager mcp --session S [--socket PATH]\n");
+	fprintf(stderr, "usage: sandbox-manager mcp --session S [--socket PATH] [--max-output-chars N]\n"
+			"  --max-output-chars N  the tool result's text, about N bytes at most (%d to %u; default %d)\n",
+		MCP_OUTPUT_CHARS_MIN, MCP_OUTPUT_CHARS_MAX, MCP_OUTPUT_CHARS_DEFAULT);
 	return 2;
+}
+
+/* --max-output-chars: digits only, within the bounds. */
+static int chars_parse(const char *arg, size_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || errno != 0 || v < MCP_OUTPUT_CHARS_MIN ||
+	    v > MCP_OUTPUT_CHARS_MAX)
+		return -1;
+	*out = v;
+	return 0;
 }
 
 int mcp_serve(int argc, char **argv, const char *version)
 {
 	static const struct option opts[] = { { "session", 1, NULL, 's' }, { "socket", 1, NULL, 'k' },
-					      { NULL, 0, NULL, 0 } };
+					      { "max-output-chars", 1, NULL, 'o' }, { NULL, 0, NULL, 0 } };
 	const char *socket_flag = NULL;
 	pthread_t worker;
 	int opt, rc;
@@ -894,11 +943,13 @@ int mcp_serve(int argc, char **argv, const char *version)
 			srv.session = optarg;
 		else if (opt == 'k')
 			socket_flag = optarg;
-		else
+		else if (opt != 'o' || chars_parse(optarg, &srv.max_output_chars) < 0)
 			return usage();
 	}
 	srv.socket_path = control_socket_path(socket_flag);
 	srv.version = version;
+	if (srv.max_output_chars == 0)
+		srv.max_output_chars = MCP_OUTPUT_CHARS_DEFAULT;
 	if (optind != argc || srv.session == NULL || srv.session[0] == '\0')
 		return usage();
 	if (srv.socket_path == NULL) {

@@ -248,3 +248,11 @@ test_podman_config_errors() {
 	[ -S "$MSTATE/manager.sock" ] && bad "a manager with a wrong podman setting left a socket"
 }
 t podman_config_errors test_podman_config_errors
+
+# The MCP tool's kept output in a container (manager_mcp.sh): the worktree is at the same path inside,
+# so the file the marker names is read there by the next call.
+test_manager_mcp_output_podman() {
+	need_podman
+	mgr_repo && pod_mgr_start && mgr_session && mcp_output_checks
+}
+t manager_mcp_output_podman test_manager_mcp_output_podman

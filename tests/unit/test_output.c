@@ -14,6 +14,7 @@
 #include "output.h"
 #include "random.h"
 #include "result.h"
+#include "textesc.h"
 
 static void feed_str(struct output_capture *c, const char *s)
 {
@@ -134,27 +135,14 @@ static void test_nul_is_escaped(void **state)
 	free(out);
 }
 
-/* The rule's decoder, as the CLI applies it (manager/cli.c stream_write). */
+/* The rule's one decoder (common/textesc.c: the CLI prints with it, the manager keeps files with it). */
 static size_t unescape(const char *s, size_t n, bool escaped, uint8_t *out)
 {
-	size_t w = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (escaped && s[i] == '\\' && i + 1 < n && s[i + 1] == '\\') {
-			out[w++] = '\\';
-			i++;
-		} else if (escaped && s[i] == '\\') {
-			unsigned v;
-
-			assert_true(i + 3 < n && s[i + 1] == 'x');
-			assert_int_equal(sscanf(s + i + 2, "%2x", &v), 1);
-			out[w++] = (uint8_t)v;
-			i += 3;
-		} else {
-			out[w++] = (uint8_t)s[i];
-		}
+	if (!escaped) {
+		memcpy(out, s, n);
+		return n;
 	}
-	return w;
+	return textesc_decode(s, n, out);
 }
 
 /* Random bytes, NUL and control bytes among them, through the exec result JSON as the agent's
