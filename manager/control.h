@@ -3,7 +3,7 @@
  * checked with SO_PEERCRED on every connection, not trusted from file modes alone.
  *
  * Request:  {"op": "session.create" | "session.show" | "session.delete" | "exec" | "cancel" |
- *            "grant" | "records" | "config", ...arguments}. An exec may carry "tag" (the client's
+ *            "grant" | "records" | "config" | "status" | "metrics", ...arguments}. An exec may carry "tag" (the client's
  *            name for the call); a cancel with "tag" stops only the running call that carries it.
  *            "records" takes "session" (with optional "limit", "before", "state") or "exec", and
  *            answers one page, newest first, with "next_before" when more remain (records.h).

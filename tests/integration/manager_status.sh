@@ -4,6 +4,7 @@
 # metrics (Prometheus text, through the control socket and the opt-in loopback HTTP listener).
 
 PROM_TEXT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../support" && pwd)/prom_text.py
+OPS_DOC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../docs" && pwd)/operations.md
 
 # prom_parse FILE: the summary of a strict parse ({"families", "samples"}) in $TD/prom.json; a text that
 # breaks the format fails the test with the parser's reasons.
@@ -69,6 +70,10 @@ test_manager_status() {
 	assert_eq "execs_total exited" 2 "$(prom_value 'sandbox_manager_execs_total{status="exited"}')"
 	assert_eq "execs_total timed_out" 1 "$(prom_value 'sandbox_manager_execs_total{status="timed_out"}')"
 	assert_eq "execs_total uncertain" 0 "$(prom_value 'sandbox_manager_execs_total{status="uncertain"}')"
+	# every family rendered is documented with its type, and nothing else is
+	assert_eq "the metrics table of docs/operations.md (name type)" \
+		"$(jq -r '.families | to_entries[] | "\(.key) \(.value)"' "$TD/prom.json" | sort)" \
+		"$(sed -n 's/^| `\(sandbox_manager_[a-z_]*\)` | \([a-z]*\) |.*/\1 \2/p' "$OPS_DOC" | sort)"
 	steps=$(jq -r '.samples | keys[] | select(startswith("sandbox_manager_call_step_seconds_count"))' "$TD/prom.json" |
 		sed 's/.*step="\([a-z]*\)".*/\1/' | sort | tr '\n' ' ')
 	assert_eq "the steps" "command dispatch queue receipt record sandbox " "$steps"
