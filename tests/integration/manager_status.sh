@@ -71,6 +71,7 @@ test_manager_status() {
 	assert_eq "execs_total timed_out" 1 "$(prom_value 'sandbox_manager_execs_total{status="timed_out"}')"
 	assert_eq "execs_total uncertain" 0 "$(prom_value 'sandbox_manager_execs_total{status="uncertain"}')"
 	# every family rendered is documented with its type, and nothing else is
+	# shellcheck disable=SC2016 # the backticks are the table's, for sed
 	assert_eq "the metrics table of docs/operations.md (name type)" \
 		"$(jq -r '.families | to_entries[] | "\(.key) \(.value)"' "$TD/prom.json" | sort)" \
 		"$(sed -n 's/^| `\(sandbox_manager_[a-z_]*\)` | \([a-z]*\) |.*/\1 \2/p' "$OPS_DOC" | sort)"
@@ -101,17 +102,20 @@ t manager_status test_manager_status
 # status exits 1 and names the session and the exec; deleting the session (the workspace is gone) makes
 # it healthy again.
 test_manager_status_uncertain() {
-	local m i exec_id
+	local m exec_id
 	m=$(unique_marker)
 	mgr_repo && mgr_start && mgr_session || return
 	mgr exec --session "$SID" -- true
 	mgr_bg_exec k "sleep 20.$m"
-	for i in $(seq 1 50); do pgrep -f "^sleep 20.$m" >/dev/null && break; sleep 0.1; done
+	for _ in $(seq 1 50); do pgrep -f "^sleep 20.$m" >/dev/null && break; sleep 0.1; done
 	sandbox_agent_kill
 	wait_bg_execs_allow_fail
 	mgr records --session "$SID" --state uncertain
 	exec_id=$(jr '.records[0].exec_id')
-	[ -n "$exec_id" ] && [ "$exec_id" != null ] || { bad "no uncertain exec: $(head -c 300 "$OUT")"; return; }
+	if [ -z "$exec_id" ] || [ "$exec_id" = null ]; then
+		bad "no uncertain exec: $(head -c 300 "$OUT")"
+		return
+	fi
 
 	mgr status --json
 	assert_eq "status with an uncertain exec: exit code" 1 "$RC"
