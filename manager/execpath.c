@@ -85,9 +85,9 @@ static json_t *call_finish(struct manager *m, struct call *c, const char *status
 		json_decref(result); /* last: status may point into it */
 		return resp;
 	}
+	sb_info("exec %s (session %s): %s%s%s", c->exec_id, c->session, status, c->reason[0] ? ": " : "", c->reason);
 	metrics_lap(&c->lap, METRICS_STEP_RECORD);
 	metrics_exec_ended(status);
-	sb_info("exec %s (session %s): %s%s%s", c->exec_id, c->session, status, c->reason[0] ? ": " : "", c->reason);
 	return json_pack("{s:b, s:o}", "ok", 1, "result", result);
 }
 
