@@ -14,6 +14,8 @@ int mcli_exec(int argc, char **argv);
 int mcli_cancel(int argc, char **argv);
 int mcli_grant(int argc, char **argv);
 int mcli_records(int argc, char **argv);
+/* status and metrics (cli_status.c; argv[0] says which): status exits 0 healthy, 1 degraded. */
+int mcli_status(int argc, char **argv);
 
 /* Send one request to the daemon at the socket from --socket / $SANDBOX_MANAGER_SOCKET and
  * return its response (a new reference), or NULL with a message printed. */

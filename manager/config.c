@@ -2,6 +2,7 @@
 #include "backend.h"
 #include "config.h"
 #include "jsonfile.h"
+#include "metrics_http.h"
 #include "pathfmt.h"
 
 #include <errno.h>
@@ -207,6 +208,9 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
 	if (strcmp(key, "record-output-limit") == 0)
 		return uint_set(&c->record_output_limit, value, 256, 1024 * 1024, key, err);
+	if (strcmp(key, "metrics-listen") == 0)
+		return metrics_http_check(value, err) < 0 ? -1 :
+		       str_set(c->metrics_listen, sizeof c->metrics_listen, value, key, err);
 	if (strcmp(key, "resource") == 0) {
 		const char *eq = strchr(value, '=');
 		char name[128];
@@ -272,6 +276,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "sandbox-cpus", 1, NULL, 0 }, { "sandbox-memory-mib", 1, NULL, 0 }, { "sandbox-pids", 1, NULL, 0 },
 		{ "record-output-limit", 1, NULL, 0 },
 		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
+		{ "metrics-listen", 1, NULL, 0 },
 		{ NULL, 0, NULL, 0 },
 	};
 	int idx, opt;

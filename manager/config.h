@@ -35,6 +35,7 @@ struct config {
 	uid_t sandbox_uid;          /* the sandbox's uid, the same inside and on the host: the manager's */
 	gid_t sandbox_gid;          /* own, or (manager as root) sandbox-uid/gid, default 65534 */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
+	char metrics_listen[PATH_MAX + 8]; /* "" (off), or where GET /metrics is served (metrics_http.h) */
 };
 
 /* Parse `serve`'s flags (and the file named by --config); fills every default. */

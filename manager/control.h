@@ -3,7 +3,7 @@
  * checked with SO_PEERCRED on every connection, not trusted from file modes alone.
  *
  * Request:  {"op": "session.create" | "session.show" | "session.delete" | "exec" | "cancel" |
- *            "grant" | "records" | "config", ...arguments}. An exec may carry "tag" (the client's
+ *            "grant" | "records" | "config" | "status" | "metrics", ...arguments}. An exec may carry "tag" (the client's
  *            name for the call); a cancel with "tag" stops only the running call that carries it.
  *            An exec may carry "keep_output": N (bytes, >= 0): when the result's stdout and stderr
  *            text together is over N, the manager writes each non-empty stream's bytes, after the

@@ -15,7 +15,10 @@
 
 #include "control.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "pathfmt.h"
+#include "status.h"
 #include "thread.h"
 #include "workspace.h"
 
@@ -279,6 +282,10 @@ static json_t *dispatch(struct manager *m, json_t *req)
 		return sessions_grant(m, req);
 	if (strcmp(op, "records") == 0)
 		return records_answer(m, req);
+	if (strcmp(op, "status") == 0)
+		return status_answer(m);
+	if (strcmp(op, "metrics") == 0)
+		return status_metrics_answer(m);
 	if (strcmp(op, "config") == 0)
 		return json_pack("{s:b, s:i, s:i, s:s}", "ok", 1, "default_timeout_seconds", m->cfg.default_timeout,
 				 "max_timeout_seconds", m->cfg.max_timeout, "backend", m->cfg.backend);
@@ -318,6 +325,7 @@ static void *conn_thread(void *arg)
 	struct sb_err err;
 	uid_t peer;
 
+	metrics_connection_opened();
 	sb_err_clear(&err);
 	if (control_peer_uid(c->fd, &peer, &err) < 0) {
 		sb_warn("refused a control connection: %s", err.msg);
@@ -350,6 +358,7 @@ static void *conn_thread(void *arg)
 out:
 	close(c->fd);
 	free(c);
+	metrics_connection_closed();
 	return NULL;
 }
 
@@ -381,6 +390,7 @@ int daemon_serve(int argc, char **argv)
 
 	sb_err_clear(&err);
 	signal(SIGPIPE, SIG_IGN);
+	metrics_start();
 	/* Private state first (everything else lives in it), then the claim on it, before anything
 	 * in it is read or changed: a second manager leaves a live one's state as it found it. */
 	if (config_load(&m.cfg, argc, argv, &err) < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
@@ -388,6 +398,11 @@ int daemon_serve(int argc, char **argv)
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);
 		return lock == STATE_IN_USE ? 2 : 125;
+	}
+	/* Before the control socket: a manager whose metrics cannot be served does not start. */
+	if (m.cfg.metrics_listen[0] != '\0' && metrics_http_start(&m, &err) < 0) {
+		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
+		return 125;
 	}
 	fd = control_listen(m.cfg.socket, 0600, &err);
 	if (fd < 0 || pthread_create(&evictor, NULL, sandbox_evictor, &m) != 0) {

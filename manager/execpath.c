@@ -20,6 +20,7 @@
 #include "failpoint.h"
 #include "fstree.h"
 #include "log.h"
+#include "metrics.h"
 #include "output_keep.h"
 #include "pathfmt.h"
 #include "random.h"
@@ -43,6 +44,7 @@ struct call {
 	struct live_sandbox *sandbox;
 	struct agent_reply reply;
 	char reason[SB_ERR_MSG_MAX];
+	struct metrics_lap lap;        /* each step's time (metrics.h) */
 };
 
 static json_t *refused_result(const struct call *c, const char *status, const char *why)
@@ -76,6 +78,7 @@ static json_t *call_finish(struct manager *m, struct call *c, const char *status
 	struct sb_err err;
 	json_t *resp;
 
+	metrics_lap_start(&c->lap);
 	if (call_record_end(m, c, status, result, &err) < 0) {
 		sb_error("exec %s (session %s): its end (%s) is not on record: %s", c->exec_id, c->session, status,
 			 err.msg);
@@ -87,6 +90,8 @@ static json_t *call_finish(struct manager *m, struct call *c, const char *status
 	}
 	FAILPOINT("manager.exec.recorded"); /* committed, not yet answered */
 	sb_info("exec %s (session %s): %s%s%s", c->exec_id, c->session, status, c->reason[0] ? ": " : "", c->reason);
+	metrics_lap(&c->lap, METRICS_STEP_RECORD);
+	metrics_exec_ended(status);
 	return json_pack("{s:b, s:o}", "ok", 1, "result", result);
 }
 
@@ -284,7 +289,9 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 				    c->sandbox->authority, err) < 0)
 		return -2;
 	FAILPOINT("manager.exec.dispatched"); /* recorded dispatched; not a byte sent */
+	metrics_lap(&c->lap, METRICS_STEP_DISPATCH);
 	rc = agent_exec(conn, &req, deadline, &c->reply, err);
+	metrics_lap(&c->lap, METRICS_STEP_COMMAND);
 	if (rc < 0) {
 		/* A failed exchange leaves the connection unusable: the next call makes a new one. */
 		conn_swap(m, c->sandbox, NULL);
@@ -294,7 +301,9 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	if (rc < 0)
 		rc = call_reconcile(m, c, deadline, err);
 	FAILPOINT("manager.exec.receipt_received"); /* the exchange is over; nothing verified or recorded */
-	return rc < 0 ? -1 : result_verify(c, err);
+	rc = rc < 0 ? -1 : result_verify(c, err);
+	metrics_lap(&c->lap, METRICS_STEP_RECEIPT);
+	return rc;
 }
 
 static json_t *result_parse(struct call *c)
@@ -397,6 +406,7 @@ static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 			sandbox_mark(m, c, false);
 		return -2;
 	}
+	metrics_lap(&c->lap, METRICS_STEP_SANDBOX);
 	if (call_check(m, c, &s, err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
 		sandbox_mark(m, c, false);
 		return -2;
@@ -454,7 +464,9 @@ json_t *execpath_run(struct manager *m, json_t *req)
 	}
 	/* Step 2 under the session's turn: calls of one session never overlap. */
 	sb_err_clear(&err);
+	metrics_lap_start(&c->lap);
 	queue_enter(m->queue, c->session);
+	metrics_lap(&c->lap, METRICS_STEP_QUEUE);
 	if (records_session_get(m->rec, c->session, &s, &err) != RECORDS_FOUND) {
 		queue_leave(m->queue, c->session);
 		resp = err.msg[0] ? control_error_from("internal", &err) :

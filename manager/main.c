@@ -8,8 +8,7 @@
 #include "log.h"
 #include "manager.h"
 #include "mcp.h"
-
-#define SB_VERSION "0.1.0"
+#include "version.h"
 
 static void usage(FILE *f)
 {
@@ -27,6 +26,7 @@ static void usage(FILE *f)
 		   "       sandbox-manager records --session S [--limit N] [--before EXEC] [--state STATE]\n"
 		   "       sandbox-manager records --exec ID\n"
 		   "       sandbox-manager mcp --session S        the Bash tool for agent frameworks, MCP on stdio\n"
+		   "       sandbox-manager status [--json] | metrics   health (exit 0 healthy, 1 degraded) | Prometheus text\n"
 		   "Client commands find the daemon by --socket PATH or $SANDBOX_MANAGER_SOCKET.\n");
 }
 
@@ -51,6 +51,8 @@ int main(int argc, char **argv)
 		return mcli_grant(argc - 1, argv + 1);
 	if (strcmp(cmd, "records") == 0)
 		return mcli_records(argc - 1, argv + 1);
+	if (strcmp(cmd, "status") == 0 || strcmp(cmd, "metrics") == 0)
+		return mcli_status(argc - 1, argv + 1);
 	if (strcmp(cmd, "mcp") == 0)
 		return mcp_serve(argc - 1, argv + 1, SB_VERSION);
 	if (strcmp(cmd, "version") == 0) {

@@ -130,4 +130,13 @@ int records_page(struct records *r, const struct records_query *q, json_t **out,
 /* Exec ids in a state (e.g. "dispatched", "accepted"), for recovery. */
 json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err);
 
+/* What status and metrics report, read in one call: {"execs": {STATE: N} for every exec state,
+ * "sessions": {STATE: N} for every session state (zeros included), "uncertain_open": the uncertain
+ * execs of sessions not deleted (someone still has to reconcile them), "uncertain_sessions":
+ * [{"session", "uncertain", "newest_exec"}] those sessions, newest first, and "reserved_sessions":
+ * [ID] the reserved ones, newest first; both lists at most RECORDS_COUNTS_LIST_MAX long}. Counted
+ * with GROUP BY (the execs on their state index). A new reference, or NULL with err. */
+#define RECORDS_COUNTS_LIST_MAX 10
+json_t *records_counts(struct records *r, struct sb_err *err);
+
 #endif

@@ -1,0 +1,134 @@
+/* `sandbox-manager status` and `sandbox-manager metrics`: an operator's view of a running manager,
+ * through the daemon's "status" and "metrics" ops (status.c). status exits with the health verdict
+ * (status.h has the rule): 0 healthy, 1 degraded, 125 when the manager is unreachable or fails. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATUS_DEGRADED 1
+
+static const char *const exec_states[] = { "exited", "signaled", "timed_out", "cancelled", "uncertain", "refused" };
+
+static long long num(json_t *obj, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(obj, key));
+}
+
+/* Seconds as "3d 4h", "2h 5m", "4m 10s", "12s". */
+static void uptime_print(long long s)
+{
+	if (s >= 86400)
+		printf("%lldd %lldh", s / 86400, s % 86400 / 3600);
+	else if (s >= 3600)
+		printf("%lldh %lldm", s / 3600, s % 3600 / 60);
+	else if (s >= 60)
+		printf("%lldm %llds", s / 60, s % 60);
+	else
+		printf("%llds", s);
+}
+
+static void status_print_text(json_t *st)
+{
+	json_t *sb = json_object_get(st, "sandboxes"), *ss = json_object_get(st, "sessions");
+	json_t *ex = json_object_get(st, "execs"), *p;
+	size_t i;
+
+	printf("sandbox-manager %s, pid %lld, up ", json_string_value(json_object_get(st, "version")) ?: "?",
+	       num(st, "pid"));
+	uptime_print(num(st, "uptime_seconds"));
+	printf(", backend %s\n", json_string_value(json_object_get(st, "backend")) ?: "?");
+	printf("state dir %s, socket %s\n", json_string_value(json_object_get(st, "state_dir")) ?: "?",
+	       json_string_value(json_object_get(st, "socket")) ?: "?");
+	printf("sandboxes: %lld live (%lld busy, %lld idle)\n", num(sb, "live"), num(sb, "busy"), num(sb, "idle"));
+	printf("sessions: %lld active, %lld reserved, %lld deleting, %lld deleted\n", num(ss, "active"),
+	       num(ss, "reserved"), num(ss, "deleting"), num(ss, "deleted"));
+	printf("execs:");
+	for (i = 0; i < sizeof exec_states / sizeof exec_states[0]; i++)
+		printf("%s %lld %s", i ? "," : "", num(ex, exec_states[i]), exec_states[i]);
+	printf("; in flight %lld (%lld accepted, %lld dispatched)\n", num(st, "in_flight"), num(ex, "accepted"),
+	       num(ex, "dispatched"));
+	printf("health: %s\n", json_string_value(json_object_get(st, "health")) ?: "?");
+	json_array_foreach(json_object_get(st, "problems"), i, p)
+		printf("  - %s\n", json_string_value(p) ?: "?");
+}
+
+/* An answer that is not ok: its error on stderr, as every client command prints one. */
+static int answer_error(json_t *resp, const char *none)
+{
+	json_t *e = json_object_get(resp, "error");
+
+	fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
+		json_string_value(json_object_get(e, "message")) ?: none);
+	json_decref(resp);
+	return MCLI_FAILED;
+}
+
+static int status_run(const char *socket, int as_json)
+{
+	json_t *resp = mcli_call(socket, json_pack("{s:s}", "op", "status"));
+	const char *health;
+	int code;
+
+	if (resp == NULL)
+		return MCLI_FAILED;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return answer_error(resp, "(no message)");
+	health = json_string_value(json_object_get(resp, "health")) ?: "";
+	code = strcmp(health, "healthy") == 0 ? 0 : strcmp(health, "degraded") == 0 ? STATUS_DEGRADED : MCLI_FAILED;
+	json_object_del(resp, "ok");
+	if (as_json) {
+		char *text = json_dumps(resp, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+		printf("%s\n", text ? text : "{}");
+		free(text);
+	} else {
+		status_print_text(resp);
+	}
+	if (code == MCLI_FAILED)
+		fprintf(stderr, "sandbox-manager: the manager answered no health verdict ('%s')\n", health);
+	json_decref(resp);
+	return code;
+}
+
+static int metrics_run(const char *socket)
+{
+	json_t *resp = mcli_call(socket, json_pack("{s:s}", "op", "metrics")), *text;
+
+	if (resp == NULL)
+		return MCLI_FAILED;
+	text = json_object_get(resp, "text");
+	if (!json_is_true(json_object_get(resp, "ok")) || !json_is_string(text))
+		return answer_error(resp, "(no metrics in the answer)");
+	fwrite(json_string_value(text), 1, json_string_length(text), stdout);
+	json_decref(resp);
+	return fflush(stdout) == 0 ? 0 : MCLI_FAILED;
+}
+
+int mcli_status(int argc, char **argv)
+{
+	static const struct option longopts[] = { { "socket", 1, NULL, 's' }, { "json", 0, NULL, 'j' },
+						  { NULL, 0, NULL, 0 } };
+	int metrics = strcmp(argv[0], "metrics") == 0, as_json = 0, opt;
+	const char *socket = NULL;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		if (opt == 's')
+			socket = optarg;
+		else if (opt == 'j' && !metrics)
+			as_json = 1;
+		else
+			break;
+	}
+	if (opt != -1 || optind != argc) {
+		fprintf(stderr, "usage: sandbox-manager %s\n",
+			metrics ? "metrics [--socket PATH]" : "status [--json] [--socket PATH]");
+		return MCLI_USAGE;
+	}
+	return metrics ? metrics_run(socket) : status_run(socket, as_json);
+}
