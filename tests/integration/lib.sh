@@ -134,6 +134,13 @@ skip() {
 	exit 77
 }
 
+# A test that calls a helper no file defined (one sourced later, a typo) fails, instead of passing
+# with the rest of its checks never run: bash calls this for every command it cannot find.
+command_not_found_handle() {
+	bad "command not found: $1 (a helper defined in a file sourced later, or a typo?)"
+	return 127
+}
+
 assert_eq() {
 	if [ "$2" != "$3" ]; then
 		bad "$1: expected [$2], got [$3]"

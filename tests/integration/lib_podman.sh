@@ -121,3 +121,42 @@ need_podman() {
 	fi
 	skip "podman is not available: $PODMAN_UNAVAILABLE"
 }
+
+# ---- helpers of the podman-backend manager tests (manager_*.sh) ----
+POD_REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# pod_mgr_start [SERVE ARGS...]: a manager with the podman backend and the shipped seccomp profile.
+# mgr_start sets its own EXIT trap: this one replaces it on every (re)start.
+pod_mgr_start() {
+	local rc
+	mgr_start --backend podman --podman-socket "${POD_SOCK:-$PODMAN_SOCK}" --image "$PODMAN_IMAGE" \
+		--podman-seccomp "$POD_REPO_ROOT/images/seccomp.json" "$@"
+	rc=$?
+	trap pod_cleanup EXIT
+	return "$rc"
+}
+
+# pod_ids SESSION: the ids of the session's containers, running or not (podman's own view).
+pod_ids() {
+	podman_cli ps -a --no-trunc -q --filter "label=infra-sandbox.session=$1"
+}
+
+# pod_cleanup: the test's containers go with it (the EXIT trap of the test's subshell).
+pod_cleanup() {
+	local id
+	# first: mgr_cleanup waits for every child of the test, the proxy included
+	[ -n "${PROXY_PID:-}" ] && kill "$PROXY_PID" 2>/dev/null
+	mgr_cleanup
+	for id in $(podman_cli ps -a -q --no-trunc --filter "label=infra-sandbox.session"); do
+		case $(podman_cli inspect -f '{{index .Config.Labels "infra-sandbox.private-dir"}}' "$id" 2>/dev/null) in
+		"$MSTATE"/*) podman_cli rm -f "$id" >/dev/null 2>&1 ;;
+		esac
+	done
+	return 0
+}
+
+# pod_sandbox_id: the container Id the manager recorded for $SID's sandbox.
+pod_sandbox_id() {
+	mgr session show --session "$SID"
+	jr '.sandbox.runtime_id' | sed -n 's/^podman://p'
+}
