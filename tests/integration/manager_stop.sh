@@ -22,8 +22,7 @@ mgr_signal() {
 # mgr_wait_exit LIMIT_S: waits up to LIMIT_S seconds for the manager to exit and reaps it. Sets
 # STOP_RC (its exit code, or "running") and STOP_MS (since the last mgr_signal).
 mgr_wait_exit() {
-	local i
-	for i in $(seq 1 $(($1 * 10))); do
+	for _ in $(seq 1 $(($1 * 10))); do
 		mgr_alive || break
 		sleep 0.1
 	done
@@ -43,8 +42,7 @@ sandbox_pids() { pgrep -f -- "--state-dir $MSTATE/sandboxes/" | tr '\n' ' ' | se
 
 # wait_running PATTERN: until a process matching PATTERN runs (5 s at most).
 wait_running() {
-	local i
-	for i in $(seq 1 50); do
+	for _ in $(seq 1 50); do
 		pgrep -f -- "$1" >/dev/null && return 0
 		sleep 0.1
 	done
@@ -117,7 +115,7 @@ test_manager_stop_grace() {
 	rc=$?
 	BG_PIDS=()
 	assert_eq "the call's exit code" 0 "$rc"
-	assert_eq "the call's output" done "$(cat "$TD/bg-g.out")"
+	assert_eq "the call's output" "done" "$(cat "$TD/bg-g.out")"
 	assert_eq "sandbox processes after the stop" "" "$(sandbox_pids)"
 	mgr_start || return
 	mgr records --session "$SID"
@@ -184,14 +182,14 @@ t manager_stop_twice test_manager_stop_twice
 # unavailable and recorded refused, its file is never written; the running call finishes in the
 # grace. A client that comes after the signal finds no socket: not reachable, nothing recorded.
 test_manager_stop_queued() {
-	local m i rc_a rc_b
+	local m rc_a rc_b
 	m=$(unique_marker)
 	mgr_repo && mgr_start --stop-grace-seconds 10 && mgr_session || return
 	mgr exec --session "$SID" -- true
 	mgr_bg_exec a "sleep 3.$m; echo a > a-ran; echo A"
 	wait_running "^sleep 3.$m"
 	mgr_bg_exec b "echo b > b-ran; echo B"
-	for i in $(seq 1 50); do
+	for _ in $(seq 1 50); do
 		mgr session show --session "$SID"
 		[ "$(jr .queued)" = 2 ] && break
 		sleep 0.1
@@ -277,12 +275,13 @@ t manager_stop_podman test_manager_stop_podman
 
 test_manager_stop_podman_unproven() {
 	need_podman
-	local i id
+	local id
 	POD_SOCK=$TD/proxy.sock
 	python3 "$POD_REPO_ROOT/tests/podman/kill_swallow.py" "$POD_SOCK" "$PODMAN_SOCK" "$TD/swallow" \
 		>"$TD/proxy.log" 2>&1 &
+	# shellcheck disable=SC2034 # pod_cleanup (manager_podman.sh) ends it
 	PROXY_PID=$!
-	for i in $(seq 1 50); do [ -S "$POD_SOCK" ] && break; sleep 0.1; done
+	for _ in $(seq 1 50); do [ -S "$POD_SOCK" ] && break; sleep 0.1; done
 	mgr_repo && pod_mgr_start && mgr_session || return
 	mgr exec --session "$SID" -- true
 	id=$(pod_sandbox_id)
