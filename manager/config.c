@@ -16,6 +16,8 @@
 #define DEFAULT_TIMEOUT 120
 #define MAX_TIMEOUT 600
 #define IDLE_SECONDS 900
+/* Under systemd's default TimeoutStopSec (90 s) with room for the cancel's evidence after it. */
+#define STOP_GRACE_SECONDS 30
 #define OUTPUT_LIMIT (1024 * 1024)
 /* A record keeps less than a call's answer: the answer is read once, records are listed and paged
  * (records.h RECORDS_OUTPUT_LIMIT_DEFAULT; the byte counts and digests of the whole streams stay). */
@@ -116,6 +118,7 @@ static int defaults(struct config *c, struct sb_err *err)
 	c->default_timeout = DEFAULT_TIMEOUT;
 	c->max_timeout = MAX_TIMEOUT;
 	c->idle_seconds = IDLE_SECONDS;
+	c->stop_grace_seconds = STOP_GRACE_SECONDS;
 	c->output_limit = OUTPUT_LIMIT;
 	c->record_output_limit = RECORD_OUTPUT_LIMIT;
 	c->resources = json_object();
@@ -193,6 +196,12 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		if (uint_set(&v, value, 1, 86400, key, err) < 0)
 			return -1;
 		*(key[0] == 'd' ? &c->default_timeout : key[0] == 'm' ? &c->max_timeout : &c->idle_seconds) = (unsigned)v;
+		return 0;
+	}
+	if (strcmp(key, "stop-grace-seconds") == 0) {
+		if (uint_set(&v, value, 0, 86400, key, err) < 0)
+			return -1;
+		c->stop_grace_seconds = (unsigned)v;
 		return 0;
 	}
 	if (strcmp(key, "sandbox-uid") == 0 || strcmp(key, "sandbox-gid") == 0) {
@@ -276,7 +285,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "sandbox-cpus", 1, NULL, 0 }, { "sandbox-memory-mib", 1, NULL, 0 }, { "sandbox-pids", 1, NULL, 0 },
 		{ "record-output-limit", 1, NULL, 0 },
 		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
-		{ "metrics-listen", 1, NULL, 0 },
+		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
 		{ NULL, 0, NULL, 0 },
 	};
 	int idx, opt;

@@ -30,6 +30,7 @@ struct config {
 	unsigned default_timeout;   /* seconds, when a call names none */
 	unsigned max_timeout;       /* a call over it is refused */
 	unsigned idle_seconds;      /* an idle sandbox is retired after this; the workspace stays */
+	unsigned stop_grace_seconds; /* at SIGTERM: how long running calls may finish before they are cancelled */
 	unsigned long output_limit; /* per stream, bytes */
 	unsigned long record_output_limit; /* per stream, bytes kept in an exec's record (invariant 13) */
 	uid_t sandbox_uid;          /* the sandbox's uid, the same inside and on the host: the manager's */

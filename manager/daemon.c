@@ -1,18 +1,22 @@
 /* `sandbox-manager serve`: the daemon. Start-up order matters and each step says why; then one
  * thread per control connection. A connection's peer must be this manager's own uid (or root):
- * the socket's mode is the first fence, SO_PEERCRED the second. */
+ * the socket's mode is the first fence, SO_PEERCRED the second. SIGTERM and SIGINT stop it with
+ * evidence (daemon_stop): never leaving a sandbox running behind it unsaid. */
 #include "manager.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "control.h"
 #include "log.h"
 #include "metrics.h"
@@ -319,6 +323,17 @@ static int conn_answer(int fd, const char *op, json_t *resp, struct sb_err *err)
 	return rc;
 }
 
+/* Counted for the stop, which waits for every answer being made (requests_wait). */
+static void request_count(struct manager *m, bool begin)
+{
+	pthread_mutex_lock(&m->lock);
+	if (begin)
+		m->requests++;
+	else
+		m->requests--;
+	pthread_mutex_unlock(&m->lock);
+}
+
 static void *conn_thread(void *arg)
 {
 	struct conn *c = arg;
@@ -345,6 +360,7 @@ static void *conn_thread(void *arg)
 		if (rc == 0)
 			break;
 		snprintf(op, sizeof op, "%s", rc > 0 ? json_string_value(json_object_get(req, "op")) ?: "(no op)" : "a bad request");
+		request_count(c->m, true);
 		/* Bad input gets a clear answer when the stream still allows one. */
 		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req);
 		json_decref(req);
@@ -352,6 +368,7 @@ static void *conn_thread(void *arg)
 			resp = control_error("internal", "out of memory");
 		rc = conn_answer(c->fd, op, resp, &err);
 		json_decref(resp);
+		request_count(c->m, false);
 		if (rc < 0 || lost)
 			break;
 	}
@@ -381,19 +398,134 @@ static void conn_start(struct manager *m, int fd)
 	}
 }
 
+/* ---- the stop ----
+ * SIGTERM or SIGINT (systemctl stop, ^C): no new connection and no new call; the running calls get
+ * stop-grace-seconds to finish; then each one still running is cancelled as a client's cancel
+ * would (recorded cancelled with its sandbox's evidence, or uncertain); then every live sandbox is
+ * retired with evidence. A second signal ends the grace at once, never the evidence. Exit 0 when
+ * every sandbox's end is proven and every request answered; 1 otherwise, with the log saying what
+ * is not proven (those sessions stay reserved, and the next start asks the runtime again). The
+ * state dir's lock goes with the process. */
+#define STOP_SETTLE_MS 60000 /* after the cancel: each call's evidence (sandbox.c EVIDENCE_MS), record, answer */
+#define STOP_NOT_PROVEN 1
+
+/* Blocked before any thread exists, so every thread inherits the mask and only the accept loop
+ * takes them, from a signalfd. Children empty their masks before execve (nsspawn.c
+ * spawn_signals_default, gitrun.c child_exec). Returns the signalfd, or -1. */
+static int stop_signals(struct sb_err *err)
+{
+	sigset_t set;
+	int rc, fd;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (rc != 0)
+		return sb_fail(err, rc, "blocking SIGTERM and SIGINT");
+	fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (fd < 0)
+		return sb_fail_errno(err, "creating a signalfd for SIGTERM and SIGINT");
+	return fd;
+}
+
+/* The signal waiting on the signalfd, or 0. */
+static int stop_signal_take(int sigfd)
+{
+	struct signalfd_siginfo si;
+
+	return read(sigfd, &si, sizeof si) == (ssize_t)sizeof si ? (int)si.ssi_signo : 0;
+}
+
+/* Until no request is being answered, the deadline passes, or (sigfd >= 0) another signal comes.
+ * Returns how many are still being answered. Answers end on other threads: a short poll between
+ * looks, which a signal cuts short. */
+static unsigned requests_wait(struct manager *m, int64_t deadline, int sigfd)
+{
+	for (;;) {
+		struct pollfd p = { .fd = sigfd, .events = POLLIN };
+		unsigned n;
+		int left;
+
+		pthread_mutex_lock(&m->lock);
+		n = m->requests;
+		pthread_mutex_unlock(&m->lock);
+		left = clock_remaining_ms(deadline);
+		if (n == 0 || left == 0)
+			return n;
+		if (poll(&p, 1, left < 50 ? left : 50) > 0 && stop_signal_take(sigfd) > 0) {
+			sb_info("stop: a second signal ends the grace (%u request(s) still being answered)", n);
+			return n;
+		}
+	}
+}
+
+/* The control socket goes first: a client then hears at once that the manager is not reachable,
+ * instead of waiting in the backlog of one that no longer accepts. Only the socket this manager
+ * bound (the same file), never one that took its place. */
+static void socket_remove(int fd, const char *path, const struct stat *bound)
+{
+	struct stat st;
+
+	close(fd);
+	if (lstat(path, &st) == 0 && st.st_dev == bound->st_dev && st.st_ino == bound->st_ino && unlink(path) < 0)
+		sb_warn("stop: removing the control socket %s: %s", path, strerror(errno));
+}
+
+static int daemon_stop(struct manager *m, int signo, int sigfd, int fd, const struct stat *bound)
+{
+	const char *name = signo == SIGINT ? "SIGINT" : "SIGTERM";
+	unsigned cancelled, unanswered, not_retired, unproven;
+	char why[128];
+
+	pthread_mutex_lock(&m->lock);
+	m->stop_phase = STOP_REFUSING;
+	unproven = m->unproven;
+	pthread_mutex_unlock(&m->lock);
+	socket_remove(fd, m->cfg.socket, bound);
+	sb_info("stop (%s): no new calls; the running ones have %u s to finish", name, m->cfg.stop_grace_seconds);
+	requests_wait(m, clock_deadline_after((int64_t)m->cfg.stop_grace_seconds * 1000), sigfd);
+
+	snprintf(why, sizeof why, "the manager stopped (%s) before the call finished", name);
+	cancelled = execpath_stop_calls(m, why);
+	if (cancelled > 0)
+		sb_info("stop: %u call(s) still running are cancelled; waiting for their sandboxes' evidence", cancelled);
+	unanswered = requests_wait(m, clock_deadline_after(STOP_SETTLE_MS), -1);
+	if (unanswered > 0)
+		sb_error("stop: %u request(s) still unanswered %d s after the cancel: the manager exits without their "
+			 "answers", unanswered, STOP_SETTLE_MS / 1000);
+
+	snprintf(why, sizeof why, "the manager stopped (%s)", name);
+	not_retired = sandbox_retire_all(m, why);
+	pthread_mutex_lock(&m->lock);
+	unproven = m->unproven - unproven;
+	pthread_mutex_unlock(&m->lock);
+	if (unanswered == 0 && not_retired == 0 && unproven == 0) {
+		sb_info("stopped: every call settled, every sandbox's end proven");
+		return 0;
+	}
+	sb_error("stopped with something not proven: %u request(s) unanswered, %u sandbox(es) not retired, %u "
+		 "sandbox end(s) not proven (their sessions stay reserved: session show; the next start asks the runtime "
+		 "again)", unanswered, not_retired, unproven);
+	return STOP_NOT_PROVEN;
+}
+
 int daemon_serve(int argc, char **argv)
 {
 	static struct manager m;
 	struct sb_err err;
+	struct stat bound;
 	pthread_t evictor;
-	int fd, lock = -1;
+	int fd, sigfd, lock = -1;
 
 	sb_err_clear(&err);
 	signal(SIGPIPE, SIG_IGN);
+	/* First, before any thread: a signal that comes during the start is taken once it is done. */
+	sigfd = stop_signals(&err);
 	metrics_start();
 	/* Private state first (everything else lives in it), then the claim on it, before anything
 	 * in it is read or changed: a second manager leaves a live one's state as it found it. */
-	if (config_load(&m.cfg, argc, argv, &err) < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
+	if (sigfd < 0 || config_load(&m.cfg, argc, argv, &err) < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
 	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);
@@ -405,6 +537,11 @@ int daemon_serve(int argc, char **argv)
 		return 125;
 	}
 	fd = control_listen(m.cfg.socket, 0600, &err);
+	/* Non-blocking: poll() said a connection waits, but it may be gone by the accept. */
+	if (fd >= 0 && (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || lstat(m.cfg.socket, &bound) < 0)) {
+		sb_fail_errno(&err, "setting up the control socket %s", m.cfg.socket);
+		fd = -1;
+	}
 	if (fd < 0 || pthread_create(&evictor, NULL, sandbox_evictor, &m) != 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", fd < 0 ? err.msg : "cannot start the idle evictor");
 		return 125;
@@ -412,13 +549,24 @@ int daemon_serve(int argc, char **argv)
 	sb_info("serving on %s (state %s, volume %s, backend %s)", m.cfg.socket, m.cfg.state_dir, m.cfg.volume,
 		m.cfg.backend);
 	for (;;) {
-		int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = sigfd, .events = POLLIN } };
+		int conn, signo;
 
+		if (poll(p, 2, -1) < 0) {
+			if (errno != EINTR)
+				sb_warn("poll: %s", strerror(errno));
+			continue;
+		}
+		if ((p[1].revents & POLLIN) && (signo = stop_signal_take(sigfd)) > 0)
+			return daemon_stop(&m, signo, sigfd, fd, &bound);
+		if (!(p[0].revents & POLLIN))
+			continue;
+		conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
 		if (conn >= 0) {
 			conn_start(&m, conn);
 			continue;
 		}
-		if (errno != EINTR && errno != ECONNABORTED)
+		if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
 			sb_warn("accept: %s", strerror(errno));
 		if (errno == EMFILE || errno == ENFILE)
 			sleep(1);

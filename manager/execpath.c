@@ -371,6 +371,25 @@ static void sandbox_mark(struct manager *m, struct call *c, bool busy)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* The stop's phase (daemon.c daemon_stop): once the manager is stopping no call takes a turn, and
+ * once its grace is over none is dispatched. */
+static bool stop_reached(struct manager *m, enum stop_phase phase)
+{
+	bool reached;
+
+	pthread_mutex_lock(&m->lock);
+	reached = m->stop_phase >= phase;
+	pthread_mutex_unlock(&m->lock);
+	return reached;
+}
+
+static int call_stop_check(struct manager *m, struct sb_err *err)
+{
+	if (!stop_reached(m, STOP_CANCELLING))
+		return 0;
+	return sb_fail(err, ECANCELED, "the manager stopped before the call was dispatched: it never ran");
+}
+
 /* Step 4: the sandbox, marked busy, holding exactly the session's current grants. */
 static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 {
@@ -401,13 +420,16 @@ static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 	int rc;
 
 	FAILPOINT("manager.exec.accepted"); /* recorded accepted; no sandbox touched yet */
-	if (call_check(m, c, &s, err) < 0 || sandbox_ready(m, c, err) < 0) {
+	if (call_stop_check(m, err) < 0 || call_check(m, c, &s, err) < 0 || sandbox_ready(m, c, err) < 0) {
 		if (c->sandbox != NULL)
 			sandbox_mark(m, c, false);
 		return -2;
 	}
 	metrics_lap(&c->lap, METRICS_STEP_SANDBOX);
-	if (call_check(m, c, &s, err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
+	/* The sandbox was marked busy under m->lock before the phase is read here: the stop's cancel
+	 * (execpath_stop_calls) either finds it busy and cancels the call, or this check refuses it. */
+	if (call_check(m, c, &s, err) < 0 || call_stop_check(m, err) < 0 ||
+	    sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
 		sandbox_mark(m, c, false);
 		return -2;
 	}
@@ -448,12 +470,31 @@ static json_t *call_run(struct manager *m, struct call *c)
 	return call_finish(m, c, json_string_value(json_object_get(result, "status")) ?: "uncertain", result);
 }
 
+/* A call that would take its turn once the manager is stopping: recorded refused (it never ran),
+ * as every refusal after step 2, and answered unavailable. */
+static json_t *call_refuse_stopping(struct manager *m, struct call *c, const struct session_row *s)
+{
+	struct sb_err err;
+	json_t *resp;
+
+	snprintf(c->reason, sizeof c->reason, "the manager is stopping: the call never ran");
+	if (call_record(m, c, s, &err) < 0)
+		return control_error_from("internal", &err);
+	resp = call_finish(m, c, "refused", refused_result(c, "refused", c->reason));
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return resp; /* its refusal is not on record: call_finish says so */
+	json_decref(resp);
+	return control_error("unavailable", "the manager is stopping: exec %s was refused and never ran; run it again "
+			     "once the manager is back", c->exec_id);
+}
+
 json_t *execpath_run(struct manager *m, json_t *req)
 {
 	struct call *c = calloc(1, sizeof *c);
 	struct session_row s;
 	struct sb_err err;
 	json_t *resp;
+	bool turn;
 
 	if (c == NULL)
 		return control_error("internal", "out of memory");
@@ -462,26 +503,35 @@ json_t *execpath_run(struct manager *m, json_t *req)
 		free(c);
 		return resp;
 	}
-	/* Step 2 under the session's turn: calls of one session never overlap. */
+	/* Step 2 under the session's turn: calls of one session never overlap. A call that comes once
+	 * the manager is stopping takes none (the running call may hold it for the whole grace); one
+	 * that waited for its turn meanwhile is refused when it gets it. */
 	sb_err_clear(&err);
 	metrics_lap_start(&c->lap);
-	queue_enter(m->queue, c->session);
+	turn = !stop_reached(m, STOP_REFUSING);
+	if (turn)
+		queue_enter(m->queue, c->session);
 	metrics_lap(&c->lap, METRICS_STEP_QUEUE);
 	if (records_session_get(m->rec, c->session, &s, &err) != RECORDS_FOUND) {
-		queue_leave(m->queue, c->session);
+		if (turn)
+			queue_leave(m->queue, c->session);
 		resp = err.msg[0] ? control_error_from("internal", &err) :
 				       control_error("not_found", "no session '%s'", c->session);
 		free(c);
 		return resp;
 	}
-	if (call_record(m, c, &s, &err) < 0)
+	if (stop_reached(m, STOP_REFUSING))
+		resp = call_refuse_stopping(m, c, &s);
+	else if (call_record(m, c, &s, &err) < 0)
 		resp = control_error_from("internal", &err);
 	else
 		resp = call_run(m, c);
-	/* After the record is committed, still in the session's turn (no other call writes there). */
-	if (c->keep_over >= 0)
+	/* After the record is committed, still in the session's turn (no other call writes there); a
+	 * call refused without a turn keeps nothing. */
+	if (turn && c->keep_over >= 0)
 		output_keep(resp, s.worktree, c->exec_id, (size_t)c->keep_over, m->cfg.sandbox_uid, m->cfg.sandbox_gid);
-	queue_leave(m->queue, c->session);
+	if (turn)
+		queue_leave(m->queue, c->session);
 	agent_reply_free(&c->reply);
 	free(c);
 	return resp;
@@ -529,9 +579,16 @@ static json_t *cancel_outcome(struct manager *m, const char *exec_id)
 	return out;
 }
 
-/* Cancel the session's running call: stop its sandbox and interrupt the call's connection. The
- * call's own thread then finds the exec lost, gets the sandbox's evidence and records it
- * `cancelled` (or `uncertain` without evidence); the answer waits for that record. */
+/* The one cancel, a client's or the stop's: with m->lock held and the sandbox busy, the reason is
+ * set and the sandbox stopped (sandbox_interrupt). The call's own thread then finds the exec lost,
+ * gets the sandbox's evidence and records it `cancelled` (or `uncertain` without evidence). */
+static int call_cancel_locked(struct manager *m, struct live_sandbox *l, const char *reason, struct sb_err *err)
+{
+	snprintf(l->cancel_reason, sizeof l->cancel_reason, "%s", reason);
+	return sandbox_interrupt(m, l, err);
+}
+
+/* Cancel the session's running call; the answer waits for its final record. */
 json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 {
 	struct live_sandbox *l;
@@ -545,8 +602,7 @@ json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 	/* With a tag, only the call that carries it: another client's call is left alone. */
 	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
 		snprintf(exec_id, sizeof exec_id, "%s", l->running_exec);
-		snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled by request");
-		rc = sandbox_interrupt(m, l, &err);
+		rc = call_cancel_locked(m, l, "cancelled by request", &err);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (exec_id[0] == '\0')
@@ -554,6 +610,31 @@ json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 	if (rc < 0)
 		return control_error_from("unavailable", &err);
 	return cancel_outcome(m, exec_id);
+}
+
+unsigned execpath_stop_calls(struct manager *m, const char *reason)
+{
+	struct live_sandbox *l;
+	struct sb_err err;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&m->lock);
+	/* The phase changes in the same hold as the scan: a call marks its sandbox busy under this lock
+	 * before it reads the phase (call_attempt), so each call is seen busy here or refuses there. */
+	m->stop_phase = STOP_CANCELLING;
+	for (l = m->live; l != NULL; l = l->next) {
+		if (!l->busy)
+			continue;
+		n++;
+		if (l->cancel_reason[0] != '\0')
+			continue; /* already cancelled (a client's cancel, a revocation): its reason stays */
+		sb_info("session %s: cancelling exec %s: %s", l->session, l->running_exec, reason);
+		if (call_cancel_locked(m, l, reason, &err) < 0)
+			sb_warn("session %s: stopping sandbox %s for the cancel: %s; its evidence decides", l->session,
+				l->h.runtime_id, err.msg);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return n;
 }
 
 /* ---- after a restart: settle what the previous run left in flight ---- */

@@ -18,6 +18,7 @@ static void usage(FILE *f)
 		   "                        [--sandbox-cpus N] [--sandbox-memory-mib N] [--sandbox-pids N]]\n"
 		   "                       [--tmp-size BYTES] [--shm-size BYTES] [--cgroup-parent DIR]\n"
 		   "                       [--default-timeout-seconds N] [--max-timeout-seconds N] [--idle-seconds N]\n"
+		   "                       [--stop-grace-seconds N]\n"
 		   "       sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
 		   "       sandbox-manager session show|delete --session S   show: its sandbox and the limits that hold\n"
 		   "       sandbox-manager exec --session S [--timeout-seconds N] [--json] -- COMMAND\n"

@@ -52,6 +52,11 @@ struct manager {
 	char tls_dir[PATH_MAX];        /* the manager's client certificate and the CA certificate */
 	pthread_mutex_t lock;
 	struct live_sandbox *live;
+	/* The stop (daemon.c daemon_stop), under `lock`: its phase; the control requests being
+	 * answered (it waits for them); the sandboxes whose end could not be proven (sandbox.c). */
+	enum stop_phase { STOP_NONE, STOP_REFUSING, STOP_CANCELLING } stop_phase;
+	unsigned requests;
+	unsigned unproven;
 };
 
 /* sandbox.c: a session's sandbox, with its queue turn held by the caller. */
@@ -63,6 +68,9 @@ int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, s
  * interrupts the running call's connection. The call's own thread then gets the evidence. */
 int sandbox_interrupt(struct manager *m, struct live_sandbox *l, struct sb_err *err);
 struct live_sandbox *sandbox_find(struct manager *m, const char *session);
+/* The stop: every live sandbox retired with evidence, under its session's turn; one still in use
+ * by a call is left as it is. Returns how many were not retired (each is logged). */
+unsigned sandbox_retire_all(struct manager *m, const char *why);
 void *sandbox_evictor(void *arg);
 /* At start: a write crosses the sandbox's mount view both ways (one throwaway sandbox). */
 int sandbox_volume_probe(struct manager *m, struct sb_err *err);
@@ -73,6 +81,9 @@ int64_t now_wall_ms(void);
 json_t *execpath_run(struct manager *m, json_t *req);
 /* Cancel the session's running call; with a tag, only the call the client tagged so. */
 json_t *execpath_cancel(struct manager *m, const char *session, const char *tag);
+/* The stop, once its grace is over: no call is dispatched from now on, and every running one is
+ * cancelled as execpath_cancel does, for reason. Returns how many were running. */
+unsigned execpath_stop_calls(struct manager *m, const char *reason);
 /* At start: accepted execs are refused (they never ran), dispatched ones reconciled or uncertain. */
 int execpath_recover(struct manager *m, struct sb_err *err);
 

@@ -372,6 +372,9 @@ static int retire_unproven(struct manager *m, struct live_sandbox *l, struct sb_
 	struct sb_err rec_err;
 
 	snprintf(why, sizeof why, "%s", err->msg);
+	pthread_mutex_lock(&m->lock);
+	m->unproven++; /* the stop's exit code says so (daemon.c) */
+	pthread_mutex_unlock(&m->lock);
 	if (records_sandbox_set_state(m->rec, l->session, l->generation, "unproven", why, &rec_err) < 0 ||
 	    records_session_set_state(m->rec, l->session, "reserved", &rec_err) < 0) {
 		sb_error("session %s: the end of sandbox %s is NOT proven (%s), and recording it failed (%s); it stays "
@@ -460,6 +463,55 @@ void *sandbox_evictor(void *arg)
 		}
 	}
 	return NULL;
+}
+
+/* ---- the stop ---- */
+
+/* Each session is taken from a copy of the live list: a retire that cannot record its end keeps
+ * the sandbox listed (sandbox_hold), and must not be met again in the same pass. */
+unsigned sandbox_retire_all(struct manager *m, const char *why)
+{
+	struct live_sandbox *l;
+	char (*sessions)[sizeof l->session];
+	size_t n = 0, i;
+	unsigned left = 0;
+	struct sb_err err;
+
+	pthread_mutex_lock(&m->lock);
+	for (l = m->live; l != NULL; l = l->next)
+		n++;
+	sessions = calloc(n ? n : 1, sizeof *sessions);
+	for (l = m->live, i = 0; sessions != NULL && l != NULL; l = l->next, i++)
+		memcpy(sessions[i], l->session, sizeof sessions[i]);
+	pthread_mutex_unlock(&m->lock);
+	if (sessions == NULL) {
+		sb_error("stop: out of memory listing the %zu live sandbox(es): they are left running; the next start "
+			 "stops them with evidence", n);
+		return (unsigned)n;
+	}
+	for (i = 0; i < n; i++) {
+		bool busy;
+
+		/* A call still running holds the turn for as long as it runs: not waited for. */
+		pthread_mutex_lock(&m->lock);
+		for (l = m->live; l != NULL && strcmp(l->session, sessions[i]) != 0; l = l->next) {
+		}
+		busy = l != NULL && l->busy;
+		pthread_mutex_unlock(&m->lock);
+		if (busy) {
+			sb_error("stop: session %s: its sandbox is still in use by a call that did not end; it is left "
+				 "running, and the next start stops it with evidence", sessions[i]);
+			left++;
+			continue;
+		}
+		queue_enter(m->queue, sessions[i]);
+		l = sandbox_find(m, sessions[i]);
+		if (l != NULL && sandbox_retire(m, l, why, &err) < 0)
+			left++;
+		queue_leave(m->queue, sessions[i]);
+	}
+	free(sessions);
+	return left;
 }
 
 /* ---- after a restart ---- */
