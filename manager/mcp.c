@@ -873,34 +873,51 @@ static int drain(pthread_t worker)
 	return pthread_join(worker, NULL) == 0 ? 0 : -1;
 }
 
-static int usage(void)
+static const char mcp_usage[] =
+	"usage: sandbox-manager mcp --session S [--socket PATH]\n"
+	"\n"
+	"Serves MCP on stdin and stdout: one tool, bash ({command, timeout_seconds}), whose calls run in\n"
+	"the session's sandbox through the manager. Logs go to stderr.\n"
+	"\n"
+	"  --session S            the session the tool runs in (required)\n"
+	"  --socket PATH          the manager's control socket (default $SANDBOX_MANAGER_SOCKET)\n"
+	"  -h, --help             this text\n";
+
+/* A usage error: one line saying what, then the usage, on stderr. */
+static int usage_error(const char *what, const char *arg)
 {
-	fprintf(stderr, "usage: sandbox-manager mcp --session S [--socket PATH]\n");
+	fprintf(stderr, "sandbox-manager mcp: %s%s%s%s\n%s", what, arg ? " '" : "", arg ? arg : "", arg ? "'" : "",
+		mcp_usage);
 	return 2;
 }
 
 int mcp_serve(int argc, char **argv, const char *version)
 {
 	static const struct option opts[] = { { "session", 1, NULL, 's' }, { "socket", 1, NULL, 'k' },
-					      { NULL, 0, NULL, 0 } };
+					      { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 	const char *socket_flag = NULL;
 	pthread_t worker;
 	int opt, rc;
 
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		if (opt == 's')
 			srv.session = optarg;
 		else if (opt == 'k')
 			socket_flag = optarg;
-		else
-			return usage();
+		else if (opt == 'h') {
+			fputs(mcp_usage, stdout);
+			return 0;
+		} else
+			return usage_error(opt == ':' ? "a value is missing after option" : "unknown option", argv[optind - 1]);
 	}
+	if (optind != argc)
+		return usage_error("unexpected argument", argv[optind]);
+	if (srv.session == NULL || srv.session[0] == '\0')
+		return usage_error("--session is required", NULL);
 	srv.socket_path = control_socket_path(socket_flag);
 	srv.version = version;
-	if (optind != argc || srv.session == NULL || srv.session[0] == '\0')
-		return usage();
 	if (srv.socket_path == NULL) {
 		fprintf(stderr, "sandbox-manager mcp: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
 		return 2;
