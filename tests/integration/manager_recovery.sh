@@ -3,16 +3,6 @@
 # loses no record; idle sandboxes are retired and come back with the same workspace; cancel and
 # delete act only with evidence that the sandbox is gone.
 
-# sandbox_agent_kill: SIGKILL to the session's sandbox agent (found by its own state directory, this
-# test's), by PID.
-sandbox_agent_kill() {
-	local pids
-	pids=$(pgrep -f -- "--state-dir $MSTATE/sandboxes/$SID")
-	[ -n "$pids" ] || { bad "no sandbox agent to kill"; return 1; }
-	# shellcheck disable=SC2086 # one or more PIDs, this test's own
-	kill -KILL $pids
-}
-
 # The sandbox's agent dies between two calls (a review found every later call refused for good): the
 # next call notices that nothing answers before anything is sent, retires the sandbox with evidence and
 # runs once on a new generation.
