@@ -16,6 +16,70 @@
 #include "control.h"
 #include "records.h"
 
+struct json_t *mcli_call(const char *socket_flag, json_t *request)
+{
+	const char *path = control_socket_path(socket_flag);
+	struct sb_err err;
+	json_t *response = NULL;
+	int fd, rc;
+
+	if (path == NULL) {
+		fprintf(stderr, "sandbox-manager: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
+		json_decref(request);
+		return NULL;
+	}
+	fd = control_connect(path, &err);
+	if (fd < 0 || control_send(fd, request, CONTROL_REQUEST_CAP, &err) < 0 ||
+	    (rc = control_recv(fd, CONTROL_RESPONSE_CAP, &response, &err)) < 0) {
+		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
+	} else if (rc == 0) {
+		fprintf(stderr, "sandbox-manager: the manager closed the connection without answering\n");
+	}
+	if (fd >= 0)
+		close(fd);
+	json_decref(request);
+	return response;
+}
+
+/* The manager's refusal, on one line: "sandbox-manager: KIND: MESSAGE". */
+static int print_error(json_t *response)
+{
+	json_t *e = json_object_get(response, "error");
+
+	fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
+		json_string_value(json_object_get(e, "message")) ?: "(no message)");
+	json_decref(response);
+	return MCLI_FAILED;
+}
+
+/* A response: its error (exit 125), or the object without "ok" as JSON. NULL: mcli_call has
+ * already said why, so nothing more is printed. */
+static int print_response(json_t *response)
+{
+	char *text;
+
+	if (response == NULL)
+		return MCLI_FAILED;
+	if (!json_is_true(json_object_get(response, "ok")))
+		return print_error(response);
+	json_object_del(response, "ok");
+	text = json_dumps(response, JSON_INDENT(2) | JSON_SORT_KEYS);
+	printf("%s\n", text ? text : "{}");
+	free(text);
+	json_decref(response);
+	return 0;
+}
+
+/* A request that could not be built whole is not sent: a missing member would change what it asks. */
+static int request_fail(json_t *req)
+{
+	json_decref(req);
+	fprintf(stderr, "sandbox-manager: cannot build the request (out of memory)\n");
+	return MCLI_FAILED;
+}
+
+/* ---- usage: each command's text, here and nowhere else ---- */
+
 struct command {
 	const char *name;   /* as typed after sandbox-manager: "session create" */
 	const char *usage;  /* the whole text -h prints */
@@ -155,8 +219,7 @@ static const struct command cmd_resolve = {
 	SOCKET_HELP HELP_HELP,
 };
 
-/* ---- printing ---- */
-
+/* A usage error: one line saying what was wrong, then the usage, on stderr. */
 static int usage_error(const struct command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int usage_error(const struct command *c, const char *fmt, ...)
 {
@@ -168,68 +231,6 @@ static int usage_error(const struct command *c, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n%s", c->usage);
 	return MCLI_USAGE;
-}
-
-struct json_t *mcli_call(const char *socket_flag, json_t *request)
-{
-	const char *path = control_socket_path(socket_flag);
-	struct sb_err err;
-	json_t *response = NULL;
-	int fd, rc;
-
-	if (path == NULL) {
-		fprintf(stderr, "sandbox-manager: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
-		json_decref(request);
-		return NULL;
-	}
-	fd = control_connect(path, &err);
-	if (fd < 0 || control_send(fd, request, CONTROL_REQUEST_CAP, &err) < 0 ||
-	    (rc = control_recv(fd, CONTROL_RESPONSE_CAP, &response, &err)) < 0) {
-		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
-	} else if (rc == 0) {
-		fprintf(stderr, "sandbox-manager: the manager closed the connection without answering\n");
-	}
-	if (fd >= 0)
-		close(fd);
-	json_decref(request);
-	return response;
-}
-
-/* The manager's refusal, on one line: "sandbox-manager: KIND: MESSAGE". */
-static int print_error(json_t *response)
-{
-	json_t *e = json_object_get(response, "error");
-
-	fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
-		json_string_value(json_object_get(e, "message")) ?: "(no message)");
-	json_decref(response);
-	return MCLI_FAILED;
-}
-
-/* A response: its error (exit 125), or the object without "ok" as JSON. NULL: mcli_call has
- * already said why, so nothing more is printed. */
-static int print_response(json_t *response)
-{
-	char *text;
-
-	if (response == NULL)
-		return MCLI_FAILED;
-	if (!json_is_true(json_object_get(response, "ok")))
-		return print_error(response);
-	json_object_del(response, "ok");
-	text = json_dumps(response, JSON_INDENT(2) | JSON_SORT_KEYS);
-	printf("%s\n", text ? text : "{}");
-	free(text);
-	json_decref(response);
-	return 0;
-}
-
-/* A request that could not be built whole is not sent: a missing member would change what it asks. */
-static int request_fail(json_t *req)
-{
-	json_decref(req);
-	fprintf(stderr, "sandbox-manager: cannot build the request (out of memory)\n");
-	return MCLI_FAILED;
 }
 
 /* ---- flags ---- */
