@@ -1,14 +1,20 @@
-/* Client commands of sandbox-manager (see cli.h). Thin: parse flags, one request, print. */
+/* Client commands of sandbox-manager (see cli.h). Thin: parse flags, one request, print. Each
+ * command's usage text (synopsis, flags) is its `struct command` below and exists nowhere else;
+ * `-h`/`--help` prints it on stdout, a usage error prints one line that says what was wrong and
+ * then the usage on stderr. Every failure is printed once, by whoever finds it. */
 #include "cli.h"
 
 #include <getopt.h>
 #include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "control.h"
+#include "records.h"
 #include "textesc.h"
 
 struct json_t *mcli_call(const char *socket_flag, json_t *request)
@@ -36,21 +42,27 @@ struct json_t *mcli_call(const char *socket_flag, json_t *request)
 	return response;
 }
 
-/* Print a response: its error on stderr (exit 125), or the object without "ok" as JSON. */
+/* The manager's refusal, on one line: "sandbox-manager: KIND: MESSAGE". */
+static int print_error(json_t *response)
+{
+	json_t *e = json_object_get(response, "error");
+
+	fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
+		json_string_value(json_object_get(e, "message")) ?: "(no message)");
+	json_decref(response);
+	return MCLI_FAILED;
+}
+
+/* A response: its error (exit 125), or the object without "ok" as JSON. NULL: mcli_call has
+ * already said why, so nothing more is printed. */
 static int print_response(json_t *response)
 {
 	char *text;
 
 	if (response == NULL)
 		return MCLI_FAILED;
-	if (!json_is_true(json_object_get(response, "ok"))) {
-		json_t *e = json_object_get(response, "error");
-
-		fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
-			json_string_value(json_object_get(e, "message")) ?: "(no message)");
-		json_decref(response);
-		return MCLI_FAILED;
-	}
+	if (!json_is_true(json_object_get(response, "ok")))
+		return print_error(response);
 	json_object_del(response, "ok");
 	text = json_dumps(response, JSON_INDENT(2) | JSON_SORT_KEYS);
 	printf("%s\n", text ? text : "{}");
@@ -63,18 +75,189 @@ static int print_response(json_t *response)
 static int request_fail(json_t *req)
 {
 	json_decref(req);
-	fprintf(stderr, "sandbox-manager: cannot build the request (out of memory, or text that is not UTF-8)\n");
+	fprintf(stderr, "sandbox-manager: cannot build the request (out of memory)\n");
 	return MCLI_FAILED;
 }
 
-static int usage(const char *text)
+/* ---- usage: each command's text, here and nowhere else ---- */
+
+struct command {
+	const char *name;   /* as typed after sandbox-manager: "session create" */
+	const char *usage;  /* the whole text -h prints */
+};
+
+#define SOCKET_HELP "  --socket PATH          the manager's control socket (default $SANDBOX_MANAGER_SOCKET)\n"
+#define HELP_HELP "  -h, --help             this text\n"
+
+static const struct command cmd_session = {
+	"session",
+	"usage: sandbox-manager session create|show|delete|list [FLAGS]\n"
+	"\n"
+	"  create   a session: a worktree of a repository for an identity\n"
+	"  show     a session, its sandbox and the limits that hold for it\n"
+	"  delete   a session and its worktree, once its sandbox is proven gone\n"
+	"  list     every session, newest first\n"
+	"\n"
+	"sandbox-manager session SUBCOMMAND --help shows its flags.\n",
+};
+
+static const struct command cmd_session_create = {
+	"session create",
+	"usage: sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
+	"                                      [--socket PATH]\n"
+	"\n"
+	"Creates a session and its worktree; prints {\"session\", \"worktree\", \"branch\"}.\n"
+	"\n"
+	"  --identity ID          whose session (required)\n"
+	"  --repo PATH_OR_URL     the repository to work on (required)\n"
+	"  --branch B             the worktree's branch (default: a new sandbox/<session> branch)\n"
+	"  --grant RES=ACCESS     a declared resource, read or write (repeatable)\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_session_show = {
+	"session show",
+	"usage: sandbox-manager session show --session S [--socket PATH]\n"
+	"\n"
+	"Prints the session: identity, worktree, branch, grants, generation, sandbox, limits, state.\n"
+	"\n"
+	"  --session S            the session (required)\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_session_delete = {
+	"session delete",
+	"usage: sandbox-manager session delete --session S [--delete-branch] [--socket PATH]\n"
+	"\n"
+	"Deletes the session's worktree once its sandbox is proven gone; its records stay.\n"
+	"\n"
+	"  --session S            the session (required)\n"
+	"  --delete-branch        delete its branch too (kept by default)\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_session_list = {
+	"session list",
+	"usage: sandbox-manager session list [--identity ID] [--state STATE] [--all] [--limit N] [--before S]\n"
+	"                                    [--socket PATH]\n"
+	"\n"
+	"Prints {\"sessions\": [{session, identity, state, sandbox, generation, created_ms, last_exec}],\n"
+	"\"next_before\"}, newest first; \"next_before\", when present, is what --before takes next.\n"
+	"\n"
+	"  --identity ID          only this identity's sessions\n"
+	"  --state STATE          only sessions in this state: active, reserved, deleting, deleted\n"
+	"  --all                  deleted sessions too (left out unless named by --all or --state)\n"
+	"  --limit N              at most N sessions (default 100, at most 1000)\n"
+	"  --before S             only sessions created before session S (the next page)\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_exec = {
+	"exec",
+	"usage: sandbox-manager exec --session S [--timeout-seconds N] [--turn N] [--json] [--socket PATH] -- COMMAND\n"
+	"\n"
+	"Runs COMMAND (one argument, a bash command line) in the session's sandbox, prints its output\n"
+	"and exits with its exit code: 124 when it timed out, 128+N when signal N ended it, 125 when it\n"
+	"was refused, cancelled, could not run, or its outcome is uncertain.\n"
+	"\n"
+	"  --session S            the session (required)\n"
+	"  --timeout-seconds N    stop it after N seconds (default: the manager's)\n"
+	"  --turn N               the agent framework's turn it belongs to\n"
+	"  --json                 print the exec result as JSON instead of the output\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_status = {
+	"status",
+	"usage: sandbox-manager status [--json] [--socket PATH]\n"
+	"\n"
+	"The manager's backend, version, sandboxes, sessions and execs by state, and its health. Exits 0\n"
+	"healthy, 1 degraded (uncertain execs or reserved sessions await an operator: it says which),\n"
+	"125 unreachable.\n"
+	"\n"
+	"  --json                 the answer as JSON\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_metrics = {
+	"metrics",
+	"usage: sandbox-manager metrics [--socket PATH]\n"
+	"\n"
+	"The manager's metrics in the Prometheus text format (also: serve --metrics-listen ADDR).\n"
+	"\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_cancel = {
+	"cancel",
+	"usage: sandbox-manager cancel --session S [--socket PATH]\n"
+	"\n"
+	"Stops the session's running command and answers once it is recorded: {\"cancelled\": EXEC, \"state\"},\n"
+	"or {\"cancelled\": null} when nothing was running.\n"
+	"\n"
+	"  --session S            the session (required)\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_grant = {
+	"grant",
+	"usage: sandbox-manager grant --session S (--set RES=ACCESS | --revoke RES) [--socket PATH]\n"
+	"\n"
+	"Changes the session's authority (its sandbox is retired first) and prints the session.\n"
+	"\n"
+	"  --session S            the session (required)\n"
+	"  --set RES=ACCESS       grant a declared resource, read or write\n"
+	"  --revoke RES           revoke it (the running command is stopped)\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_records = {
+	"records",
+	"usage: sandbox-manager records --session S [--limit N] [--before EXEC] [--state STATE] [--socket PATH]\n"
+	"       sandbox-manager records --exec ID [--socket PATH]\n"
+	"\n"
+	"Prints {\"records\": [...], \"next_before\"}: a page of the session's execs, newest first, or one exec.\n"
+	"\n"
+	"  --session S            the session's execs\n"
+	"  --exec ID              this one exec\n"
+	"  --limit N              at most N records (default 20, at most 200)\n"
+	"  --before EXEC          only execs older than EXEC (the next page: the answer's next_before)\n"
+	"  --state STATE          only execs in STATE (accepted, dispatched, exited, signaled, timed_out,\n"
+	"                         cancelled, uncertain, refused), or unresolved: uncertain, not yet resolved\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_resolve = {
+	"resolve",
+	"usage: sandbox-manager resolve --exec ID --outcome ran|not-ran|unknown --note TEXT [--socket PATH]\n"
+	"\n"
+	"Records an operator's word on an exec recorded uncertain: what they found it did and why. The\n"
+	"exec stays uncertain and is never run again; the resolution (outcome, note, by_uid, by_name,\n"
+	"at_ms) is shown in its record. Once only: a second resolve is refused.\n"
+	"\n"
+	"  --exec ID              the uncertain exec (required)\n"
+	"  --outcome OUTCOME      ran, not-ran or unknown (required)\n"
+	"  --note TEXT            what was checked (required, 1 to 4096 bytes of UTF-8)\n"
+	SOCKET_HELP HELP_HELP,
+};
+
+/* A usage error: one line saying what was wrong, then the usage, on stderr. */
+static int usage_error(const struct command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const struct command *c, const char *fmt, ...)
 {
-	fprintf(stderr, "usage: %s\n", text);
+	va_list ap;
+
+	fprintf(stderr, "sandbox-manager %s: ", c->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%s", c->usage);
 	return MCLI_USAGE;
 }
 
-/* getopt_long over argv with the given long options; each option's value goes into vals[i]
- * (repeatable ones into the array at multi). Returns optind, or -1 on an unknown option. */
+/* ---- flags ---- */
+
+/* One long flag; flags_parse fills value/set (a repeatable flag's values into the array). */
 struct flag {
 	const char *name;
 	int has_arg;
@@ -83,62 +266,169 @@ struct flag {
 	int set;
 };
 
-static int flags_parse(int argc, char **argv, struct flag *flags, size_t n)
+#define FLAGS_MAX 15
+#define FLAGS_DONE (-1) /* flags_parse printed the usage (help, or a usage error): *code is the exit */
+
+/* getopt_long over argv with c's flags (and -h/--help). Returns the index of the first argument
+ * after the flags (after a "--" that ends them), or FLAGS_DONE with *code 0 for help and
+ * MCLI_USAGE for an unknown flag or a missing value (one line, then the usage, on stderr). */
+static int flags_parse(const struct command *c, int argc, char **argv, struct flag *flags, size_t n, int *code)
 {
-	struct option longopts[16];
+	struct option longopts[FLAGS_MAX + 2];
 	int opt;
 
-	for (size_t i = 0; i < n && i < 15; i++)
+	if (n > FLAGS_MAX)
+		n = FLAGS_MAX;
+	for (size_t i = 0; i < n; i++)
 		longopts[i] = (struct option){ flags[i].name, flags[i].has_arg, NULL, (int)i + 256 };
-	longopts[n < 15 ? n : 15] = (struct option){ NULL, 0, NULL, 0 };
+	longopts[n] = (struct option){ "help", 0, NULL, 256 + (int)n };
+	longopts[n + 1] = (struct option){ NULL, 0, NULL, 0 };
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		struct flag *f;
 
+		if (opt == 'h' || opt == 256 + (int)n) {
+			fputs(c->usage, stdout);
+			*code = 0;
+			return FLAGS_DONE;
+		}
+		if (opt == ':') {
+			*code = usage_error(c, "option '%s' needs a value", argv[optind - 1]);
+			return FLAGS_DONE;
+		}
 		if (opt < 256 || (size_t)(opt - 256) >= n) {
-			fprintf(stderr, "sandbox-manager: unknown or incomplete option '%s'\n", argv[optind - 1]);
-			return -1;
+			/* optopt: a known flag given a value it does not take (--json=1), an unknown short
+			 * option (its letter), or 0 for an unknown long one (argv[optind - 1]). */
+			*code = optopt == 256 + (int)n ? usage_error(c, "option '--help' takes no value") :
+				optopt >= 256 ? usage_error(c, "option '--%s' takes no value", flags[optopt - 256].name) :
+				optopt > 0 ? usage_error(c, "unknown option '-%c'", optopt) :
+				usage_error(c, "unknown option '%s'", argv[optind - 1]);
+			return FLAGS_DONE;
 		}
 		f = &flags[opt - 256];
 		f->set = 1;
 		f->value = optarg;
-		if (f->values != NULL)
-			json_array_append_new(f->values, json_string(optarg));
+		if (f->values != NULL && json_array_append_new(f->values, json_string(optarg)) != 0) {
+			*code = usage_error(c, "--%s '%s' is not UTF-8 text", f->name, optarg);
+			return FLAGS_DONE;
+		}
 	}
 	return optind;
+}
+
+/* flags_parse for a command that takes no arguments besides its flags. */
+static int flags_only(const struct command *c, int argc, char **argv, struct flag *flags, size_t n, int *code)
+{
+	int i = flags_parse(c, argc, argv, flags, n, code);
+
+	if (i != FLAGS_DONE && i < argc) {
+		*code = usage_error(c, "unexpected argument '%s'", argv[i]);
+		return FLAGS_DONE;
+	}
+	return i;
+}
+
+/* A required flag that was not given: the usage error, or 0. */
+static int required(const struct command *c, const struct flag *f)
+{
+	return f->set ? 0 : usage_error(c, "--%s is required", f->name);
+}
+
+/* A whole number from min to max, or -1. */
+static long number_arg(const char *text, long min, long max)
+{
+	char *end;
+	long v;
+
+	if (text[0] < '0' || text[0] > '9')
+		return -1;
+	v = strtol(text, &end, 10);
+	return *end != '\0' || v < min || v > max ? -1 : v;
+}
+
+/* Text that goes into a request as a JSON string must be UTF-8 (jansson refuses anything else). */
+static bool utf8_text(const char *text)
+{
+	json_t *j = json_string(text);
+
+	json_decref(j);
+	return j != NULL;
 }
 
 /* ---- session ---- */
 
 static int session_create(int argc, char **argv)
 {
+	const struct command *c = &cmd_session_create;
 	struct flag f[] = { { "identity", 1, NULL, NULL, 0 }, { "repo", 1, NULL, NULL, 0 },
 			    { "branch", 1, NULL, NULL, 0 },   { "grant", 1, NULL, json_array(), 0 },
 			    { "socket", 1, NULL, NULL, 0 } };
-	const char *u = "sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] "
-			"[--grant RES=ACCESS]... [--socket PATH]";
 	json_t *req;
+	int code = 0;
 
-	if (flags_parse(argc, argv, f, 5) != argc || !f[0].set || !f[1].set) {
+	if (f[3].values == NULL)
+		return request_fail(NULL);
+	if (flags_only(c, argc, argv, f, 5, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0 ||
+	    (code = required(c, &f[1])) != 0) {
 		json_decref(f[3].values);
-		return usage(u);
+		return code;
 	}
+	for (size_t i = 0; i < 3; i++)
+		if (f[i].set && !utf8_text(f[i].value)) {
+			json_decref(f[3].values);
+			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+		}
 	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", "session.create", "identity", f[0].value, "repo",
 			f[1].value, "branch", f[2].value, "grants", f[3].values);
+	if (req == NULL)
+		return request_fail(NULL);
 	return print_response(mcli_call(f[4].value, req));
 }
 
-static int session_simple(int argc, char **argv, const char *op, const char *u)
+/* session show, session delete and cancel: one session, one op. */
+static int session_simple(const struct command *c, int argc, char **argv, const char *op, bool delete_flag)
 {
 	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "socket", 1, NULL, NULL, 0 },
 			    { "delete-branch", 0, NULL, NULL, 0 } };
 	json_t *req;
+	int code = 0;
 
-	if (flags_parse(argc, argv, f, 3) != argc || !f[0].set)
-		return usage(u);
-	req = json_pack("{s:s, s:s, s:b}", "op", op, "session", f[0].value, "delete_branch", f[2].set);
+	if (flags_only(c, argc, argv, f, delete_flag ? 3 : 2, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0)
+		return code;
+	if (!utf8_text(f[0].value))
+		return usage_error(c, "--session '%s' is not UTF-8 text", f[0].value);
+	req = json_pack("{s:s, s:s}", "op", op, "session", f[0].value);
+	if (req == NULL || (delete_flag && json_object_set_new(req, "delete_branch", json_boolean(f[2].set)) != 0))
+		return request_fail(req);
 	return print_response(mcli_call(f[1].value, req));
+}
+
+static int session_list(int argc, char **argv)
+{
+	const struct command *c = &cmd_session_list;
+	struct flag f[] = { { "identity", 1, NULL, NULL, 0 }, { "state", 1, NULL, NULL, 0 },
+			    { "all", 0, NULL, NULL, 0 },      { "limit", 1, NULL, NULL, 0 },
+			    { "before", 1, NULL, NULL, 0 },   { "socket", 1, NULL, NULL, 0 } };
+	long limit = 0;
+	json_t *req;
+	int code = 0;
+
+	/* The state is the manager's to check, as for records: it knows the states. */
+	if (flags_only(c, argc, argv, f, 6, &code) == FLAGS_DONE)
+		return code;
+	if (f[3].set && (limit = number_arg(f[3].value, 1, RECORDS_SESSIONS_LIMIT_MAX)) < 0)
+		return usage_error(c, "--limit takes a whole number from 1 to %u, not '%s'", RECORDS_SESSIONS_LIMIT_MAX,
+				   f[3].value);
+	for (size_t i = 0; i < 5; i++)
+		if (f[i].set && f[i].has_arg && !utf8_text(f[i].value))
+			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:b}", "op", "session.list", "identity", f[0].value, "state",
+			f[1].value, "before", f[4].value, "all", f[2].set);
+	/* A request without its limit would ask for another page than the one named: not sent. */
+	if (req == NULL || (limit > 0 && json_object_set_new(req, "limit", json_integer(limit)) != 0))
+		return request_fail(req);
+	return print_response(mcli_call(f[5].value, req));
 }
 
 int mcli_session(int argc, char **argv)
@@ -148,12 +438,18 @@ int mcli_session(int argc, char **argv)
 	if (strcmp(sub, "create") == 0)
 		return session_create(argc - 1, argv + 1);
 	if (strcmp(sub, "show") == 0)
-		return session_simple(argc - 1, argv + 1, "session.show",
-				      "sandbox-manager session show --session S [--socket PATH]");
+		return session_simple(&cmd_session_show, argc - 1, argv + 1, "session.show", false);
 	if (strcmp(sub, "delete") == 0)
-		return session_simple(argc - 1, argv + 1, "session.delete",
-				      "sandbox-manager session delete --session S [--delete-branch] [--socket PATH]");
-	return usage("sandbox-manager session create|show|delete ...");
+		return session_simple(&cmd_session_delete, argc - 1, argv + 1, "session.delete", true);
+	if (strcmp(sub, "list") == 0)
+		return session_list(argc - 1, argv + 1);
+	if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
+		fputs(cmd_session.usage, stdout);
+		return 0;
+	}
+	if (sub[0] == '\0')
+		return usage_error(&cmd_session, "a subcommand is required");
+	return usage_error(&cmd_session, "unknown subcommand '%s'", sub);
 }
 
 /* ---- exec ---- */
@@ -215,40 +511,32 @@ static int exec_print(json_t *result, int as_json)
 
 int mcli_exec(int argc, char **argv)
 {
+	const struct command *c = &cmd_exec;
 	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "timeout-seconds", 1, NULL, NULL, 0 },
 			    { "json", 0, NULL, NULL, 0 },    { "socket", 1, NULL, NULL, 0 },
 			    { "turn", 1, NULL, NULL, 0 } };
-	const char *u = "sandbox-manager exec --session S [--timeout-seconds N] [--turn N] [--json] [--socket PATH] -- COMMAND";
 	json_t *req, *resp, *result;
-	char *end;
-	int i = flags_parse(argc, argv, f, 5), code;
+	long timeout = 0, turn = -1;
+	int code = 0, i = flags_parse(c, argc, argv, f, 5, &code);
 
-	if (i < 0 || !f[0].set || i != argc - 1 || strcmp(argv[i - 1], "--") != 0)
-		return usage(u);
+	if (i == FLAGS_DONE || (code = required(c, &f[0])) != 0)
+		return code;
+	if (i == argc || strcmp(argv[i - 1], "--") != 0)
+		return usage_error(c, "the command goes after --, as one argument (quote it)");
+	if (i != argc - 1)
+		return usage_error(c, "the command after -- is one argument (quote it), not %d", argc - i);
+	if (f[1].set && (timeout = number_arg(f[1].value, 1, 86400)) < 0)
+		return usage_error(c, "--timeout-seconds takes a whole number of seconds from 1 to 86400, not '%s'",
+				   f[1].value);
+	if (f[4].set && (turn = number_arg(f[4].value, 0, 1L << 53)) < 0)
+		return usage_error(c, "--turn takes a whole number, at least 0, not '%s'", f[4].value);
+	if (!utf8_text(f[0].value) || !utf8_text(argv[i]))
+		return usage_error(c, "the session and the command must be UTF-8 text");
 	req = json_pack("{s:s, s:s, s:s}", "op", "exec", "session", f[0].value, "command", argv[i]);
-	if (f[1].set) {
-		long v = strtol(f[1].value, &end, 10);
-
-		if (*end != '\0' || f[1].value[0] == '\0' || v < 1) {
-			json_decref(req);
-			return usage("--timeout-seconds takes a whole number of seconds, at least 1");
-		}
-		/* Unset, the manager would use its default timeout instead of the one asked for. */
-		if (json_object_set_new(req, "timeout_seconds", json_integer(v)) != 0) {
-			return request_fail(req);
-		}
-	}
-	if (f[4].set) {
-		long v = strtol(f[4].value, &end, 10);
-
-		if (*end != '\0' || f[4].value[0] == '\0' || v < 0) {
-			json_decref(req);
-			return usage("--turn takes a non-negative number");
-		}
-		if (json_object_set_new(req, "turn", json_integer(v)) != 0) {
-			return request_fail(req);
-		}
-	}
+	/* Unset, the manager would use its default timeout (or turn) instead of the one asked for. */
+	if (req == NULL || (timeout > 0 && json_object_set_new(req, "timeout_seconds", json_integer(timeout)) != 0) ||
+	    (turn >= 0 && json_object_set_new(req, "turn", json_integer(turn)) != 0))
+		return request_fail(req);
 	resp = mcli_call(f[3].value, req);
 	if (resp == NULL)
 		return MCLI_FAILED;
@@ -260,34 +548,58 @@ int mcli_exec(int argc, char **argv)
 	return code;
 }
 
-/* ---- cancel, grant, records ---- */
+/* ---- cancel, grant, records, resolve ---- */
 
 int mcli_cancel(int argc, char **argv)
 {
-	return session_simple(argc, argv, "cancel", "sandbox-manager cancel --session S [--socket PATH]");
+	return session_simple(&cmd_cancel, argc, argv, "cancel", false);
+}
+
+int mcli_grant(int argc, char **argv)
+{
+	const struct command *c = &cmd_grant;
+	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "set", 1, NULL, NULL, 0 },
+			    { "revoke", 1, NULL, NULL, 0 },  { "socket", 1, NULL, NULL, 0 } };
+	json_t *req;
+	int code = 0;
+
+	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0)
+		return code;
+	if (f[1].set == f[2].set)
+		return usage_error(c, "give exactly one of --set RES=ACCESS and --revoke RES");
+	if (!utf8_text(f[0].value) || !utf8_text(f[1].set ? f[1].value : f[2].value))
+		return usage_error(c, "the session and the resource must be UTF-8 text");
+	req = json_pack("{s:s, s:s, s:s?, s:s?}", "op", "grant", "session", f[0].value, "set", f[1].value, "revoke",
+			f[2].value);
+	if (req == NULL)
+		return request_fail(NULL);
+	return print_response(mcli_call(f[3].value, req));
 }
 
 /* A page of records: newest first; the answer's "next_before", when present, is what --before
  * takes for the next page (DESIGN.md; the manager bounds every page, invariant 13). */
 int mcli_records(int argc, char **argv)
 {
+	const struct command *c = &cmd_records;
 	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "exec", 1, NULL, NULL, 0 },
 			    { "limit", 1, NULL, NULL, 0 },   { "before", 1, NULL, NULL, 0 },
 			    { "state", 1, NULL, NULL, 0 },   { "socket", 1, NULL, NULL, 0 } };
-	const char *u = "sandbox-manager records (--session S [--limit N] [--before EXEC] [--state STATE] | --exec ID) "
-			"[--socket PATH]";
 	json_t *req;
-	char *end;
 	long limit = 0;
+	int code = 0;
 
-	if (flags_parse(argc, argv, f, 6) != argc || f[0].set == f[1].set ||
-	    (f[1].set && (f[2].set || f[3].set || f[4].set)))
-		return usage(u);
-	if (f[2].set) {
-		limit = strtol(f[2].value, &end, 10);
-		if (*end != '\0' || f[2].value[0] == '\0' || limit < 1 || limit > 1000000)
-			return usage("--limit takes a whole number of records, at least 1");
-	}
+	if (flags_only(c, argc, argv, f, 6, &code) == FLAGS_DONE)
+		return code;
+	if (f[0].set == f[1].set)
+		return usage_error(c, "give exactly one of --session S and --exec ID");
+	if (f[1].set && (f[2].set || f[3].set || f[4].set))
+		return usage_error(c, "--limit, --before and --state page a session's records, not one exec's");
+	if (f[2].set && (limit = number_arg(f[2].value, 1, RECORDS_PAGE_LIMIT_MAX)) < 0)
+		return usage_error(c, "--limit takes a whole number of records from 1 to %u, not '%s'",
+				   RECORDS_PAGE_LIMIT_MAX, f[2].value);
+	for (size_t i = 0; i < 5; i++)
+		if (f[i].set && !utf8_text(f[i].value))
+			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
 	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:s*}", "op", "records", "session", f[0].value, "exec", f[1].value,
 			"before", f[3].value, "state", f[4].value);
 	/* A request without its limit would ask for another page than the one named: not sent. */
@@ -296,15 +608,55 @@ int mcli_records(int argc, char **argv)
 	return print_response(mcli_call(f[5].value, req));
 }
 
-int mcli_grant(int argc, char **argv)
+int mcli_resolve(int argc, char **argv)
 {
-	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "set", 1, NULL, NULL, 0 },
-			    { "revoke", 1, NULL, NULL, 0 },  { "socket", 1, NULL, NULL, 0 } };
+	const struct command *c = &cmd_resolve;
+	struct flag f[] = { { "exec", 1, NULL, NULL, 0 }, { "outcome", 1, NULL, NULL, 0 },
+			    { "note", 1, NULL, NULL, 0 }, { "socket", 1, NULL, NULL, 0 } };
+	const char *o;
 	json_t *req;
+	int code = 0;
 
-	if (flags_parse(argc, argv, f, 4) != argc || !f[0].set || f[1].set == f[2].set)
-		return usage("sandbox-manager grant --session S (--set RES=ACCESS | --revoke RES) [--socket PATH]");
-	req = json_pack("{s:s, s:s, s:s?, s:s?}", "op", "grant", "session", f[0].value, "set", f[1].value, "revoke",
-			f[2].value);
+	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0 ||
+	    (code = required(c, &f[1])) != 0 || (code = required(c, &f[2])) != 0)
+		return code;
+	o = f[1].value;
+	if (strcmp(o, "ran") != 0 && strcmp(o, "not-ran") != 0 && strcmp(o, "unknown") != 0)
+		return usage_error(c, "--outcome takes ran, not-ran or unknown, not '%s'", o);
+	if (f[2].value[0] == '\0' || strlen(f[2].value) > RECORDS_NOTE_MAX || !utf8_text(f[2].value))
+		return usage_error(c, "--note takes 1 to %u bytes of UTF-8 text (what was checked)", RECORDS_NOTE_MAX);
+	if (!utf8_text(f[0].value))
+		return usage_error(c, "--exec '%s' is not UTF-8 text", f[0].value);
+	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "exec", f[0].value, "outcome", o, "note", f[2].value);
+	if (req == NULL)
+		return request_fail(NULL);
 	return print_response(mcli_call(f[3].value, req));
+}
+
+int mcli_version(int argc, char **argv, const char *version)
+{
+	static const struct command c = { "version", "usage: sandbox-manager version\n"
+						     "       sandbox-manager --version\n"
+						     "\n"
+						     "Prints the version of this sandbox-manager.\n" HELP_HELP };
+	int code = 0;
+
+	if (flags_only(&c, argc, argv, NULL, 0, &code) == FLAGS_DONE)
+		return code;
+	printf("sandbox-manager %s\n", version);
+	return 0;
+}
+
+/* ---- status, metrics ---- */
+
+int mcli_status(int argc, char **argv)
+{
+	bool metrics = strcmp(argv[0], "metrics") == 0;
+	const struct command *c = metrics ? &cmd_metrics : &cmd_status;
+	struct flag f[] = { { "socket", 1, NULL, NULL, 0 }, { "json", 0, NULL, NULL, 0 } };
+	int code = 0;
+
+	if (flags_only(c, argc, argv, f, metrics ? 1 : 2, &code) == FLAGS_DONE)
+		return code;
+	return metrics ? mcli_metrics_run(f[0].value) : mcli_status_run(f[0].value, f[1].set);
 }

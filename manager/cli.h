@@ -1,7 +1,13 @@
 /* The manager's client commands: each builds one control request, sends it to the daemon and
- * prints the answer. Exit codes (DESIGN.md): exec exits with the command's own code, 124 when it
- * timed out, 125 when it was refused, could not run, or its outcome is uncertain; the other
- * commands exit 0 on success, 2 for usage errors, 125 when the manager refused or is unreachable. */
+ * prints the answer. `-h`/`--help` on any of them prints its usage and flags on stdout (exit 0).
+ * Exit codes (DESIGN.md, docs/operations.md):
+ *   exec:            the command's own exit code; 124 it timed out; 128+N a signal N ended it
+ *                    (137: SIGKILL); 125 it was refused, cancelled, could not run, or its outcome
+ *                    is uncertain (the reason on stderr);
+ *   every command:   0 done; 2 a usage error (one line saying what, then the usage, on stderr);
+ *                    125 the manager refused it (one line "sandbox-manager: KIND: MESSAGE" on
+ *                    stderr, KIND e.g. not_found for an unknown session or exec), or is unreachable.
+ * Each failure is printed once, as one line. */
 #ifndef SB_MANAGER_CLI_H
 #define SB_MANAGER_CLI_H
 
@@ -14,11 +20,16 @@ int mcli_exec(int argc, char **argv);
 int mcli_cancel(int argc, char **argv);
 int mcli_grant(int argc, char **argv);
 int mcli_records(int argc, char **argv);
-/* status and metrics (cli_status.c; argv[0] says which): status exits 0 healthy, 1 degraded. */
+int mcli_resolve(int argc, char **argv);
+int mcli_version(int argc, char **argv, const char *version);
+/* status and metrics (argv[0] says which; flags in cli.c, the answers printed by cli_status.c):
+ * status exits 0 healthy, 1 degraded. */
 int mcli_status(int argc, char **argv);
+int mcli_status_run(const char *socket, int as_json);
+int mcli_metrics_run(const char *socket);
 
 /* Send one request to the daemon at the socket from --socket / $SANDBOX_MANAGER_SOCKET and
- * return its response (a new reference), or NULL with a message printed. */
+ * return its response (a new reference), or NULL with one message printed. */
 struct json_t;
 struct json_t *mcli_call(const char *socket_flag, struct json_t *request);
 

@@ -3,7 +3,6 @@
  * (status.h has the rule): 0 healthy, 1 degraded, 125 when the manager is unreachable or fails. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +66,7 @@ static int answer_error(json_t *resp, const char *none)
 	return MCLI_FAILED;
 }
 
-static int status_run(const char *socket, int as_json)
+int mcli_status_run(const char *socket, int as_json)
 {
 	json_t *resp = mcli_call(socket, json_pack("{s:s}", "op", "status"));
 	const char *health;
@@ -94,7 +93,7 @@ static int status_run(const char *socket, int as_json)
 	return code;
 }
 
-static int metrics_run(const char *socket)
+int mcli_metrics_run(const char *socket)
 {
 	json_t *resp = mcli_call(socket, json_pack("{s:s}", "op", "metrics")), *text;
 
@@ -106,29 +105,4 @@ static int metrics_run(const char *socket)
 	fwrite(json_string_value(text), 1, json_string_length(text), stdout);
 	json_decref(resp);
 	return fflush(stdout) == 0 ? 0 : MCLI_FAILED;
-}
-
-int mcli_status(int argc, char **argv)
-{
-	static const struct option longopts[] = { { "socket", 1, NULL, 's' }, { "json", 0, NULL, 'j' },
-						  { NULL, 0, NULL, 0 } };
-	int metrics = strcmp(argv[0], "metrics") == 0, as_json = 0, opt;
-	const char *socket = NULL;
-
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-		if (opt == 's')
-			socket = optarg;
-		else if (opt == 'j' && !metrics)
-			as_json = 1;
-		else
-			break;
-	}
-	if (opt != -1 || optind != argc) {
-		fprintf(stderr, "usage: sandbox-manager %s\n",
-			metrics ? "metrics [--socket PATH]" : "status [--json] [--socket PATH]");
-		return MCLI_USAGE;
-	}
-	return metrics ? metrics_run(socket) : status_run(socket, as_json);
 }

@@ -273,6 +273,43 @@ static int file_apply(struct config *c, const char *path, struct sb_err *err)
 	return rc;
 }
 
+/* `serve`'s usage, here beside the flags it describes: `serve --help` prints it on stdout, a flag
+ * error on stderr after the one line that says what was wrong. */
+void config_usage(FILE *f)
+{
+	fputs("usage: sandbox-manager serve [FLAGS]\n"
+	      "\n"
+	      "Runs the manager: the control socket, the records, the sandboxes. Every flag can also be set\n"
+	      "in the config file under the same name; flags override the file.\n"
+	      "\n"
+	      "  --config FILE                  a JSON object of settings ({\"idle-seconds\": 300, ...})\n"
+	      "  --state-dir DIR                records, CA, sandboxes' private directories, the socket\n"
+	      "  --volume DIR                   the persistent volume (default <state-dir>/volume)\n"
+	      "  --socket PATH                  the control socket (default <state-dir>/manager.sock)\n"
+	      "  --backend process|podman       where sandboxes run (default process)\n"
+	      "  --agent PATH                   the static sandbox-agent (default: beside this binary)\n"
+	      "  --default-timeout-seconds N    a call's timeout when it names none (default 120)\n"
+	      "  --max-timeout-seconds N        a call asking for more is refused (default 600)\n"
+	      "  --idle-seconds N               an idle sandbox is retired after N seconds (default 900)\n"
+	      "  --output-limit BYTES           per stream of a call's answer (default 1 MiB)\n"
+	      "  --record-output-limit BYTES    per stream kept in an exec's record (default 64 KiB)\n"
+	      "  --tmp-size BYTES               each sandbox's /tmp (K, M or G suffix; default 256M)\n"
+	      "  --shm-size BYTES               each sandbox's /dev/shm (default 64M)\n"
+	      "  --sandbox-uid N, --sandbox-gid N  the sandboxes' ids (root manager only; default 65534)\n"
+	      "  --resource NAME=BROKER:ARG     a resource grants may name (repeatable)\n"
+	      "  --cgroup-parent DIR            process backend: a delegated cgroup v2 directory\n"
+	      "  --sandbox-cpus N, --sandbox-memory-mib N, --sandbox-pids N\n"
+	      "                                 each sandbox's limits (podman, or process with --cgroup-parent)\n"
+	      "  --podman-socket PATH           podman: the service's unix socket\n"
+	      "  --image NAME                   podman: the sandbox image\n"
+	      "  --podman-seccomp FILE          podman: a seccomp profile (images/seccomp.json)\n"
+	      "  --podman-network MODE          podman: the containers' network (default bridge)\n"
+	      "  -h, --help                     this text\n"
+	      "\n"
+	      "Exit codes: 2 usage error or the state directory is in use by another manager; 125 any other\n"
+	      "failure to start. docs/operations.md has every setting.\n", f);
+}
+
 static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *err)
 {
 	static const struct option longopts[] = {
@@ -286,24 +323,39 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "record-output-limit", 1, NULL, 0 },
 		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
+		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int idx, opt;
 
-	/* The file first, so that flags override it whatever their order. */
+	/* The flags' shape first: --help, an unknown flag or a missing value is answered before any
+	 * file is read or any setting applied. */
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+:h", longopts, &idx)) != -1) {
+		if (opt == 'h')
+			return CONFIG_HELP;
+		if (opt == ':') {
+			sb_fail(err, 0, "option '%s' needs a value", argv[optind - 1]);
+			return CONFIG_BAD_FLAG;
+		}
+		if (opt != 0) {
+			sb_fail(err, 0, "unknown option '%s'", argv[optind - 1]);
+			return CONFIG_BAD_FLAG;
+		}
+	}
+	if (optind != argc) {
+		sb_fail(err, 0, "unexpected argument '%s'", argv[optind]);
+		return CONFIG_BAD_FLAG;
+	}
+	/* The file next, so that flags override it whatever their order. */
 	for (int i = 1; i + 1 < argc; i++)
 		if (strcmp(argv[i], "--config") == 0 && file_apply(c, argv[i + 1], err) < 0)
 			return -1;
-	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", longopts, &idx)) != -1) {
-		if (opt != 0)
-			return sb_fail(err, EINVAL, "unknown or incomplete option '%s'", argv[optind - 1]);
+	while ((opt = getopt_long(argc, argv, "+:h", longopts, &idx)) != -1)
 		if (idx != 0 && setting_apply(c, longopts[idx].name, optarg, err) < 0)
-			return -1;
-	}
-	if (optind != argc)
-		return sb_fail(err, EINVAL, "unexpected argument '%s'", argv[optind]);
+			return CONFIG_BAD_FLAG;
 	return 0;
 }
 
@@ -388,10 +440,15 @@ int config_load(struct config *c, int argc, char **argv, struct sb_err *err)
 {
 	char default_state[PATH_MAX];
 
+	int rc;
+
 	if (defaults(c, err) < 0)
 		return -1;
 	memcpy(default_state, c->state_dir, sizeof default_state);
-	if (flags_apply(c, argc, argv, err) < 0 || config_check(c, err) < 0)
+	rc = flags_apply(c, argc, argv, err);
+	if (rc != 0)
+		return rc;
+	if (config_check(c, err) < 0)
 		return -1;
 	/* Last: a configuration refused creates nothing. */
 	return strcmp(c->state_dir, default_state) == 0 ? state_dir_parents(c->state_dir, err) : 0;

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "error.h"
 
@@ -39,8 +40,15 @@ struct config {
 	char metrics_listen[PATH_MAX + 8]; /* "" (off), or where GET /metrics is served (metrics_http.h) */
 };
 
-/* Parse `serve`'s flags (and the file named by --config); fills every default. */
+/* Parse `serve`'s flags (and the file named by --config); fills every default. 0: loaded;
+ * CONFIG_HELP: --help was asked (nothing else done); CONFIG_BAD_FLAG: a flag is unknown, lacks its
+ * value or has a bad one (err says which: a usage error); -1: err (the file, or a setting that
+ * cannot hold with the others). */
+#define CONFIG_HELP 1
+#define CONFIG_BAD_FLAG 2
 int config_load(struct config *c, int argc, char **argv, struct sb_err *err);
+/* `serve`'s usage and flags. */
+void config_usage(FILE *f);
 void config_free(struct config *c);
 
 #endif

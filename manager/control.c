@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,20 @@ json_t *control_error(const char *kind, const char *fmt, ...)
 json_t *control_error_from(const char *kind, const struct sb_err *err)
 {
 	return control_error(kind, "%s", err->msg);
+}
+
+int control_request_uint(json_t *req, const char *key, unsigned dflt, unsigned *out)
+{
+	json_t *v = json_object_get(req, key);
+
+	if (v == NULL || json_is_null(v)) {
+		*out = dflt;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
+		return -1;
+	*out = (unsigned)json_integer_value(v);
+	return 0;
 }
 
 const char *control_socket_path(const char *flag)

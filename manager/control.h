@@ -2,9 +2,10 @@
  * that only the manager's own uid (or its group, with mode 0660) may use; the peer's uid is
  * checked with SO_PEERCRED on every connection, not trusted from file modes alone.
  *
- * Request:  {"op": "session.create" | "session.show" | "session.delete" | "exec" | "cancel" |
- *            "grant" | "records" | "config" | "status" | "metrics", ...arguments}. An exec may carry "tag" (the client's
- *            name for the call); a cancel with "tag" stops only the running call that carries it.
+ * Request:  {"op": "session.create" | "session.show" | "session.delete" | "session.list" | "exec" |
+ *            "cancel" | "grant" | "records" | "resolve" | "config" | "status" | "metrics", ...arguments}.
+ *            An exec may carry "tag" (the client's name for the call); a cancel with "tag" stops only
+ *            the running call that carries it.
  *            An exec may carry "keep_output": N (bytes, >= 0): when the result's stdout and stderr
  *            text together is over N, the manager writes each non-empty stream's bytes, after the
  *            call's record is committed, to <worktree>/.sandbox-tmp/.outputs/exec-<id>.stdout and
@@ -12,7 +13,10 @@
  *            {"stdout": PATH, "stderr": PATH} to the answer's result (not to the record), or
  *            "output_kept_error": why; the call's outcome never depends on it.
  *            "records" takes "session" (with optional "limit", "before", "state") or "exec", and
- *            answers one page, newest first, with "next_before" when more remain (records.h).
+ *            answers one page, newest first, with "next_before" when more remain (records.h);
+ *            "session.list" takes optional "identity", "state", "all", "limit", "before" and pages
+ *            the same way. "resolve" takes "exec", "outcome", "note" and records them with the
+ *            peer's uid (resolve.c).
  * Response: {"ok": true, ...} or {"ok": false, "error": {"kind": K, "message": M}} with K one of
  *            "invalid" (bad input), "not_found", "refused" (a rule said no), "unavailable" (the
  *            sandbox or manager cannot run it now), "internal". */
@@ -42,6 +46,9 @@ int control_recv(int fd, size_t cap, json_t **msg, struct sb_err *err);
 json_t *control_error(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An error response from an sb_err, with its kind. */
 json_t *control_error_from(const char *kind, const struct sb_err *err);
+
+/* A request's whole-number argument: absent or null is dflt; -1 when it is not 0..UINT32_MAX. */
+int control_request_uint(json_t *req, const char *key, unsigned dflt, unsigned *out);
 
 /* The socket path from --socket, else $SANDBOX_MANAGER_SOCKET, else NULL. */
 const char *control_socket_path(const char *flag);

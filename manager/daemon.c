@@ -212,23 +212,9 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	return sandbox_recover(m, err);
 }
 
-/* An answer of records always fits one frame: a page stops at RECORDS_PAGE_BYTES, and what else
- * the answer holds ("ok", "next_before": an exec id) is far below the rest of the cap. */
+/* An answer of records (or of sessions) always fits one frame: a page stops at RECORDS_PAGE_BYTES,
+ * and what else the answer holds ("ok", "next_before": an id) is far below the rest of the cap. */
 _Static_assert(RECORDS_PAGE_BYTES + 64u * 1024u < CONTROL_RESPONSE_CAP, "a page of records must fit a control answer");
-
-static int request_uint(json_t *req, const char *key, unsigned dflt, unsigned *out)
-{
-	json_t *v = json_object_get(req, key);
-
-	if (v == NULL || json_is_null(v)) {
-		*out = dflt;
-		return 0;
-	}
-	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
-		return -1;
-	*out = (unsigned)json_integer_value(v);
-	return 0;
-}
 
 /* records: a page of a session's execs, newest first, or one exec (DESIGN.md). A deleted
  * session's records stay readable: they are its audit trail. Every answer is bounded by the page's
@@ -249,7 +235,7 @@ static json_t *records_answer(struct manager *m, json_t *req)
 			return control_error("invalid", "records: %s must be a string", keys[i]);
 		*vals[i] = json_string_value(v);
 	}
-	if (request_uint(req, "limit", RECORDS_PAGE_LIMIT_DEFAULT, &q.limit) < 0)
+	if (control_request_uint(req, "limit", RECORDS_PAGE_LIMIT_DEFAULT, &q.limit) < 0)
 		return control_error("invalid", "records: limit must be a whole number from 1 to %u", RECORDS_PAGE_LIMIT_MAX);
 	sb_err_clear(&err);
 	rc = records_page(m->rec, &q, &page, &err);
@@ -264,7 +250,8 @@ static json_t *records_answer(struct manager *m, json_t *req)
 	return page;
 }
 
-static json_t *dispatch(struct manager *m, json_t *req)
+/* peer: the connection's uid (SO_PEERCRED), for the ops that record who asked. */
+static json_t *dispatch(struct manager *m, json_t *req, uid_t peer)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
 	const char *session = json_string_value(json_object_get(req, "session"));
@@ -279,6 +266,8 @@ static json_t *dispatch(struct manager *m, json_t *req)
 		return sessions_show(m, session);
 	if (strcmp(op, "session.delete") == 0)
 		return sessions_delete(m, session, json_is_true(json_object_get(req, "delete_branch")));
+	if (strcmp(op, "session.list") == 0)
+		return sessions_list(m, req);
 	if (strcmp(op, "cancel") == 0)
 		return session == NULL ? control_error("invalid", "cancel needs a session") :
 					 execpath_cancel(m, session, json_string_value(json_object_get(req, "tag")));
@@ -290,6 +279,8 @@ static json_t *dispatch(struct manager *m, json_t *req)
 		return status_answer(m);
 	if (strcmp(op, "metrics") == 0)
 		return status_metrics_answer(m);
+	if (strcmp(op, "resolve") == 0)
+		return resolve_answer(m, req, peer);
 	if (strcmp(op, "config") == 0)
 		return json_pack("{s:b, s:i, s:i, s:s}", "ok", 1, "default_timeout_seconds", m->cfg.default_timeout,
 				 "max_timeout_seconds", m->cfg.max_timeout, "backend", m->cfg.backend);
@@ -362,7 +353,7 @@ static void *conn_thread(void *arg)
 		snprintf(op, sizeof op, "%s", rc > 0 ? json_string_value(json_object_get(req, "op")) ?: "(no op)" : "a bad request");
 		request_count(c->m, true);
 		/* Bad input gets a clear answer when the stream still allows one. */
-		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req);
+		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req, peer);
 		json_decref(req);
 		if (resp == NULL)
 			resp = control_error("internal", "out of memory");
@@ -516,16 +507,26 @@ int daemon_serve(int argc, char **argv)
 	struct sb_err err;
 	struct stat bound;
 	pthread_t evictor;
-	int fd, sigfd, lock = -1;
+	int fd, sigfd, lock = -1, rc;
 
 	sb_err_clear(&err);
 	signal(SIGPIPE, SIG_IGN);
 	/* First, before any thread: a signal that comes during the start is taken once it is done. */
 	sigfd = stop_signals(&err);
 	metrics_start();
+	rc = sigfd < 0 ? -1 : config_load(&m.cfg, argc, argv, &err);
+	if (rc == CONFIG_HELP) {
+		config_usage(stdout);
+		return 0;
+	}
+	if (rc == CONFIG_BAD_FLAG) {
+		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
+		config_usage(stderr);
+		return 2;
+	}
 	/* Private state first (everything else lives in it), then the claim on it, before anything
 	 * in it is read or changed: a second manager leaves a live one's state as it found it. */
-	if (sigfd < 0 || config_load(&m.cfg, argc, argv, &err) < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
+	if (rc < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
 	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);

@@ -495,6 +495,7 @@ json_t *execpath_run(struct manager *m, json_t *req)
 	struct sb_err err;
 	json_t *resp;
 	bool turn;
+	int rc;
 
 	if (c == NULL)
 		return control_error("internal", "out of memory");
@@ -512,11 +513,13 @@ json_t *execpath_run(struct manager *m, json_t *req)
 	if (turn)
 		queue_enter(m->queue, c->session);
 	metrics_lap(&c->lap, METRICS_STEP_QUEUE);
-	if (records_session_get(m->rec, c->session, &s, &err) != RECORDS_FOUND) {
+	rc = records_session_get(m->rec, c->session, &s, &err);
+	/* A deleted session is no session to call: refused before anything is recorded. */
+	if (rc != RECORDS_FOUND || strcmp(s.state, "deleted") == 0) {
 		if (turn)
 			queue_leave(m->queue, c->session);
-		resp = err.msg[0] ? control_error_from("internal", &err) :
-				       control_error("not_found", "no session '%s'", c->session);
+		resp = rc < 0 ? control_error_from("internal", &err) :
+				control_error("not_found", "no session '%s'", c->session);
 		free(c);
 		return resp;
 	}
@@ -592,10 +595,17 @@ static int call_cancel_locked(struct manager *m, struct live_sandbox *l, const c
 json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
 {
 	struct live_sandbox *l;
+	struct session_row s;
 	struct sb_err err;
 	char exec_id[65] = "";
-	int rc = 0;
+	int rc = records_session_get(m->rec, session, &s, &err);
 
+	/* Nothing to cancel is an answer only for a session that exists. */
+	if (rc < 0)
+		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
+	if (rc == RECORDS_NOT_FOUND || strcmp(s.state, "deleted") == 0)
+		return control_error("not_found", "no session '%s'", session);
+	rc = 0;
 	pthread_mutex_lock(&m->lock);
 	for (l = m->live; l != NULL && strcmp(l->session, session) != 0; l = l->next) {
 	}

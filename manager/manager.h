@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "agent_client.h"
 #include "backend.h"
@@ -93,6 +94,11 @@ json_t *sessions_create(struct manager *m, json_t *req);
 json_t *sessions_show(struct manager *m, const char *session);
 json_t *sessions_delete(struct manager *m, const char *session, bool delete_branch);
 json_t *sessions_grant(struct manager *m, json_t *req);
+/* A page of sessions (records_sessions_page), newest first. */
+json_t *sessions_list(struct manager *m, json_t *req);
+
+/* resolve.c: an operator settles an uncertain exec; peer is who (the connection's uid). */
+json_t *resolve_answer(struct manager *m, json_t *req, uid_t peer);
 
 /* daemon.c */
 int daemon_serve(int argc, char **argv);

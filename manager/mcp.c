@@ -905,13 +905,28 @@ static int drain(pthread_t worker)
 	return pthread_join(worker, NULL) == 0 ? 0 : -1;
 }
 
-static int usage(void)
+static const char mcp_usage[] =
+	"usage: sandbox-manager mcp --session S [--socket PATH] [--max-output-chars N]\n"
+	"\n"
+	"Serves MCP on stdin and stdout: one tool, bash ({command, timeout_seconds}), whose calls run in\n"
+	"the session's sandbox through the manager. Logs go to stderr.\n"
+	"\n"
+	"  --session S            the session the tool runs in (required)\n"
+	"  --socket PATH          the manager's control socket (default $SANDBOX_MANAGER_SOCKET)\n"
+	"  --max-output-chars N   the tool result's text, about N bytes at most (500 to 4194304;\n"
+	"                         default 30000); the whole output is kept in a file it names\n"
+	"  -h, --help             this text\n";
+
+/* A usage error: one line saying what, then the usage, on stderr. */
+static int usage_error(const char *what, const char *arg)
 {
-	fprintf(stderr, "usage: sandbox-manager mcp --session S [--socket PATH] [--max-output-chars N]\n"
-			"  --max-output-chars N  the tool result's text, about N bytes at most (%d to %u; default %d)\n",
-		MCP_OUTPUT_CHARS_MIN, MCP_OUTPUT_CHARS_MAX, MCP_OUTPUT_CHARS_DEFAULT);
+	fprintf(stderr, "sandbox-manager mcp: %s%s%s%s\n%s", what, arg ? " '" : "", arg ? arg : "", arg ? "'" : "",
+		mcp_usage);
 	return 2;
 }
+
+_Static_assert(MCP_OUTPUT_CHARS_MIN == 500 && MCP_OUTPUT_CHARS_MAX == 4194304 && MCP_OUTPUT_CHARS_DEFAULT == 30000,
+	       "mcp_usage and the --max-output-chars message state these bounds");
 
 /* --max-output-chars: digits only, within the bounds. */
 static int chars_parse(const char *arg, size_t *out)
@@ -931,27 +946,36 @@ static int chars_parse(const char *arg, size_t *out)
 int mcp_serve(int argc, char **argv, const char *version)
 {
 	static const struct option opts[] = { { "session", 1, NULL, 's' }, { "socket", 1, NULL, 'k' },
-					      { "max-output-chars", 1, NULL, 'o' }, { NULL, 0, NULL, 0 } };
+					      { "max-output-chars", 1, NULL, 'o' }, { "help", 0, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
 	const char *socket_flag = NULL;
 	pthread_t worker;
 	int opt, rc;
 
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		if (opt == 's')
 			srv.session = optarg;
 		else if (opt == 'k')
 			socket_flag = optarg;
-		else if (opt != 'o' || chars_parse(optarg, &srv.max_output_chars) < 0)
-			return usage();
+		else if (opt == 'o') {
+			if (chars_parse(optarg, &srv.max_output_chars) < 0)
+				return usage_error("--max-output-chars takes a number from 500 to 4194304, not", optarg);
+		} else if (opt == 'h') {
+			fputs(mcp_usage, stdout);
+			return 0;
+		} else
+			return usage_error(opt == ':' ? "a value is missing after option" : "unknown option", argv[optind - 1]);
 	}
+	if (optind != argc)
+		return usage_error("unexpected argument", argv[optind]);
+	if (srv.session == NULL || srv.session[0] == '\0')
+		return usage_error("--session is required", NULL);
 	srv.socket_path = control_socket_path(socket_flag);
 	srv.version = version;
 	if (srv.max_output_chars == 0)
 		srv.max_output_chars = MCP_OUTPUT_CHARS_DEFAULT;
-	if (optind != argc || srv.session == NULL || srv.session[0] == '\0')
-		return usage();
 	if (srv.socket_path == NULL) {
 		fprintf(stderr, "sandbox-manager mcp: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
 		return 2;

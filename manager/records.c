@@ -22,10 +22,11 @@
 #include "clock.h"
 
 /* The schema this code reads and writes, kept in PRAGMA user_version. A file with a newer version
- * was written by a newer sandbox-manager and is refused rather than misread. */
-#define RECORDS_SCHEMA_VERSION 1
+ * was written by a newer sandbox-manager and is refused rather than misread; an older one is
+ * migrated step by step (schema_ensure). 2: operators' resolutions of uncertain execs. */
+#define RECORDS_SCHEMA_VERSION 2
 #define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR(x) STR_(x)        /* a constant into SQL text */
 
 #define ID_MAX 64              /* session and exec ids: the rows' id[65] */
 #define BUSY_TIMEOUT_MS 5000   /* another process (a second manager, the sqlite3 shell) holding the lock */
@@ -551,7 +552,9 @@ static json_t *record_summary(const json_t *rec, size_t size)
 						   "stdout_sha256", "stderr_sha256", "duration_ms", "error" };
 	static const char *const receipt_keys[] = { "nonce", "verified", "status", "exit_code", "stdout_bytes",
 						    "stderr_bytes", "stdout_sha256", "stderr_sha256" };
+	static const char *const resolution_keys[] = { "outcome", "note", "by_uid", "by_name", "at_ms" };
 	json_t *result = json_object_get(rec, "result"), *receipt = json_object_get(rec, "receipt");
+	json_t *resolution = json_object_get(rec, "resolution");
 	json_t *out = summary_pick(rec, top, sizeof top / sizeof top[0]);
 	char note[256];
 
@@ -563,6 +566,9 @@ static json_t *record_summary(const json_t *rec, size_t size)
 	    json_object_set_new(out, "receipt", json_is_object(receipt) ?
 				summary_pick(receipt, receipt_keys, sizeof receipt_keys / sizeof receipt_keys[0]) :
 				summary_value(receipt)) != 0 ||
+	    json_object_set_new(out, "resolution", json_is_object(resolution) ?
+				summary_pick(resolution, resolution_keys, sizeof resolution_keys / sizeof resolution_keys[0]) :
+				summary_value(resolution)) != 0 ||
 	    json_object_set_new(out, "omitted", json_string(note)) != 0) {
 		json_decref(out);
 		return NULL;
@@ -722,7 +728,25 @@ static const char SCHEMA_V1[] =
 	"  WHEN NOT ((OLD.state = 'accepted' AND NEW.state <> 'accepted')"
 	"         OR (OLD.state = 'dispatched' AND NEW.state NOT IN ('accepted', 'dispatched')))"
 	"  BEGIN SELECT RAISE(ABORT, 'an exec state only moves forward'); END;"
-	"PRAGMA user_version = " STR(RECORDS_SCHEMA_VERSION) ";";
+	"PRAGMA user_version = 1;";
+
+/* Version 2: an operator's word on an uncertain exec, one row per exec (the key), never changed or
+ * removed, and only for an exec recorded uncertain; the exec's own row and state stay as they were.
+ * The triggers hold those lines for any writer, the sqlite3 shell included. */
+static const char SCHEMA_V2[] =
+	"CREATE TABLE resolutions ("
+	"  exec_id TEXT PRIMARY KEY NOT NULL REFERENCES execs(id),"
+	"  outcome TEXT NOT NULL CHECK (outcome IN ('ran', 'not-ran', 'unknown')),"
+	"  note TEXT NOT NULL CHECK (note <> ''),"
+	"  by_uid INTEGER NOT NULL, by_name TEXT, at_ms INTEGER NOT NULL);"
+	"CREATE TRIGGER resolutions_uncertain_only BEFORE INSERT ON resolutions"
+	"  WHEN (SELECT state FROM execs WHERE id = NEW.exec_id) IS NOT 'uncertain'"
+	"  BEGIN SELECT RAISE(ABORT, 'only an uncertain exec is resolved'); END;"
+	"CREATE TRIGGER resolutions_final_update BEFORE UPDATE ON resolutions"
+	"  BEGIN SELECT RAISE(ABORT, 'a resolution is final'); END;"
+	"CREATE TRIGGER resolutions_final_delete BEFORE DELETE ON resolutions"
+	"  BEGIN SELECT RAISE(ABORT, 'a resolution is final'); END;"
+	"PRAGMA user_version = 2;";
 
 static int schema_refuse_newer(const char *path, int64_t version, struct sb_err *err)
 {
@@ -731,8 +755,17 @@ static int schema_refuse_newer(const char *path, int64_t version, struct sb_err 
 		       path, (long long)version, RECORDS_SCHEMA_VERSION);
 }
 
-/* Create the schema on a new file (user_version 0). BEGIN IMMEDIATE and the second read make two
- * managers opening a new file at once create it exactly once. */
+/* 1 -> 2, inside schema_ensure's transaction: the existing rows are not touched, only the new
+ * table and its triggers are added, so a failed migration (rolled back) leaves a version 1 file. */
+static int schema_migrate_v2(struct records *r, struct sb_err *err)
+{
+	return exec_sql(r, SCHEMA_V2, "migrating the records from schema version 1 to 2", err);
+}
+
+/* Create the schema on a new file (user_version 0), or migrate an older one, each step in turn.
+ * BEGIN IMMEDIATE takes the write lock before the second read, so two managers opening one file at
+ * once create or migrate it exactly once; the whole way is one transaction, so a file is never
+ * left between two versions. */
 static int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 {
 	struct records *txn cleanup_txn = NULL;
@@ -749,7 +782,11 @@ static int schema_ensure(struct records *r, const char *path, struct sb_err *err
 	txn = r;
 	if (pragma_int(r, "PRAGMA user_version", &version, err) != 0)
 		return -1;
+	if (version > RECORDS_SCHEMA_VERSION || version < 0)
+		return schema_refuse_newer(path, version, err);
 	if (version == 0 && exec_sql(r, SCHEMA_V1, "creating the schema", err) != 0)
+		return -1;
+	if (version <= 1 && schema_migrate_v2(r, err) != 0)
 		return -1;
 	if (exec_sql(r, "COMMIT", "committing the schema", err) != 0)
 		return -1;
@@ -1402,20 +1439,89 @@ int records_exec_get(struct records *r, const char *exec_id, struct exec_row *ou
 	return RECORDS_FOUND;
 }
 
+/* ---------------------------------------------------------------- operators' resolutions */
+
+static bool is_outcome(const char *outcome)
+{
+	return strcmp(outcome, "ran") == 0 || strcmp(outcome, "not-ran") == 0 || strcmp(outcome, "unknown") == 0;
+}
+
+/* Why a resolution was not recorded: no exec (RECORDS_NOT_FOUND), or an exec that is not uncertain
+ * or is resolved already (RECORDS_REFUSED). */
+static int resolve_refusal(struct records *r, const char *exec_id, struct sb_err *err)
+{
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (prepare(r, "SELECT e.state, x.outcome FROM execs e LEFT JOIN resolutions x ON x.exec_id = e.id"
+		       " WHERE e.id = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, exec_id, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE) {
+		sb_fail(err, 0, "records: no exec %s", exec_id);
+		return RECORDS_NOT_FOUND;
+	}
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading exec %s", exec_id);
+	if (col_text(st, 1))
+		sb_fail(err, 0, "exec %s is already resolved (%s): a resolution is final, the first one stays", exec_id,
+			col_text(st, 1));
+	else
+		sb_fail(err, 0, "exec %s is %s, not uncertain: only an uncertain exec is resolved by an operator; its "
+			"record is unchanged", exec_id, col_text(st, 0));
+	return RECORDS_REFUSED;
+}
+
+/* One statement inserts the resolution only for an uncertain exec without one, so the check and
+ * the write cannot be split by another writer; the exec's row itself is not written. */
+int records_exec_resolve(struct records *r, const char *exec_id, struct exec_resolution *res, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("outcome", res->outcome, 16, err) != 0)
+		return -1;
+	if (!is_outcome(res->outcome))
+		return sb_fail(err, EINVAL, "records: the outcome must be ran, not-ran or unknown, not '%s'", res->outcome);
+	if (!res->note || !*res->note || strnlen(res->note, RECORDS_NOTE_MAX + 1) > RECORDS_NOTE_MAX ||
+	    !utf8_valid(res->note))
+		return sb_fail(err, EINVAL, "records: the note must be 1 to %u bytes of UTF-8 text", RECORDS_NOTE_MAX);
+	if (res->by_name && (strnlen(res->by_name, 257) > 256 || !utf8_valid(res->by_name)))
+		return sb_fail(err, EINVAL, "records: the resolver's name must be at most 256 bytes of UTF-8 text");
+	res->at_ms = clock_real_ms();
+	if (prepare(r, "INSERT INTO resolutions (exec_id, outcome, note, by_uid, by_name, at_ms)"
+		       " SELECT id, ?2, ?3, ?4, ?5, ?6 FROM execs WHERE id = ?1 AND state = 'uncertain'"
+		       " ON CONFLICT (exec_id) DO NOTHING", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, exec_id, &rc);
+	bind_text(st, 2, res->outcome, &rc);
+	bind_text(st, 3, res->note, &rc);
+	bind_int(st, 4, res->by_uid, &rc);
+	bind_text(st, 5, res->by_name, &rc);
+	bind_int(st, 6, res->at_ms, &rc);
+	if (step(st, rc) != SQLITE_DONE)
+		return db_fail(r, err, "resolving exec %s", exec_id);
+	if (sqlite3_changes(r->db) == 1)
+		return RECORDS_FOUND;
+	return resolve_refusal(r, exec_id, err);
+}
+
 /* {"exec_id", "session", "turn", "state", "command", "timeout_seconds", "generation", "nonce",
  *  "sandbox", "accepted_ms", "dispatched_ms", "finished_ms", "result", "receipt", "reason",
- *  "authority"};
+ *  "authority", "resolution": {"outcome", "note", "by_uid", "by_name", "at_ms"} or null};
  * a column not yet set (before dispatch or finish) is null. */
 static json_t *exec_json(sqlite3_stmt *st)
 {
 	static const char *const keys[] = { "exec_id", "session", "turn", "state", "command", "timeout_seconds",
 					    "generation", "nonce", "sandbox", "accepted_ms", "dispatched_ms",
-					    "finished_ms", "result", "receipt", "reason", "authority" };
+					    "finished_ms", "result", "receipt", "reason", "authority", "resolution" };
 	json_t *values[] = { col_json_text(st, 0), col_json_text(st, 1), col_json_int(st, 2), col_json_text(st, 3),
 			     col_json_text(st, 4), col_json_int(st, 5), col_json_int(st, 6), col_json_text(st, 7),
 			     col_json_text(st, 8), col_json_int(st, 9), col_json_int(st, 10), col_json_int(st, 11),
 			     col_json_parsed(st, 12), col_json_parsed(st, 13), col_json_text(st, 14),
-			     col_json_parsed(st, 15) };
+			     col_json_parsed(st, 15), col_json_parsed(st, 16) };
 
 	return json_row(keys, values, sizeof values / sizeof values[0]);
 }
@@ -1458,9 +1564,10 @@ static int page_query_check(const struct records_query *q, struct sb_err *err)
 		return -1;
 	if (q->limit < 1 || q->limit > RECORDS_PAGE_LIMIT_MAX)
 		return sb_fail(err, EINVAL, "records: limit must be from 1 to %u, not %u", RECORDS_PAGE_LIMIT_MAX, q->limit);
-	if (q->state && !is_exec_state(q->state))
+	if (q->state && !is_exec_state(q->state) && strcmp(q->state, "unresolved") != 0)
 		return sb_fail(err, EINVAL, "records: state must be one of accepted, dispatched, exited, signaled, "
-			       "timed_out, cancelled, uncertain, refused, not '%s'", q->state);
+			       "timed_out, cancelled, uncertain, refused, or unresolved (uncertain and not resolved), "
+			       "not '%s'", q->state);
 	return 0;
 }
 
@@ -1492,8 +1599,11 @@ static int page_cursor(struct records *r, const struct records_query *q, int64_t
 	return RECORDS_FOUND;
 }
 
+/* The resolution as one JSON column (SQLite's json_object escapes the note, stored as UTF-8). */
 #define EXEC_COLUMNS "id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox," \
-		     " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason, authority"
+		     " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason, authority," \
+		     " (SELECT json_object('outcome', outcome, 'note', note, 'by_uid', by_uid, 'by_name', by_name," \
+		     " 'at_ms', at_ms) FROM resolutions WHERE exec_id = execs.id)"
 
 static int page_prepare(struct records *r, const struct records_query *q, sqlite3_stmt **st, int *brc,
 			struct sb_err *err)
@@ -1512,7 +1622,10 @@ static int page_prepare(struct records *r, const struct records_query *q, sqlite
 	if (found != RECORDS_FOUND)
 		return found;
 	/* The row value compares (accepted_ms, rowid) as the ORDER BY does: each exec is on one page. */
-	if (prepare(r, "SELECT " EXEC_COLUMNS " FROM execs WHERE session = ?1 AND (?2 IS NULL OR state = ?2)"
+	/* "unresolved": the uncertain execs no operator has resolved yet. */
+	if (prepare(r, "SELECT " EXEC_COLUMNS " FROM execs WHERE session = ?1 AND (?2 IS NULL OR state = ?2 OR"
+		       " (?2 = 'unresolved' AND state = 'uncertain' AND"
+		       " NOT EXISTS (SELECT 1 FROM resolutions WHERE exec_id = execs.id)))"
 		       " AND (?3 IS NULL OR (accepted_ms, rowid) < (?4, ?5))"
 		       " ORDER BY accepted_ms DESC, rowid DESC LIMIT ?6", st, err) != 0)
 		return -1;
@@ -1641,10 +1754,12 @@ json_t *records_counts(struct records *r, struct sb_err *err)
 	    counts_by_state(r, "SELECT state, count(*) FROM sessions GROUP BY state", json_object_get(out, "sessions"),
 			    err) != 0)
 		return NULL;
-	/* The uncertain execs someone still has to reconcile: a deleted session's workspace is gone. The
-	 * bare e.id comes from the row of max(accepted_ms), the only min/max aggregate (SQLite's rule). */
+	/* The uncertain execs someone still has to reconcile: not one an operator resolved (resolve.c),
+	 * nor one of a deleted session (its workspace is gone). The bare e.id comes from the row of
+	 * max(accepted_ms), the only min/max aggregate (SQLite's rule). */
 	if (prepare(r, "SELECT e.session, count(*), e.id, max(e.accepted_ms) AS newest FROM execs e"
 		       " JOIN sessions s ON s.id = e.session WHERE e.state = 'uncertain' AND s.state <> 'deleted'"
+		       " AND NOT EXISTS (SELECT 1 FROM resolutions x WHERE x.exec_id = e.id)"
 		       " GROUP BY e.session ORDER BY newest DESC", &st, err) != 0)
 		return NULL;
 	list = json_object_get(out, "uncertain_sessions");
@@ -1674,4 +1789,136 @@ json_t *records_counts(struct records *r, struct sb_err *err)
 		return NULL;
 	}
 	return steal_json(&out);
+}
+
+/* ---------------------------------------------------------------- pages of sessions (invariant 13) */
+
+static bool is_session_state(const char *state)
+{
+	return strcmp(state, "active") == 0 || strcmp(state, "deleting") == 0 || strcmp(state, "deleted") == 0 ||
+	       strcmp(state, "reserved") == 0;
+}
+
+static int sessions_query_check(const struct sessions_query *q, struct sb_err *err)
+{
+	if ((q->identity && check_arg("identity", q->identity, ID_MAX, err) != 0) ||
+	    (q->before && check_arg("before (a session id)", q->before, ID_MAX, err) != 0))
+		return -1;
+	if (q->limit < 1 || q->limit > RECORDS_SESSIONS_LIMIT_MAX)
+		return sb_fail(err, EINVAL, "records: limit must be from 1 to %u, not %u", RECORDS_SESSIONS_LIMIT_MAX,
+			       q->limit);
+	if (q->state && !is_session_state(q->state))
+		return sb_fail(err, EINVAL, "records: a session's state is one of active, deleting, deleted, reserved, "
+			       "not '%s'", q->state);
+	return 0;
+}
+
+/* The `before` session's place in the order (created_ms, rowid). */
+static int sessions_cursor(struct records *r, const char *before, int64_t *cursor_ms, int64_t *cursor_rowid,
+			   struct sb_err *err)
+{
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	int rc = SQLITE_OK;
+
+	if (prepare(r, "SELECT created_ms, rowid FROM sessions WHERE id = ?1", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, before, &rc);
+	rc = step(st, rc);
+	if (rc == SQLITE_DONE) {
+		sb_fail(err, 0, "records: no session %s to page before", before);
+		return RECORDS_NOT_FOUND;
+	}
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading session %s", before);
+	*cursor_ms = sqlite3_column_int64(st, 0);
+	*cursor_rowid = sqlite3_column_int64(st, 1);
+	return RECORDS_FOUND;
+}
+
+/* {"session", "identity", "state", "sandbox": runtime id or null, "generation", "created_ms",
+ *  "last_exec": {"exec_id", "state", "accepted_ms", "finished_ms"} or null}. Every field is an id,
+ * a state or a number (the runtime id at most 255 bytes), so a row is bounded by construction. */
+static json_t *session_list_json(sqlite3_stmt *st)
+{
+	static const char *const keys[] = { "session", "identity", "state", "sandbox", "generation", "created_ms",
+					    "last_exec" };
+	static const char *const exec_keys[] = { "exec_id", "state", "accepted_ms", "finished_ms" };
+	json_t *last = sqlite3_column_type(st, 6) == SQLITE_NULL ? json_null() :
+		       json_row(exec_keys, (json_t *const[]){ col_json_text(st, 6), col_json_text(st, 7),
+							       col_json_int(st, 8), col_json_int(st, 9) }, 4);
+	json_t *values[] = { col_json_text(st, 0), col_json_text(st, 1), col_json_text(st, 2), col_json_text(st, 3),
+			     col_json_int(st, 4), col_json_int(st, 5), last };
+
+	return json_row(keys, values, sizeof values / sizeof values[0]);
+}
+
+int records_sessions_page(struct records *r, const struct sessions_query *q, json_t **out, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	sqlite3_stmt *st cleanup_stmt = NULL;
+	json_t *list cleanup_json = NULL, *last cleanup_json = NULL, *page;
+	size_t budget = q->budget ? q->budget : RECORDS_PAGE_BYTES, used = 2; /* "[]" */
+	int64_t cursor_ms = 0, cursor_rowid = 0;
+	bool more = false;
+	int brc = SQLITE_OK, rc, found;
+
+	*out = NULL;
+	if (budget < RECORDS_PAGE_MIN_BYTES)
+		budget = RECORDS_PAGE_MIN_BYTES;
+	if (sessions_query_check(q, err) != 0)
+		return -1;
+	if (q->before && (found = sessions_cursor(r, q->before, &cursor_ms, &cursor_rowid, err)) != RECORDS_FOUND)
+		return found;
+	/* Newest first; the row value compares (created_ms, rowid) as the ORDER BY does, so each
+	 * session is on one page. The last exec is the session's newest by the records' own order. */
+	if (prepare(r, "SELECT s.id, s.identity, s.state,"
+		       " (SELECT b.runtime_id FROM sandboxes b WHERE b.session = s.id AND b.state <> 'gone'),"
+		       " s.generation, s.created_ms, e.id, e.state, e.accepted_ms, e.finished_ms"
+		       " FROM sessions s LEFT JOIN execs e ON e.rowid = (SELECT x.rowid FROM execs x"
+		       " WHERE x.session = s.id ORDER BY x.accepted_ms DESC, x.rowid DESC LIMIT 1)"
+		       " WHERE (?1 IS NULL OR s.identity = ?1)"
+		       " AND (s.state = ?2 OR (?2 IS NULL AND (?3 OR s.state <> 'deleted')))"
+		       " AND (?4 IS NULL OR (s.created_ms, s.rowid) < (?5, ?6))"
+		       " ORDER BY s.created_ms DESC, s.rowid DESC LIMIT ?7", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, q->identity, &brc);
+	bind_text(st, 2, q->state, &brc);
+	bind_int(st, 3, q->all, &brc);
+	bind_text(st, 4, q->before, &brc);
+	bind_int(st, 5, cursor_ms, &brc);
+	bind_int(st, 6, cursor_rowid, &brc);
+	bind_int(st, 7, (int64_t)q->limit + 1, &brc); /* one more than served says whether more remain */
+	if (!(list = json_array()))
+		return oom_fail(err, "listing sessions");
+	while ((rc = step(st, brc)) == SQLITE_ROW) {
+		size_t n = json_array_size(list), comma = n > 0;
+		json_t *row;
+
+		if (n == q->limit) {
+			more = true;
+			break;
+		}
+		if (!(row = session_list_json(st)))
+			return oom_fail(err, "listing sessions");
+		/* A row is a few KiB at most, far below any budget: the first always fits. */
+		if (n > 0 && used + comma + json_size(row) > budget) {
+			json_decref(row);
+			more = true;
+			break;
+		}
+		used += comma + json_size(row);
+		json_decref(last);
+		last = col_json_text(st, 0);
+		if (json_array_append_new(list, row) != 0 || !last)
+			return oom_fail(err, "listing sessions");
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_fail(r, err, "listing sessions");
+	page = json_pack("{s:O}", "sessions", list);
+	if (!page || (more && json_object_set(page, "next_before", last) != 0)) {
+		json_decref(page);
+		return oom_fail(err, "listing sessions");
+	}
+	*out = page;
+	return RECORDS_FOUND;
 }

@@ -17,6 +17,8 @@ struct records;
 /* Found / not found, for lookups. */
 #define RECORDS_FOUND 0
 #define RECORDS_NOT_FOUND 1
+/* A change a rule refuses (records_exec_resolve); err says why, and nothing was written. */
+#define RECORDS_REFUSED 2
 
 struct session_row {
 	char id[65];
@@ -115,7 +117,7 @@ struct records_query {
 	const char *session;   /* a page of this session's execs (any session state, deleted too), */
 	const char *exec_id;   /* or this one exec: exactly one of the two */
 	const char *before;    /* session only, may be NULL: only execs older than this one */
-	const char *state;     /* session only, may be NULL: only execs in this state */
+	const char *state;     /* session only, may be NULL: only execs in this state, or "unresolved" */
 	unsigned limit;        /* session only: at most this many, 1..RECORDS_PAGE_LIMIT_MAX */
 	size_t budget;         /* bytes of the serialised "records" array (0: RECORDS_PAGE_BYTES) */
 };
@@ -127,6 +129,41 @@ struct records_query {
  * are kept). Returns RECORDS_FOUND, RECORDS_NOT_FOUND (no such session, exec, or `before` exec in
  * the session; err says which), or -1 (EINVAL: a bad argument). */
 int records_page(struct records *r, const struct records_query *q, json_t **out, struct sb_err *err);
+/* An operator's word on an exec recorded `uncertain` (`sandbox-manager resolve`): what they found
+ * it did, why, who said so and when. Recorded once and never changed; the exec's own record and
+ * state stay as they were, and nothing is run again (invariant 7). Served as the record's
+ * "resolution" (null until then); a page's `state` "unresolved" selects the uncertain execs
+ * without one. */
+#define RECORDS_NOTE_MAX 4096u
+struct exec_resolution {
+	const char *outcome;   /* "ran", "not-ran" or "unknown" */
+	const char *note;      /* 1..RECORDS_NOTE_MAX bytes of UTF-8 */
+	uint32_t by_uid;       /* who: the control connection's peer uid */
+	const char *by_name;   /* its login name, or NULL when it has none */
+	int64_t at_ms;         /* when: set by records_exec_resolve */
+};
+/* RECORDS_FOUND: recorded; RECORDS_NOT_FOUND: no such exec; RECORDS_REFUSED: the exec is not
+ * uncertain, or is resolved already (the first word stays); -1: EINVAL (a bad outcome or note), or
+ * SQLite's failure. Nothing is written unless it returns RECORDS_FOUND. */
+int records_exec_resolve(struct records *r, const char *exec_id, struct exec_resolution *res, struct sb_err *err);
+
+/* Sessions for `session list`, newest first, paged like records. */
+#define RECORDS_SESSIONS_LIMIT_DEFAULT 100u
+#define RECORDS_SESSIONS_LIMIT_MAX 1000u
+struct sessions_query {
+	const char *identity;  /* may be NULL: every identity */
+	const char *state;     /* may be NULL: any state, deleted only with `all` */
+	bool all;              /* deleted sessions too (when no state is named) */
+	const char *before;    /* may be NULL: only sessions created before this one */
+	unsigned limit;        /* 1..RECORDS_SESSIONS_LIMIT_MAX */
+	size_t budget;         /* bytes of the serialised "sessions" array (0: RECORDS_PAGE_BYTES) */
+};
+/* *out = {"sessions": [{"session", "identity", "state", "sandbox" (its runtime id while one is not
+ * proven gone, else null), "generation", "created_ms", "last_exec": {"exec_id", "state",
+ * "accepted_ms", "finished_ms"} or null}], "next_before": ID when more remain}. Returns
+ * RECORDS_FOUND, RECORDS_NOT_FOUND (no `before` session), or -1 (EINVAL: a bad argument). */
+int records_sessions_page(struct records *r, const struct sessions_query *q, json_t **out, struct sb_err *err);
+
 /* Exec ids in a state (e.g. "dispatched", "accepted"), for recovery. */
 json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err);
 

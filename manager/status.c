@@ -70,9 +70,10 @@ static json_t *status_problems(const struct status_view *v)
 		return NULL;
 	if (uncertain > 0) {
 		msg[0] = '\0';
-		msg_add(msg, sizeof msg, "%lld uncertain exec%s on sessions not deleted: their outcome is unknown and "
-			"they are never rerun; reconcile each workspace by hand (records --session S --state "
-			"uncertain), then delete the session:", (long long)uncertain, uncertain == 1 ? "" : "s");
+		msg_add(msg, sizeof msg, "%lld unresolved uncertain exec%s on sessions not deleted: their outcome is "
+			"unknown and they are never rerun; look at each workspace (records --session S --state "
+			"unresolved), then settle each (resolve --exec ID --outcome ran|not-ran|unknown --note TEXT) "
+			"or delete the session:", (long long)uncertain, uncertain == 1 ? "" : "s");
 		json_array_foreach(json_object_get(v->counts, "uncertain_sessions"), i, item)
 			msg_add(msg, sizeof msg, "%s session %s (%lld, newest exec %s)", i ? "," : "",
 				json_string_value(json_object_get(item, "session")) ?: "?",

@@ -78,6 +78,30 @@ mgr_session() {
 	[ -n "$SID" ] && [ "$SID" != null ] || bad "no session id: $(cat "$OUT")"
 }
 
+# sandbox_agent_kill: SIGKILL to the session's sandbox agent (found by its own state directory, this
+# test's), by PID.
+sandbox_agent_kill() {
+	local pids
+	pids=$(pgrep -f -- "--state-dir $MSTATE/sandboxes/$SID")
+	[ -n "$pids" ] || { bad "no sandbox agent to kill"; return 1; }
+	# shellcheck disable=SC2086 # one or more PIDs, this test's own
+	kill -KILL $pids
+}
+
+# mgr_uncertain MARKER: a call on $SID whose agent dies mid-command, so its record is uncertain; it
+# appends a line to $TMPDIR/runs.MARKER (its one run) and sets UNCERTAIN to its exec id.
+mgr_uncertain() {
+	local i
+	mgr_bg_exec k "echo run >> \"\$TMPDIR/runs.$1\"; sleep 20.$1"
+	# anchored: the client's own command line holds the same words
+	for i in $(seq 1 50); do pgrep -f "^sleep 20.$1" >/dev/null && break; sleep 0.1; done
+	sandbox_agent_kill
+	wait_bg_execs_allow_fail
+	mgr records --session "$SID" --limit 1
+	UNCERTAIN=$(jr '.records[0].exec_id')
+	assert_json '.records[0].state' '"uncertain"'
+}
+
 # mgr_bg_exec NAME COMMAND [SESSION]: a call in the background; wait_bg_execs waits for them all.
 mgr_bg_exec() {
 	timeout 60 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" "$MANAGER" exec --session "${3:-$SID}" -- "$2" \

@@ -123,16 +123,23 @@ test_manager_status_uncertain() {
 	assert_json '[.uncertain, .reserved, .execs.uncertain, .execs.exited]' '[1,0,1,1]'
 	assert_json .uncertain_sessions "[{\"newest_exec\":\"$exec_id\",\"session\":\"$SID\",\"uncertain\":1}]"
 	assert_json '.problems | length' 1
-	assert_match "the problem names the session and the exec" "1 uncertain exec .*session $SID \(1, newest exec $exec_id\)" \
+	assert_match "the problem names the session and the exec" "1 unresolved uncertain exec .*session $SID \(1, newest exec $exec_id\)" \
 		"$(jr '.problems[0]')"
 	mgr status
 	assert_eq "status (text) with an uncertain exec: exit code" 1 "$RC"
 	assert_match "status (text)" "health: degraded" "$(cat "$OUT")"
-	assert_match "status (text) names the exec" "  - 1 uncertain exec .*$exec_id" "$(cat "$OUT")"
+	assert_match "status (text) names the exec" "  - 1 unresolved uncertain exec .*$exec_id" "$(cat "$OUT")"
 	mgr metrics
 	prom_parse "$OUT" || return
 	assert_eq "metrics: uncertain execs" 1 "$(prom_value sandbox_manager_uncertain_execs)"
 	assert_eq "metrics: execs_total uncertain" 1 "$(prom_value 'sandbox_manager_execs_total{status="uncertain"}')"
+
+	# an operator's word settles it: healthy again, the exec still counted uncertain
+	mgr resolve --exec "$exec_id" --outcome not-ran --note "the marker file is absent"
+	assert_eq "resolve the uncertain exec (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	mgr status --json
+	assert_eq "status once the exec is resolved: exit code" 0 "$RC"
+	assert_json '[.health, .uncertain, .execs.uncertain, (.problems | length)]' '["healthy",0,1,0]'
 
 	mgr session delete --session "$SID"
 	assert_eq "delete the session (stderr: $(head -c 300 "$ERR"))" 0 "$RC"

@@ -198,7 +198,7 @@ static void test_reopen_keeps_data(void **state)
 
 	db = raw_open(f->db);
 	version = raw_text(db, "PRAGMA user_version");
-	assert_string_equal(version, "1");
+	assert_string_equal(version, "2");
 	free(version);
 	sqlite3_close(db);
 }
@@ -288,7 +288,7 @@ static void test_open_refusals(void **state)
 	sqlite3_close(db);
 	assert_int_equal(records_open(f->db, &r, &err), -1);
 	assert_null(r);
-	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (1)");
+	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (2)");
 }
 
 /* ---------------------------------------------------------------- sessions and grants */
@@ -568,7 +568,8 @@ static void test_exec_lifecycle(void **state)
 	assert_int_equal(json_array_size(list), 3);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "exec_id")), "e0");
 	o = json_array_get(list, 1);
-	assert_int_equal(json_object_size(o), 16); /* ... "reason", "authority" */
+	assert_int_equal(json_object_size(o), 17); /* ... "reason", "authority", "resolution" */
+	assert_true(json_is_null(json_object_get(o, "resolution")));
 	assert_string_equal(json_string_value(json_object_get(o, "exec_id")), "e1");
 	assert_string_equal(json_string_value(json_object_get(o, "session")), "s1");
 	assert_int_equal(json_integer_value(json_object_get(o, "turn")), 3);
