@@ -220,3 +220,42 @@ test_manager_unit_sandbox() {
 		bad "no 'mounting the proc' refusal in: $(tail -n 3 "$TD/tunables.log" | head -c 400)"
 }
 t manager_unit_sandbox test_manager_unit_sandbox
+
+# The user unit as systemd would start it, without systemd: its ExecStart= with %t made
+# $XDG_RUNTIME_DIR, the runtime directory made (RuntimeDirectory=), a fresh home and no
+# XDG_STATE_HOME: the unprivileged defaults must carry a session and a call.
+test_manager_user_unit() {
+	local root=$TD/root home xdg line
+	local -a cmd
+	[ "$RUN_UID" -eq 0 ] && skip "the user unit is for an unprivileged manager"
+	LC_ALL=C readelf -lW "$AGENT" | grep -q 'program interpreter' && skip "make install refuses a SANITIZE=1 agent"
+	install_make install DESTDIR="$root" PREFIX=/usr
+	assert_eq "make install: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	[ "$RC" -eq 0 ] || return
+	line=$(sed -n 's/^ExecStart=//p' "$root/usr/lib/systemd/user/sandbox-manager.service")
+	# short: the agents' sockets live below the state directory (107 bytes at most)
+	home=$(mktemp -d /tmp/sbh.XXXXXX) && chown "$RUN_USER:" "$home" || { bad "cannot create a home"; return; }
+	xdg=$TD/xdg
+	mkdir_user "$xdg" "$xdg/infra-sandbox" && chmod 0700 "$xdg" "$xdg/infra-sandbox"
+	read -r -a cmd <<<"${line//%t/$xdg}"
+	assert_eq "the user unit's program" /usr/bin/sandbox-manager "${cmd[0]}"
+	cmd[0]=$root/usr/bin/sandbox-manager
+	"${AS[@]}" env -u XDG_STATE_HOME "HOME=$home" "XDG_RUNTIME_DIR=$xdg" "${cmd[@]}" >"$TD/manager.log" 2>&1 &
+	MGR_PID=$!
+	# mgr_cleanup ends this state directory's sandboxes and removes it; the home goes with it
+	MSTATE=$home/.local/state/infra-sandbox
+	MSOCK=$xdg/infra-sandbox/manager.sock
+	trap 'mgr_cleanup; [ -z "${IT_KEEP:-}" ] && rm -rf "$home"' EXIT
+	for _ in $(seq 1 100); do
+		[ -S "$MSOCK" ] && break
+		kill -0 "$MGR_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	[ -S "$MSOCK" ] || { bad "the user unit's manager did not start: $(tail -n 3 "$TD/manager.log")"; return; }
+	[ -f "$MSTATE/records.db" ] || bad "no records.db in the default state directory $MSTATE"
+	mgr_repo && mgr_session || return
+	mgr exec --session "$SID" -- 'echo user unit; id -u'
+	assert_eq "a call on the user unit's manager: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_lines "$(cat "$OUT")" 'user unit' "$RUN_UID"
+}
+t manager_user_unit test_manager_user_unit
