@@ -65,7 +65,9 @@ do_install() {
 			die "${srcs[$i]} has a token that install.sh does not replace (above)"
 		fi
 	done
-	[ -x "$build/sandbox-manager" ] && [ -x "$build/sandbox-agent" ] || die "the binaries in $build are not executable"
+	for i in sandbox-manager sandbox-agent; do
+		[ -x "$build/$i" ] || die "$build/$i is not executable"
+	done
 	# The agent runs inside sandbox images with no libraries of ours: only the static one will do.
 	command -v readelf >/dev/null || die "readelf (binutils) is needed to check that the agent is static"
 	if LC_ALL=C readelf -lW "$build/sandbox-agent" | grep -q 'program interpreter'; then

@@ -167,7 +167,8 @@ test_manager_unit_sandbox() {
 
 	# The unit sets exactly the keys this test knows, with the values replayed below.
 	keys=$(sed -n '/^\[Service\]/,/^\[/{/^[A-Za-z]*=/s/=.*//p}' "$unit" | LC_ALL=C sort | tr '\n' ' ')
-	assert_eq "the unit's [Service] keys" "$(echo $UNIT_KEYS | tr ' ' '\n' | LC_ALL=C sort | tr '\n' ' ')" "$keys"
+	# shellcheck disable=SC2086 # the list is split into its words on purpose
+	assert_eq "the unit's [Service] keys" "$(printf '%s\n' $UNIT_KEYS | LC_ALL=C sort | tr '\n' ' ')" "$keys"
 	for kv in ProtectSystem=strict ProtectHome=read-only PrivateTmp=yes NoNewPrivileges=yes \
 		StateDirectory=infra-sandbox RuntimeDirectory=infra-sandbox KillMode=mixed; do
 		grep -qx "$kv" "$unit" || bad "the unit does not set $kv"
@@ -235,6 +236,7 @@ test_manager_user_unit() {
 	line=$(sed -n 's/^ExecStart=//p' "$root/usr/lib/systemd/user/sandbox-manager.service")
 	# short: the agents' sockets live below the state directory (107 bytes at most)
 	home=$(mktemp -d /tmp/sbh.XXXXXX) && chown "$RUN_USER:" "$home" || { bad "cannot create a home"; return; }
+	UNIT_HOME=$home # for the EXIT trap, which runs after this function's locals are gone
 	xdg=$TD/xdg
 	mkdir_user "$xdg" "$xdg/infra-sandbox" && chmod 0700 "$xdg" "$xdg/infra-sandbox"
 	read -r -a cmd <<<"${line//%t/$xdg}"
@@ -245,7 +247,7 @@ test_manager_user_unit() {
 	# mgr_cleanup ends this state directory's sandboxes and removes it; the home goes with it
 	MSTATE=$home/.local/state/infra-sandbox
 	MSOCK=$xdg/infra-sandbox/manager.sock
-	trap 'mgr_cleanup; [ -z "${IT_KEEP:-}" ] && rm -rf "$home"' EXIT
+	trap 'mgr_cleanup; [ -z "${IT_KEEP:-}" ] && [ -n "${UNIT_HOME:-}" ] && rm -rf "$UNIT_HOME"' EXIT
 	for _ in $(seq 1 100); do
 		[ -S "$MSOCK" ] && break
 		kill -0 "$MGR_PID" 2>/dev/null || break
