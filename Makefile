@@ -154,3 +154,21 @@ clean:
 
 # Header dependencies of objects and test programs (a test is rebuilt when a header it uses changes).
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)
+
+# ---- make install / make uninstall (issue 14): scripts/install.sh, from the binaries already in
+# $(BUILD) (it builds nothing, so run `make` first: a test can install a copy while the suite uses
+# build/). PREFIX and DESTDIR as usual; SYSCONFDIR stays /etc, where the system unit reads
+# infra-sandbox/manager.conf. The units' ExecStart= follows BINDIR (filled in from dist/systemd/*.in).
+PREFIX                ?= /usr/local
+BINDIR                ?= $(PREFIX)/bin
+DATADIR               ?= $(PREFIX)/share/infra-sandbox
+DOCDIR                ?= $(PREFIX)/share/doc/infra-sandbox
+SYSCONFDIR            ?= /etc
+SYSTEMD_UNIT_DIR      ?= $(PREFIX)/lib/systemd/system
+SYSTEMD_USER_UNIT_DIR ?= $(PREFIX)/lib/systemd/user
+
+.PHONY: install uninstall
+install uninstall:
+	env DESTDIR='$(DESTDIR)' BINDIR='$(BINDIR)' DATADIR='$(DATADIR)' DOCDIR='$(DOCDIR)' \
+	    SYSCONFDIR='$(SYSCONFDIR)' SYSTEMD_UNIT_DIR='$(SYSTEMD_UNIT_DIR)' \
+	    SYSTEMD_USER_UNIT_DIR='$(SYSTEMD_USER_UNIT_DIR)' bash scripts/install.sh $@ '$(BUILD)'

@@ -2,6 +2,9 @@
 # The dependency step, called by the Makefile (and .ci/run): every Debian package that the build,
 # the tests and the demo need. As root it installs what is missing with apt-get; otherwise it
 # prints the exact apt-get line to run and fails. Nothing else is ever downloaded.
+# sqlite3: the live backup of records.db that docs/operations.md describes (and its test);
+# systemd: systemd-analyze verify of the units (tests/integration/manager_install.sh; no running
+# systemd is needed).
 set -euo pipefail
 
 packages=(
@@ -10,6 +13,7 @@ packages=(
 	libcurl4-openssl-dev libsqlite3-dev libjansson-dev libcmocka-dev
 	git jq util-linux procps passwd iproute2 nodejs python3 openssl
 	podman runc uidmap debootstrap curl
+	sqlite3 systemd
 )
 
 missing=()
