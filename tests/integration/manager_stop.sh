@@ -244,7 +244,7 @@ test_manager_stop_config() {
 	wait_bg_execs_allow_fail
 	no_process "sleep 60.$m"
 	timeout 10 "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --stop-grace-seconds -1 >"$OUT" 2>"$ERR"
-	assert_eq "serve with a bad stop-grace-seconds: exit code" 125 "$?"
+	assert_eq "serve with a bad --stop-grace-seconds: exit code (a usage error)" 2 "$?"
 	assert_match "its message" "stop-grace-seconds must be a whole number from 0 to 86400, not '-1'" "$(cat "$ERR")"
 }
 t manager_stop_config test_manager_stop_config
