@@ -122,6 +122,7 @@ failpoints:
 
 test: all failpoints $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
 	python3 tests/docs_check.py docs/isolation.md
+	python3 tests/layering_check.py
 	bash tests/run-unit.sh $(BUILD)
 	SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD)
 
