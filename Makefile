@@ -1,7 +1,7 @@
 # infra-sandbox: the one entry point. `make` builds build/sandbox-agent (static) and
 # build/sandbox-manager; `make test` runs every unit and integration test; `make test-asan`
 # runs the same under AddressSanitizer + UndefinedBehaviorSanitizer (in build/asan).
-# New sources are picked up by wildcard: common/*.c, sandbox-agent/*.c, manager/*.c,
+# New sources are picked up by wildcard: common/*.c, sandbox-agent/*.c, manager/*/*.c,
 # tests/unit/test_*.c and tests/escape/*.c need no Makefile change.
 
 BUILD    ?= build
@@ -30,7 +30,10 @@ TEST_LIBS    := -lcmocka -lseccomp -lcap $(MANAGER_LIBS)
 GEN_SRC    := $(BUILD)/gen/sandbox.pb-c.c
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC  := $(filter-out sandbox-agent/main.c,$(wildcard sandbox-agent/*.c))
-MANAGER_SRC:= $(filter-out manager/main.c,$(wildcard manager/*.c))
+MANAGER_SRC:= $(wildcard manager/*/*.c)
+# The manager's folders (docs/architecture.md): each is on the manager's include path, and on no
+# other program's: the agent cannot include manager code, the compiler says so.
+MANAGER_INC:= $(patsubst %/,-I%,$(sort $(dir $(wildcard manager/*/*.c manager/*/*.h))))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 ITEST_SRC  := $(wildcard tests/integration/test_*.c)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
@@ -73,6 +76,8 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/gen/sandbox.pb-c.h | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+$(BUILD)/obj/manager/%.o: CFLAGS += $(MANAGER_INC)
+
 $(BUILD)/libcommon.a: $(COMMON_OBJ)
 	$(archive)
 $(BUILD)/libagent.a: $(AGENT_OBJ)
@@ -88,13 +93,13 @@ $(BUILD)/sandbox-manager: $(BUILD)/obj/manager/main.o $(BUILD)/libmanager.a $(BU
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libmanager.a $(BUILD)/libagent.a $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent -Imanager -Itests/support -o $@ $(filter %.c %.a,$^) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent $(MANAGER_INC) -Itests/support -o $@ $(filter %.c %.a,$^) $(TEST_LIBS)
 
 # C integration tests (cmocka) drive the real binaries; linked like unit tests. (The .d files add the
 # headers to $^, hence the filter.)
 $(BUILD)/tests/integration/%: tests/integration/%.c $(BUILD)/libmanager.a $(BUILD)/libagent.a $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent -Imanager -Itests/support -o $@ $(filter %.c %.a,$^) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d -Isandbox-agent $(MANAGER_INC) -Itests/support -o $@ $(filter %.c %.a,$^) $(TEST_LIBS)
 
 # Attack programs run as commands inside the boundary; static so they also run in images.
 $(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h tests/escape/probe.h
@@ -117,6 +122,7 @@ failpoints:
 
 test: all failpoints $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
 	python3 tests/docs_check.py docs/isolation.md
+	python3 tests/layering_check.py
 	bash tests/run-unit.sh $(BUILD)
 	SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD)
 
@@ -140,7 +146,7 @@ image: $(BUILD)/sandbox-agent
 # libFuzzer targets (clang): every tests/fuzz/fuzz_*.c, linked with all non-main sources,
 # run FUZZ_SECONDS each on a copy of its seed corpus tests/fuzz/corpus/<name>/.
 FUZZ_SECONDS ?= 60
-FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -iquote sandbox-agent -iquote manager \
+FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -iquote sandbox-agent $(patsubst -I%,-iquote %,$(MANAGER_INC)) \
                 -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
 build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)

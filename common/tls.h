@@ -75,7 +75,7 @@ int tls_session_close(struct tls_session *session, struct sb_err *err);
 /* Free the session without sending anything (the connection is already broken). NULL is a no-op. */
 void tls_session_free(struct tls_session *session);
 
-/* --- Helpers shared with manager/ca.c and tests --- */
+/* --- Helpers shared with manager/agentlink/ca.c and tests --- */
 
 /* mbedtls RNG callback over the kernel CSPRNG (ctx unused): thread- and fork-safe. */
 int tls_rng(void *ctx, unsigned char *buf, size_t len);

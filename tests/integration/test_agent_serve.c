@@ -1,5 +1,5 @@
 /* Integration tests of the agent protocol end to end: the REAL `sandbox-agent serve` ($SANDBOX_AGENT)
- * behind mutual TLS on a unix socket, driven by the manager's agent client (manager/agent_client.c),
+ * behind mutual TLS on a unix socket, driven by the manager's agent client (manager/agentlink/agent_client.c),
  * plus a scripted fake agent for replies a real agent never sends. Every refusal is followed by a
  * request that must still succeed: the agent keeps serving. Each wait is bounded; the whole file
  * runs in well under a minute. */

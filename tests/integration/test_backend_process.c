@@ -1,4 +1,4 @@
-/* Integration tests of the process backend (manager/backend_process.c) with a real workspace, a real
+/* Integration tests of the process backend (manager/backend/backend_process.c) with a real workspace, a real
  * mount plan and the real agent ($SANDBOX_AGENT): the sandbox's view (worktree at its own path, git
  * works, /etc/shadow, private-state and the agent's keys unreachable, system directories read-only, a
  * private /tmp), the end of a detached child, stop + evidence, and adopt() after a manager restart, for a

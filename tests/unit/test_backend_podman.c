@@ -1,4 +1,4 @@
-/* Unit tests of the podman backend's rules (manager/backend_podman.c) against a scripted stand-in for
+/* Unit tests of the podman backend's rules (manager/backend/backend_podman.c) against a scripted stand-in for
  * the Docker-compatible API on a unix socket: what evidence is (exited, created and never started, 404)
  * and what is not (running, paused, an accepted kill, a service that does not answer); the container's
  * description (user, binds at their own paths, hidden entries, security options, limits, labels); the

@@ -1,4 +1,4 @@
-/* Unit tests for manager/ca.c: the CA is created once (key 0600) and reloaded unchanged; leaf
+/* Unit tests for manager/agentlink/ca.c: the CA is created once (key 0600) and reloaded unchanged; leaf
  * certificates verify against it and carry their subjectAltName and role; unsafe files refused. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Unit tests for manager/fstree.c on real trees in a temporary directory: the chown walk and the
+/* Unit tests for common/fstree.c on real trees in a temporary directory: the chown walk and the
  * removal never reach outside the tree through a symbolic link (the target keeps owner, content
  * and ctime), not even when a directory is swapped for a link DURING the walk (an inotify-driven
  * attacker thread, synchronised so the swap always lands mid-walk), never cross a mount, leave

@@ -1,4 +1,4 @@
-/* Unit tests for manager/gitconfig.c (the repository refusal check) and manager/gitrun.c (the git
+/* Unit tests for manager/workspace/gitconfig.c (the repository refusal check) and manager/workspace/gitrun.c (the git
  * runner it stands on): the environment and protections of every git child, the deadline, the
  * output bound, each refused key, worktree config, symbolic links, alternates and paths too long
  * for the check's buffers. */

@@ -1,4 +1,4 @@
-/* Unit tests for manager/gitrun.c's confinement (issue 13, rule R3): with read roots, root's git
+/* Unit tests for manager/workspace/gitrun.c's confinement (issue 13, rule R3): with read roots, root's git
  * reads nothing outside them and the system's files, even through a symbolic link a command
  * planted in a repository's writable parts, and executes nothing from a repository; ordinary
  * trusted git operations still work inside the roots. Each attack is first run unconfined, to

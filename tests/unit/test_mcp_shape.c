@@ -1,4 +1,4 @@
-/* Unit tests for manager/mcp_shape.c: the MCP tool text within its limit, head and tail of each
+/* Unit tests for manager/front/mcp_shape.c: the MCP tool text within its limit, head and tail of each
  * stream at character and line boundaries, the marker's counts and file, small output unchanged. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Unit tests for manager/metrics.c: the exposition's shape (every sample declared by HELP and TYPE
+/* Unit tests for manager/observe/metrics.c: the exposition's shape (every sample declared by HELP and TYPE
  * first, one family each), the histogram's buckets (cumulative, +Inf equal to _count, _sum in
  * seconds), execs counted by status only for final states, label values escaped, the gauges as
  * given, and counters that stay right with eight threads updating at once. */

@@ -1,4 +1,4 @@
-/* Unit tests for manager/queue.c: FIFO order within a session, no overlap, sessions in parallel. */
+/* Unit tests for manager/core/queue.c: FIFO order within a session, no overlap, sessions in parallel. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

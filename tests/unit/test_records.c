@@ -1,4 +1,4 @@
-/* Unit tests for manager/records.c on real SQLite files in temporary directories: open, reopen and
+/* Unit tests for manager/records/records.c on real SQLite files in temporary directories: open, reopen and
  * the file's settings (WAL, mode 0600, close-on-exec, schema version), sessions, grants, sandboxes,
  * the exec life cycle and the transitions it refuses, eight threads at once, and a writer killed
  * with SIGKILL in the middle of a transaction. */
@@ -804,7 +804,7 @@ static void escapes_whole(const char *s, size_t n)
 	}
 }
 
-/* The exec result rule's decoder (docs/operations.md; manager/cli.c stream_write applies it). */
+/* The exec result rule's decoder (docs/operations.md; manager/front/cli.c stream_write applies it). */
 static size_t stream_decode(const char *s, size_t n, bool escaped, uint8_t *out)
 {
 	size_t w = 0;

@@ -1,4 +1,4 @@
-/* Unit tests for the records of the operator's commands (manager/records.c, schema version 2): a
+/* Unit tests for the records of the operator's commands (manager/records/records.c, schema version 2): a
  * version 1 file, as sandbox-manager 0.1.0 wrote it, migrated with its rows intact (once, also by
  * two openers at once; a migration that fails leaves version 1 as it was); resolutions of uncertain
  * execs (once only, uncertain only, bounded notes, final for every writer); pages of sessions. */

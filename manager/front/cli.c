@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "control.h"
-#include "records.h"
+#include "control_limits.h"
 #include "textesc.h"
 
 struct json_t *mcli_call(const char *socket_flag, json_t *request)
@@ -417,8 +417,8 @@ static int session_list(int argc, char **argv)
 	/* The state is the manager's to check, as for records: it knows the states. */
 	if (flags_only(c, argc, argv, f, 6, &code) == FLAGS_DONE)
 		return code;
-	if (f[3].set && (limit = number_arg(f[3].value, 1, RECORDS_SESSIONS_LIMIT_MAX)) < 0)
-		return usage_error(c, "--limit takes a whole number from 1 to %u, not '%s'", RECORDS_SESSIONS_LIMIT_MAX,
+	if (f[3].set && (limit = number_arg(f[3].value, 1, CONTROL_SESSIONS_LIMIT_MAX)) < 0)
+		return usage_error(c, "--limit takes a whole number from 1 to %u, not '%s'", CONTROL_SESSIONS_LIMIT_MAX,
 				   f[3].value);
 	for (size_t i = 0; i < 5; i++)
 		if (f[i].set && f[i].has_arg && !utf8_text(f[i].value))
@@ -594,9 +594,9 @@ int mcli_records(int argc, char **argv)
 		return usage_error(c, "give exactly one of --session S and --exec ID");
 	if (f[1].set && (f[2].set || f[3].set || f[4].set))
 		return usage_error(c, "--limit, --before and --state page a session's records, not one exec's");
-	if (f[2].set && (limit = number_arg(f[2].value, 1, RECORDS_PAGE_LIMIT_MAX)) < 0)
+	if (f[2].set && (limit = number_arg(f[2].value, 1, CONTROL_RECORDS_LIMIT_MAX)) < 0)
 		return usage_error(c, "--limit takes a whole number of records from 1 to %u, not '%s'",
-				   RECORDS_PAGE_LIMIT_MAX, f[2].value);
+				   CONTROL_RECORDS_LIMIT_MAX, f[2].value);
 	for (size_t i = 0; i < 5; i++)
 		if (f[i].set && !utf8_text(f[i].value))
 			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
@@ -623,8 +623,8 @@ int mcli_resolve(int argc, char **argv)
 	o = f[1].value;
 	if (strcmp(o, "ran") != 0 && strcmp(o, "not-ran") != 0 && strcmp(o, "unknown") != 0)
 		return usage_error(c, "--outcome takes ran, not-ran or unknown, not '%s'", o);
-	if (f[2].value[0] == '\0' || strlen(f[2].value) > RECORDS_NOTE_MAX || !utf8_text(f[2].value))
-		return usage_error(c, "--note takes 1 to %u bytes of UTF-8 text (what was checked)", RECORDS_NOTE_MAX);
+	if (f[2].value[0] == '\0' || strlen(f[2].value) > CONTROL_NOTE_MAX || !utf8_text(f[2].value))
+		return usage_error(c, "--note takes 1 to %u bytes of UTF-8 text (what was checked)", CONTROL_NOTE_MAX);
 	if (!utf8_text(f[0].value))
 		return usage_error(c, "--exec '%s' is not UTF-8 text", f[0].value);
 	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "exec", f[0].value, "outcome", o, "note", f[2].value);

@@ -23,10 +23,10 @@
 
 #include "clock.h"
 #include "control.h"
+#include "control_limits.h"
 #include "fdio.h"
 #include "log.h"
 #include "mcp_shape.h"
-#include "output_keep.h"
 
 #define LINE_CAP (4u * 1024u * 1024u)   /* one JSON-RPC message; larger ones are refused */
 #define QUICK_CALL_MS 10000             /* config and cancel: the daemon answers these at once */
@@ -232,12 +232,12 @@ static json_t *tool_describe(long long max, long long dflt)
 		 "stopped when it ends. TMPDIR (also TMP, TEMP and HOME) is a scratch folder inside the worktree, "
 		 "ignored by git and shared with your file tools. Output is bounded to about %zu characters: when "
 		 "stdout and stderr do not fit, each keeps its head and tail with a marker between that names a "
-		 "file under $TMPDIR/" OUTPUT_KEEP_DIR " holding the whole output (the newest %d such files are "
+		 "file under $TMPDIR/" CONTROL_KEEP_DIR " holding the whole output (the newest %d such files are "
 		 "kept); read it in parts with sed -n, grep or tail in the next call. The result ends with "
 		 "\"exit code N\", or says the command timed out (timeout_seconds: default %lld, at most %lld), "
 		 "was refused, or that its outcome is uncertain (then check what it changed before running it "
 		 "again).",
-		 srv.max_output_chars, OUTPUT_KEEP_FILES, dflt, max);
+		 srv.max_output_chars, CONTROL_KEEP_FILES, dflt, max);
 	tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:b, s:b, s:b}}", "name", "bash", "title", "Bash (sandboxed)",
 			 "description", text, "inputSchema", tool_input_schema(max), "annotations", "readOnlyHint", 0,
 			 "destructiveHint", 1, "idempotentHint", 0, "openWorldHint", 1);

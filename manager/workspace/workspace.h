@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "mount_plan.h"
 
 /* The scratch folder inside every worktree: TMPDIR, TMP and TEMP of every call point at it, and
  * the repository's info/exclude ignores it (pattern WORKSPACE_SCRATCH_PATTERN), so files there
@@ -76,37 +77,9 @@ int workspace_delete(const struct workspace *ws, bool keep_branch, bool *branch_
 
 void workspace_free(struct workspace *ws);
 
-/* ---- the mount plan: what a session's sandbox sees; ONE plan for every backend ---- */
-
-enum mount_mode {
-	MOUNT_RW,     /* bind mount, writable */
-	MOUNT_RO,     /* bind mount, read-only */
-	MOUNT_HIDDEN, /* an empty read-only directory (or empty file) mounted over the path */
-	MOUNT_TMPFS,  /* an empty writable tmpfs */
-};
-
-struct mount_entry {
-	char *source;          /* host path */
-	char *target;          /* path inside the sandbox (always equal to source for workspaces) */
-	enum mount_mode mode;
-	bool is_file;          /* a single file bound over a file, not a directory */
-	const char *why;
-};
-
-struct mount_plan {
-	struct mount_entry *entries; /* in mount order: a parent always comes before its children */
-	size_t n;
-	char *workdir;               /* where every command starts: the worktree */
-	char *scratch;               /* TMPDIR, TMP and TEMP */
-};
+/* ---- the mount plan of a session (mount_plan.h): built from its workspace ---- */
 
 int mount_plan_build(const struct workspace *ws, struct mount_plan *plan, struct sb_err *err);
-void mount_plan_free(struct mount_plan *plan);
-const char *mount_mode_name(enum mount_mode mode);
-/* {"workdir": ..., "env": {"TMPDIR": ...}, "mounts": [{"source", "target", "mode", "type", "why"}]};
- * NULL when memory runs out. */
-json_t *mount_plan_to_json(const struct mount_plan *plan);
-int mount_plan_print(const struct mount_plan *plan, FILE *out, struct sb_err *err);
 
 /* ---- the volume probe, run once when the manager starts ---- */
 

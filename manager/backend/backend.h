@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 #include "error.h"
-#include "workspace.h"
+#include "mount_plan.h"
 
 /* Everything a backend needs to start one sandbox generation. The manager core has already
  * issued the agent's certificate and written the receipt key into private_dir. */

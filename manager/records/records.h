@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "control_limits.h"
 #include "error.h"
 
 struct records;
@@ -107,7 +108,7 @@ int records_exec_get(struct records *r, const char *exec_id, struct exec_row *ou
 void records_set_output_limit(struct records *r, size_t limit);
 
 #define RECORDS_PAGE_LIMIT_DEFAULT 20u
-#define RECORDS_PAGE_LIMIT_MAX 200u
+#define RECORDS_PAGE_LIMIT_MAX CONTROL_RECORDS_LIMIT_MAX
 /* A page's "records" array serialises (JSON_COMPACT, escapes included) to at most its budget:
  * the control API uses RECORDS_PAGE_BYTES, far below its response cap; no budget is below MIN. */
 #define RECORDS_PAGE_BYTES (8u * 1024u * 1024u)
@@ -134,7 +135,7 @@ int records_page(struct records *r, const struct records_query *q, json_t **out,
  * state stay as they were, and nothing is run again (invariant 7). Served as the record's
  * "resolution" (null until then); a page's `state` "unresolved" selects the uncertain execs
  * without one. */
-#define RECORDS_NOTE_MAX 4096u
+#define RECORDS_NOTE_MAX CONTROL_NOTE_MAX
 struct exec_resolution {
 	const char *outcome;   /* "ran", "not-ran" or "unknown" */
 	const char *note;      /* 1..RECORDS_NOTE_MAX bytes of UTF-8 */
@@ -149,7 +150,7 @@ int records_exec_resolve(struct records *r, const char *exec_id, struct exec_res
 
 /* Sessions for `session list`, newest first, paged like records. */
 #define RECORDS_SESSIONS_LIMIT_DEFAULT 100u
-#define RECORDS_SESSIONS_LIMIT_MAX 1000u
+#define RECORDS_SESSIONS_LIMIT_MAX CONTROL_SESSIONS_LIMIT_MAX
 struct sessions_query {
 	const char *identity;  /* may be NULL: every identity */
 	const char *state;     /* may be NULL: any state, deleted only with `all` */

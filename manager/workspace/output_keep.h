@@ -9,8 +9,10 @@
 #include <jansson.h>
 #include <sys/types.h>
 
-#define OUTPUT_KEEP_DIR ".outputs"
-#define OUTPUT_KEEP_FILES 20 /* per session: the oldest beyond this are removed */
+#include "control_limits.h"
+
+#define OUTPUT_KEEP_DIR CONTROL_KEEP_DIR
+#define OUTPUT_KEEP_FILES CONTROL_KEEP_FILES /* per session: the oldest beyond this are removed */
 
 /* After the call's record is committed, on its control response resp (ok with a result): when the
  * result's stdout and stderr text together is over `over` bytes, write each non-empty stream's
