@@ -25,6 +25,7 @@
 #include "control.h"
 #include "control_limits.h"
 #include "fdio.h"
+#include "bash_tool.h"
 #include "log.h"
 #include "mcp_shape.h"
 
@@ -79,6 +80,16 @@ static int structured_output(void)
 	yes = srv.proto <= STRUCTURED_SINCE;
 	pthread_mutex_unlock(&srv.lock);
 	return yes;
+}
+
+/* How this client is answered: the text's bound, and structured results when its protocol has them. */
+static const struct bash_tool_view *view(void)
+{
+	static struct bash_tool_view v;
+
+	v.max_output_chars = srv.max_output_chars;
+	v.structured = structured_output();
+	return &v;
 }
 
 /* ---- stdout: whole messages, one per line ---- */
@@ -189,231 +200,7 @@ static int config_ensure(struct sb_err *err)
 	return ok ? 0 : sb_fail(err, EPROTO, "the manager's config answer has no timeout settings");
 }
 
-/* ---- the tool ---- */
-
-static json_t *tool_input_schema(long long max)
-{
-	return json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s, s:i, s:I}}, s:[s], s:b}", "type", "object", "properties",
-			 "command", "type", "string", "description", "The Bash command to run (bash -c).",
-			 "timeout_seconds", "type", "integer", "description",
-			 "Seconds before the command and everything it started are stopped.", "minimum", 1, "maximum",
-			 (json_int_t)max, "required", "command", "additionalProperties", 0);
-}
-
-/* The exec result (docs/operations.md); the daemon may add fields, so more are allowed. */
-static json_t *tool_output_schema(void)
-{
-	json_t *props = json_pack(
-		"{s:{s:[s,s]}, s:{s:s, s:[s,s,s,s,s,s]}, s:{s:[s,s]}, s:{s:[s,s]}, s:{s:s}, s:{s:s}, s:{s:s, s:i},"
-		" s:{s:s, s:i}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:[s,s]}}",
-		"exec_id", "type", "string", "null", "status", "type", "string", "enum", "exited", "signaled", "timed_out",
-		"cancelled", "uncertain", "refused", "exit_code", "type", "integer", "null", "signal", "type", "integer",
-		"null", "stdout", "type", "string", "stderr", "type", "string", "stdout_bytes", "type", "integer",
-		"minimum", 0, "stderr_bytes", "type", "integer", "minimum", 0, "stdout_truncated", "type", "boolean",
-		"stderr_truncated", "type", "boolean", "stdout_escaped", "type", "boolean", "stderr_escaped", "type",
-		"boolean", "duration_ms", "type", "integer", "generation", "type", "integer", "error", "type", "string",
-		"receipt", "type", "object", "null");
-
-	return json_pack("{s:s, s:o, s:[s,s,s,s,s,s,s,s,s,s]}", "type", "object", "properties", props, "required",
-			 "exec_id", "status", "exit_code", "signal", "stdout", "stderr", "stdout_bytes", "stderr_bytes",
-			 "stdout_truncated", "stderr_truncated");
-}
-
-static json_t *tool_describe(long long max, long long dflt)
-{
-	char text[2048];
-	json_t *tool;
-
-	snprintf(text, sizeof text,
-		 "Run a Bash command in this session's sandbox, at the root of the session's git worktree. "
-		 "Each call is a fresh `bash -c` there: cd, variables, functions and aliases do not persist between "
-		 "calls, so chain dependent steps in one command. There is no stdin (reads get end-of-file) and "
-		 "nothing interactive. No background process survives the call: everything the command started is "
-		 "stopped when it ends. TMPDIR (also TMP, TEMP and HOME) is a scratch folder inside the worktree, "
-		 "ignored by git and shared with your file tools. Output is bounded to about %zu characters: when "
-		 "stdout and stderr do not fit, each keeps its head and tail with a marker between that names a "
-		 "file under $TMPDIR/" CONTROL_KEEP_DIR " holding the whole output (the newest %d such files are "
-		 "kept); read it in parts with sed -n, grep or tail in the next call. The result ends with "
-		 "\"exit code N\", or says the command timed out (timeout_seconds: default %lld, at most %lld), "
-		 "was refused, or that its outcome is uncertain (then check what it changed before running it "
-		 "again).",
-		 srv.max_output_chars, CONTROL_KEEP_FILES, dflt, max);
-	tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:b, s:b, s:b, s:b}}", "name", "bash", "title", "Bash (sandboxed)",
-			 "description", text, "inputSchema", tool_input_schema(max), "annotations", "readOnlyHint", 0,
-			 "destructiveHint", 1, "idempotentHint", 0, "openWorldHint", 1);
-	if (tool != NULL && structured_output())
-		json_object_set_new(tool, "outputSchema", tool_output_schema());
-	return tool;
-}
-
-/* An exec-result-shaped object for a call the daemon never ran (status refused) or whose
- * answer was lost (uncertain): exec_id null, no output. */
-static json_t *result_synth(const char *status, const char *why)
-{
-	return json_pack("{s:n, s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:s, s:n}", "exec_id", "status", status,
-			 "exit_code", "signal", "stdout", "", "stderr", "", "stdout_bytes", 0, "stderr_bytes", 0,
-			 "stdout_truncated", 0, "stderr_truncated", 0, "error", why, "receipt");
-}
-
-/* The last line, and whether the call counts as an error for the model. */
-static int text_outcome(FILE *f, json_t *result, long long timeout)
-{
-	const char *status = json_string_value(json_object_get(result, "status")) ?: "";
-	const char *why = json_string_value(json_object_get(result, "error")) ?: "no reason given";
-
-	if (strcmp(status, "exited") == 0) {
-		fprintf(f, "exit code %lld", (long long)json_integer_value(json_object_get(result, "exit_code")));
-		return 0;
-	}
-	if (strcmp(status, "signaled") == 0) {
-		fprintf(f, "killed by signal %lld", (long long)json_integer_value(json_object_get(result, "signal")));
-		return 0;
-	}
-	if (strcmp(status, "timed_out") == 0)
-		fprintf(f, "timed out after %lld s", timeout);
-	else if (strcmp(status, "refused") == 0)
-		fprintf(f, "refused: %s", why);
-	else if (strcmp(status, "cancelled") == 0)
-		fprintf(f, "cancelled: %s", why);
-	else if (strcmp(status, "uncertain") == 0)
-		fprintf(f, "outcome uncertain: %s", why);
-	else
-		fprintf(f, "outcome uncertain: the manager reported status '%s'", status);
-	return 1;
-}
-
-static void stream_from(struct mcp_stream *st, json_t *result, const char *name)
-{
-	char key[32];
-	json_t *text = json_object_get(result, name);
-
-	st->name = name;
-	st->text = json_string_value(text) ?: "";
-	st->len = json_string_length(text);
-	snprintf(key, sizeof key, "%s_bytes", name);
-	st->bytes = (long long)json_integer_value(json_object_get(result, key));
-	snprintf(key, sizeof key, "%s_truncated", name);
-	st->truncated = json_is_true(json_object_get(result, key));
-	snprintf(key, sizeof key, "%s_escaped", name);
-	st->escaped = json_is_true(json_object_get(result, key));
-	st->kept = json_string_value(json_object_get(json_object_get(result, "output_kept"), name));
-}
-
-/* The structured result carries the same cut streams as the text, never more than the model was
- * meant to get: a cut stream's text becomes its head, marker and tail, and <name>_truncated true. */
-static int structured_shape(json_t *result, const struct mcp_stream s[2], const size_t share[2], const char *why)
-{
-	char key[32];
-
-	for (int i = 0; i < 2; i++) {
-		size_t len;
-		char *text;
-
-		if (s[i].len <= share[i])
-			continue;
-		text = mcp_shape_stream(&s[i], share[i], why, &len);
-		snprintf(key, sizeof key, "%s_truncated", s[i].name);
-		if (text == NULL || json_object_set_new(result, s[i].name, json_stringn(text, len)) != 0 ||
-		    json_object_set_new(result, key, json_true()) != 0) {
-			free(text);
-			return -1;
-		}
-		free(text);
-	}
-	return 0;
-}
-
-/* The tool result for an exec result (consumed): its text shaped to the limit (mcp_shape.h):
- * output, stderr labelled, then the outcome. */
-static json_t *tool_result(json_t *result, long long timeout)
-{
-	char *outcome = NULL, *text = NULL;
-	size_t outcome_len = 0, len = 0, share[2];
-	FILE *f = open_memstream(&outcome, &outcome_len);
-	const char *why = json_string_value(json_object_get(result, "output_kept_error"));
-	struct mcp_stream s[2];
-	int is_error = 0;
-	json_t *out = NULL;
-
-	if (f != NULL) {
-		is_error = text_outcome(f, result, timeout);
-		/* Write errors of a memstream surface at fclose. */
-		if (fclose(f) != 0) {
-			free(outcome);
-			outcome = NULL;
-		}
-	}
-	stream_from(&s[0], result, "stdout");
-	stream_from(&s[1], result, "stderr");
-	if (outcome != NULL)
-		text = mcp_shape(s, why, outcome, srv.max_output_chars, &len);
-	if (text != NULL)
-		out = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text", text, len, "isError", is_error);
-	if (out != NULL && structured_output()) {
-		/* A shallow copy: s keeps pointing into result's strings while the copy's are replaced. */
-		json_t *copy = json_copy(result);
-
-		mcp_shape_shares(s, why, outcome, srv.max_output_chars, share);
-		if (copy == NULL || structured_shape(copy, s, share, why) < 0) {
-			json_decref(copy);
-			copy = NULL;
-		}
-		/* set_new takes copy whatever it returns. */
-		if (copy == NULL || json_object_set_new(out, "structuredContent", copy) != 0) {
-			json_decref(out);
-			out = NULL;
-		}
-	}
-	free(outcome);
-	free(text);
-	json_decref(result);
-	return out;
-}
-
-static json_t *tool_refusal(const char *why)
-{
-	return tool_result(result_synth("refused", why), 0);
-}
-
 /* ---- tools/call: validation (main thread) ---- */
-
-/* The arguments against the input schema; on failure, why in msg (for the model to read). */
-static int args_check(json_t *args, long long max, struct mcp_job *j, char *msg, size_t cap)
-{
-	const char *key;
-	json_t *v, *cmd, *tmo;
-
-	if (args == NULL || !json_is_object(args)) {
-		snprintf(msg, cap, "the arguments must be an object: {\"command\": string, \"timeout_seconds\": integer}");
-		return -1;
-	}
-	json_object_foreach (args, key, v) {
-		if (strcmp(key, "command") != 0 && strcmp(key, "timeout_seconds") != 0) {
-			snprintf(msg, cap, "unknown argument '%.100s': the bash tool takes only command and timeout_seconds",
-				 key);
-			return -1;
-		}
-	}
-	cmd = json_object_get(args, "command");
-	tmo = json_object_get(args, "timeout_seconds");
-	if (cmd == NULL || !json_is_string(cmd) || json_string_length(cmd) == 0) {
-		snprintf(msg, cap, "command %s", cmd == NULL ? "is required: the Bash command to run" :
-						   !json_is_string(cmd) ? "must be a string" : "must not be empty");
-		return -1;
-	}
-	if (tmo != NULL && (!json_is_integer(tmo) || json_integer_value(tmo) < 1 || json_integer_value(tmo) > max)) {
-		snprintf(msg, cap, "timeout_seconds must be a whole number of seconds from 1 to %lld (the configured "
-			 "maximum)", max);
-		return -1;
-	}
-	j->command = strdup(json_string_value(cmd));
-	j->timeout_given = tmo != NULL;
-	if (j->command == NULL) {
-		snprintf(msg, cap, "out of memory");
-		return -1;
-	}
-	return 0;
-}
 
 static void job_free(struct mcp_job *j)
 {
@@ -465,11 +252,11 @@ static struct mcp_job *call_prepare(json_t *id, json_t *params)
 		out_error(id, RPC_INTERNAL, "out of memory");
 		return NULL;
 	}
-	if (args_check(args, srv.max_timeout, j, msg, sizeof msg) < 0) {
+	if (bash_tool_args(args, srv.max_timeout, &j->command, &j->timeout_given, msg, sizeof msg) < 0) {
 		sb_info("mcp: a call refused before reaching the manager: %s", msg);
 		job_free(j);
 		snprintf(why, sizeof why, "invalid arguments: %s", msg);
-		out_result(id, tool_refusal(why));
+		out_result(id, bash_tool_refusal(view(), why));
 		return NULL;
 	}
 	j->timeout = j->timeout_given ? json_integer_value(json_object_get(args, "timeout_seconds")) : srv.default_timeout;
@@ -494,7 +281,7 @@ static void rpc_tools_call(json_t *id, json_t *params)
 		out_error(id, RPC_INVALID_PARAMS, "Unknown tool: %.200s (the only tool is bash)", name);
 	} else if (config_ensure(&err) < 0) {
 		snprintf(why, sizeof why, "sandbox-manager unavailable: %s", err.msg);
-		out_result(id, tool_refusal(why));
+		out_result(id, bash_tool_refusal(view(), why));
 	} else if ((j = call_prepare(id, params)) != NULL) {
 		job_enqueue(j, id);
 	}
@@ -570,25 +357,6 @@ static int job_wait(struct mcp_job *j, int fd, json_t **resp, struct sb_err *err
 }
 
 /* The daemon's answer (consumed) as a tool result. */
-static json_t *job_answer(struct mcp_job *j, json_t *resp)
-{
-	json_t *result = json_object_get(resp, "result"), *e = json_object_get(resp, "error");
-	char why[SB_ERR_MSG_MAX + 64];
-
-	if (json_is_true(json_object_get(resp, "ok")) && json_is_object(result)) {
-		json_incref(result);
-		json_decref(resp);
-		return tool_result(result, j->timeout);
-	}
-	/* Refused before it was recorded or ran (bad input, no such session, over the cap). */
-	snprintf(why, sizeof why, "%s%s",
-		 strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "unavailable") == 0 ?
-			 "sandbox-manager unavailable: " : "",
-		 json_string_value(json_object_get(e, "message")) ?: "the manager refused the call");
-	json_decref(resp);
-	return tool_refusal(why);
-}
-
 static json_t *job_run(struct mcp_job *j)
 {
 	json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "op", "exec", "session", srv.session, "command", j->command,
@@ -610,7 +378,7 @@ static json_t *job_run(struct mcp_job *j)
 	if (fd < 0) {
 		/* Nothing reached the daemon, so nothing ran; and nothing runs here instead. */
 		snprintf(why, sizeof why, "sandbox-manager unavailable: %s", err.msg);
-		return tool_refusal(why);
+		return bash_tool_refusal(view(), why);
 	}
 	if (job_wait(j, fd, &resp, &err) < 0) {
 		close(fd);
@@ -618,10 +386,10 @@ static json_t *job_run(struct mcp_job *j)
 		snprintf(why, sizeof why, "sandbox-manager unavailable: %s before the result arrived; the command may "
 			 "have run: check `sandbox-manager records --session %s` before running it again", err.msg,
 			 srv.session);
-		return tool_result(result_synth("uncertain", why), j->timeout);
+		return bash_tool_lost(view(), why, j->timeout);
 	}
 	close(fd);
-	return job_answer(j, resp);
+	return bash_tool_answer(view(), resp, j->timeout);
 }
 
 static void *worker_main(void *arg)
@@ -723,7 +491,7 @@ static void rpc_tools_list(json_t *id)
 	if (config_ensure(&err) < 0)
 		out_error(id, RPC_INTERNAL, "sandbox-manager unavailable: %s", err.msg);
 	else
-		out_result(id, json_pack("{s:[o]}", "tools", tool_describe(srv.max_timeout, srv.default_timeout)));
+		out_result(id, json_pack("{s:[o]}", "tools", bash_tool_describe(view(), srv.max_timeout, srv.default_timeout)));
 }
 
 static void rpc_request(json_t *id, const char *method, json_t *params)
