@@ -114,8 +114,7 @@ test_manager_claude_cli() {
 		bad "call 4: not the head, the marker naming the file, the tail and the exit code: $(jq -c .output <<<"$cut")"
 	tool_result_is 5 '{"content":"refused: invalid arguments: timeout_seconds must be a whole number of seconds from 1 to 30 (the configured maximum)","is_error":true}'
 	assert_match "call 6: uncertain, as an error" '^\{"content":"outcome uncertain: [^"]+","is_error":true\}$' "$(sed -n 6p "$TD/saw.jsonl")"
-	assert_match "call 7: the manager is down: refused, nothing ran" \
-		'^\{"content":"refused: sandbox-manager unavailable: [^"]+","is_error":true\}$' "$(sed -n 7p "$TD/saw.jsonl")"
+	tool_result_is 7 "{\"content\":\"refused: sandbox-manager unavailable: the manager is not reachable at $MSOCK (is \`sandbox-manager serve\` running?): Connection refused\",\"is_error\":true}"
 	[ -e "$marker" ] && bad "the manager was down and the command ran anyway (the marker exists)"
 	# What ran, from the manager's records (before it went down): newest first.
 	assert_eq "the records: each call that reached the manager, in the sandbox" \
@@ -134,6 +133,7 @@ test_manager_claude_sdk() {
 	sid_b=$SID
 	SID=$sid_a
 	jq -n '[{tool: "mcp__sandbox__bash", input: {command: "echo sdk; exit 4"}},
+		{tool: "mcp__sandbox__bash", input: {command: "echo started; sleep 5", timeout_seconds: 1}},
 		{tool: "mcp__sandbox__bash", input: {command: "echo begun; sleep 15; echo finished"}},
 		{text: "done"}]' >"$TD/script.json"
 	chmod a+r "$TD/script.json"
@@ -145,6 +145,7 @@ test_manager_claude_sdk() {
 	claude_offered "$log"
 	model_saw "$log" >"$TD/saw.jsonl"
 	tool_result_is 1 '{"status":"exited","exit_code":4,"signal":null,"timed_out":false,"duration_ms":"N","output":"sdk\nexit code 4","stdout_bytes":4,"stderr_bytes":0,"truncated":false,"output_files":{}}'
+	tool_result_is 2 '{"content":"started\ntimed out after 1 s","is_error":true}'
 	wait_bg_execs
 	assert_eq "the other session's call ran to its end" other-done "$(cat "$TD/bg-other.out")"
 	local i state
@@ -156,5 +157,38 @@ test_manager_claude_sdk() {
 	done
 	assert_eq "the interrupted call's record" '"echo begun; sleep 15; echo finished" "cancelled"' \
 		"$(jr '.records[0] | "\(.command | tojson) \(.state | tojson)"')"
+	mgr records --session "$sid_a" --limit 3
+	assert_eq "the SDK's calls, in the sandbox" '[["echo begun; sleep 15; echo finished","cancelled"],["echo started; sleep 5","timed_out"],["echo sdk; exit 4","exited"]]' \
+		"$(jq -c '[.records[] | [.command, .state]]' "$OUT")"
 }
 t manager_claude_sdk test_manager_claude_sdk
+
+# The Agent SDK with a manager that goes away after the tools were listed: the model reads a
+# refusal, and nothing runs (the command would leave a marker).
+test_manager_claude_sdk_down() {
+	claude_ready
+	mgr_repo && mgr_start && mgr_session
+	local marker=$TD/down-marker log=$TD/requests.jsonl i
+	jq -n --arg gate "$TD/gate" --arg marker "$marker" '[
+		{tool: "mcp__sandbox__bash", input: {command: ("touch " + $marker)}, gate: $gate}, {text: "done"}]' \
+		>"$TD/script.json"
+	chmod a+r "$TD/script.json"
+	(cd "$TD" && claude_run "$log" "$TD/script.json" node "$FW/claude/sdk.mjs" --manager "$MANAGER" \
+		--session "$SID" --socket "$MSOCK"; echo "$RC" >"$TD/fw.rc") &
+	local fw=$!
+	for i in $(seq 1 300); do [ -e "$TD/gate.waiting" ] && break; sleep 0.1; done
+	[ -e "$TD/gate.waiting" ] || bad "the model never reached the call"
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	touch "$TD/gate"
+	wait "$fw"
+	assert_eq "the SDK driver's exit code (stderr: $(tail -c 300 "$TD/fw.err"))" 0 "$(cat "$TD/fw.rc")"
+	claude_offered "$log"
+	model_saw "$log" >"$TD/saw.jsonl"
+	assert_eq "what the model read" \
+		"{\"content\":\"refused: sandbox-manager unavailable: the manager is not reachable at $MSOCK (is \`sandbox-manager serve\` running?): Connection refused\",\"is_error\":true}" \
+		"$(cat "$TD/saw.jsonl")"
+	[ -e "$marker" ] && bad "the manager was down and the command ran anyway (the marker exists)"
+	return 0
+}
+t manager_claude_sdk_down test_manager_claude_sdk_down
