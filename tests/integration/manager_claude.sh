@@ -139,7 +139,7 @@ test_manager_claude_sdk() {
 	chmod a+r "$TD/script.json"
 	mgr_bg_exec other "sleep 6; echo other-done" "$sid_b"
 	(cd "$TD" && claude_run "$log" "$TD/script.json" node "$FW/claude/sdk.mjs" --manager "$MANAGER" \
-		--session "$sid_a" --socket "$MSOCK" --interrupt-after-ms 1500)
+		--session "$sid_a" --socket "$MSOCK" --interrupt-after-ms 1500 --interrupt-at 3)
 	assert_eq "the SDK driver's exit code (stderr: $(tail -c 300 "$TD/fw.err"))" 0 "$RC"
 	grep -q '"event":"interrupt"' "$TD/fw.out" || bad "the driver never interrupted"
 	claude_offered "$log"

@@ -1,10 +1,11 @@
 // The Claude Agent SDK with `sandbox-manager mcp` as its only shell (tests/integration/manager_claude.sh),
 // run only inside tests/frameworks/offline.sh, against the fake model (with_fake_anthropic.sh).
 //
-//   node sdk.mjs --manager BIN --session S --socket PATH [--max-output-chars N] [--interrupt-after-ms MS]
+//   node sdk.mjs --manager BIN --session S --socket PATH [--max-output-chars N]
+//                [--interrupt-after-ms MS [--interrupt-at N]]
 //
-// Prints every SDK message as one JSON line. --interrupt-after-ms: once the model's first tool call is
-// seen, waits MS and interrupts the query (as a user pressing Esc would), then ends the query.
+// Prints every SDK message as one JSON line. --interrupt-after-ms: once the model's Nth tool call
+// (default the first) is seen, waits MS and interrupts the query (as a user pressing Esc would).
 // The options are the ones docs/integrations.md shows.
 import { query } from '@anthropic-ai/claude-agent-sdk';
 
@@ -30,12 +31,13 @@ const q = query({
 	},
 });
 
-let interrupted = false;
+let interrupted = false, calls = 0;
 try {
 for await (const m of q) {
 	console.log(JSON.stringify(m));
 	const toolUse = m.type === 'assistant' && m.message?.content?.some(b => b.type === 'tool_use');
-	if (toolUse && opt['interrupt-after-ms'] && !interrupted) {
+	if (toolUse) calls++;
+	if (toolUse && opt['interrupt-after-ms'] && calls === Number(opt['interrupt-at'] ?? 1) && !interrupted) {
 		interrupted = true;
 		setTimeout(() => {
 			console.log(JSON.stringify({ type: 'test', event: 'interrupt' }));
