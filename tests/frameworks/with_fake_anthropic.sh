@@ -20,7 +20,8 @@ for _ in $(seq 1 100); do
 	sleep 0.05
 done
 [ -s "$port_file" ] || { echo "with_fake_anthropic.sh: the fake model did not start" >&2; exit 1; }
-export ANTHROPIC_BASE_URL="http://127.0.0.1:$(cat "$port_file")"
+port=$(cat "$port_file")
+export ANTHROPIC_BASE_URL="http://127.0.0.1:$port"
 export ANTHROPIC_API_KEY=sk-ant-fake-key-for-tests
 export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1
 export ENABLE_TOOL_SEARCH=false

@@ -54,6 +54,23 @@ tool_result_is() {
 	assert_eq "what the model read of call $1" "$want" "$got"
 }
 
+# truncated_is N SESSION: the Nth result is `seq 1 3000` (13893 bytes) cut to --max-output-chars 1000:
+# head, the marker naming the kept file inside SESSION's worktree, tail, the exit code, within 1000
+# bytes; the same fields as any success.
+truncated_is() {
+	local cut kept
+	cut=$(sed -n "${1}p" "$TD/saw.jsonl" | jq -c '.content | fromjson')
+	kept=$(jq -r '.output_files.stdout' <<<"$cut")
+	assert_match "call $1: the kept file is in the worktree's scratch folder" \
+		"^/.*/workspaces/$2/\.sandbox-tmp/\.outputs/exec-[0-9a-f]+\.stdout\$" "$kept"
+	assert_eq "call $1: the fields" '{"status":"exited","exit_code":0,"signal":null,"timed_out":false,"stdout_bytes":13893,"stderr_bytes":0,"truncated":true}' \
+		"$(jq -c 'del(.duration_ms, .output, .output_files)' <<<"$cut")"
+	jq -e --arg kept "$kept" '.output | startswith("1\n2\n") and endswith("\n3000\nexit code 0") and
+		(utf8bytelength <= 1000) and
+		contains(" bytes omitted: whole output (stdout, 13893 bytes) in \($kept) ...]\n")' <<<"$cut" >/dev/null ||
+		bad "call $1: not the head, the marker naming the file, the tail and the exit code: $(jq -c .output <<<"$cut")"
+}
+
 # claude_offered LOG: every agent turn offered exactly our tool, never the framework's own Bash.
 claude_offered() {
 	local tools
@@ -64,7 +81,7 @@ claude_offered() {
 test_manager_claude_cli() {
 	claude_ready
 	mgr_repo && mgr_start --max-timeout-seconds 30 --default-timeout-seconds 10 && mgr_session
-	local marker=$TD/down-marker log=$TD/requests.jsonl i
+	local marker=$TD/down-marker log=$TD/requests.jsonl
 	jq -n --arg mgr "$MANAGER" --arg sid "$SID" --arg sock "$MSOCK" '{mcpServers: {sandbox: {type: "stdio",
 		command: $mgr, args: ["mcp", "--session", $sid, "--socket", $sock, "--max-output-chars", "1000"]}}}' \
 		>"$TD/mcp.json"
@@ -84,10 +101,10 @@ test_manager_claude_cli() {
 		--output-format stream-json --verbose; echo "$RC" >"$TD/fw.rc") &
 	local fw=$!
 	# The sixth call: its agent dies mid-command, so its outcome is uncertain.
-	for i in $(seq 1 300); do pgrep -f "^sleep 20.7" >/dev/null && break; sleep 0.1; done
+	for _ in $(seq 1 300); do pgrep -f "^sleep 20.7" >/dev/null && break; sleep 0.1; done
 	sandbox_agent_kill
 	# The seventh: the manager goes away before it (the fake model waits at the gate).
-	for i in $(seq 1 300); do [ -e "$TD/gate.waiting" ] && break; sleep 0.1; done
+	for _ in $(seq 1 300); do [ -e "$TD/gate.waiting" ] && break; sleep 0.1; done
 	[ -e "$TD/gate.waiting" ] || bad "the model never reached the manager-down step"
 	mgr records --session "$SID" --limit 20
 	cp "$OUT" "$TD/records.json"
@@ -103,15 +120,7 @@ test_manager_claude_cli() {
 	tool_result_is 1 '{"status":"exited","exit_code":0,"signal":null,"timed_out":false,"duration_ms":"N","output":"hello\nexit code 0","stdout_bytes":6,"stderr_bytes":0,"truncated":false,"output_files":{}}'
 	tool_result_is 2 '{"status":"exited","exit_code":3,"signal":null,"timed_out":false,"duration_ms":"N","output":"out\n[stderr]\nerr\nexit code 3","stdout_bytes":4,"stderr_bytes":4,"truncated":false,"output_files":{}}'
 	tool_result_is 3 '{"content":"started\ntimed out after 1 s","is_error":true}'
-	local cut kept
-	cut=$(sed -n 4p "$TD/saw.jsonl" | jq -c '.content | fromjson')
-	kept=$(jq -r '.output_files.stdout' <<<"$cut")
-	assert_match "call 4: the kept file is in the worktree's scratch folder" "^$WT/.sandbox-tmp/.outputs/exec-[0-9a-f]+\.stdout\$" "$kept"
-	assert_eq "call 4: the fields" '{"status":"exited","exit_code":0,"signal":null,"timed_out":false,"stdout_bytes":13893,"stderr_bytes":0,"truncated":true}' \
-		"$(jq -c 'del(.duration_ms, .output, .output_files)' <<<"$cut")"
-	jq -e --arg kept "$kept" '.output | startswith("1\n2\n") and endswith("\n3000\nexit code 0") and
-		contains(" bytes omitted: whole output (stdout, 13893 bytes) in \($kept) ...]\n")' <<<"$cut" >/dev/null ||
-		bad "call 4: not the head, the marker naming the file, the tail and the exit code: $(jq -c .output <<<"$cut")"
+	truncated_is 4 "$SID"
 	tool_result_is 5 '{"content":"refused: invalid arguments: timeout_seconds must be a whole number of seconds from 1 to 30 (the configured maximum)","is_error":true}'
 	assert_match "call 6: uncertain, as an error" '^\{"content":"outcome uncertain: [^"]+","is_error":true\}$' "$(sed -n 6p "$TD/saw.jsonl")"
 	tool_result_is 7 "{\"content\":\"refused: sandbox-manager unavailable: the manager is not reachable at $MSOCK (is \`sandbox-manager serve\` running?): Connection refused\",\"is_error\":true}"
@@ -134,22 +143,26 @@ test_manager_claude_sdk() {
 	SID=$sid_a
 	jq -n '[{tool: "mcp__sandbox__bash", input: {command: "echo sdk; exit 4"}},
 		{tool: "mcp__sandbox__bash", input: {command: "echo started; sleep 5", timeout_seconds: 1}},
+		{tool: "mcp__sandbox__bash", input: {command: "true", timeout_seconds: 100000}},
+		{tool: "mcp__sandbox__bash", input: {command: "seq 1 3000"}},
 		{tool: "mcp__sandbox__bash", input: {command: "echo begun; sleep 15; echo finished"}},
 		{text: "done"}]' >"$TD/script.json"
 	chmod a+r "$TD/script.json"
 	mgr_bg_exec other "sleep 6; echo other-done" "$sid_b"
 	(cd "$TD" && claude_run "$log" "$TD/script.json" node "$FW/claude/sdk.mjs" --manager "$MANAGER" \
-		--session "$sid_a" --socket "$MSOCK" --interrupt-after-ms 1500 --interrupt-at 3)
+		--session "$sid_a" --socket "$MSOCK" --max-output-chars 1000 --interrupt-after-ms 1500 --interrupt-at 5)
 	assert_eq "the SDK driver's exit code (stderr: $(tail -c 300 "$TD/fw.err"))" 0 "$RC"
 	grep -q '"event":"interrupt"' "$TD/fw.out" || bad "the driver never interrupted"
 	claude_offered "$log"
 	model_saw "$log" >"$TD/saw.jsonl"
 	tool_result_is 1 '{"status":"exited","exit_code":4,"signal":null,"timed_out":false,"duration_ms":"N","output":"sdk\nexit code 4","stdout_bytes":4,"stderr_bytes":0,"truncated":false,"output_files":{}}'
 	tool_result_is 2 '{"content":"started\ntimed out after 1 s","is_error":true}'
+	tool_result_is 3 '{"content":"refused: invalid arguments: timeout_seconds must be a whole number of seconds from 1 to 30 (the configured maximum)","is_error":true}'
+	truncated_is 4 "$sid_a"
 	wait_bg_execs
 	assert_eq "the other session's call ran to its end" other-done "$(cat "$TD/bg-other.out")"
-	local i state
-	for i in $(seq 1 50); do
+	local state
+	for _ in $(seq 1 50); do
 		mgr records --session "$sid_a" --limit 1
 		state=$(jr '.records[0].state')
 		[ "$state" = cancelled ] && break
@@ -157,8 +170,8 @@ test_manager_claude_sdk() {
 	done
 	assert_eq "the interrupted call's record" '"echo begun; sleep 15; echo finished" "cancelled"' \
 		"$(jr '.records[0] | "\(.command | tojson) \(.state | tojson)"')"
-	mgr records --session "$sid_a" --limit 3
-	assert_eq "the SDK's calls, in the sandbox" '[["echo begun; sleep 15; echo finished","cancelled"],["echo started; sleep 5","timed_out"],["echo sdk; exit 4","exited"]]' \
+	mgr records --session "$sid_a" --limit 4
+	assert_eq "the SDK's calls, in the sandbox" '[["echo begun; sleep 15; echo finished","cancelled"],["seq 1 3000","exited"],["echo started; sleep 5","timed_out"],["echo sdk; exit 4","exited"]]' \
 		"$(jq -c '[.records[] | [.command, .state]]' "$OUT")"
 }
 t manager_claude_sdk test_manager_claude_sdk
@@ -168,7 +181,7 @@ t manager_claude_sdk test_manager_claude_sdk
 test_manager_claude_sdk_down() {
 	claude_ready
 	mgr_repo && mgr_start && mgr_session
-	local marker=$TD/down-marker log=$TD/requests.jsonl i
+	local marker=$TD/down-marker log=$TD/requests.jsonl
 	jq -n --arg gate "$TD/gate" --arg marker "$marker" '[
 		{tool: "mcp__sandbox__bash", input: {command: ("touch " + $marker)}, gate: $gate}, {text: "done"}]' \
 		>"$TD/script.json"
@@ -176,7 +189,7 @@ test_manager_claude_sdk_down() {
 	(cd "$TD" && claude_run "$log" "$TD/script.json" node "$FW/claude/sdk.mjs" --manager "$MANAGER" \
 		--session "$SID" --socket "$MSOCK"; echo "$RC" >"$TD/fw.rc") &
 	local fw=$!
-	for i in $(seq 1 300); do [ -e "$TD/gate.waiting" ] && break; sleep 0.1; done
+	for _ in $(seq 1 300); do [ -e "$TD/gate.waiting" ] && break; sleep 0.1; done
 	[ -e "$TD/gate.waiting" ] || bad "the model never reached the call"
 	kill -KILL "$MGR_PID"
 	wait "$MGR_PID" 2>/dev/null
