@@ -21,23 +21,25 @@ json_t *bash_tool_input_schema(long long max)
 			 (json_int_t)max, "required", "command", "additionalProperties", 0);
 }
 
-/* The exec result (docs/operations.md); the daemon may add fields, so more are allowed. */
+/* What the model reads of a call (bash_tool_result), every field always present; nothing else is
+ * sent, so a client that shows only structuredContent shows the same output and outcome line. */
 json_t *bash_tool_output_schema(void)
 {
 	json_t *props = json_pack(
-		"{s:{s:[s,s]}, s:{s:s, s:[s,s,s,s,s,s]}, s:{s:[s,s]}, s:{s:[s,s]}, s:{s:s}, s:{s:s}, s:{s:s, s:i},"
-		" s:{s:s, s:i}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:[s,s]}}",
-		"exec_id", "type", "string", "null", "status", "type", "string", "enum", "exited", "signaled", "timed_out",
-		"cancelled", "uncertain", "refused", "exit_code", "type", "integer", "null", "signal", "type", "integer",
-		"null", "stdout", "type", "string", "stderr", "type", "string", "stdout_bytes", "type", "integer",
-		"minimum", 0, "stderr_bytes", "type", "integer", "minimum", 0, "stdout_truncated", "type", "boolean",
-		"stderr_truncated", "type", "boolean", "stdout_escaped", "type", "boolean", "stderr_escaped", "type",
-		"boolean", "duration_ms", "type", "integer", "generation", "type", "integer", "error", "type", "string",
-		"receipt", "type", "object", "null");
+		"{s:{s:s, s:[s,s,s,s,s,s]}, s:{s:[s,s]}, s:{s:[s,s]}, s:{s:s}, s:{s:[s,s]}, s:{s:s}, s:{s:s, s:i},"
+		" s:{s:s, s:i}, s:{s:s}, s:{s:s, s:{s:s}}}",
+		"status", "type", "string", "enum", "exited", "signaled", "timed_out", "cancelled", "uncertain", "refused",
+		"exit_code", "type", "integer", "null", "signal", "type", "integer", "null", "timed_out", "type",
+		"boolean", "duration_ms", "type", "integer", "null", "output", "type", "string", "stdout_bytes", "type",
+		"integer", "minimum", 0, "stderr_bytes", "type", "integer", "minimum", 0, "truncated", "type", "boolean",
+		"output_files", "type", "object", "properties", "stdout", "type", "string");
 
-	return json_pack("{s:s, s:o, s:[s,s,s,s,s,s,s,s,s,s]}", "type", "object", "properties", props, "required",
-			 "exec_id", "status", "exit_code", "signal", "stdout", "stderr", "stdout_bytes", "stderr_bytes",
-			 "stdout_truncated", "stderr_truncated");
+	if (props != NULL)
+		json_object_set_new(json_object_get(json_object_get(props, "output_files"), "properties"), "stderr",
+				    json_pack("{s:s}", "type", "string"));
+	return json_pack("{s:s, s:o, s:[s,s,s,s,s,s,s,s,s,s], s:b}", "type", "object", "properties", props,
+			 "required", "status", "exit_code", "signal", "timed_out", "duration_ms", "output",
+			 "stdout_bytes", "stderr_bytes", "truncated", "output_files", "additionalProperties", 0);
 }
 
 json_t *bash_tool_describe(const struct bash_tool_view *v, long long max, long long dflt)
@@ -68,12 +70,12 @@ json_t *bash_tool_describe(const struct bash_tool_view *v, long long max, long l
 }
 
 /* An exec-result-shaped object for a call the daemon never ran (status refused) or whose
- * answer was lost (uncertain): exec_id null, no output. */
+ * answer was lost (uncertain): no output, no duration. */
 static json_t *result_synth(const char *status, const char *why)
 {
-	return json_pack("{s:n, s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:s, s:n}", "exec_id", "status", status,
-			 "exit_code", "signal", "stdout", "", "stderr", "", "stdout_bytes", 0, "stderr_bytes", 0,
-			 "stdout_truncated", 0, "stderr_truncated", 0, "error", why, "receipt");
+	return json_pack("{s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:n, s:s}", "status", status, "exit_code",
+			 "signal", "stdout", "", "stderr", "", "stdout_bytes", 0, "stderr_bytes", 0, "stdout_truncated", 0,
+			 "stderr_truncated", 0, "duration_ms", "error", why);
 }
 
 /* The last line, and whether the call counts as an error for the model. */
@@ -120,32 +122,44 @@ static void stream_from(struct mcp_stream *st, json_t *result, const char *name)
 	st->kept = json_string_value(json_object_get(json_object_get(result, "output_kept"), name));
 }
 
-/* The structured result carries the same cut streams as the text, never more than the model was
- * meant to get: a cut stream's text becomes its head, marker and tail, and <name>_truncated true. */
-static int structured_shape(json_t *result, const struct mcp_stream s[2], const size_t share[2], const char *why)
+/* An integer field of the exec result, or null when it has none. */
+static json_t *int_or_null(json_t *result, const char *key)
 {
-	char key[32];
+	json_t *v = json_object_get(result, key);
+
+	return json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null();
+}
+
+/* The structured result: the outcome as fields, the text itself, and where a cut stream is whole.
+ * Only what a model can act on: the exec id, the receipt and its host paths are for the records. */
+static json_t *structured(json_t *result, const struct mcp_stream s[2], const size_t share[2], const char *text,
+			  size_t len)
+{
+	json_t *files = json_object(), *out;
+	int truncated = 0;
 
 	for (int i = 0; i < 2; i++) {
-		size_t len;
-		char *text;
-
-		if (s[i].len <= share[i])
-			continue;
-		text = mcp_shape_stream(&s[i], share[i], why, &len);
-		snprintf(key, sizeof key, "%s_truncated", s[i].name);
-		if (text == NULL || json_object_set_new(result, s[i].name, json_stringn(text, len)) != 0 ||
-		    json_object_set_new(result, key, json_true()) != 0) {
-			free(text);
-			return -1;
+		truncated |= s[i].truncated || s[i].len > share[i];
+		if (files != NULL && s[i].len > share[i] && s[i].kept != NULL &&
+		    json_object_set_new(files, s[i].name, json_string(s[i].kept)) != 0) {
+			json_decref(files);
+			files = NULL;
 		}
-		free(text);
 	}
-	return 0;
+	if (files == NULL)
+		return NULL;
+	out = json_pack("{s:s, s:o, s:o, s:b, s:o, s:s%, s:I, s:I, s:b, s:o}", "status",
+			json_string_value(json_object_get(result, "status")) ?: "uncertain", "exit_code",
+			int_or_null(result, "exit_code"), "signal", int_or_null(result, "signal"), "timed_out",
+			strcmp(json_string_value(json_object_get(result, "status")) ?: "", "timed_out") == 0,
+			"duration_ms", int_or_null(result, "duration_ms"), "output", text, len, "stdout_bytes",
+			(json_int_t)s[0].bytes, "stderr_bytes", (json_int_t)s[1].bytes, "truncated", truncated,
+			"output_files", files);
+	return out;
 }
 
 /* The tool result for an exec result (consumed): its text shaped to the limit (mcp_shape.h):
- * output, stderr labelled, then the outcome. */
+ * output, stderr labelled, then the outcome; structured, the same text and the outcome's fields. */
 json_t *bash_tool_result(const struct bash_tool_view *v, json_t *result, long long timeout)
 {
 	char *outcome = NULL, *text = NULL;
@@ -171,16 +185,9 @@ json_t *bash_tool_result(const struct bash_tool_view *v, json_t *result, long lo
 	if (text != NULL)
 		out = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text", text, len, "isError", is_error);
 	if (out != NULL && v->structured) {
-		/* A shallow copy: s keeps pointing into result's strings while the copy's are replaced. */
-		json_t *copy = json_copy(result);
-
 		mcp_shape_shares(s, why, outcome, v->max_output_chars, share);
-		if (copy == NULL || structured_shape(copy, s, share, why) < 0) {
-			json_decref(copy);
-			copy = NULL;
-		}
-		/* set_new takes copy whatever it returns. */
-		if (copy == NULL || json_object_set_new(out, "structuredContent", copy) != 0) {
+		/* set_new takes the object whatever it returns. */
+		if (json_object_set_new(out, "structuredContent", structured(result, s, share, text, len)) != 0) {
 			json_decref(out);
 			out = NULL;
 		}

@@ -25,9 +25,13 @@ json_t *bash_tool_describe(const struct bash_tool_view *v, long long max_timeout
  * given; -1 with why in msg, for the model to read. */
 int bash_tool_args(json_t *args, long long max_timeout, char **command, int *timeout_given, char *msg, size_t cap);
 
-/* Tool results ({content, isError[, structuredContent]}), new references. answer consumes the
- * daemon's whole answer to an exec; result consumes an exec result; refusal: nothing ran; lost:
- * the request was sent and no answer came, so the command may have run (uncertain). */
+/* Tool results ({content, isError[, structuredContent]}), new references. The content's text is
+ * the output shaped to max_output_chars and an outcome line; structuredContent (bash_tool_output_schema)
+ * says the same and nothing else: status, exit_code, signal, timed_out, duration_ms, output (that very
+ * text), stdout_bytes, stderr_bytes, truncated, output_files (paths inside the sandbox). Never the
+ * exec id, the receipt or a host path: a model cannot use them; operators read them in the records.
+ * answer consumes the daemon's whole answer to an exec; result consumes an exec result; refusal:
+ * nothing ran; lost: the request was sent and no answer came, so the command may have run (uncertain). */
 json_t *bash_tool_answer(const struct bash_tool_view *v, json_t *resp, long long timeout);
 json_t *bash_tool_result(const struct bash_tool_view *v, json_t *result, long long timeout);
 json_t *bash_tool_refusal(const struct bash_tool_view *v, const char *why);

@@ -436,13 +436,15 @@ static void *worker_main(void *arg)
 static void rpc_cancelled(json_t *params)
 {
 	json_t *id = json_object_get(params, "requestId");
-	struct mcp_job **p;
+	struct mcp_job **p, now = { .tag = "" };
+	int64_t at_once = 0;
 
 	if (id == NULL)
 		return;
 	pthread_mutex_lock(&srv.lock);
 	if (srv.running != NULL && json_equal(srv.running->id, id)) {
 		srv.running->cancel_requested = 1;
+		memcpy(now.tag, srv.running->tag, sizeof now.tag);
 		sb_info("mcp: the client cancelled the running call: cancelling it in the manager");
 	}
 	for (p = &srv.head; *p != NULL; p = &(*p)->next) {
@@ -459,6 +461,11 @@ static void rpc_cancelled(json_t *params)
 		}
 	}
 	pthread_mutex_unlock(&srv.lock);
+	/* Sent at once from here too: a client that cancels often stops this server right after (Claude
+	 * Code does, within the worker's poll), and the call would then run on to its timeout. The
+	 * worker repeats it while the daemon finds nothing running yet. */
+	if (now.tag[0] != '\0')
+		job_cancel_send(&now, &at_once);
 }
 
 /* ---- the other methods ---- */

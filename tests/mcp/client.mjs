@@ -173,8 +173,10 @@ async function schemaChecks(client, negotiated) {
 	check(`tools/list: the exact inputSchema (maximum ${MAX})`, same(t.inputSchema, want) &&
 		typeof want.properties.command.description === 'string' && typeof want.properties.timeout_seconds.description === 'string',
 	JSON.stringify(t.inputSchema));
-	check('tools/list: outputSchema is an object schema of the exec result', t.outputSchema?.type === 'object' &&
-		['exec_id', 'status', 'exit_code', 'signal', 'stdout', 'stderr'].every(k => t.outputSchema.required?.includes(k)),
+	check('tools/list: outputSchema is the model\'s view, every field required, nothing else', t.outputSchema?.type === 'object' &&
+		same(Object.keys(t.outputSchema.properties ?? {}).sort(), [...(t.outputSchema.required ?? [])].sort()) &&
+		same([...t.outputSchema.required].sort(), ['duration_ms', 'exit_code', 'output', 'output_files', 'signal', 'status',
+			'stderr_bytes', 'stdout_bytes', 'timed_out', 'truncated']) && t.outputSchema.additionalProperties === false,
 	JSON.stringify(t.outputSchema));
 	for (const words of [/fresh/, /do not persist/, /no stdin/i, /background/, /TMPDIR/, /head and tail/]) {
 		check(`tools/list: the description says ${words}`, words.test(t.description ?? ''), t.description);
@@ -187,9 +189,12 @@ async function callChecks(client) {
 	check('a call: stderr labelled in the text', /\[stderr\]\noops\n/.test(text(r)), text(r));
 	check('a call: last line "exit code 3"', /\nexit code 3$/.test(text(r)), text(r));
 	check('a call: isError false for a non-zero exit', r.isError === false);
-	check('a call: structuredContent is the exec result', r.structuredContent?.exit_code === 3 &&
-		r.structuredContent.status === 'exited' && r.structuredContent.receipt?.verified === true &&
-		typeof r.structuredContent.exec_id === 'string', JSON.stringify(r.structuredContent));
+	const sc = r.structuredContent ?? {};
+	check('a call: structuredContent is the outcome and the same text, no exec id, receipt or host path',
+		sc.status === 'exited' && sc.exit_code === 3 && sc.signal === null && sc.timed_out === false &&
+		Number.isInteger(sc.duration_ms) && sc.output === text(r) && sc.stdout_bytes === 3 && sc.stderr_bytes === 5 &&
+		sc.truncated === false && same(sc.output_files, {}) && !/exec_id|receipt|nonce/.test(JSON.stringify(sc)),
+	JSON.stringify(r.structuredContent));
 	r = await client.callTool({ name: 'bash', arguments: { command: 'pwd; echo "$TMPDIR"', timeout_seconds: MAX } });
 	const wt = `/workspaces/${opt.session}`;
 	check('a call starts at the worktree, TMPDIR its scratch', r.isError === false &&

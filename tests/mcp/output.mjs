@@ -51,8 +51,8 @@ const call = (client, command) => client.callTool({ name: 'bash', arguments: { c
 async function shapeChecks(client) {
 	let r = await call(client, 'echo hi; echo oops >&2; exit 3');
 	check('small output: the text is unchanged', text(r) === 'hi\n[stderr]\noops\nexit code 3', JSON.stringify(text(r)));
-	check('small output: nothing kept', r.structuredContent?.output_kept === undefined &&
-		r.structuredContent?.output_kept_error === undefined, JSON.stringify(r.structuredContent));
+	check('small output: nothing kept, nothing cut', JSON.stringify(r.structuredContent?.output_files) === '{}' &&
+		r.structuredContent?.truncated === false, JSON.stringify(r.structuredContent));
 
 	r = await call(client, BIG);
 	const t = text(r), m = MARKER.exec(t);
@@ -66,9 +66,9 @@ async function shapeChecks(client) {
 	// The marker line as matched starts with the head's own last newline.
 	const shown = Buffer.byteLength(t) - (Buffer.byteLength(m[0]) - 1) - 'exit code 0'.length;
 	check('200,000 bytes: shown and omitted add up to the whole', shown + Number(m[1]) === bigOut.length, `${shown} + ${m[1]}`);
-	check('200,000 bytes: the structured result names the same file, its stdout shaped too',
-		r.structuredContent?.output_kept?.stdout === m[4] && r.structuredContent.stdout.length < 30000 &&
-		r.structuredContent.stdout_bytes === bigOut.length && r.structuredContent.stdout_truncated === true,
+	check('200,000 bytes: the structured result names the same file and carries the same text',
+		r.structuredContent?.output_files?.stdout === m[4] && r.structuredContent.output === t &&
+		r.structuredContent.stdout_bytes === bigOut.length && r.structuredContent.truncated === true,
 		JSON.stringify(r.structuredContent).slice(0, 400));
 
 	r = await call(client, `sha256sum ${m[4]}; stat -c '%a %u' ${m[4]}; id -u`);
@@ -79,7 +79,8 @@ async function shapeChecks(client) {
 	r = await call(client, `${BIG} >&2`);
 	const e = MARKER.exec(text(r));
 	check('200,000 bytes on stderr: marked and kept as .stderr', e?.[2] === 'stderr' && e[4].endsWith('.stderr') &&
-		/^\[stderr\]\nline 000001\n/.test(text(r)) && r.structuredContent?.output_kept?.stdout === undefined, text(r).slice(0, 300));
+		/^\[stderr\]\nline 000001\n/.test(text(r)) && r.structuredContent?.output_files?.stdout === undefined &&
+		r.structuredContent?.output_files?.stderr === e[4], text(r).slice(0, 300));
 
 	// Bytes that are not text: the text shows them escaped, the file holds the bytes themselves.
 	r = await call(client, 'head -c 60000 /dev/urandom | tee "$TMPDIR/raw.bin"');
@@ -121,8 +122,8 @@ async function hostileChecks(client) {
 		const r = await call(client, cmd);
 		check(`hostile: ${what}: the call answers, exit code 0`, r.isError === false && /\nexit code 0$/.test(text(r)), text(r).slice(-300));
 		check(`hostile: ${what}: the note says the output was not kept, and why`,
-			/bytes\); the whole output could not be kept: \S/.test(text(r)) && typeof r.structuredContent?.output_kept_error === 'string' &&
-			r.structuredContent.output_kept === undefined, `${text(r).slice(0, 2000)} ${JSON.stringify(r.structuredContent?.output_kept_error)}`);
+			/bytes\); the whole output could not be kept: \S/.test(text(r)) && r.structuredContent?.output === text(r) &&
+			JSON.stringify(r.structuredContent.output_files) === '{}', `${text(r).slice(0, 2000)} ${JSON.stringify(r.structuredContent?.output_files)}`);
 		check(`hostile: ${what}: nothing written outside`, readdirSync(outside).join(',') === 'victim', readdirSync(outside).join(','));
 		const u = await call(client, undo);
 		check(`hostile: ${what}: undone`, u.isError === false && /exit code 0$/.test(text(u)), text(u));
