@@ -75,18 +75,24 @@ unsigned sandbox_retire_all(struct manager *m, const char *why);
 void *sandbox_evictor(void *arg);
 /* At start: a write crosses the sandbox's mount view both ways (one throwaway sandbox). */
 int sandbox_volume_probe(struct manager *m, struct sb_err *err);
+/* At start (recovery.c, after the execs): every sandbox a previous run left is stopped with
+ * evidence and recorded gone, or recorded unproven with its session reserved. */
 int sandbox_recover(struct manager *m, struct sb_err *err);
 int64_t now_wall_ms(void);
 
 /* execpath.c: the six steps of one call; returns the control response. */
 json_t *execpath_run(struct manager *m, json_t *req);
-/* Cancel the session's running call; with a tag, only the call the client tagged so. */
-json_t *execpath_cancel(struct manager *m, const char *session, const char *tag);
+
+/* cancel.c: the one cancel of a running call. Cancel the session's running call; with a tag, only
+ * the call the client tagged so; the answer waits for its final record. */
+json_t *cancel_call(struct manager *m, const char *session, const char *tag);
 /* The stop, once its grace is over: no call is dispatched from now on, and every running one is
- * cancelled as execpath_cancel does, for reason. Returns how many were running. */
-unsigned execpath_stop_calls(struct manager *m, const char *reason);
-/* At start: accepted execs are refused (they never ran), dispatched ones reconciled or uncertain. */
-int execpath_recover(struct manager *m, struct sb_err *err);
+ * cancelled as cancel_call does, for reason. Returns how many were running. */
+unsigned cancel_stop_calls(struct manager *m, const char *reason);
+
+/* recovery.c: at start, before the first call: accepted execs are refused (they never ran),
+ * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). */
+int recovery_run(struct manager *m, struct sb_err *err);
 
 /* sessions.c: the other control operations. */
 json_t *sessions_create(struct manager *m, json_t *req);

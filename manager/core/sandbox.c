@@ -584,9 +584,6 @@ int sandbox_recover(struct manager *m, struct sb_err *err)
 	size_t i;
 	json_t *row;
 
-	/* Execs first: their sandboxes may still know how they ended. */
-	if (execpath_recover(m, err) < 0)
-		return -1;
 	rows = records_sandboxes_not_gone(m->rec, err);
 	if (rows == NULL)
 		return -1;
