@@ -28,6 +28,8 @@ struct call {
 	struct agent_reply reply;
 	char reason[SB_ERR_MSG_MAX];
 	struct metrics_lap lap;        /* each step's time (metrics.h) */
+	bool has_turn;                 /* it holds the session's queue turn */
+	struct session_row s;          /* read once, under the turn (execpath.c call_bind) */
 };
 
 /* The result of a call that did not run to its end (refused, cancelled, uncertain). */

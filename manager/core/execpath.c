@@ -2,7 +2,12 @@
  * validate; bind to session and turn and record it (accepted); check ownership, workspace and
  * generation; obtain the sandbox and recheck; dispatch once (recorded first) with a fresh nonce;
  * complete only with a Result AND a verified Receipt for this exec and generation, otherwise
- * stop the sandbox, require evidence and record `uncertain`. Never dispatches an exec twice. */
+ * stop the sandbox, require evidence and record `uncertain`. Never dispatches an exec twice.
+ * execpath_run reads top to bottom: the session is read once, under its turn, and held in the
+ * call (struct call); the grants once, after the sandbox is marked busy. The path goes down to
+ * records/, sandbox.c and the agent and never back up: one warm exec makes 5 calls into records
+ * and 1 into sandbox.c (before: 7 and 3; a cold one 9 and 1, before 14 and 3; counted with
+ * -finstrument-functions, issue 15). */
 #include "manager.h"
 
 #include <errno.h>
@@ -13,6 +18,7 @@
 
 #include "agent_client.h"
 #include "call.h"
+#include "clock.h"
 #include "control.h"
 #include "failpoint.h"
 #include "log.h"
@@ -113,8 +119,9 @@ static json_t *call_validate(struct manager *m, json_t *req, struct call *c)
 	return NULL;
 }
 
-static int call_record(struct manager *m, struct call *c, const struct session_row *s, struct sb_err *err)
+static int call_record(struct manager *m, struct call *c, struct sb_err *err)
 {
+	const struct session_row *s = &c->s;
 	struct exec_row e;
 
 	memset(&e, 0, sizeof e);
@@ -124,22 +131,66 @@ static int call_record(struct manager *m, struct call *c, const struct session_r
 	snprintf(e.state, sizeof e.state, "accepted");
 	snprintf(e.command, sizeof e.command, "%s", c->command);
 	e.timeout_seconds = c->timeout;
-	e.accepted_ms = now_wall_ms();
+	e.accepted_ms = clock_real_ms();
 	if (c->turn >= 0 && c->turn != s->turn && records_session_set_turn(m->rec, c->session, c->turn, err) < 0)
 		return -1;
 	return records_exec_insert(m->rec, &e, err);
 }
 
-/* Ownership and state: the checks of step 3, and again after step 4. The workspace's own check
- * (the git refusal list) runs when a sandbox is prepared (sandbox_acquire -> workspace_open), as
- * the design asks, not on every call: it starts several git processes. */
-static int call_check(struct manager *m, struct call *c, struct session_row *s, struct sb_err *err)
+/* The stop's phase (daemon.c daemon_stop): once the manager is stopping no call takes a turn, and
+ * once its grace is over none is dispatched. */
+static bool stop_reached(struct manager *m, enum stop_phase phase)
 {
-	sb_err_clear(err);
-	if (records_session_get(m->rec, c->session, s, err) != RECORDS_FOUND)
-		return err->msg[0] ? -1 : sb_fail(err, ENOENT, "no session '%s'", c->session);
-	if (strcmp(s->state, "active") != 0)
-		return sb_fail(err, EPERM, "session %s is %s: no calls run on it", c->session, s->state);
+	bool reached;
+
+	pthread_mutex_lock(&m->lock);
+	reached = m->stop_phase >= phase;
+	pthread_mutex_unlock(&m->lock);
+	return reached;
+}
+
+static int call_stop_check(struct manager *m, struct sb_err *err)
+{
+	if (!stop_reached(m, STOP_CANCELLING))
+		return 0;
+	return sb_fail(err, ECANCELED, "the manager stopped before the call was dispatched: it never ran");
+}
+
+/* Step 2: the session's turn (calls of one session never overlap), then its record, read once
+ * for the whole call. Once is enough: every write of a session's state is made under its turn
+ * (a delete, a retire's "reserved"), so nothing but this call's own steps can change it until the
+ * turn is left, and each of those that does (a retire that fails) refuses the call. Its grants
+ * are written without the turn (sessions_grant): they are read after the sandbox is marked busy
+ * (authority_current). A call that comes once the manager is stopping takes no turn (the running
+ * call may hold it for the whole grace); one that waited for its turn meanwhile is refused when
+ * it gets it (call_steps). */
+static json_t *call_bind(struct manager *m, struct call *c)
+{
+	struct sb_err err;
+	int rc;
+
+	sb_err_clear(&err);
+	metrics_lap_start(&c->lap);
+	c->has_turn = !stop_reached(m, STOP_REFUSING);
+	if (c->has_turn)
+		queue_enter(m->queue, c->session);
+	metrics_lap(&c->lap, METRICS_STEP_QUEUE);
+	rc = records_session_get(m->rec, c->session, &c->s, &err);
+	if (rc < 0)
+		return control_error_from("internal", &err);
+	/* A deleted session is no session to call: refused before anything is recorded. */
+	if (rc != RECORDS_FOUND || strcmp(c->s.state, "deleted") == 0)
+		return control_error("not_found", "no session '%s'", c->session);
+	return NULL;
+}
+
+/* Step 3, from the row held (call_bind). The workspace's own check (the git refusal list) runs
+ * when a sandbox is prepared (sandbox_acquire -> workspace_open), as the design asks, not on every
+ * call: it starts several git processes. */
+static int session_check(const struct call *c, struct sb_err *err)
+{
+	if (strcmp(c->s.state, "active") != 0)
+		return sb_fail(err, EPERM, "session %s is %s: no calls run on it", c->session, c->s.state);
 	return 0;
 }
 
@@ -344,28 +395,9 @@ static void sandbox_mark(struct manager *m, struct call *c, bool busy)
 		snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
 		snprintf(c->sandbox->running_tag, sizeof c->sandbox->running_tag, "%s", c->tag);
 	} else {
-		c->sandbox->last_used_ms = now_wall_ms();
+		c->sandbox->last_used_ms = clock_real_ms();
 	}
 	pthread_mutex_unlock(&m->lock);
-}
-
-/* The stop's phase (daemon.c daemon_stop): once the manager is stopping no call takes a turn, and
- * once its grace is over none is dispatched. */
-static bool stop_reached(struct manager *m, enum stop_phase phase)
-{
-	bool reached;
-
-	pthread_mutex_lock(&m->lock);
-	reached = m->stop_phase >= phase;
-	pthread_mutex_unlock(&m->lock);
-	return reached;
-}
-
-static int call_stop_check(struct manager *m, struct sb_err *err)
-{
-	if (!stop_reached(m, STOP_CANCELLING))
-		return 0;
-	return sb_fail(err, ECANCELED, "the manager stopped before the call was dispatched: it never ran");
 }
 
 /* Step 4: the sandbox, marked busy, holding exactly the session's current grants. */
@@ -374,7 +406,7 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 	for (int tries = 0; tries < 3; tries++) {
 		int rc;
 
-		if (sandbox_acquire(m, c->session, &c->sandbox, err) < 0)
+		if (sandbox_acquire(m, &c->s, &c->sandbox, err) < 0)
 			return -1;
 		sandbox_mark(m, c, true);
 		rc = authority_current(m, c, err);
@@ -390,24 +422,24 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 	return sb_fail(err, EAGAIN, "the session's grants keep changing; try again");
 }
 
-/* Steps 3 to 5 on one sandbox: check, obtain it, check again (it may have taken a while), send.
+/* Steps 3 to 5 on one sandbox: check, obtain it (marked busy, with the grants rechecked), send.
  * Returns call_dispatch()'s code, or -2 (refused, err says why) before anything was sent. */
 static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 {
-	struct session_row s;
 	int rc;
 
 	FAILPOINT("manager.exec.accepted"); /* recorded accepted; no sandbox touched yet */
-	if (call_stop_check(m, err) < 0 || call_check(m, c, &s, err) < 0 || sandbox_ready(m, c, err) < 0) {
+	if (call_stop_check(m, err) < 0 || session_check(c, err) < 0 || sandbox_ready(m, c, err) < 0) {
 		if (c->sandbox != NULL)
 			sandbox_mark(m, c, false);
 		return -2;
 	}
 	metrics_lap(&c->lap, METRICS_STEP_SANDBOX);
-	/* The sandbox was marked busy under m->lock before the phase is read here: the stop's cancel
-	 * (execpath_stop_calls) either finds it busy and cancels the call, or this check refuses it. */
-	if (call_check(m, c, &s, err) < 0 || call_stop_check(m, err) < 0 ||
-	    sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
+	/* The session needs no second read after the slow step 4 (call_bind says why); the grants
+	 * were read with the sandbox busy (sandbox_ready). The sandbox was marked busy under m->lock
+	 * before the phase is read here: the stop's cancel (cancel_stop_calls) either finds it busy
+	 * and cancels the call, or this check refuses it. */
+	if (call_stop_check(m, err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
 		sandbox_mark(m, c, false);
 		return -2;
 	}
@@ -450,13 +482,13 @@ static json_t *call_run(struct manager *m, struct call *c)
 
 /* A call that would take its turn once the manager is stopping: recorded refused (it never ran),
  * as every refusal after step 2, and answered unavailable. */
-static json_t *call_refuse_stopping(struct manager *m, struct call *c, const struct session_row *s)
+static json_t *call_refuse_stopping(struct manager *m, struct call *c)
 {
 	struct sb_err err;
 	json_t *resp;
 
 	snprintf(c->reason, sizeof c->reason, "the manager is stopping: the call never ran");
-	if (call_record(m, c, s, &err) < 0)
+	if (call_record(m, c, &err) < 0)
 		return control_error_from("internal", &err);
 	resp = call_finish(m, c, "refused", call_refused_result(c, "refused", c->reason));
 	if (!json_is_true(json_object_get(resp, "ok")))
@@ -466,52 +498,37 @@ static json_t *call_refuse_stopping(struct manager *m, struct call *c, const str
 			     "once the manager is back", c->exec_id);
 }
 
+/* Steps 2 (its record) to 6, in the session's turn: recorded accepted, then run to its end. */
+static json_t *call_steps(struct manager *m, struct call *c)
+{
+	struct sb_err err;
+
+	if (stop_reached(m, STOP_REFUSING))
+		return call_refuse_stopping(m, c);
+	if (call_record(m, c, &err) < 0)
+		return control_error_from("internal", &err);
+	return call_run(m, c);
+}
+
 json_t *execpath_run(struct manager *m, json_t *req)
 {
 	struct call *c = calloc(1, sizeof *c);
-	struct session_row s;
-	struct sb_err err;
 	json_t *resp;
-	bool turn;
-	int rc;
 
 	if (c == NULL)
 		return control_error("internal", "out of memory");
-	resp = call_validate(m, req, c);
-	if (resp != NULL) {
-		free(c);
-		return resp;
+	resp = call_validate(m, req, c);      /* step 1: nothing taken yet */
+	if (resp == NULL)
+		resp = call_bind(m, c);       /* step 2: the turn, the session read once */
+	if (resp == NULL) {
+		resp = call_steps(m, c);
+		/* After the record is committed, still in the session's turn (no other call writes
+		 * there); a call refused without a turn keeps nothing. */
+		if (c->has_turn && c->keep_over >= 0)
+			output_keep(resp, c->s.worktree, c->exec_id, (size_t)c->keep_over, m->cfg.sandbox_uid,
+				    m->cfg.sandbox_gid);
 	}
-	/* Step 2 under the session's turn: calls of one session never overlap. A call that comes once
-	 * the manager is stopping takes none (the running call may hold it for the whole grace); one
-	 * that waited for its turn meanwhile is refused when it gets it. */
-	sb_err_clear(&err);
-	metrics_lap_start(&c->lap);
-	turn = !stop_reached(m, STOP_REFUSING);
-	if (turn)
-		queue_enter(m->queue, c->session);
-	metrics_lap(&c->lap, METRICS_STEP_QUEUE);
-	rc = records_session_get(m->rec, c->session, &s, &err);
-	/* A deleted session is no session to call: refused before anything is recorded. */
-	if (rc != RECORDS_FOUND || strcmp(s.state, "deleted") == 0) {
-		if (turn)
-			queue_leave(m->queue, c->session);
-		resp = rc < 0 ? control_error_from("internal", &err) :
-				control_error("not_found", "no session '%s'", c->session);
-		free(c);
-		return resp;
-	}
-	if (stop_reached(m, STOP_REFUSING))
-		resp = call_refuse_stopping(m, c, &s);
-	else if (call_record(m, c, &s, &err) < 0)
-		resp = control_error_from("internal", &err);
-	else
-		resp = call_run(m, c);
-	/* After the record is committed, still in the session's turn (no other call writes there); a
-	 * call refused without a turn keeps nothing. */
-	if (turn && c->keep_over >= 0)
-		output_keep(resp, s.worktree, c->exec_id, (size_t)c->keep_over, m->cfg.sandbox_uid, m->cfg.sandbox_gid);
-	if (turn)
+	if (c->has_turn)
 		queue_leave(m->queue, c->session);
 	agent_reply_free(&c->reply);
 	free(c);

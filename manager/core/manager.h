@@ -60,8 +60,9 @@ struct manager {
 	unsigned unproven;
 };
 
-/* sandbox.c: a session's sandbox, with its queue turn held by the caller. */
-int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox **out, struct sb_err *err);
+/* sandbox.c: a session's sandbox, with its queue turn held by the caller. s: the session's record,
+ * as the caller read it under that turn. */
+int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err);
 /* Stop, wait for evidence, record. 0: proven gone; -1: not proven (the session is then marked
  * "reserved": its workspace stays until an operator or a later retire proves the end). */
 int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err);
@@ -78,7 +79,6 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err);
 /* At start (recovery.c, after the execs): every sandbox a previous run left is stopped with
  * evidence and recorded gone, or recorded unproven with its session reserved. */
 int sandbox_recover(struct manager *m, struct sb_err *err);
-int64_t now_wall_ms(void);
 
 /* execpath.c: the six steps of one call; returns the control response. */
 json_t *execpath_run(struct manager *m, json_t *req);

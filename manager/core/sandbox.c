@@ -26,12 +26,6 @@
 
 #define EVIDENCE_MS 10000
 
-/* Declared in manager.h for sessions.c and execpath.c; the clock itself is common/clock.c. */
-int64_t now_wall_ms(void)
-{
-	return clock_real_ms();
-}
-
 struct live_sandbox *sandbox_find(struct manager *m, const char *session)
 {
 	struct live_sandbox *l;
@@ -149,10 +143,7 @@ static void live_unlink(struct manager *m, struct live_sandbox *gone)
 static int sandbox_record(struct manager *m, const struct live_sandbox *l, const char *state, struct sb_err *err)
 {
 	struct sandbox_row row;
-	json_t *grants = records_grants(m->rec, l->session, err);
-	char *text = grants ? json_dumps(grants, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 
-	json_decref(grants);
 	memset(&row, 0, sizeof row);
 	snprintf(row.session, sizeof row.session, "%s", l->session);
 	row.generation = l->generation;
@@ -161,9 +152,9 @@ static int sandbox_record(struct manager *m, const struct live_sandbox *l, const
 	snprintf(row.address, sizeof row.address, "%s", l->h.address);
 	snprintf(row.private_dir, sizeof row.private_dir, "%s", l->private_dir);
 	snprintf(row.state, sizeof row.state, "%s", state);
-	snprintf(row.grants_json, sizeof row.grants_json, "%s", text ? text : "{}");
+	/* The authority it is prepared with (sandbox_start), read once: the row says what it holds. */
+	snprintf(row.grants_json, sizeof row.grants_json, "%s", l->authority);
 	row.started_ms = clock_real_ms();
-	free(text);
 	return records_sandbox_upsert(m->rec, &row, err);
 }
 
@@ -279,9 +270,9 @@ static bool credentials_expiring(const struct live_sandbox *l, int64_t now)
 	return l->credentials_expire_ms != 0 && now >= l->credentials_expire_ms - CREDENTIAL_MARGIN_MS;
 }
 
-int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox **out, struct sb_err *err)
+int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err)
 {
-	struct session_row s;
+	const char *session = s->id;
 	struct workspace ws;
 	struct live_sandbox *l = sandbox_find(m, session);
 	struct start_stage stage = { false, false };
@@ -297,10 +288,7 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 		*out = l;
 		return 0;
 	}
-	sb_err_clear(err);
-	if (records_session_get(m->rec, session, &s, err) != RECORDS_FOUND)
-		return err->msg[0] ? -1 : sb_fail(err, ENOENT, "no session '%s'", session);
-	if (workspace_open(m->cfg.volume, s.identity, s.id, &ws, err) < 0)
+	if (workspace_open(m->cfg.volume, s->identity, s->id, &ws, err) < 0)
 		return -1;
 	l = calloc(1, sizeof *l);
 	if (l == NULL) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "control.h"
 #include "log.h"
 #include "random.h"
@@ -89,7 +90,7 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 	snprintf(s.worktree, sizeof s.worktree, "%s", ws->worktree);
 	snprintf(s.branch, sizeof s.branch, "%s", ws->branch ? ws->branch : "");
 	snprintf(s.state, sizeof s.state, "active");
-	s.created_ms = now_wall_ms();
+	s.created_ms = clock_real_ms();
 	if (records_session_insert(m->rec, &s, err) < 0)
 		return -1;
 	json_array_foreach(grants, i, g)
