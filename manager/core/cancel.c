@@ -55,7 +55,7 @@ static json_t *cancel_outcome(struct manager *m, const char *exec_id)
 	return out;
 }
 
-/* The one cancel, a client's or the stop's: with m->lock held and the sandbox busy, the reason is
+/* The one cancel, a client's, a revocation's or the stop's: with m->lock held and the sandbox busy, the reason is
  * set and the sandbox stopped (sandbox_interrupt). The call's own thread then finds the exec lost,
  * gets the sandbox's evidence and records it `cancelled` (or `uncertain` without evidence). */
 static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *reason, struct sb_err *err)
@@ -64,13 +64,30 @@ static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *
 	return sandbox_interrupt(m, l, err);
 }
 
+int cancel_session_call(struct manager *m, const char *session, const char *tag, const char *reason, char *exec_id,
+			size_t len, struct sb_err *err)
+{
+	struct live_sandbox *l;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->lock);
+	for (l = m->live; l != NULL && strcmp(l->session, session) != 0; l = l->next) {
+	}
+	/* With a tag, only the call that carries it: another client's call is left alone. */
+	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
+		snprintf(exec_id, len, "%s", l->running_exec);
+		rc = cancel_locked(m, l, reason, err) < 0 ? -1 : 1;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
 /* Cancel the session's running call; the answer waits for its final record. */
 json_t *cancel_call(struct manager *m, const char *session, const char *tag)
 {
-	struct live_sandbox *l;
 	struct session_row s;
 	struct sb_err err;
-	char exec_id[65] = "";
+	char exec_id[65];
 	int rc = records_session_get(m->rec, session, &s, &err);
 
 	/* Nothing to cancel is an answer only for a session that exists. */
@@ -78,17 +95,8 @@ json_t *cancel_call(struct manager *m, const char *session, const char *tag)
 		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
 	if (rc == RECORDS_NOT_FOUND || strcmp(s.state, "deleted") == 0)
 		return control_error("not_found", "no session '%s'", session);
-	rc = 0;
-	pthread_mutex_lock(&m->lock);
-	for (l = m->live; l != NULL && strcmp(l->session, session) != 0; l = l->next) {
-	}
-	/* With a tag, only the call that carries it: another client's call is left alone. */
-	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
-		snprintf(exec_id, sizeof exec_id, "%s", l->running_exec);
-		rc = cancel_locked(m, l, "cancelled by request", &err);
-	}
-	pthread_mutex_unlock(&m->lock);
-	if (exec_id[0] == '\0')
+	rc = cancel_session_call(m, session, tag, "cancelled by request", exec_id, sizeof exec_id, &err);
+	if (rc == 0)
 		return json_pack("{s:b, s:n}", "ok", 1, "cancelled");
 	if (rc < 0)
 		return control_error_from("unavailable", &err);

@@ -86,6 +86,11 @@ json_t *execpath_run(struct manager *m, json_t *req);
 /* cancel.c: the one cancel of a running call. Cancel the session's running call; with a tag, only
  * the call the client tagged so; the answer waits for its final record. */
 json_t *cancel_call(struct manager *m, const char *session, const char *tag);
+/* The session's running call (with a tag, only the one tagged so) stopped for reason, under m->lock.
+ * 1: one was (its exec id in exec_id), 0: none runs, -1: the stop request failed (err; the reason
+ * is set all the same, and the sandbox's evidence decides). */
+int cancel_session_call(struct manager *m, const char *session, const char *tag, const char *reason, char *exec_id,
+			size_t len, struct sb_err *err);
 /* The stop, once its grace is over: no call is dispatched from now on, and every running one is
  * cancelled as cancel_call does, for reason. Returns how many were running. */
 unsigned cancel_stop_calls(struct manager *m, const char *reason);

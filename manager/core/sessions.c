@@ -269,14 +269,13 @@ static void authority_changed(struct manager *m, const char *id, const char *rev
 	struct sb_err err;
 
 	if (revoked != NULL) {
-		pthread_mutex_lock(&m->lock);
-		for (l = m->live; l != NULL && strcmp(l->session, id) != 0; l = l->next) {
-		}
-		if (l != NULL && l->busy) {
-			snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled: grant %s revoked", revoked);
-			sandbox_interrupt(m, l, &err);
-		}
-		pthread_mutex_unlock(&m->lock);
+		char reason[256], exec_id[65];
+
+		/* The one cancel (cancel.c), as a client's: the call records it cancelled, with this reason. */
+		snprintf(reason, sizeof reason, "cancelled: grant %s revoked", revoked);
+		if (cancel_session_call(m, id, NULL, reason, exec_id, sizeof exec_id, &err) < 0)
+			sb_warn("session %s: stopping the sandbox of exec %s for the revocation: %s; its evidence decides",
+				id, exec_id, err.msg);
 	}
 	queue_enter(m->queue, id);
 	l = sandbox_find(m, id);
