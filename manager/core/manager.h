@@ -22,6 +22,7 @@
 #include "tls.h"
 
 #define SESSION_ID_BYTES 8  /* 16 hex digits: short enough for a certificate name */
+#define EVIDENCE_MS 10000   /* how long a retire waits for the backend's evidence of a sandbox's end */
 
 struct live_sandbox {
 	struct live_sandbox *next;
@@ -70,11 +71,15 @@ int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, s
  * interrupts the running call's connection. The call's own thread then gets the evidence. */
 int sandbox_interrupt(struct manager *m, struct live_sandbox *l, struct sb_err *err);
 struct live_sandbox *sandbox_find(struct manager *m, const char *session);
+/* The memory of a live sandbox (its connection, TLS configuration, receipt key), not the sandbox:
+ * that ends only through sandbox_retire. */
+void live_free(struct live_sandbox *l);
 /* The stop: every live sandbox retired with evidence, under its session's turn; one still in use
  * by a call is left as it is. Returns how many were not retired (each is logged). */
 unsigned sandbox_retire_all(struct manager *m, const char *why);
 void *sandbox_evictor(void *arg);
-/* At start: a write crosses the sandbox's mount view both ways (one throwaway sandbox). */
+/* sandbox_probe.c, at start: a write crosses the sandbox's mount view both ways (one throwaway
+ * sandbox). */
 int sandbox_volume_probe(struct manager *m, struct sb_err *err);
 /* At start (recovery.c, after the execs): every sandbox a previous run left is stopped with
  * evidence and recorded gone, or recorded unproven with its session reserved. */

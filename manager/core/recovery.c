@@ -20,6 +20,7 @@
 #include "fstree.h"
 #include "log.h"
 #include "pathfmt.h"
+#include "private_dir.h"
 #include "random.h"
 #include "receipt_mac.h"
 
@@ -133,13 +134,8 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 	c->sandbox = l;
 	if (receipt_key_read(m, sb.private_dir, l->receipt_key, err) == 0 &&
 	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
-		char cert[PATH_MAX + 16], key[PATH_MAX + 16], ca[PATH_MAX + 16];
-
-		/* A truncated path would name another file: path_fmt refuses it (ENAMETOOLONG). */
-		if (path_fmt(cert, sizeof cert, err, "%s/manager.crt", m->tls_dir) == 0 &&
-		    path_fmt(key, sizeof key, err, "%s/manager.key", m->tls_dir) == 0 &&
-		    path_fmt(ca, sizeof ca, err, "%s/ca.crt", m->tls_dir) == 0 &&
-		    agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err) == 0)
+		/* The same client configuration as the sandbox's own (private_dir.c). */
+		if (client_config_make(m, l, err) == 0)
 			rc = call_reconcile(m, c, tls_deadline_after(30000), err);
 		if (rc == 0)
 			rc = call_result_verify(c, err);
