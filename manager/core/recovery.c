@@ -140,9 +140,7 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 		if (rc == 0)
 			rc = call_result_verify(c, err);
 	}
-	tls_config_free(l->tls);
-	explicit_bzero(l->receipt_key, sizeof l->receipt_key);
-	free(l);
+	live_free(l); /* its TLS configuration and key; it had no connection of its own */
 	c->sandbox = NULL;
 	return rc;
 }
