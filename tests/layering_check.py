@@ -4,7 +4,9 @@
 Each folder may include headers from the folders its rule names, and from nowhere else; a header is
 found the way the compiler finds it (the including file's own folder first, then common/, then the
 manager's folders: the Makefile's MANAGER_INC). A rule that allows only some headers of a folder
-names them. Also: only the daemon names a backend's constructor. Exit 1 with one line per breach."""
+names them. Also: only the daemon names a backend's constructor, and no two files of manager/core/
+call each other, directly or around a loop (a function defined in A and called in B is an edge
+B -> A). Exit 1 with one line per breach."""
 import glob
 import os
 import re
@@ -32,6 +34,10 @@ RULES = {
 CONSTRUCTOR = re.compile(r"\bbackend_[a-z]+_create\w*\s*\(")
 CONSTRUCTOR_ALLOWED = {"manager/core/daemon.c"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# A function definition as this code writes it: not static, not indented, its body's brace on the
+# next line. A call: a name and its parenthesis, once comments and strings are gone.
+DEFINITION = re.compile(r"^(?!static\b)[A-Za-z][^\n;#]*?\b([a-z_][a-z0-9_]*)\s*\([^;{]*?\)\s*\n\{", re.M)
+CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
 
 
 def folder_of(path):
@@ -54,6 +60,41 @@ def allowed(rule, folder, header):
     return any(r == folder or r == f"{folder}:{header}" for r in rule)
 
 
+def code_only(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+
+
+def call_cycles(folder):
+    """Each cycle of calls between the folder's .c files, as a list of files (Tarjan's components)."""
+    files = sorted(glob.glob(os.path.join(ROOT, folder, "*.c")))
+    text = {f: code_only(open(f, encoding="utf-8").read()) for f in files}
+    defined = {name: f for f in files for name in DEFINITION.findall(text[f])}
+    edges = {f: sorted({defined[n] for n in CALL.findall(text[f]) if defined.get(n, f) != f}) for f in files}
+    index, low, stack, cycles = {}, {}, [], []
+
+    def visit(f):
+        index[f] = low[f] = len(index)
+        stack.append(f)
+        for g in edges[f]:
+            if g not in index:
+                visit(g)
+                low[f] = min(low[f], low[g])
+            elif g in stack:
+                low[f] = min(low[f], index[g])
+        if low[f] == index[f]:
+            part = []
+            while not part or part[-1] != f:
+                part.append(stack.pop())
+            if len(part) > 1:
+                cycles.append(sorted(os.path.basename(p) for p in part))
+
+    for f in files:
+        if f not in index:
+            visit(f)
+    return cycles
+
+
 def main():
     breaches = []
     sources = [p for pat in ("common/*.[ch]", "sandbox-agent/*.[ch]", "manager/*.[ch]", "manager/*/*.[ch]")
@@ -72,6 +113,9 @@ def main():
                 breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which {folder}/ may not use")
         if CONSTRUCTOR.search(text) and rel not in CONSTRUCTOR_ALLOWED and not rel.startswith("manager/backend/"):
             breaches.append(f"{rel}: names a backend constructor; only {', '.join(sorted(CONSTRUCTOR_ALLOWED))} does")
+    for cycle in call_cycles("manager/core"):
+        breaches.append(f"manager/core/: {', '.join(cycle)} call each other around a loop; one of them must "
+                        "not call back (a caller above both, as recovery.c is for start-up)")
     for b in breaches:
         print(f"layering: {b}")
     print(f"layering_check: {len(sources)} files, {len(breaches)} breach(es)")

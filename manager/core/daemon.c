@@ -209,7 +209,7 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	if (backend_make(m, err) < 0 || sandbox_volume_probe(m, err) < 0)
 		return -1;
 	/* Before the first call: what a previous run left in flight is settled, never rerun. */
-	return sandbox_recover(m, err);
+	return recovery_run(m, err);
 }
 
 /* An answer of records (or of sessions) always fits one frame: a page stops at RECORDS_PAGE_BYTES,
@@ -270,7 +270,7 @@ static json_t *dispatch(struct manager *m, json_t *req, uid_t peer)
 		return sessions_list(m, req);
 	if (strcmp(op, "cancel") == 0)
 		return session == NULL ? control_error("invalid", "cancel needs a session") :
-					 execpath_cancel(m, session, json_string_value(json_object_get(req, "tag")));
+					 cancel_call(m, session, json_string_value(json_object_get(req, "tag")));
 	if (strcmp(op, "grant") == 0)
 		return sessions_grant(m, req);
 	if (strcmp(op, "records") == 0)
@@ -478,7 +478,7 @@ static int daemon_stop(struct manager *m, int signo, int sigfd, int fd, const st
 	requests_wait(m, clock_deadline_after((int64_t)m->cfg.stop_grace_seconds * 1000), sigfd);
 
 	snprintf(why, sizeof why, "the manager stopped (%s) before the call finished", name);
-	cancelled = execpath_stop_calls(m, why);
+	cancelled = cancel_stop_calls(m, why);
 	if (cancelled > 0)
 		sb_info("stop: %u call(s) still running are cancelled; waiting for their sandboxes' evidence", cancelled);
 	unanswered = requests_wait(m, clock_deadline_after(STOP_SETTLE_MS), -1);

@@ -2,23 +2,25 @@
  * validate; bind to session and turn and record it (accepted); check ownership, workspace and
  * generation; obtain the sandbox and recheck; dispatch once (recorded first) with a fresh nonce;
  * complete only with a Result AND a verified Receipt for this exec and generation, otherwise
- * stop the sandbox, require evidence and record `uncertain`. Never dispatches an exec twice. */
+ * stop the sandbox, require evidence and record `uncertain`. Never dispatches an exec twice.
+ * execpath_run reads top to bottom: the session is read once, under its turn, and held in the
+ * call (struct call); the grants once, after the sandbox is marked busy. The path goes down to
+ * records/, sandbox.c and the agent and never back up: one warm exec makes 5 calls into records
+ * and 1 into sandbox.c (before: 7 and 3; a cold one 9 and 1, before 14 and 3; counted with
+ * -finstrument-functions, issue 15). */
 #include "manager.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "call.h"
+#include "clock.h"
 #include "control.h"
 #include "failpoint.h"
-#include "fstree.h"
 #include "log.h"
 #include "metrics.h"
 #include "output_keep.h"
@@ -31,31 +33,14 @@
 #define RESULT_MARGIN_MS 30000   /* beyond the command's timeout: teardown, receipt, transfer */
 #define QUERY_TRIES 5
 
-struct call {
-	char exec_id[65];              /* 24 hex digits when made here; a recorded one may be longer */
-	char session[65];
-	const char *command;
-	unsigned timeout;
-	int64_t turn;
-	char tag[65];                  /* optional, from the client: lets it cancel this call only */
-	long long keep_over;           /* "keep_output" (control.h), or -1 */
-	uint8_t nonce[AGENT_NONCE_BYTES];
-	char nonce_hex[2 * AGENT_NONCE_BYTES + 1];
-	struct live_sandbox *sandbox;
-	struct agent_reply reply;
-	char reason[SB_ERR_MSG_MAX];
-	struct metrics_lap lap;        /* each step's time (metrics.h) */
-};
-
-static json_t *refused_result(const struct call *c, const char *status, const char *why)
+json_t *call_refused_result(const struct call *c, const char *status, const char *why)
 {
 	return json_pack("{s:s, s:s, s:n, s:n, s:s, s:s, s:i, s:i, s:b, s:b, s:s, s:n}", "exec_id", c->exec_id,
 			 "status", status, "exit_code", "signal", "stdout", "", "stderr", "", "stdout_bytes", 0,
 			 "stderr_bytes", 0, "stdout_truncated", 0, "stderr_truncated", 0, "error", why, "receipt");
 }
 
-/* Commit the exec's final record. status is one of the final states. */
-static int call_record_end(struct manager *m, struct call *c, const char *status, json_t *result,
+int call_record_end(struct manager *m, struct call *c, const char *status, json_t *result,
 			   struct sb_err *err)
 {
 	char *result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
@@ -134,8 +119,9 @@ static json_t *call_validate(struct manager *m, json_t *req, struct call *c)
 	return NULL;
 }
 
-static int call_record(struct manager *m, struct call *c, const struct session_row *s, struct sb_err *err)
+static int call_record(struct manager *m, struct call *c, struct sb_err *err)
 {
+	const struct session_row *s = &c->s;
 	struct exec_row e;
 
 	memset(&e, 0, sizeof e);
@@ -145,22 +131,66 @@ static int call_record(struct manager *m, struct call *c, const struct session_r
 	snprintf(e.state, sizeof e.state, "accepted");
 	snprintf(e.command, sizeof e.command, "%s", c->command);
 	e.timeout_seconds = c->timeout;
-	e.accepted_ms = now_wall_ms();
+	e.accepted_ms = clock_real_ms();
 	if (c->turn >= 0 && c->turn != s->turn && records_session_set_turn(m->rec, c->session, c->turn, err) < 0)
 		return -1;
 	return records_exec_insert(m->rec, &e, err);
 }
 
-/* Ownership and state: the checks of step 3, and again after step 4. The workspace's own check
- * (the git refusal list) runs when a sandbox is prepared (sandbox_acquire -> workspace_open), as
- * the design asks, not on every call: it starts several git processes. */
-static int call_check(struct manager *m, struct call *c, struct session_row *s, struct sb_err *err)
+/* The stop's phase (daemon.c daemon_stop): once the manager is stopping no call takes a turn, and
+ * once its grace is over none is dispatched. */
+static bool stop_reached(struct manager *m, enum stop_phase phase)
 {
-	sb_err_clear(err);
-	if (records_session_get(m->rec, c->session, s, err) != RECORDS_FOUND)
-		return err->msg[0] ? -1 : sb_fail(err, ENOENT, "no session '%s'", c->session);
-	if (strcmp(s->state, "active") != 0)
-		return sb_fail(err, EPERM, "session %s is %s: no calls run on it", c->session, s->state);
+	bool reached;
+
+	pthread_mutex_lock(&m->lock);
+	reached = m->stop_phase >= phase;
+	pthread_mutex_unlock(&m->lock);
+	return reached;
+}
+
+static int call_stop_check(struct manager *m, struct sb_err *err)
+{
+	if (!stop_reached(m, STOP_CANCELLING))
+		return 0;
+	return sb_fail(err, ECANCELED, "the manager stopped before the call was dispatched: it never ran");
+}
+
+/* Step 2: the session's turn (calls of one session never overlap), then its record, read once
+ * for the whole call. Once is enough: every write of a session's state is made under its turn
+ * (a delete, a retire's "reserved"), so nothing but this call's own steps can change it until the
+ * turn is left, and each of those that does (a retire that fails) refuses the call. Its grants
+ * are written without the turn (sessions_grant): they are read after the sandbox is marked busy
+ * (authority_current). A call that comes once the manager is stopping takes no turn (the running
+ * call may hold it for the whole grace); one that waited for its turn meanwhile is refused when
+ * it gets it (call_steps). */
+static json_t *call_bind(struct manager *m, struct call *c)
+{
+	struct sb_err err;
+	int rc;
+
+	sb_err_clear(&err);
+	metrics_lap_start(&c->lap);
+	c->has_turn = !stop_reached(m, STOP_REFUSING);
+	if (c->has_turn)
+		queue_enter(m->queue, c->session);
+	metrics_lap(&c->lap, METRICS_STEP_QUEUE);
+	rc = records_session_get(m->rec, c->session, &c->s, &err);
+	if (rc < 0)
+		return control_error_from("internal", &err);
+	/* A deleted session is no session to call: refused before anything is recorded. */
+	if (rc != RECORDS_FOUND || strcmp(c->s.state, "deleted") == 0)
+		return control_error("not_found", "no session '%s'", c->session);
+	return NULL;
+}
+
+/* Step 3, from the row held (call_bind). The workspace's own check (the git refusal list) runs
+ * when a sandbox is prepared (sandbox_acquire -> workspace_open), as the design asks, not on every
+ * call: it starts several git processes. */
+static int session_check(const struct call *c, struct sb_err *err)
+{
+	if (strcmp(c->s.state, "active") != 0)
+		return sb_fail(err, EPERM, "session %s is %s: no calls run on it", c->session, c->s.state);
 	return 0;
 }
 
@@ -184,7 +214,7 @@ static void env_fill(struct agent_env *env, size_t *n, const char *scratch, cons
 		env[(*n)++] = (struct agent_env){ "KUBECONFIG", kubeconfig };
 }
 
-static int result_verify(struct call *c, struct sb_err *err)
+int call_result_verify(struct call *c, struct sb_err *err)
 {
 	json_t *receipt;
 
@@ -206,8 +236,7 @@ static int result_verify(struct call *c, struct sb_err *err)
 	return 0;
 }
 
-/* After a lost answer: reconnect and ask, a few times, until the agent knows the end. */
-static int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err)
+int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err)
 {
 	struct agent_expect want = { c->exec_id, c->sandbox->generation, c->nonce, c->sandbox->receipt_key };
 
@@ -301,12 +330,12 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	if (rc < 0)
 		rc = call_reconcile(m, c, deadline, err);
 	FAILPOINT("manager.exec.receipt_received"); /* the exchange is over; nothing verified or recorded */
-	rc = rc < 0 ? -1 : result_verify(c, err);
+	rc = rc < 0 ? -1 : call_result_verify(c, err);
 	metrics_lap(&c->lap, METRICS_STEP_RECEIPT);
 	return rc;
 }
 
-static json_t *result_parse(struct call *c)
+json_t *call_result_parse(const struct call *c)
 {
 	json_error_t jerr;
 	json_t *r = json_loads(c->reply.result_json, 0, &jerr);
@@ -339,7 +368,7 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 	c->sandbox = NULL;
 	/* A cancel stops the sandbox on purpose: with evidence of its end, that is `cancelled`. */
 	return call_finish(m, c, cancelled ? "cancelled" : "uncertain",
-			   refused_result(c, cancelled ? "cancelled" : "uncertain", c->reason));
+			   call_refused_result(c, cancelled ? "cancelled" : "uncertain", c->reason));
 }
 
 /* The grants now, against the snapshot the sandbox holds. Called with the sandbox marked busy: a
@@ -366,28 +395,9 @@ static void sandbox_mark(struct manager *m, struct call *c, bool busy)
 		snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
 		snprintf(c->sandbox->running_tag, sizeof c->sandbox->running_tag, "%s", c->tag);
 	} else {
-		c->sandbox->last_used_ms = now_wall_ms();
+		c->sandbox->last_used_ms = clock_real_ms();
 	}
 	pthread_mutex_unlock(&m->lock);
-}
-
-/* The stop's phase (daemon.c daemon_stop): once the manager is stopping no call takes a turn, and
- * once its grace is over none is dispatched. */
-static bool stop_reached(struct manager *m, enum stop_phase phase)
-{
-	bool reached;
-
-	pthread_mutex_lock(&m->lock);
-	reached = m->stop_phase >= phase;
-	pthread_mutex_unlock(&m->lock);
-	return reached;
-}
-
-static int call_stop_check(struct manager *m, struct sb_err *err)
-{
-	if (!stop_reached(m, STOP_CANCELLING))
-		return 0;
-	return sb_fail(err, ECANCELED, "the manager stopped before the call was dispatched: it never ran");
 }
 
 /* Step 4: the sandbox, marked busy, holding exactly the session's current grants. */
@@ -396,7 +406,7 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 	for (int tries = 0; tries < 3; tries++) {
 		int rc;
 
-		if (sandbox_acquire(m, c->session, &c->sandbox, err) < 0)
+		if (sandbox_acquire(m, &c->s, &c->sandbox, err) < 0)
 			return -1;
 		sandbox_mark(m, c, true);
 		rc = authority_current(m, c, err);
@@ -412,24 +422,24 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 	return sb_fail(err, EAGAIN, "the session's grants keep changing; try again");
 }
 
-/* Steps 3 to 5 on one sandbox: check, obtain it, check again (it may have taken a while), send.
+/* Steps 3 to 5 on one sandbox: check, obtain it (marked busy, with the grants rechecked), send.
  * Returns call_dispatch()'s code, or -2 (refused, err says why) before anything was sent. */
 static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 {
-	struct session_row s;
 	int rc;
 
 	FAILPOINT("manager.exec.accepted"); /* recorded accepted; no sandbox touched yet */
-	if (call_stop_check(m, err) < 0 || call_check(m, c, &s, err) < 0 || sandbox_ready(m, c, err) < 0) {
+	if (call_stop_check(m, err) < 0 || session_check(c, err) < 0 || sandbox_ready(m, c, err) < 0) {
 		if (c->sandbox != NULL)
 			sandbox_mark(m, c, false);
 		return -2;
 	}
 	metrics_lap(&c->lap, METRICS_STEP_SANDBOX);
-	/* The sandbox was marked busy under m->lock before the phase is read here: the stop's cancel
-	 * (execpath_stop_calls) either finds it busy and cancels the call, or this check refuses it. */
-	if (call_check(m, c, &s, err) < 0 || call_stop_check(m, err) < 0 ||
-	    sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
+	/* The session needs no second read after the slow step 4 (call_bind says why); the grants
+	 * were read with the sandbox busy (sandbox_ready). The sandbox was marked busy under m->lock
+	 * before the phase is read here: the stop's cancel (cancel_stop_calls) either finds it busy
+	 * and cancels the call, or this check refuses it. */
+	if (call_stop_check(m, err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
 		sandbox_mark(m, c, false);
 		return -2;
 	}
@@ -463,24 +473,24 @@ static json_t *call_run(struct manager *m, struct call *c)
 	}
 	if (rc == -2 || rc == -3 || rc == -4) {
 		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
-		return call_finish(m, c, "refused", refused_result(c, "refused", err.msg));
+		return call_finish(m, c, "refused", call_refused_result(c, "refused", err.msg));
 	}
-	if (rc < 0 || (result = result_parse(c)) == NULL)
+	if (rc < 0 || (result = call_result_parse(c)) == NULL)
 		return call_uncertain(m, c, rc < 0 ? err.msg : "the result is not JSON");
 	return call_finish(m, c, json_string_value(json_object_get(result, "status")) ?: "uncertain", result);
 }
 
 /* A call that would take its turn once the manager is stopping: recorded refused (it never ran),
  * as every refusal after step 2, and answered unavailable. */
-static json_t *call_refuse_stopping(struct manager *m, struct call *c, const struct session_row *s)
+static json_t *call_refuse_stopping(struct manager *m, struct call *c)
 {
 	struct sb_err err;
 	json_t *resp;
 
 	snprintf(c->reason, sizeof c->reason, "the manager is stopping: the call never ran");
-	if (call_record(m, c, s, &err) < 0)
+	if (call_record(m, c, &err) < 0)
 		return control_error_from("internal", &err);
-	resp = call_finish(m, c, "refused", refused_result(c, "refused", c->reason));
+	resp = call_finish(m, c, "refused", call_refused_result(c, "refused", c->reason));
 	if (!json_is_true(json_object_get(resp, "ok")))
 		return resp; /* its refusal is not on record: call_finish says so */
 	json_decref(resp);
@@ -488,375 +498,39 @@ static json_t *call_refuse_stopping(struct manager *m, struct call *c, const str
 			     "once the manager is back", c->exec_id);
 }
 
+/* Steps 2 (its record) to 6, in the session's turn: recorded accepted, then run to its end. */
+static json_t *call_steps(struct manager *m, struct call *c)
+{
+	struct sb_err err;
+
+	if (stop_reached(m, STOP_REFUSING))
+		return call_refuse_stopping(m, c);
+	if (call_record(m, c, &err) < 0)
+		return control_error_from("internal", &err);
+	return call_run(m, c);
+}
+
 json_t *execpath_run(struct manager *m, json_t *req)
 {
 	struct call *c = calloc(1, sizeof *c);
-	struct session_row s;
-	struct sb_err err;
 	json_t *resp;
-	bool turn;
-	int rc;
 
 	if (c == NULL)
 		return control_error("internal", "out of memory");
-	resp = call_validate(m, req, c);
-	if (resp != NULL) {
-		free(c);
-		return resp;
+	resp = call_validate(m, req, c);      /* step 1: nothing taken yet */
+	if (resp == NULL)
+		resp = call_bind(m, c);       /* step 2: the turn, the session read once */
+	if (resp == NULL) {
+		resp = call_steps(m, c);
+		/* After the record is committed, still in the session's turn (no other call writes
+		 * there); a call refused without a turn keeps nothing. */
+		if (c->has_turn && c->keep_over >= 0)
+			output_keep(resp, c->s.worktree, c->exec_id, (size_t)c->keep_over, m->cfg.sandbox_uid,
+				    m->cfg.sandbox_gid);
 	}
-	/* Step 2 under the session's turn: calls of one session never overlap. A call that comes once
-	 * the manager is stopping takes none (the running call may hold it for the whole grace); one
-	 * that waited for its turn meanwhile is refused when it gets it. */
-	sb_err_clear(&err);
-	metrics_lap_start(&c->lap);
-	turn = !stop_reached(m, STOP_REFUSING);
-	if (turn)
-		queue_enter(m->queue, c->session);
-	metrics_lap(&c->lap, METRICS_STEP_QUEUE);
-	rc = records_session_get(m->rec, c->session, &s, &err);
-	/* A deleted session is no session to call: refused before anything is recorded. */
-	if (rc != RECORDS_FOUND || strcmp(s.state, "deleted") == 0) {
-		if (turn)
-			queue_leave(m->queue, c->session);
-		resp = rc < 0 ? control_error_from("internal", &err) :
-				control_error("not_found", "no session '%s'", c->session);
-		free(c);
-		return resp;
-	}
-	if (stop_reached(m, STOP_REFUSING))
-		resp = call_refuse_stopping(m, c, &s);
-	else if (call_record(m, c, &s, &err) < 0)
-		resp = control_error_from("internal", &err);
-	else
-		resp = call_run(m, c);
-	/* After the record is committed, still in the session's turn (no other call writes there); a
-	 * call refused without a turn keeps nothing. */
-	if (turn && c->keep_over >= 0)
-		output_keep(resp, s.worktree, c->exec_id, (size_t)c->keep_over, m->cfg.sandbox_uid, m->cfg.sandbox_gid);
-	if (turn)
+	if (c->has_turn)
 		queue_leave(m->queue, c->session);
 	agent_reply_free(&c->reply);
 	free(c);
 	return resp;
-}
-
-/* A cancel answers only once the call's record is final: the call's own thread gets the sandbox's
- * evidence (sandbox_retire, bounded) and records it `cancelled`, or `uncertain` when the end is
- * not proven (the workspace then stays reserved). The wait is bounded above that. */
-#define CANCEL_WAIT_MS 30000
-
-static json_t *cancel_outcome(struct manager *m, const char *exec_id)
-{
-	int64_t deadline = tls_deadline_after(CANCEL_WAIT_MS);
-	struct exec_row *row = malloc(sizeof *row);
-	struct sb_err err;
-	json_t *out;
-
-	if (row == NULL)
-		return control_error("unavailable", "out of memory waiting for exec %s", exec_id);
-	for (;;) {
-		if (records_exec_get(m->rec, exec_id, row, &err) != 0) {
-			out = control_error_from("unavailable", &err);
-			break;
-		}
-		if (strcmp(row->state, "cancelled") == 0) {
-			out = json_pack("{s:b, s:s, s:s}", "ok", 1, "cancelled", exec_id, "state", row->state);
-			break;
-		}
-		if (strcmp(row->state, "accepted") != 0 && strcmp(row->state, "dispatched") != 0) {
-			out = control_error(strcmp(row->state, "uncertain") == 0 ? "uncertain" : "finished",
-					    "exec %s ended %s: %s", exec_id, row->state,
-					    strcmp(row->state, "uncertain") == 0 ?
-					    "the sandbox's end is not proven; the workspace stays reserved (session show)" :
-					    "it finished before the cancel stopped it");
-			break;
-		}
-		if (tls_deadline_after(0) >= deadline) {
-			out = control_error("uncertain", "exec %s: no outcome within %d ms of the cancel", exec_id,
-					    CANCEL_WAIT_MS);
-			break;
-		}
-		usleep(50 * 1000);
-	}
-	free(row);
-	return out;
-}
-
-/* The one cancel, a client's or the stop's: with m->lock held and the sandbox busy, the reason is
- * set and the sandbox stopped (sandbox_interrupt). The call's own thread then finds the exec lost,
- * gets the sandbox's evidence and records it `cancelled` (or `uncertain` without evidence). */
-static int call_cancel_locked(struct manager *m, struct live_sandbox *l, const char *reason, struct sb_err *err)
-{
-	snprintf(l->cancel_reason, sizeof l->cancel_reason, "%s", reason);
-	return sandbox_interrupt(m, l, err);
-}
-
-/* Cancel the session's running call; the answer waits for its final record. */
-json_t *execpath_cancel(struct manager *m, const char *session, const char *tag)
-{
-	struct live_sandbox *l;
-	struct session_row s;
-	struct sb_err err;
-	char exec_id[65] = "";
-	int rc = records_session_get(m->rec, session, &s, &err);
-
-	/* Nothing to cancel is an answer only for a session that exists. */
-	if (rc < 0)
-		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
-	if (rc == RECORDS_NOT_FOUND || strcmp(s.state, "deleted") == 0)
-		return control_error("not_found", "no session '%s'", session);
-	rc = 0;
-	pthread_mutex_lock(&m->lock);
-	for (l = m->live; l != NULL && strcmp(l->session, session) != 0; l = l->next) {
-	}
-	/* With a tag, only the call that carries it: another client's call is left alone. */
-	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
-		snprintf(exec_id, sizeof exec_id, "%s", l->running_exec);
-		rc = call_cancel_locked(m, l, "cancelled by request", &err);
-	}
-	pthread_mutex_unlock(&m->lock);
-	if (exec_id[0] == '\0')
-		return json_pack("{s:b, s:n}", "ok", 1, "cancelled");
-	if (rc < 0)
-		return control_error_from("unavailable", &err);
-	return cancel_outcome(m, exec_id);
-}
-
-unsigned execpath_stop_calls(struct manager *m, const char *reason)
-{
-	struct live_sandbox *l;
-	struct sb_err err;
-	unsigned n = 0;
-
-	pthread_mutex_lock(&m->lock);
-	/* The phase changes in the same hold as the scan: a call marks its sandbox busy under this lock
-	 * before it reads the phase (call_attempt), so each call is seen busy here or refuses there. */
-	m->stop_phase = STOP_CANCELLING;
-	for (l = m->live; l != NULL; l = l->next) {
-		if (!l->busy)
-			continue;
-		n++;
-		if (l->cancel_reason[0] != '\0')
-			continue; /* already cancelled (a client's cancel, a revocation): its reason stays */
-		sb_info("session %s: cancelling exec %s: %s", l->session, l->running_exec, reason);
-		if (call_cancel_locked(m, l, reason, &err) < 0)
-			sb_warn("session %s: stopping sandbox %s for the cancel: %s; its evidence decides", l->session,
-				l->h.runtime_id, err.msg);
-	}
-	pthread_mutex_unlock(&m->lock);
-	return n;
-}
-
-/* ---- after a restart: settle what the previous run left in flight ---- */
-
-/* Why the opened key file cannot be the receipt key, or NULL. why has room for the reason. */
-static const char *key_file_refusal(const struct stat *st, uid_t sandbox_uid, char *why, size_t size)
-{
-	if (!S_ISREG(st->st_mode))
-		return "it is not a regular file";
-	if (st->st_size != RECEIPT_KEY_BYTES)
-		snprintf(why, size, "it holds %lld bytes, not %d", (long long)st->st_size, RECEIPT_KEY_BYTES);
-	else if (st->st_nlink != 1)
-		snprintf(why, size, "it has %llu names (a hard link may be a file from elsewhere)",
-			 (unsigned long long)st->st_nlink);
-	else if (st->st_uid != sandbox_uid && st->st_uid != geteuid())
-		snprintf(why, size, "it belongs to uid %u, neither the sandbox's (%u) nor the manager's (%u)",
-			 (unsigned)st->st_uid, (unsigned)sandbox_uid, (unsigned)geteuid());
-	else
-		return NULL;
-	return why;
-}
-
-/* The receipt key of a sandbox the previous run left, read back from its private directory
- * (issue 13, R3). Under a root manager state/ belongs to the sandbox's uid (agent_dir.c
- * hand_over), so a command or a compromised agent can put anything there: a link to a root-only
- * file would make the manager use that file as the HMAC key (and its bytes reach timing or
- * messages). So the private directory is opened from its recorded path with no link anywhere on
- * it (its parent, <state_dir>/sandboxes/, is the manager's and no sandbox can write it) and must
- * be the manager's; then state/receipt.key beneath it, with no link on the way and without
- * blocking on a FIFO; and the file must be a regular file of exactly RECEIPT_KEY_BYTES with one
- * name, owned by the sandbox's uid or the manager. Anything else refuses the key, and the caller
- * settles the exec uncertain: fail closed, never trusted. */
-static int receipt_key_read(const struct manager *m, const char *private_dir, uint8_t key[RECEIPT_KEY_BYTES],
-			    struct sb_err *err)
-{
-	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-					   RESOLVE_NO_XDEV };
-	char why[160];
-	const char *refusal;
-	struct stat st;
-	size_t got = 0;
-	int dirfd, fd;
-
-	dirfd = fstree_open_dir(AT_FDCWD, private_dir, err);
-	if (dirfd < 0)
-		return -1;
-	if (fstat(dirfd, &st) != 0 || st.st_uid != geteuid()) {
-		close(dirfd);
-		return sb_fail(err, EPERM, "the private directory %s is not the manager's: its receipt key is not used",
-			       private_dir);
-	}
-	fd = (int)syscall(SYS_openat2, dirfd, "state/receipt.key", &how, sizeof how);
-	close(dirfd);
-	if (fd < 0)
-		return sb_fail_errno(err, "receipt key %s/state/receipt.key cannot be opened%s", private_dir,
-				     errno == ELOOP || errno == EXDEV ? ": a symbolic link or a mount is on its path "
-				     "(state/ is the sandbox's: a command may have replaced it)" : "");
-	if (fstat(fd, &st) != 0) {
-		sb_fail_errno(err, "inspecting %s/state/receipt.key", private_dir);
-		close(fd);
-		return -1;
-	}
-	refusal = key_file_refusal(&st, m->cfg.sandbox_uid, why, sizeof why);
-	if (refusal != NULL) {
-		close(fd);
-		return sb_fail(err, EPERM, "receipt key %s/state/receipt.key refused: %s (state/ is the sandbox's: a "
-			       "command may have replaced it)", private_dir, refusal);
-	}
-	while (got < RECEIPT_KEY_BYTES) {
-		ssize_t n = read(fd, key + got, RECEIPT_KEY_BYTES - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	if (got != RECEIPT_KEY_BYTES) {
-		explicit_bzero(key, RECEIPT_KEY_BYTES);
-		return sb_fail(err, EIO, "receipt key %s/state/receipt.key: could not read its %d bytes", private_dir,
-			       RECEIPT_KEY_BYTES);
-	}
-	return 0;
-}
-
-/* Ask the sandbox the exec was dispatched to; fill c->reply on a verified, finished answer. */
-static int recover_query(struct manager *m, struct call *c, const struct exec_row *e, struct sb_err *err)
-{
-	struct sandbox_row sb;
-	struct live_sandbox *l = calloc(1, sizeof *l);
-	int rc = -1;
-
-	if (l == NULL)
-		return sb_fail(err, ENOMEM, "recovering");
-	sb_err_clear(err);
-	if (records_sandbox_get(m->rec, e->session, &sb, err) != RECORDS_FOUND || sb.generation != e->generation ||
-	    strcmp(sb.runtime_id, e->sandbox) != 0) {
-		free(l);
-		return sb_fail(err, ENOENT, "its sandbox is not on record any more");
-	}
-	snprintf(l->session, sizeof l->session, "%s", e->session);
-	l->generation = e->generation;
-	/* A truncated address or directory would name another socket or key: refuse, never shorten. */
-	if (path_fmt(l->h.address, sizeof l->h.address, err, "%s", sb.address) < 0 ||
-	    path_fmt(l->private_dir, sizeof l->private_dir, err, "%s", sb.private_dir) < 0) {
-		free(l);
-		sb_err_prefix(err, "its sandbox's recorded address or directory");
-		return -1;
-	}
-	c->sandbox = l;
-	if (receipt_key_read(m, sb.private_dir, l->receipt_key, err) == 0 &&
-	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
-		char cert[PATH_MAX + 16], key[PATH_MAX + 16], ca[PATH_MAX + 16];
-
-		/* A truncated path would name another file: path_fmt refuses it (ENAMETOOLONG). */
-		if (path_fmt(cert, sizeof cert, err, "%s/manager.crt", m->tls_dir) == 0 &&
-		    path_fmt(key, sizeof key, err, "%s/manager.key", m->tls_dir) == 0 &&
-		    path_fmt(ca, sizeof ca, err, "%s/ca.crt", m->tls_dir) == 0 &&
-		    agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err) == 0)
-			rc = call_reconcile(m, c, tls_deadline_after(30000), err);
-		if (rc == 0)
-			rc = result_verify(c, err);
-	}
-	tls_config_free(l->tls);
-	explicit_bzero(l->receipt_key, sizeof l->receipt_key);
-	free(l);
-	c->sandbox = NULL;
-	return rc;
-}
-
-/* After a failed final write at start-up: 0 when the exec's end is on record anyway (another
- * manager on the same records settled it first), else -1 (the caller's error stays the first). */
-static int recover_settled(struct manager *m, const char *exec_id)
-{
-	struct exec_row *e = malloc(sizeof *e);
-	struct sb_err ignored;
-	int settled = e != NULL && records_exec_get(m->rec, exec_id, e, &ignored) == RECORDS_FOUND &&
-		      strcmp(e->state, "accepted") != 0 && strcmp(e->state, "dispatched") != 0;
-
-	if (settled)
-		sb_info("exec %s: already settled as %s", exec_id, e->state);
-	free(e);
-	return settled ? 0 : -1;
-}
-
-/* Settle one dispatched exec: its verified end, or uncertain. -1 when neither can be recorded. */
-static int recover_dispatched(struct manager *m, const char *exec_id, struct sb_err *err)
-{
-	struct call *c = calloc(1, sizeof *c);
-	struct exec_row *e = malloc(sizeof *e);
-	struct sb_err why;
-	json_t *result = NULL;
-	const char *status = "uncertain";
-	int rc = -1;
-
-	sb_err_clear(&why);
-	if (c == NULL || e == NULL) {
-		sb_fail(err, ENOMEM, "recovering exec %s", exec_id);
-	} else if (records_exec_get(m->rec, exec_id, e, err) == RECORDS_FOUND) {
-		snprintf(c->exec_id, sizeof c->exec_id, "%s", e->id);
-		snprintf(c->session, sizeof c->session, "%s", e->session);
-		snprintf(c->nonce_hex, sizeof c->nonce_hex, "%s", e->nonce_hex);
-		if (recover_query(m, c, e, &why) == 0 && (result = result_parse(c)) != NULL) {
-			status = json_string_value(json_object_get(result, "status")) ?: "uncertain";
-		} else {
-			/* Invariant 7: lost is uncertain, and uncertain is never rerun. */
-			snprintf(c->reason, sizeof c->reason, "the manager restarted while it ran, and its end could "
-				 "not be established: %.900s", why.msg[0] ? why.msg : "the result is not JSON");
-			result = refused_result(c, "uncertain", c->reason);
-		}
-		rc = call_record_end(m, c, status, result, err);
-		if (rc < 0)
-			rc = recover_settled(m, exec_id);
-		else
-			sb_info("exec %s (session %s), recovered: %s%s%s", c->exec_id, c->session, status,
-				c->reason[0] ? ": " : "", c->reason);
-		json_decref(result);
-	}
-	if (rc < 0)
-		sb_err_prefix(err, "settling exec %s left dispatched by the previous run", exec_id);
-	if (c != NULL)
-		agent_reply_free(&c->reply);
-	free(c);
-	free(e);
-	return rc;
-}
-
-/* Fail closed: a start-up that cannot record how the previous run's execs ended does not serve. */
-int execpath_recover(struct manager *m, struct sb_err *err)
-{
-	json_t *ids = records_exec_ids_in_state(m->rec, "accepted", err), *id;
-	size_t i;
-	int rc = 0;
-
-	if (ids == NULL)
-		return -1;
-	json_array_foreach(ids, i, id) {
-		if (rc == 0 && records_exec_finish(m->rec, json_string_value(id), "refused", NULL, NULL,
-						   "the manager stopped before dispatching it: it never ran", err) < 0)
-			rc = recover_settled(m, json_string_value(id));
-	}
-	json_decref(ids);
-	if (rc < 0)
-		return -1;
-	ids = records_exec_ids_in_state(m->rec, "dispatched", err);
-	if (ids == NULL)
-		return -1;
-	json_array_foreach(ids, i, id)
-		if (rc == 0 && recover_dispatched(m, json_string_value(id), err) < 0)
-			rc = -1;
-	json_decref(ids);
-	return rc;
 }

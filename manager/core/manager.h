@@ -22,6 +22,7 @@
 #include "tls.h"
 
 #define SESSION_ID_BYTES 8  /* 16 hex digits: short enough for a certificate name */
+#define EVIDENCE_MS 10000   /* how long a retire waits for the backend's evidence of a sandbox's end */
 
 struct live_sandbox {
 	struct live_sandbox *next;
@@ -60,8 +61,9 @@ struct manager {
 	unsigned unproven;
 };
 
-/* sandbox.c: a session's sandbox, with its queue turn held by the caller. */
-int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox **out, struct sb_err *err);
+/* sandbox.c: a session's sandbox, with its queue turn held by the caller. s: the session's record,
+ * as the caller read it under that turn. */
+int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err);
 /* Stop, wait for evidence, record. 0: proven gone; -1: not proven (the session is then marked
  * "reserved": its workspace stays until an operator or a later retire proves the end). */
 int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err);
@@ -69,24 +71,38 @@ int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, s
  * interrupts the running call's connection. The call's own thread then gets the evidence. */
 int sandbox_interrupt(struct manager *m, struct live_sandbox *l, struct sb_err *err);
 struct live_sandbox *sandbox_find(struct manager *m, const char *session);
+/* The memory of a live sandbox (its connection, TLS configuration, receipt key), not the sandbox:
+ * that ends only through sandbox_retire. */
+void live_free(struct live_sandbox *l);
 /* The stop: every live sandbox retired with evidence, under its session's turn; one still in use
  * by a call is left as it is. Returns how many were not retired (each is logged). */
 unsigned sandbox_retire_all(struct manager *m, const char *why);
 void *sandbox_evictor(void *arg);
-/* At start: a write crosses the sandbox's mount view both ways (one throwaway sandbox). */
+/* sandbox_probe.c, at start: a write crosses the sandbox's mount view both ways (one throwaway
+ * sandbox). */
 int sandbox_volume_probe(struct manager *m, struct sb_err *err);
+/* At start (recovery.c, after the execs): every sandbox a previous run left is stopped with
+ * evidence and recorded gone, or recorded unproven with its session reserved. */
 int sandbox_recover(struct manager *m, struct sb_err *err);
-int64_t now_wall_ms(void);
 
 /* execpath.c: the six steps of one call; returns the control response. */
 json_t *execpath_run(struct manager *m, json_t *req);
-/* Cancel the session's running call; with a tag, only the call the client tagged so. */
-json_t *execpath_cancel(struct manager *m, const char *session, const char *tag);
+
+/* cancel.c: the one cancel of a running call. Cancel the session's running call; with a tag, only
+ * the call the client tagged so; the answer waits for its final record. */
+json_t *cancel_call(struct manager *m, const char *session, const char *tag);
+/* The session's running call (with a tag, only the one tagged so) stopped for reason, under m->lock.
+ * 1: one was (its exec id in exec_id), 0: none runs, -1: the stop request failed (err; the reason
+ * is set all the same, and the sandbox's evidence decides). */
+int cancel_session_call(struct manager *m, const char *session, const char *tag, const char *reason, char *exec_id,
+			size_t len, struct sb_err *err);
 /* The stop, once its grace is over: no call is dispatched from now on, and every running one is
- * cancelled as execpath_cancel does, for reason. Returns how many were running. */
-unsigned execpath_stop_calls(struct manager *m, const char *reason);
-/* At start: accepted execs are refused (they never ran), dispatched ones reconciled or uncertain. */
-int execpath_recover(struct manager *m, struct sb_err *err);
+ * cancelled as cancel_call does, for reason. Returns how many were running. */
+unsigned cancel_stop_calls(struct manager *m, const char *reason);
+
+/* recovery.c: at start, before the first call: accepted execs are refused (they never ran),
+ * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). */
+int recovery_run(struct manager *m, struct sb_err *err);
 
 /* sessions.c: the other control operations. */
 json_t *sessions_create(struct manager *m, json_t *req);

@@ -5,32 +5,19 @@
 #include "manager.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent_client.h"
 #include "agent_dir.h"
 #include "clock.h"
-#include "fdio.h"
-#include "fstree.h"
 #include "log.h"
 #include "pathfmt.h"
-#include "random.h"
 #include "grants.h"
+#include "private_dir.h"
 #include "workspace.h"
-
-#define EVIDENCE_MS 10000
-
-/* Declared in manager.h for sessions.c and execpath.c; the clock itself is common/clock.c. */
-int64_t now_wall_ms(void)
-{
-	return clock_real_ms();
-}
 
 struct live_sandbox *sandbox_find(struct manager *m, const char *session)
 {
@@ -43,87 +30,7 @@ struct live_sandbox *sandbox_find(struct manager *m, const char *session)
 	return l;
 }
 
-/* The private directory holds the sandbox's keys: removed once the sandbox is proven gone. The
- * credentials it was issued that can be revoked (Rancher tokens) are revoked first. The sandbox
- * wrote its state/ and sock/ (a root manager handed them over), so the removal is fstree's: by
- * descriptor, never following a link planted there. Its path is trusted: <state_dir>/sandboxes/
- * is the manager's, and no sandbox can write it. Returns 0, or -1 with err (what stays is logged). */
-static int private_dir_remove(const char *dir, struct sb_err *err)
-{
-	struct sb_err revoke_err;
-
-	/* Its revoke list is the only record of what is still to revoke: kept with the directory. */
-	if (snapshot_release(dir, &revoke_err) < 0) {
-		sb_error("releasing the credentials of %s: %s; the directory stays so they can be revoked", dir,
-			 revoke_err.msg);
-		*err = revoke_err;
-		return -1;
-	}
-	if (fstree_remove_path(dir, err) < 0) {
-		sb_warn("%s", err->msg);
-		return -1;
-	}
-	return 0;
-}
-
-/* 0700, or 0711 for the directories a root manager's sandbox init must walk through. */
-static int dir_make(const char *path, bool walked, struct sb_err *err)
-{
-	mode_t mode = walked && geteuid() == 0 ? 0711 : 0700;
-
-	if (mkdir(path, mode) < 0 && errno != EEXIST)
-		return sb_fail_errno(err, "creating %s", path);
-	if (chmod(path, mode) < 0)
-		return sb_fail_errno(err, "setting the mode of %s", path);
-	return 0;
-}
-
-/* private_dir/{tls,state,sock}: the agent's certificate (named for this generation), the CA
- * certificate, and a fresh receipt key that only the manager and this agent hold. */
-static int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb_err *err)
-{
-	char path[PATH_MAX + 32], name[256];
-	struct ca_leaf leaf = { .usage = CA_USAGE_SERVER };
-
-	/* A truncated path would name another directory: path_fmt refuses it (ENAMETOOLONG). */
-	if (path_fmt(path, sizeof path, err, "%s/sandboxes", m->cfg.state_dir) < 0 ||
-	    path_fmt(l->private_dir, sizeof l->private_dir, err, "%s/sandboxes/%s.g%llu", m->cfg.state_dir, l->session,
-		     (unsigned long long)l->generation) < 0)
-		return -1;
-	if (dir_make(path, true, err) < 0 || dir_make(l->private_dir, true, err) < 0)
-		return -1;
-	for (int i = 0; i < 3; i++) {
-		if (path_fmt(path, sizeof path, err, "%s/%s", l->private_dir, (const char *[]){ "tls", "state", "sock" }[i]) < 0 ||
-		    dir_make(path, false, err) < 0)
-			return -1;
-	}
-	if (ca_format_sandbox_name(name, sizeof name, l->session, l->generation, err) < 0)
-		return -1;
-	leaf.dns_name = name;
-	if (path_fmt(path, sizeof path, err, "%s/tls", l->private_dir) < 0)
-		return -1;
-	if (ca_issue_leaf(m->ca, &leaf, path, "agent", err) < 0 || ca_write_cert(m->ca, path, "ca.crt", err) < 0)
-		return -1;
-	if (sb_random_bytes(l->receipt_key, sizeof l->receipt_key, err) < 0)
-		return -1;
-	if (path_fmt(path, sizeof path, err, "%s/state/receipt.key", l->private_dir) < 0)
-		return -1;
-	/* common/fdio.c: 0600, exclusive, no symlink, written whole, synced with its directory. */
-	return fd_file_create_path(path, 0600, (uid_t)-1, (gid_t)-1, l->receipt_key, sizeof l->receipt_key, err);
-}
-
-static int client_config_make(struct manager *m, struct live_sandbox *l, struct sb_err *err)
-{
-	char cert[PATH_MAX + 16], key[PATH_MAX + 16], ca[PATH_MAX + 16];
-
-	if (path_fmt(cert, sizeof cert, err, "%s/manager.crt", m->tls_dir) < 0 ||
-	    path_fmt(key, sizeof key, err, "%s/manager.key", m->tls_dir) < 0 ||
-	    path_fmt(ca, sizeof ca, err, "%s/ca.crt", m->tls_dir) < 0)
-		return -1;
-	return agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err);
-}
-
-static void live_free(struct live_sandbox *l)
+void live_free(struct live_sandbox *l)
 {
 	if (l == NULL)
 		return;
@@ -149,10 +56,7 @@ static void live_unlink(struct manager *m, struct live_sandbox *gone)
 static int sandbox_record(struct manager *m, const struct live_sandbox *l, const char *state, struct sb_err *err)
 {
 	struct sandbox_row row;
-	json_t *grants = records_grants(m->rec, l->session, err);
-	char *text = grants ? json_dumps(grants, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 
-	json_decref(grants);
 	memset(&row, 0, sizeof row);
 	snprintf(row.session, sizeof row.session, "%s", l->session);
 	row.generation = l->generation;
@@ -161,9 +65,9 @@ static int sandbox_record(struct manager *m, const struct live_sandbox *l, const
 	snprintf(row.address, sizeof row.address, "%s", l->h.address);
 	snprintf(row.private_dir, sizeof row.private_dir, "%s", l->private_dir);
 	snprintf(row.state, sizeof row.state, "%s", state);
-	snprintf(row.grants_json, sizeof row.grants_json, "%s", text ? text : "{}");
+	/* The authority it is prepared with (sandbox_start), read once: the row says what it holds. */
+	snprintf(row.grants_json, sizeof row.grants_json, "%s", l->authority);
 	row.started_ms = clock_real_ms();
-	free(text);
 	return records_sandbox_upsert(m->rec, &row, err);
 }
 
@@ -279,9 +183,9 @@ static bool credentials_expiring(const struct live_sandbox *l, int64_t now)
 	return l->credentials_expire_ms != 0 && now >= l->credentials_expire_ms - CREDENTIAL_MARGIN_MS;
 }
 
-int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox **out, struct sb_err *err)
+int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err)
 {
-	struct session_row s;
+	const char *session = s->id;
 	struct workspace ws;
 	struct live_sandbox *l = sandbox_find(m, session);
 	struct start_stage stage = { false, false };
@@ -297,10 +201,7 @@ int sandbox_acquire(struct manager *m, const char *session, struct live_sandbox 
 		*out = l;
 		return 0;
 	}
-	sb_err_clear(err);
-	if (records_session_get(m->rec, session, &s, err) != RECORDS_FOUND)
-		return err->msg[0] ? -1 : sb_fail(err, ENOENT, "no session '%s'", session);
-	if (workspace_open(m->cfg.volume, s.identity, s.id, &ws, err) < 0)
+	if (workspace_open(m->cfg.volume, s->identity, s->id, &ws, err) < 0)
 		return -1;
 	l = calloc(1, sizeof *l);
 	if (l == NULL) {
@@ -584,9 +485,6 @@ int sandbox_recover(struct manager *m, struct sb_err *err)
 	size_t i;
 	json_t *row;
 
-	/* Execs first: their sandboxes may still know how they ended. */
-	if (execpath_recover(m, err) < 0)
-		return -1;
 	rows = records_sandboxes_not_gone(m->rec, err);
 	if (rows == NULL)
 		return -1;
@@ -608,151 +506,4 @@ int sandbox_recover(struct manager *m, struct sb_err *err)
 	if (released > 0)
 		sb_info("%d reserved session(s) released: their sandboxes are proven gone", released);
 	return 0;
-}
-
-/* ---- the volume, as a sandbox sees it ---- */
-
-struct probe {
-	char dir[PATH_MAX];
-	char token[17];
-	struct mount_entry entry;
-	struct mount_plan plan;
-};
-
-static int probe_exec(struct live_sandbox *l, struct probe *p, struct sb_err *err)
-{
-	char cmd[256];
-	struct agent_env env[] = { { "PATH", "/usr/bin:/bin" } };
-	struct agent_exec_request req = { .exec_id = "volume-probe", .generation = l->generation, .command = cmd,
-					  .cwd = p->dir, .timeout_seconds = 10, .output_limit = 4096, .env = env,
-					  .n_env = 1, .receipt_key = l->receipt_key };
-	struct agent_reply reply = { 0 };
-	struct agent_conn *conn = NULL;
-	json_t *result = NULL;
-	int rc = -1;
-
-	snprintf(cmd, sizeof cmd, "cat host.txt && echo %s-sandbox > sandbox.txt", p->token);
-	if (sb_random_bytes(req.nonce, sizeof req.nonce, err) == 0 &&
-	    agent_connect(l->tls, l->h.address, tls_deadline_after(10000), &conn, err) == 0 &&
-	    agent_exec(conn, &req, tls_deadline_after(30000), &reply, err) == 0) {
-		result = json_loads(reply.result_json, 0, NULL);
-		const char *out = json_string_value(json_object_get(result, "stdout"));
-
-		rc = out != NULL && strncmp(out, p->token, 16) == 0 && reply.receipt_verified ? 0 :
-		     sb_fail(err, EIO, "a file written on the host is not visible inside a sandbox (it read '%s')",
-			     out ? out : "(nothing)");
-	}
-	json_decref(result);
-	agent_reply_free(&reply);
-	agent_close(conn);
-	return rc;
-}
-
-/* host.txt, written before the probe's sandbox exists (nothing else writes the fresh directory). */
-static int probe_host_write(const struct probe *p, struct sb_err *err)
-{
-	char path[PATH_MAX + 16];
-	FILE *f;
-
-	if (path_fmt(path, sizeof path, err, "%s/host.txt", p->dir) < 0)
-		return -1;
-	f = fopen(path, "wxe");
-	if (f == NULL)
-		return sb_fail_errno(err, "writing %s", path);
-	fprintf(f, "%s\n", p->token);
-	if (fclose(f) != 0)
-		return sb_fail_errno(err, "closing %s", path);
-	return 0;
-}
-
-/* sandbox.txt, which the probe's sandbox wrote: its directory is the sandbox's (handed over), so
- * a compromised agent could have put a link or a FIFO there. Read beneath the held probe
- * directory (opened with no link on its path: the volume root above it is not the sandbox's), one
- * name with O_NOFOLLOW, without blocking, a regular file of at most a line: never another file. */
-static int probe_sandbox_read(const struct probe *p, struct sb_err *err)
-{
-	char want[64], got[64];
-	struct stat st;
-	ssize_t n = -1;
-	int dirfd, fd;
-
-	dirfd = fstree_open_dir(AT_FDCWD, p->dir, err);
-	if (dirfd < 0)
-		return -1;
-	fd = openat(dirfd, "sandbox.txt", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	close(dirfd);
-	if (fd < 0)
-		return sb_fail_errno(err, "a file written inside a sandbox is not visible on the host (%s/sandbox.txt%s)",
-				     p->dir, errno == ELOOP ? ": a symbolic link, refused" : "");
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)sizeof got)
-		n = read(fd, got, sizeof got - 1);
-	close(fd);
-	if (n < 0)
-		return sb_fail(err, EIO, "%s/sandbox.txt, written inside a sandbox, is not a regular file of one short "
-			       "line", p->dir);
-	got[n] = '\0';
-	snprintf(want, sizeof want, "%s-sandbox\n", p->token);
-	if (strcmp(got, want) != 0)
-		return sb_fail(err, EIO, "a file written inside a sandbox reads differently on the host");
-	return 0;
-}
-
-/* The third property of the volume probe (workspace.c does the first two): a write on the host is
- * visible through a sandbox's mount view, and a write inside is visible on the host. One
- * throwaway sandbox on a probe directory of the volume, stopped with evidence afterwards. */
-int sandbox_volume_probe(struct manager *m, struct sb_err *err)
-{
-	struct live_sandbox *l = calloc(1, sizeof *l);
-	struct probe p = { 0 };
-	struct sandbox_spec spec = { 0 };
-	struct sb_err ignored;
-	bool unproven = false;
-	int rc = -1;
-
-	if (l == NULL)
-		return sb_fail(err, ENOMEM, "probing the volume");
-	l->h.pidfd = -1;
-	l->generation = 1;
-	if (sb_random_hex(p.token, 8, err) < 0)
-		goto out;
-	snprintf(l->session, sizeof l->session, "volprobe-%s", p.token);
-	if (path_fmt(p.dir, sizeof p.dir, err, "%s/.probe-%s", m->cfg.volume, p.token) < 0) {
-		p.dir[0] = '\0';
-		goto out;
-	}
-	if (mkdir(p.dir, 0755) < 0) {
-		sb_fail_errno(err, "creating %s", p.dir);
-		goto out;
-	}
-	p.entry = (struct mount_entry){ .source = p.dir, .target = p.dir, .mode = MOUNT_RW, .why = "volume probe" };
-	p.plan = (struct mount_plan){ .entries = &p.entry, .n = 1, .workdir = p.dir, .scratch = p.dir };
-	spec = (struct sandbox_spec){ .session = l->session, .generation = 1, .plan = &p.plan, .agent_path = m->cfg.agent,
-				      .manager_name = CA_MANAGER_NAME, .host_uid = m->cfg.sandbox_uid,
-				      .host_gid = m->cfg.sandbox_gid };
-	if (probe_host_write(&p, err) < 0 || private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0)
-		goto out;
-	spec.private_dir = l->private_dir;
-	if (m->backend->ops->prepare(m->backend, &spec, &l->h, err) < 0)
-		goto out;
-	rc = probe_exec(l, &p, err) == 0 && probe_sandbox_read(&p, err) == 0 ? 0 : -1;
-	if (m->backend->ops->stop(m->backend, &l->h, &ignored) < 0)
-		sb_warn("volume probe: stopping its sandbox: %s", ignored.msg);
-	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, rc == 0 ? err : &ignored) < 0) {
-		/* Its keys and directory stay: it may still run. */
-		sb_error("volume probe: the end of its sandbox %s is not proven", l->h.runtime_id);
-		unproven = true;
-		rc = -1;
-	}
-out:
-	if (rc < 0)
-		sb_err_prefix(err, "volume probe");
-	else
-		sb_info("volume probe: exclusive create, atomic rename, and writes visible both ways through a "
-			"sandbox's mount view");
-	if (!unproven && l->private_dir[0] != '\0')
-		private_dir_remove(l->private_dir, &ignored);
-	if (!unproven && p.dir[0] != '\0')
-		private_dir_remove(p.dir, &ignored);
-	live_free(l);
-	return rc;
 }

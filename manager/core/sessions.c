@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "control.h"
 #include "log.h"
 #include "random.h"
@@ -89,7 +90,7 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 	snprintf(s.worktree, sizeof s.worktree, "%s", ws->worktree);
 	snprintf(s.branch, sizeof s.branch, "%s", ws->branch ? ws->branch : "");
 	snprintf(s.state, sizeof s.state, "active");
-	s.created_ms = now_wall_ms();
+	s.created_ms = clock_real_ms();
 	if (records_session_insert(m->rec, &s, err) < 0)
 		return -1;
 	json_array_foreach(grants, i, g)
@@ -268,14 +269,13 @@ static void authority_changed(struct manager *m, const char *id, const char *rev
 	struct sb_err err;
 
 	if (revoked != NULL) {
-		pthread_mutex_lock(&m->lock);
-		for (l = m->live; l != NULL && strcmp(l->session, id) != 0; l = l->next) {
-		}
-		if (l != NULL && l->busy) {
-			snprintf(l->cancel_reason, sizeof l->cancel_reason, "cancelled: grant %s revoked", revoked);
-			sandbox_interrupt(m, l, &err);
-		}
-		pthread_mutex_unlock(&m->lock);
+		char reason[256], exec_id[65];
+
+		/* The one cancel (cancel.c), as a client's: the call records it cancelled, with this reason. */
+		snprintf(reason, sizeof reason, "cancelled: grant %s revoked", revoked);
+		if (cancel_session_call(m, id, NULL, reason, exec_id, sizeof exec_id, &err) < 0)
+			sb_warn("session %s: stopping the sandbox of exec %s for the revocation: %s; its evidence decides",
+				id, exec_id, err.msg);
 	}
 	queue_enter(m->queue, id);
 	l = sandbox_find(m, id);

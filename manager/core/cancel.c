@@ -1,0 +1,129 @@
+/* The one cancel of a running call, whoever asks for it: a client (cancel_call), a revocation
+ * (sessions.c authority_changed) or the stop (cancel_stop_calls). It sets the reason and stops the
+ * sandbox, and never records anything itself: the call's own thread (execpath.c) finds its exec
+ * lost, gets the sandbox's evidence and records it `cancelled`, or `uncertain` without evidence. */
+#include "manager.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "log.h"
+
+/* A cancel answers only once the call's record is final: the call's own thread gets the sandbox's
+ * evidence (sandbox_retire, bounded) and records it `cancelled`, or `uncertain` when the end is
+ * not proven (the workspace then stays reserved). The wait is bounded above that. */
+#define CANCEL_WAIT_MS 30000
+
+static json_t *cancel_outcome(struct manager *m, const char *exec_id)
+{
+	int64_t deadline = tls_deadline_after(CANCEL_WAIT_MS);
+	struct exec_row *row = malloc(sizeof *row);
+	struct sb_err err;
+	json_t *out;
+
+	if (row == NULL)
+		return control_error("unavailable", "out of memory waiting for exec %s", exec_id);
+	for (;;) {
+		if (records_exec_get(m->rec, exec_id, row, &err) != 0) {
+			out = control_error_from("unavailable", &err);
+			break;
+		}
+		if (strcmp(row->state, "cancelled") == 0) {
+			out = json_pack("{s:b, s:s, s:s}", "ok", 1, "cancelled", exec_id, "state", row->state);
+			break;
+		}
+		if (strcmp(row->state, "accepted") != 0 && strcmp(row->state, "dispatched") != 0) {
+			out = control_error(strcmp(row->state, "uncertain") == 0 ? "uncertain" : "finished",
+					    "exec %s ended %s: %s", exec_id, row->state,
+					    strcmp(row->state, "uncertain") == 0 ?
+					    "the sandbox's end is not proven; the workspace stays reserved (session show)" :
+					    "it finished before the cancel stopped it");
+			break;
+		}
+		if (tls_deadline_after(0) >= deadline) {
+			out = control_error("uncertain", "exec %s: no outcome within %d ms of the cancel", exec_id,
+					    CANCEL_WAIT_MS);
+			break;
+		}
+		usleep(50 * 1000);
+	}
+	free(row);
+	return out;
+}
+
+/* The one cancel, a client's, a revocation's or the stop's: with m->lock held and the sandbox busy, the reason is
+ * set and the sandbox stopped (sandbox_interrupt). The call's own thread then finds the exec lost,
+ * gets the sandbox's evidence and records it `cancelled` (or `uncertain` without evidence). */
+static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *reason, struct sb_err *err)
+{
+	snprintf(l->cancel_reason, sizeof l->cancel_reason, "%s", reason);
+	return sandbox_interrupt(m, l, err);
+}
+
+int cancel_session_call(struct manager *m, const char *session, const char *tag, const char *reason, char *exec_id,
+			size_t len, struct sb_err *err)
+{
+	struct live_sandbox *l;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->lock);
+	for (l = m->live; l != NULL && strcmp(l->session, session) != 0; l = l->next) {
+	}
+	/* With a tag, only the call that carries it: another client's call is left alone. */
+	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
+		snprintf(exec_id, len, "%s", l->running_exec);
+		rc = cancel_locked(m, l, reason, err) < 0 ? -1 : 1;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* Cancel the session's running call; the answer waits for its final record. */
+json_t *cancel_call(struct manager *m, const char *session, const char *tag)
+{
+	struct session_row s;
+	struct sb_err err;
+	char exec_id[65];
+	int rc = records_session_get(m->rec, session, &s, &err);
+
+	/* Nothing to cancel is an answer only for a session that exists. */
+	if (rc < 0)
+		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
+	if (rc == RECORDS_NOT_FOUND || strcmp(s.state, "deleted") == 0)
+		return control_error("not_found", "no session '%s'", session);
+	rc = cancel_session_call(m, session, tag, "cancelled by request", exec_id, sizeof exec_id, &err);
+	if (rc == 0)
+		return json_pack("{s:b, s:n}", "ok", 1, "cancelled");
+	if (rc < 0)
+		return control_error_from("unavailable", &err);
+	return cancel_outcome(m, exec_id);
+}
+
+unsigned cancel_stop_calls(struct manager *m, const char *reason)
+{
+	struct live_sandbox *l;
+	struct sb_err err;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&m->lock);
+	/* The phase changes in the same hold as the scan: a call marks its sandbox busy under this lock
+	 * before it reads the phase (call_attempt), so each call is seen busy here or refuses there. */
+	m->stop_phase = STOP_CANCELLING;
+	for (l = m->live; l != NULL; l = l->next) {
+		if (!l->busy)
+			continue;
+		n++;
+		if (l->cancel_reason[0] != '\0')
+			continue; /* already cancelled (a client's cancel, a revocation): its reason stays */
+		sb_info("session %s: cancelling exec %s: %s", l->session, l->running_exec, reason);
+		if (cancel_locked(m, l, reason, &err) < 0)
+			sb_warn("session %s: stopping sandbox %s for the cancel: %s; its evidence decides", l->session,
+				l->h.runtime_id, err.msg);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
