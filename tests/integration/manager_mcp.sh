@@ -51,3 +51,22 @@ test_manager_mcp_output() {
 	mgr_repo && mgr_start && mgr_session && mcp_output_checks
 }
 t manager_mcp_output test_manager_mcp_output
+
+# The v2 client (@modelcontextprotocol/client, tests/mcp/client2.mjs) statelessly at 2026-07-28 over
+# stdio and Streamable HTTP (loopback TCP and a unix socket): discover, list, call; and the HTTP
+# transport's token, Origin, bounds, deadline, cancellation by a closed connection, and refusals.
+test_manager_mcp_v2() {
+	local node
+	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/client/package.json" ||
+		skip "tests/mcp/node_modules has no @modelcontextprotocol/client readable by $RUN_USER: run cd tests/mcp && npm ci"
+	mgr_repo && mgr_start && mgr_session
+	mkdir -p "$TD/mcp2" && chown "$RUN_USER:" "$TD/mcp2" && chmod 0700 "$TD/mcp2"
+	timeout -k 5 180 "${AS[@]}" "$node" "$MCP_TESTS/client2.mjs" --manager "$MANAGER" --socket "$MSOCK" \
+		--session "$SID" --dir "$TD/mcp2" >"$TD/mcp2.out" 2>&1
+	RC=$?
+	sed 's/^/      /' "$TD/mcp2.out"
+	assert_eq "the MCP v2 client's exit code" 0 "$RC"
+	grep -q '^ok   http: a raw call: 200 application/json' "$TD/mcp2.out" || bad "the client did not reach the HTTP checks"
+}
+t manager_mcp_v2 test_manager_mcp_v2
