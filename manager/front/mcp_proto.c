@@ -116,15 +116,16 @@ static int modern_check(json_t *id, const char *method, json_t *params, struct m
 					"(an object) on every request", META_VERSION, META_CAPS));
 		return -1;
 	}
+	/* The header first: what an intermediary routed on must be what is served. */
+	if (o->http && (o->hdr_version == NULL || strcmp(o->hdr_version, asked) != 0)) {
+		answer(o, mcp_error_msg(id, RPC_HEADER_MISMATCH, NULL, "Header mismatch: MCP-Protocol-Version %.100s, "
+					"the body's _meta says %.100s", o->hdr_version ?: "(missing)", asked));
+		return -1;
+	}
 	if (v < 0 || v >= MCP_MODERN_VERSIONS) {
 		answer(o, mcp_error_msg(id, RPC_UNSUPPORTED_VERSION, json_pack("{s:o, s:s}", "supported", versions_json(),
 									    "requested", asked),
 					"Unsupported protocol version: %.100s", asked));
-		return -1;
-	}
-	if (o->http && (o->hdr_version == NULL || strcmp(o->hdr_version, asked) != 0)) {
-		answer(o, mcp_error_msg(id, RPC_HEADER_MISMATCH, NULL, "Header mismatch: MCP-Protocol-Version %.100s, "
-					"the body's _meta says %.100s", o->hdr_version ?: "(missing)", asked));
 		return -1;
 	}
 	if (o->http && (o->hdr_method == NULL || strcmp(o->hdr_method, method) != 0)) {
