@@ -5,6 +5,7 @@
 // Run by tests/integration/manager_mcp.sh:
 //   node client2.mjs --manager BIN --socket PATH --session S --dir DIR
 import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
 import { request as httpRequest } from 'node:http';
@@ -48,6 +49,43 @@ function httpServer(addr, tf = tokenFile) {
 		exit.then(() => resolve(null));
 	});
 	return { proc, exit, ready, log: () => log };
+}
+
+
+// Raw lines on stdio: the modern errors, and both eras in one process (the stateless requests
+// leave the handshake's version alone, and the handshake does not make requests stateful).
+async function stdioRawChecks() {
+	const proc = spawn(opt.manager, base, { stdio: ['pipe', 'pipe', 'ignore'] });
+	const msgs = [];
+	let wake = () => {};
+	createInterface({ input: proc.stdout }).on('line', l => { msgs.push(JSON.parse(l)); wake(); });
+	const ask = async (id, method, params) => {
+		proc.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) })}\n`);
+		const until = Date.now() + 10000;
+		while (msgs.length === 0 && Date.now() < until) await new Promise(r => { wake = r; setTimeout(r, 200); });
+		return msgs.shift();
+	};
+	let m = await ask(1, 'server/discover', {});
+	check('stdio: discover without _meta: -32602', m?.error?.code === -32602, JSON.stringify(m));
+	m = await ask(2, 'tools/list', { _meta: meta('2099-01-01') });
+	check('stdio: an unsupported version: -32022 with supported and requested', m?.error?.code === -32022 &&
+		m.error.data?.supported?.[0] === MODERN && m.error.data.requested === '2099-01-01', JSON.stringify(m));
+	m = await ask(3, 'tools/list', { _meta: meta() });
+	check('stdio: a stateless tools/list: resultType, ttlMs, cacheScope, serverInfo, outputSchema', m?.result?.resultType === 'complete' &&
+		m.result.ttlMs >= 0 && m.result.cacheScope === 'private' && !!m.result.tools?.[0]?.outputSchema &&
+		m.result._meta?.['io.modelcontextprotocol/serverInfo']?.name === 'sandbox-manager', JSON.stringify(m).slice(0, 300));
+	m = await ask(4, 'ping', { _meta: meta() });
+	check('stdio: a stateless ping: -32601 (2026-07-28 removed it)', m?.error?.code === -32601, JSON.stringify(m));
+	m = await ask(5, 'initialize', { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'raw', version: '1' } });
+	check('stdio: initialize after stateless requests: 2024-11-05', m?.result?.protocolVersion === '2024-11-05', JSON.stringify(m));
+	m = await ask(6, 'tools/list');
+	check('stdio: then a legacy tools/list: as 2024-11-05 (no outputSchema, no resultType)', m?.result?.tools?.length === 1 &&
+		!('outputSchema' in m.result.tools[0]) && !('resultType' in m.result), JSON.stringify(m).slice(0, 300));
+	m = await ask(7, 'tools/list', { _meta: meta() });
+	check('stdio: and a stateless one still as 2026-07-28', m?.result?.resultType === 'complete' && !!m.result.tools?.[0]?.outputSchema,
+		JSON.stringify(m).slice(0, 300));
+	proc.stdin.end();
+	check('stdio: exits 0 at the end of stdin', (await new Promise(r => proc.on('exit', r))) === 0);
 }
 
 async function sdkChecks(name, transport) {
@@ -157,6 +195,7 @@ async function rawChecks(port) {
 }
 
 try {
+	await stdioRawChecks();
 	// stdio, modern: the v2 client probes server/discover and never initializes.
 	await sdkChecks('stdio', new StdioClientTransport({ command: opt.manager, args: base, stderr: 'ignore' }));
 
