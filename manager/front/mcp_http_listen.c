@@ -76,7 +76,7 @@ static int listen_unix(struct mcp_http *h, const char *path, struct sb_err *err)
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	if ((h->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return sb_fail_errno(err, "socket");
-	old = umask(077); /* born 0600: no moment at which another user could connect */
+	old = umask(0177); /* born 0600: no moment at which another user could connect */
 	rc = bind(h->fd, (struct sockaddr *)&sa, sizeof sa);
 	umask(old);
 	if (rc < 0)

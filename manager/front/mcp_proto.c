@@ -211,18 +211,22 @@ static void rpc_request(json_t *id, const char *method, json_t *params, struct m
 	json_t *meta = json_object_get(params, "_meta");
 	int v;
 
-	o->modern = strcmp(method, "server/discover") == 0 || json_object_get(meta, META_VERSION) != NULL;
+	v = o->http && o->hdr_version ? version_index(o->hdr_version) : -1;
+	/* Modern: it says so in its _meta, or in its header (then a missing _meta is its error). */
+	o->modern = strcmp(method, "server/discover") == 0 || json_object_get(meta, META_VERSION) != NULL ||
+		    (v >= 0 && v < MCP_MODERN_VERSIONS);
 	if (o->modern) {
 		if ((v = modern_check(id, method, params, o)) < 0)
 			return;
 	} else if (o->http) {
-		v = o->hdr_version ? version_index(o->hdr_version) : LEGACY_HTTP_DEFAULT;
-		if (v < MCP_MODERN_VERSIONS) { /* unknown, or modern without its _meta */
-			answer(o, mcp_error_msg(id, RPC_INVALID_REQUEST, json_pack("{s:o}", "supported", versions_json()),
-						"Bad Request: unsupported MCP-Protocol-Version %.100s without the "
-						"request's _meta", o->hdr_version));
+		if (o->hdr_version != NULL && v < 0) {
+			o->modern = 1; /* answered as the newest revision says: 400 and -32022 */
+			answer(o, mcp_error_msg(id, RPC_UNSUPPORTED_VERSION, json_pack("{s:o, s:s}", "supported",
+											versions_json(), "requested", o->hdr_version),
+						"Unsupported protocol version: %.100s", o->hdr_version));
 			return;
 		}
+		v = o->hdr_version ? v : LEGACY_HTTP_DEFAULT;
 	} else {
 		v = o->legacy_proto >= 0 ? o->legacy_proto : MCP_MODERN_VERSIONS;
 	}

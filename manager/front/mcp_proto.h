@@ -57,8 +57,9 @@ enum mcp_kind mcp_proto_message(const char *text, size_t len, struct mcp_origin 
 /* The client of this sink went away: its queued calls are dropped (done at once), its running one
  * is cancelled in the manager (done when it ends). */
 void mcp_proto_cancel_sink(struct mcp_sink *s);
-/* The transport stops: wait up to `seconds` for the calls received, then drop the rest. Returns 0,
- * or exits the process when a call is still running (the manager records its end). */
+/* The transport stops: wait up to `seconds` for the calls received, then drop the rest. 0: all
+ * done; 1: a call is still running (left to the manager, which records its end): the caller exits
+ * now, without waiting for it; -1: the worker could not be joined. */
 int mcp_proto_drain(int seconds);
 
 /* A result message for id (result consumed); a modern one carries resultType and serverInfo. */

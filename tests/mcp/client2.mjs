@@ -6,7 +6,7 @@
 //   node client2.mjs --manager BIN --socket PATH --session S --dir DIR
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, statSync, writeFileSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -147,6 +147,11 @@ async function rawChecks(port) {
 		r.json?.error?.code === -32022 && r.json.error.data?.supported?.includes(MODERN) && r.json.error.data.requested === '2099-01-01', r.body);
 	r = await post(port, { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN } } });
 	check('http: _meta without clientCapabilities: 400 and -32602', r.status === 400 && r.json?.error?.code === -32602, r.body);
+	r = await post(port, { jsonrpc: '2.0', id: 3, method: 'tools/list', params: {} });
+	check('http: header 2026-07-28 and no _meta: 400 and -32602', r.status === 400 && r.json?.error?.code === -32602, r.body);
+	r = await post(port, { jsonrpc: '2.0', id: 3, method: 'tools/list', params: {} }, { 'mcp-protocol-version': '1999-01-01' });
+	check('http: an unknown header version and no _meta: 400 and -32022', r.status === 400 && r.json?.error?.code === -32022 &&
+		r.json.error.data?.requested === '1999-01-01', r.body);
 	r = await post(port, { jsonrpc: '2.0', id: 4, method: 'tools/list', params: { _meta: meta() } }, { 'mcp-method': 'tools/call' });
 	check('http: Mcp-Method not the body\'s: 400 and -32020', r.status === 400 && r.json?.error?.code === -32020, r.body);
 	r = await post(port, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'bash', arguments: { command: 'true' }, _meta: meta() } }, { 'mcp-name': 'sh' });
@@ -211,6 +216,7 @@ try {
 	const sock = `${opt.dir}/mcp.sock`;
 	const ux = httpServer(`unix:${sock}`);
 	check('unix: listening', (await ux.ready) === `unix:${sock}`, ux.log());
+	check('unix: the socket is mode 0600', (statSync(sock).mode & 0o777) === 0o600, (statSync(sock).mode & 0o777).toString(8));
 	let r = await raw({ socketPath: sock, method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: meta() } }),
 		headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}`, 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' } });
 	check('unix: discover answered', r.status === 200 && r.json?.result?.supportedVersions?.[0] === MODERN, r.body);
