@@ -29,6 +29,7 @@
 #define READ_DEADLINE_MS 10000          /* the whole request, from accept */
 #define SEND_TIMEOUT_MS 10000
 #define MAX_CONNS 32
+#define CONTINUE "HTTP/1.1 100 Continue\r\n\r\n"
 
 static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static int conns;
@@ -52,7 +53,7 @@ struct conn {
 
 struct req {
 	char *method, *path;
-	const char *auth, *origin, *ctype, *accept, *version, *mcp_method, *mcp_name, *te;
+	const char *auth, *origin, *ctype, *accept, *version, *mcp_method, *mcp_name, *te, *expect;
 	long long clen;
 };
 
@@ -142,6 +143,8 @@ static int head_parse(char *head, struct req *r)
 			rc = header_set(&r->mcp_name, v);
 		else if (strcasecmp(line, "transfer-encoding") == 0)
 			rc = header_set(&r->te, v);
+		else if (strcasecmp(line, "expect") == 0)
+			rc = header_set(&r->expect, v);
 		else if (strcasecmp(line, "content-length") == 0)
 			rc = header_set(&clen, v);
 		if (rc < 0)
@@ -319,6 +322,8 @@ static void conn_answer(struct conn *c)
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
+		struct timespec until;
+
 		while (json_array_size(c->pending) > 0) {
 			json_t *m = json_incref(json_array_get(c->pending, 0));
 
@@ -336,8 +341,6 @@ static void conn_answer(struct conn *c)
 		}
 		if (c->done)
 			break;
-		struct timespec until;
-
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_nsec += 250 * 1000000L;
 		if (until.tv_nsec >= 1000000000L)
@@ -406,6 +409,10 @@ static int conn_read(struct conn *c, struct req *r)
 	if (r->clen > (long long)BODY_CAP)
 		return reply_error(c->fd, 413, NULL, RPC_INVALID_REQUEST, "the message is over 4194304 bytes"), -1;
 	c->body_len = (size_t)r->clen;
+	/* curl, for one, waits for this before sending a body over 1 KiB. */
+	if (r->expect != NULL && strcasecmp(r->expect, "100-continue") == 0 && have == head_len &&
+	    fd_write_all(c->fd, CONTINUE, sizeof CONTINUE - 1) < 0)
+		return -1;
 	if ((c->body = malloc(c->body_len + 1)) == NULL)
 		return reply_error(c->fd, 503, NULL, RPC_INTERNAL, "out of memory"), -1;
 	have -= head_len;

@@ -164,6 +164,8 @@ async function rawChecks(port) {
 	check('http: a raw call: 200 application/json, resultType complete', r.status === 200 &&
 		/^application\/json/.test(r.headers?.['content-type'] ?? '') && r.json?.result?.resultType === 'complete' &&
 		/^over-http\n/.test(text(r.json.result)), r.body);
+	r = await post(port, { jsonrpc: '2.0', id: 8, method: 'server/discover', params: { _meta: meta() } }, { expect: '100-continue' });
+	check('http: Expect: 100-continue is answered, then the request', r.status === 200 && r.json?.result?.resultType === 'complete', r.body);
 	r = await post(port, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 99 } });
 	check('http: a notification: 202 with no body', r.status === 202 && r.body === '', JSON.stringify(r));
 	r = await raw({ port, headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}`, 'content-length': String(5 << 20) } });
