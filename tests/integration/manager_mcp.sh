@@ -51,3 +51,67 @@ test_manager_mcp_output() {
 	mgr_repo && mgr_start && mgr_session && mcp_output_checks
 }
 t manager_mcp_output test_manager_mcp_output
+
+# The v2 client (@modelcontextprotocol/client, tests/mcp/client2.mjs) statelessly at 2026-07-28 over
+# stdio and Streamable HTTP (loopback TCP and a unix socket): discover, list, call; and the HTTP
+# transport's token, Origin, bounds, deadline, cancellation by a closed connection, and refusals.
+test_manager_mcp_v2() {
+	local node
+	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/client/package.json" ||
+		skip "tests/mcp/node_modules has no @modelcontextprotocol/client readable by $RUN_USER: run cd tests/mcp && npm ci"
+	mgr_repo && mgr_start && mgr_session
+	mkdir -p "$TD/mcp2" && chown "$RUN_USER:" "$TD/mcp2" && chmod 0700 "$TD/mcp2"
+	timeout -k 5 180 "${AS[@]}" "$node" "$MCP_TESTS/client2.mjs" --manager "$MANAGER" --socket "$MSOCK" \
+		--session "$SID" --dir "$TD/mcp2" >"$TD/mcp2.out" 2>&1
+	RC=$?
+	sed 's/^/      /' "$TD/mcp2.out"
+	assert_eq "the MCP v2 client's exit code" 0 "$RC"
+	grep -q '^ok   http: a raw call: 200 application/json' "$TD/mcp2.out" || bad "the client did not reach the HTTP checks"
+}
+t manager_mcp_v2 test_manager_mcp_v2
+
+# The official conformance suite (@modelcontextprotocol/conformance, tests/mcp/conformance.mjs) over
+# Streamable HTTP on loopback, at its latest spec version (2026-07-28) and at 2025-11-25: every
+# scenario passes, or fails for a reason listed there (a one-tool server's design); nothing else.
+test_manager_mcp_conformance() {
+	local node
+	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/conformance/package.json" ||
+		skip "tests/mcp/node_modules has no @modelcontextprotocol/conformance readable by $RUN_USER: run cd tests/mcp && npm ci"
+	mgr_repo && mgr_start && mgr_session
+	mkdir -p "$TD/conf" && chown "$RUN_USER:" "$TD/conf" && chmod 0700 "$TD/conf"
+	# HOME: the suite may write a cache there; the test user's own, inside this test.
+	timeout -k 5 600 "${AS[@]}" env HOME="$TD/conf" "$node" "$MCP_TESTS/conformance.mjs" --manager "$MANAGER" \
+		--socket "$MSOCK" --session "$SID" --dir "$TD/conf" >"$TD/conf.out" 2>&1
+	RC=$?
+	grep -v '^ok   conformance.*: no unexpected failure$' "$TD/conf.out" | sed 's/^/      /'
+	assert_eq "the conformance run's exit code" 0 "$RC"
+	grep -q '^ok   conformance latest: server-stateless: no unexpected failure' "$TD/conf.out" ||
+		bad "the 2026-07-28 stateless scenario did not run"
+}
+t manager_mcp_conformance test_manager_mcp_conformance
+
+# The MCP Inspector's CLI (@modelcontextprotocol/inspector 0.14.3, --cli) lists and calls the tool
+# over stdio (its CLI has no Streamable HTTP client).
+test_manager_mcp_inspector() {
+	local node inspector=$MCP_TESTS/node_modules/@modelcontextprotocol/inspector/cli/build/cli.js
+	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	as_user test -r "$inspector" || skip "tests/mcp/node_modules has no inspector readable by $RUN_USER: run cd tests/mcp && npm ci"
+	mgr_repo && mgr_start && mgr_session
+	timeout -k 5 60 "${AS[@]}" env HOME="$TD" "$node" "$inspector" --cli "$MANAGER" mcp --session "$SID" --socket "$MSOCK" \
+		--method tools/list >"$TD/insp-list.json" 2>"$TD/insp.err"
+	RC=$?
+	assert_eq "inspector tools/list exit code (stderr: $(head -c 300 "$TD/insp.err"))" 0 "$RC"
+	assert_eq "inspector: the tools" "bash" "$(jq -r '[.tools[].name] | join(",")' "$TD/insp-list.json")"
+	assert_eq "inspector: the command is required" '["command"]' "$(jq -c '.tools[0].inputSchema.required' "$TD/insp-list.json")"
+	timeout -k 5 60 "${AS[@]}" env HOME="$TD" "$node" "$inspector" --cli "$MANAGER" mcp --session "$SID" --socket "$MSOCK" \
+		--method tools/call --tool-name bash --tool-arg 'command=echo inspected; exit 2' >"$TD/insp-call.json" 2>"$TD/insp.err"
+	RC=$?
+	assert_eq "inspector tools/call exit code (stderr: $(head -c 300 "$TD/insp.err"))" 0 "$RC"
+	assert_eq "inspector: the call's text" "inspected
+exit code 2" "$(jq -r '.content[0].text' "$TD/insp-call.json")"
+	assert_eq "inspector: the exit code in structuredContent" 2 "$(jq -r '.structuredContent.exit_code' "$TD/insp-call.json")"
+	assert_eq "inspector: isError" false "$(jq -r '.isError' "$TD/insp-call.json")"
+}
+t manager_mcp_inspector test_manager_mcp_inspector

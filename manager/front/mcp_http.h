@@ -1,0 +1,29 @@
+/* The Streamable HTTP transport of `sandbox-manager mcp --http ADDR --token-file F`: JSON-RPC over
+ * POST /mcp on a unix socket or a loopback address and nothing else, each request checked for its
+ * bearer token and its Origin, read within bounds and a deadline (docs/operations.md). */
+#ifndef SB_MCP_HTTP_H
+#define SB_MCP_HTTP_H
+
+#include <sys/un.h>
+
+#include "error.h"
+
+#define MCP_TOKEN_MIN 16
+#define MCP_TOKEN_CAP 512
+
+/* The listener (mcp_http_listen.c) and what each connection checks against (mcp_http.c). */
+struct mcp_http {
+	int fd;
+	char unix_path[sizeof ((struct sockaddr_un *)0)->sun_path]; /* removed on the way out; "" for TCP */
+	char token[MCP_TOKEN_CAP + 1];
+	size_t token_len;
+};
+
+/* Check the address and the token file, and listen; NULL with err when either is refused. */
+struct mcp_http *mcp_http_open(const char *addr, const char *token_file, struct sb_err *err);
+/* Serve until SIGTERM or SIGINT (mcp_proto_start first); returns the exit code. */
+int mcp_http_serve(struct mcp_http *h);
+/* Serve one accepted connection on its own thread (fd is consumed). */
+void mcp_http_conn_start(const struct mcp_http *h, int fd);
+
+#endif

@@ -1,0 +1,8 @@
+// Module resolution hooks for register.mjs: only the conformance package's `fs` is redirected.
+const shim = new URL('./fs-globsync.mjs', import.meta.url).href;
+
+export async function resolve(specifier, context, next) {
+	if ((specifier === 'fs' || specifier === 'node:fs') && context.parentURL?.includes('/@modelcontextprotocol/conformance/'))
+		return { url: shim, shortCircuit: true };
+	return next(specifier, context);
+}
