@@ -4,7 +4,8 @@
  *   manager, outside     - prepare(), stop(), evidence(), adopt(): plans the root, clones, writes the
  *                          id maps, waits for the socket; proves the end through a pidfd.
  *   sandbox init, inside - the clone between clone() and execve() of the agent: builds the root from
- *                          the steps the manager prepared, pivots into it, executes the agent.
+ *                          the steps the manager prepared, pivots into it, executes the agent. Its
+ *                          code is sandbox-agent/sandbox_init.c, read beside the agent's own init.
  * Must never: allocate or call glibc fork/malloc after clone (the manager is multi-threaded); follow a
  * symbolic link while building the root (workspace content is written by commands); say a sandbox is
  * gone without seeing its PID-namespace init exit through a pidfd.
@@ -43,6 +44,7 @@
 #include "log.h"
 #include "nsspawn.h"
 #include "pathfmt.h"
+#include "sandbox_init.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -81,15 +83,11 @@
 #define READY_MS 10000        /* the agent: from execve to a socket that accepts (ASan builds are slow) */
 #define ABORT_MS 5000         /* a failed prepare: from SIGKILL to the reaped init */
 #define LOG_TAIL_BYTES 600    /* of agent.log, in the message of a failed prepare */
-#define INIT_EXIT_SETUP_FAILED 125
 #define CGROUP_RMDIR_TRIES 50       /* 10 ms apart: a cgroup empties a moment after its last process is reaped */
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
 
-#define AGENT_INSIDE "/.sandbox/bin/sandbox-agent"
-#define EMPTY_INSIDE "/.sandbox/empty"
-#define PUT_OLD ".oldroot"
 
 /* Mount attributes every bind and tmpfs gets unless it must hold device nodes or executables. */
 #define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
@@ -121,33 +119,6 @@ static struct process *process_of(struct backend *be)
 	return (struct process *)be;
 }
 
-/* ------------------------------------------------------------------ the steps of the root */
-
-enum step_kind {
-	STEP_TMPFS,   /* a fresh tmpfs at path (mode, size), sealed read-only at the end when seal */
-	STEP_BIND,    /* source (a host path, or a path inside the new root) at path, recursively */
-	STEP_SYMLINK, /* a symbolic link at path whose text is source */
-	STEP_FILE,    /* an empty file at path */
-	STEP_PROC,    /* a fresh procfs of the sandbox's PID namespace at path */
-};
-
-struct step {
-	enum step_kind kind;
-	char *path;          /* inside the sandbox: absolute, no '.', '..' or empty components */
-	char *source;        /* STEP_BIND: where from; STEP_SYMLINK: the link's text */
-	bool source_inside;  /* STEP_BIND: source is a path in the new root (resolved beneath it) */
-	bool seal;           /* STEP_TMPFS: read-only once the root is complete */
-	bool anchor;         /* STEP_BIND: a directory bound onto itself so that it cannot be renamed */
-	const char *mode;    /* STEP_TMPFS: mode of its root directory */
-	uint64_t size;       /* STEP_TMPFS: bytes (size= and a matching nr_inodes=); 0: sealed, never filled */
-	uint64_t attrs;      /* MOUNT_ATTR_* of the new mount (STEP_BIND: recursively) */
-	int mnt_fd;          /* sandbox init: the tmpfs, kept until it is sealed */
-};
-
-struct steps {
-	struct step *v;
-	size_t n, cap;
-};
 
 static void steps_free(struct steps *s)
 {
@@ -636,258 +607,6 @@ static int launch_fds(struct launch *l, struct sb_err *err)
 	return 0;
 }
 
-/* ================================================================== sandbox init, inside
- * Runs in the clone: a copy of the manager's memory, one thread. Reads the launch and its steps,
- * writes only to its stack and the steps' mnt_fd, allocates nothing, reports a failed step over the
- * error pipe and dies. */
-
-/* Tell the manager what failed and die at once: prepare() fails with this message, never with
- * "child exited 125". */
-__attribute__((noreturn)) static void die_report(int error_fd, const struct sb_err *err)
-{
-	spawn_die(error_fd, "sandbox init", err, INIT_EXIT_SETUP_FAILED);
-}
-
-/* The clone holds a copy of every descriptor of the manager (its database, clients' sockets, other
- * sandboxes' pipes). Keep only our four, so none of them stays open while the root is built. */
-static int fds_keep_only(const struct launch *l, struct sb_err *err)
-{
-	unsigned keep[4] = { (unsigned)l->go[0], (unsigned)l->error[1], (unsigned)l->log_fd, (unsigned)l->null_fd };
-
-	return spawn_fds_keep(keep, 4, err);
-}
-
-static int run_tmpfs(struct step *st, int root, struct sb_err *err)
-{
-	int mnt = mfd_fs_new("tmpfs", st->mode, st->size, st->attrs, st->path, err);
-
-	if (mnt < 0)
-		return -1;
-	if (mfd_attach(mnt, root, st->path, true, err) < 0) {
-		close(mnt);
-		return -1;
-	}
-	if (st->seal)
-		st->mnt_fd = mnt; /* read-only once everything inside is mounted */
-	else
-		close(mnt);
-	return 0;
-}
-
-static int run_proc(const struct step *st, int root, struct sb_err *err)
-{
-	/* Mounted from inside the new PID namespace, it shows only the sandbox's processes. The
-	 * kernel allows it because the host's /proc is fully visible in our (copied) mount tree. */
-	cleanup_close int mnt = mfd_fs_new("proc", NULL, 0, st->attrs, st->path, err);
-
-	if (mnt < 0)
-		return -1;
-	return mfd_attach(mnt, root, st->path, true, err);
-}
-
-static int run_bind(const struct step *st, int root, struct sb_err *err)
-{
-	cleanup_close int src = -1, mnt = -1;
-	struct stat sb;
-
-	/* An anchor's directory may not exist yet in the host directory it lies in: made (and
-	 * opened) the way every mount point is, refusing links. */
-	if (st->anchor) {
-		src = mfd_mountpoint_make(root, st->path, true, err);
-		if (src < 0)
-			return -1;
-		close(src);
-	}
-	/* The source is opened without following any link: a plan path is canonical, so a link on
-	 * the way can only be one a command planted in a writable workspace directory. */
-	src = st->source_inside ? mfd_open_nofollow(root, st->source + 1, O_PATH) : mfd_open_nofollow(AT_FDCWD, st->source, O_PATH);
-	if (src < 0 || fstat(src, &sb) < 0)
-		return sb_fail_errno(err, "opening %s to mount it at %s", st->source, st->path);
-	/* A recursive copy, its attributes set before it is attached: never visible writable. */
-	mnt = mfd_clone_tree(src, st->attrs, st->source, err);
-	if (mnt < 0)
-		return -1;
-	return mfd_attach(mnt, root, st->path, S_ISDIR(sb.st_mode), err);
-}
-
-static int run_symlink(const struct step *st, int root, struct sb_err *err)
-{
-	char parent[PATH_MAX];
-	const char *name = strrchr(st->path, '/') + 1;
-	size_t plen = (size_t)(name - st->path);
-	cleanup_close int pfd = -1;
-
-	memcpy(parent, st->path + 1, plen > 1 ? plen - 2 : 0);
-	parent[plen > 1 ? plen - 2 : 0] = '\0';
-	pfd = mfd_dir_make_beneath(root, parent);
-	if (pfd < 0)
-		return sb_fail_errno(err, "making the directories that lead to %s", st->path);
-	if (symlinkat(st->source, pfd, name) < 0)
-		return sb_fail_errno(err, "making the link %s -> %s", st->path, st->source);
-	return 0;
-}
-
-static int run_file(const struct step *st, int root, struct sb_err *err)
-{
-	cleanup_close int fd = mfd_mountpoint_make(root, st->path, false, err);
-
-	return fd < 0 ? -1 : 0;
-}
-
-static int root_steps(struct launch *l, int root, struct sb_err *err)
-{
-	for (size_t i = 0; i < l->steps.n; i++) {
-		struct step *st = &l->steps.v[i];
-		int rc = -1;
-
-		switch (st->kind) {
-		case STEP_TMPFS: rc = run_tmpfs(st, root, err); break;
-		case STEP_BIND: rc = run_bind(st, root, err); break;
-		case STEP_SYMLINK: rc = run_symlink(st, root, err); break;
-		case STEP_FILE: rc = run_file(st, root, err); break;
-		case STEP_PROC: rc = run_proc(st, root, err); break;
-		}
-		if (rc < 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* The new root: a tmpfs on <private_dir>/root, seen only in this mount namespace. Returns its
- * mount descriptor (also the directory everything else is resolved beneath) or -1. */
-static int root_mount(const struct launch *l, struct sb_err *err)
-{
-	cleanup_close int target = -1;
-	int mnt;
-
-	/* Private first: otherwise every mount below would propagate to the host's peer groups. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return sb_fail_errno(err, "making the mount tree private");
-	target = mfd_open_nofollow(AT_FDCWD, l->root, O_PATH | O_DIRECTORY);
-	if (target < 0)
-		return sb_fail_errno(err, "opening the new root's mount point %s", l->root);
-	mnt = mfd_fs_new("tmpfs", "0755", 0, ATTR_SAFE, "/", err);
-	if (mnt < 0)
-		return -1;
-	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
-		sb_fail_errno(err, "mounting the new root at %s", l->root);
-		close(mnt);
-		return -1;
-	}
-	return mnt;
-}
-
-/* pivot_root into the new root and detach the host's tree for good: from here on nothing of the host
- * is reachable but what the steps bound. Then the tmpfs directories turn read-only. */
-static int root_enter(struct launch *l, int root, struct sb_err *err)
-{
-	char seen[PATH_MAX];
-
-	if (mkdirat(root, PUT_OLD, 0700) < 0)
-		return sb_fail_errno(err, "making /%s", PUT_OLD);
-	if (fchdir(root) < 0)
-		return sb_fail_errno(err, "entering the new root");
-	if (syscall(SYS_pivot_root, ".", PUT_OLD) < 0)
-		return sb_fail_errno(err, "pivot_root into %s", l->root);
-	if (umount2(PUT_OLD, MNT_DETACH) < 0)
-		return sb_fail_errno(err, "detaching the host's root");
-	if (unlinkat(root, PUT_OLD, AT_REMOVEDIR) < 0)
-		return sb_fail_errno(err, "removing /%s", PUT_OLD);
-	if (chdir("/") < 0)
-		return sb_fail_errno(err, "entering /");
-	if (mfd_seal(root, "/", err) < 0)
-		return -1;
-	for (size_t i = 0; i < l->steps.n; i++)
-		if (l->steps.v[i].mnt_fd >= 0 && mfd_seal(l->steps.v[i].mnt_fd, l->steps.v[i].path, err) < 0)
-			return -1;
-	if (l->workdir == NULL)
-		return 0;
-	/* After the view is final, so the path resolves in the sandbox's world. */
-	if (chdir(l->workdir) < 0)
-		return sb_fail_errno(err, "entering the working directory %s", l->workdir);
-	if (getcwd(seen, sizeof seen) == NULL)
-		return sb_fail_errno(err, "reading back the working directory");
-	if (strcmp(seen, l->workdir) != 0)
-		return sb_fail(err, EXDEV, "working directory %s resolves to %s inside the sandbox", l->workdir, seen);
-	return 0;
-}
-
-static int stdio_attach(const struct launch *l, struct sb_err *err)
-{
-	/* All our descriptors are above 2 (fd_above_stdio), so nothing is clobbered here; dup2 leaves
-	 * 0-2 without close-on-exec, as execve needs. */
-	if (dup2(l->null_fd, 0) < 0 || dup2(l->log_fd, 1) < 0 || dup2(l->log_fd, 2) < 0)
-		return sb_fail_errno(err, "attaching stdin to /dev/null and stdout, stderr to %s", l->d.log);
-	return 0;
-}
-
-__attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
-{
-	struct sb_err err;
-	int root;
-	char go;
-
-	/* sandbox init, inside: PID 1 of the new PID namespace, in the new user namespace. */
-	if (spawn_signals_default(&err) < 0 || fds_keep_only(l, &err) < 0)
-		die_report(l->error[1], &err);
-	/* A session of its own: a signal aimed at the manager's process group or terminal is not
-	 * aimed at the sandbox. */
-	if (setsid() < 0) {
-		sb_fail_errno(&err, "setsid");
-		die_report(l->error[1], &err);
-	}
-	/* Wait for the id maps: until they are written we hold no capability in our namespace. End
-	 * of file means the manager gave up (or died): leave quietly. */
-	if (read(l->go[0], &go, 1) != 1)
-		_exit(INIT_EXIT_SETUP_FAILED);
-	close(l->go[0]);
-	/* Become the sandbox's own ids, N inside as outside (the maps are 1:1). An unprivileged
-	 * manager's clone is N already; a root manager's is host 0, which has no mapping here, and
-	 * files made with an unmapped owner fail (EOVERFLOW). The change keeps every capability of
-	 * the namespace: the kernel clears them on a setuid only when it leaves the namespace's
-	 * uid 0 (cap_emulate_setxuid), and host 0 is not that uid here, nothing is. Raw syscalls:
-	 * glibc's wrappers would signal the manager's threads, which do not exist here. */
-	/* A root manager's supplementary groups are host groups (root's 0 among them): gone before
-	 * anything runs here. Its maps left setgroups open for this one call, which needs the
-	 * namespace's CAP_SETGID: after the agent's execve nothing here holds it again. */
-	if (l->groups_drop && syscall(SYS_setgroups, 0, NULL) < 0) {
-		sb_fail_errno(&err, "dropping the supplementary groups");
-		die_report(l->error[1], &err);
-	}
-	if (syscall(SYS_setresgid, l->d.host_gid, l->d.host_gid, l->d.host_gid) < 0 ||
-	    syscall(SYS_setresuid, l->d.host_uid, l->d.host_uid, l->d.host_uid) < 0) {
-		sb_fail_errno(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)l->d.host_uid,
-			      (unsigned)l->d.host_gid);
-		die_report(l->error[1], &err);
-	}
-	/* The root, while we hold the namespace's CAP_SYS_ADMIN (every capability: the first
-	 * process of a new user namespace holds the full set in it, whatever its uid). */
-	root = root_mount(l, &err);
-	if (root < 0 || root_steps(l, root, &err) < 0 || root_enter(l, root, &err) < 0)
-		die_report(l->error[1], &err);
-	if (stdio_attach(l, &err) < 0)
-		die_report(l->error[1], &err);
-	/* No execve may ever grant more (setuid files, file capabilities) to the agent or below. */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		sb_fail_errno(&err, "setting no_new_privs");
-		die_report(l->error[1], &err);
-	}
-	/* Everything above 2 closes at execve (the error pipe stays usable until then): the agent
-	 * starts with stdin, stdout and stderr only. */
-	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
-		sb_fail_errno(&err, "close_range");
-		die_report(l->error[1], &err);
-	}
-	/* The execve drops every capability, as bubblewrap's does for its unprivileged user: the
-	 * kernel gives the full set at execve only to the namespace's uid 0 (cap_bprm_creds_from_file),
-	 * which nothing maps, and otherwise only what the file's capabilities grant (the agent's
-	 * binary has none; the sandbox's tests check CapEff). So the agent starts as uid N with
-	 * CapEff, CapPrm and CapAmb empty, and builds its per-command namespaces unprivileged. */
-	execve(AGENT_INSIDE, l->d.argv, l->d.envp);
-	sb_fail_errno(&err, "executing the agent (%s inside the sandbox, %s on the host)", AGENT_INSIDE, l->agent);
-	die_report(l->error[1], &err);
-}
-
 /* ================================================================== manager, outside */
 
 /* clone3 into the sandbox's namespaces with a pidfd; clone() where clone3 is missing. The user
@@ -895,11 +614,17 @@ __attribute__((noreturn)) static void sandbox_init_main(struct launch *l)
  * sandbox_init_main and never returns. */
 static pid_t sandbox_clone(struct launch *l, int *pidfd, struct sb_err *err)
 {
+	struct sandbox_init init = {
+		.root = l->root, .steps = &l->steps, .workdir = l->workdir, .agent = l->agent, .log = l->d.log,
+		.argv = l->d.argv, .envp = l->d.envp, .uid = l->d.host_uid, .gid = l->d.host_gid,
+		.groups_drop = l->groups_drop, .go_fd = l->go[0], .error_fd = l->error[1], .log_fd = l->log_fd,
+		.null_fd = l->null_fd,
+	};
 	pid_t pid = spawn_clone_into(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
 				     l->cgroup_fd, pidfd, err);
 
 	if (pid == 0)
-		sandbox_init_main(l);
+		sandbox_init_main(&init);
 	if (pid < 0)
 		sb_err_prefix(err, "creating the sandbox's user, PID, mount, IPC and UTS namespaces");
 	return pid;
