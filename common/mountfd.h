@@ -13,6 +13,10 @@
 
 #include "error.h"
 
+/* Mount attributes (MOUNT_ATTR_* of <sys/mount.h>) every bind and tmpfs of a view gets unless it
+ * must hold device nodes or executables. */
+#define MFD_ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+
 /* openat2 that follows no symbolic link (nor /proc magic link) anywhere in path and, from a
  * directory descriptor (not AT_FDCWD), nothing that would resolve outside it. O_CLOEXEC is added.
  * Returns the descriptor or -1 with errno. */
@@ -43,5 +47,13 @@ int mfd_clone_tree(int src, uint64_t attrs, const char *what, struct sb_err *err
 
 /* Read-only, on this mount only (what is mounted inside keeps its own mode). */
 int mfd_seal(int mnt, const char *what, struct sb_err *err);
+
+/* The first step of a new mount namespace: every mount private, recursively, so that nothing
+ * mounted from here on propagates to the host's peer groups. */
+int mfd_tree_private(struct sb_err *err);
+
+/* The last step: enter cwd (absolute) once the view is final, so that it resolves in the
+ * sandbox's world, and refuse one that resolves elsewhere (EXDEV). */
+int mfd_cwd_enter(const char *cwd, struct sb_err *err);
 
 #endif

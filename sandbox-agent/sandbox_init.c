@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/close_range.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -20,11 +19,7 @@
 #include "mountfd.h"
 #include "nsspawn.h"
 
-#define INIT_EXIT_SETUP_FAILED 125
 #define PUT_OLD ".oldroot"
-
-/* Mount attributes every bind and tmpfs gets unless it must hold device nodes or executables. */
-#define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
 static void cleanup_closep(const int *fd)
 {
@@ -38,7 +33,7 @@ static void cleanup_closep(const int *fd)
  * "child exited 125". */
 __attribute__((noreturn)) static void die_report(int error_fd, const struct sb_err *err)
 {
-	spawn_die(error_fd, "sandbox init", err, INIT_EXIT_SETUP_FAILED);
+	spawn_die(error_fd, "sandbox init", err, SPAWN_EXIT_SETUP_FAILED);
 }
 
 /* The clone holds a copy of every descriptor of the manager (its database, clients' sockets, other
@@ -154,12 +149,12 @@ static int root_mount(const struct sandbox_init *l, struct sb_err *err)
 	int mnt;
 
 	/* Private first: otherwise every mount below would propagate to the host's peer groups. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return sb_fail_errno(err, "making the mount tree private");
+	if (mfd_tree_private(err) < 0)
+		return -1;
 	target = mfd_open_nofollow(AT_FDCWD, l->root, O_PATH | O_DIRECTORY);
 	if (target < 0)
 		return sb_fail_errno(err, "opening the new root's mount point %s", l->root);
-	mnt = mfd_fs_new("tmpfs", "0755", 0, ATTR_SAFE, "/", err);
+	mnt = mfd_fs_new("tmpfs", "0755", 0, MFD_ATTR_SAFE, "/", err);
 	if (mnt < 0)
 		return -1;
 	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
@@ -174,8 +169,6 @@ static int root_mount(const struct sandbox_init *l, struct sb_err *err)
  * is reachable but what the steps bound. Then the tmpfs directories turn read-only. */
 static int root_enter(struct sandbox_init *l, int root, struct sb_err *err)
 {
-	char seen[PATH_MAX];
-
 	if (mkdirat(root, PUT_OLD, 0700) < 0)
 		return sb_fail_errno(err, "making /%s", PUT_OLD);
 	if (fchdir(root) < 0)
@@ -193,16 +186,7 @@ static int root_enter(struct sandbox_init *l, int root, struct sb_err *err)
 	for (size_t i = 0; i < l->steps->n; i++)
 		if (l->steps->v[i].mnt_fd >= 0 && mfd_seal(l->steps->v[i].mnt_fd, l->steps->v[i].path, err) < 0)
 			return -1;
-	if (l->workdir == NULL)
-		return 0;
-	/* After the view is final, so the path resolves in the sandbox's world. */
-	if (chdir(l->workdir) < 0)
-		return sb_fail_errno(err, "entering the working directory %s", l->workdir);
-	if (getcwd(seen, sizeof seen) == NULL)
-		return sb_fail_errno(err, "reading back the working directory");
-	if (strcmp(seen, l->workdir) != 0)
-		return sb_fail(err, EXDEV, "working directory %s resolves to %s inside the sandbox", l->workdir, seen);
-	return 0;
+	return l->workdir == NULL ? 0 : mfd_cwd_enter(l->workdir, err);
 }
 
 static int stdio_attach(const struct sandbox_init *l, struct sb_err *err)
@@ -232,7 +216,7 @@ void sandbox_init_main(struct sandbox_init *l)
 	/* Wait for the id maps: until they are written we hold no capability in our namespace. End
 	 * of file means the manager gave up (or died): leave quietly. */
 	if (read(l->go_fd, &go, 1) != 1)
-		_exit(INIT_EXIT_SETUP_FAILED);
+		_exit(SPAWN_EXIT_SETUP_FAILED);
 	close(l->go_fd);
 	/* Become the sandbox's own ids, N inside as outside (the maps are 1:1). An unprivileged
 	 * manager's clone is N already; a root manager's is host 0, which has no mapping here, and
@@ -247,10 +231,8 @@ void sandbox_init_main(struct sandbox_init *l)
 		sb_fail_errno(&err, "dropping the supplementary groups");
 		die_report(l->error_fd, &err);
 	}
-	if (syscall(SYS_setresgid, l->gid, l->gid, l->gid) < 0 ||
-	    syscall(SYS_setresuid, l->uid, l->uid, l->uid) < 0) {
-		sb_fail_errno(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)l->uid,
-			      (unsigned)l->gid);
+	if (spawn_ids_set(l->uid, l->gid, &err) < 0) {
+		sb_err_prefix(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)l->uid, (unsigned)l->gid);
 		die_report(l->error_fd, &err);
 	}
 	/* The root, while we hold the namespace's CAP_SYS_ADMIN (every capability: the first
@@ -267,10 +249,8 @@ void sandbox_init_main(struct sandbox_init *l)
 	}
 	/* Everything above 2 closes at execve (the error pipe stays usable until then): the agent
 	 * starts with stdin, stdout and stderr only. */
-	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
-		sb_fail_errno(&err, "close_range");
+	if (spawn_fds_cloexec_above_stdio(&err) < 0)
 		die_report(l->error_fd, &err);
-	}
 	/* The execve drops every capability, as bubblewrap's does for its unprivileged user: the
 	 * kernel gives the full set at execve only to the namespace's uid 0 (cap_bprm_creds_from_file),
 	 * which nothing maps, and otherwise only what the file's capabilities grant (the agent's

@@ -89,8 +89,6 @@
 #endif
 
 
-/* Mount attributes every bind and tmpfs gets unless it must hold device nodes or executables. */
-#define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
 static void cleanup_freep(void *p)
 {
@@ -328,12 +326,12 @@ static int steps_etc_entry(struct steps *s, const char *entry, struct sb_err *er
 	}
 	if (!others_may_read(&st) || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
 		return 0;
-	return step_bind(s, inside, real ? real : host, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err);
+	return step_bind(s, inside, real ? real : host, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err);
 }
 
 static int steps_etc(struct steps *s, struct sb_err *err)
 {
-	if (step_tmpfs(s, "/etc", "0755", ATTR_SAFE | MOUNT_ATTR_NOEXEC, true, 0, err) < 0)
+	if (step_tmpfs(s, "/etc", "0755", MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, true, 0, err) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof etc_entries / sizeof etc_entries[0]; i++)
 		if (steps_etc_entry(s, etc_entries[i], err) < 0)
@@ -362,7 +360,7 @@ static int steps_dev(struct steps *s, uint64_t shm_bytes, struct sb_err *err)
 	for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
 		if (step_symlink(s, links[i][0], links[i][1], err) < 0)
 			return -1;
-	return step_tmpfs(s, "/dev/shm", "1777", ATTR_SAFE, false, shm_bytes, err);
+	return step_tmpfs(s, "/dev/shm", "1777", MFD_ATTR_SAFE, false, shm_bytes, err);
 }
 
 /* The step whose mount holds `path` in the finished root: the deepest mount point on the way to
@@ -423,7 +421,7 @@ static int steps_anchor(struct steps *s, const char *target, struct sb_err *err)
 		if (holder == NULL || strcmp(holder->path, anc) == 0 || !step_writable(holder))
 			continue; /* in the sealed root, a mount point already, or read-only */
 		if (holder->kind == STEP_TMPFS) {
-			if (step_tmpfs(s, anc, "0755", ATTR_SAFE, true, 0, err) < 0)
+			if (step_tmpfs(s, anc, "0755", MFD_ATTR_SAFE, true, 0, err) < 0)
 				return -1;
 		} else {
 			struct step t = { .kind = STEP_BIND, .attrs = holder->attrs, .source_inside = true,
@@ -510,19 +508,19 @@ static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct 
 		}
 		switch (e->mode) {
 		case MOUNT_RW:
-			rc = step_bind(s, e->target, e->source, ATTR_SAFE, err);
+			rc = step_bind(s, e->target, e->source, MFD_ATTR_SAFE, err);
 			break;
 		case MOUNT_RO:
-			rc = step_bind(s, e->target, e->source, MOUNT_ATTR_RDONLY | ATTR_SAFE, err);
+			rc = step_bind(s, e->target, e->source, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE, err);
 			break;
 		case MOUNT_HIDDEN:
 			rc = e->is_file ? step_bind_inside(s, e->target, EMPTY_INSIDE,
-							   MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err)
+							   MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err)
 					: step_tmpfs(s, e->target, "0000",
-						     MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, false, 0, err);
+						     MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, false, 0, err);
 			break;
 		case MOUNT_TMPFS:
-			rc = step_tmpfs(s, e->target, "0755", ATTR_SAFE, false, l->set->tmp_bytes, err);
+			rc = step_tmpfs(s, e->target, "0755", MFD_ATTR_SAFE, false, l->set->tmp_bytes, err);
 			break;
 		}
 		if (rc < 0) {
@@ -532,10 +530,10 @@ static int steps_plan(struct launch *l, const struct sandbox_spec *spec, struct 
 	}
 	if (spec->credentials_dir != NULL &&
 	    (steps_anchor(s, l->d.credentials, err) < 0 ||
-	     step_bind(s, l->d.credentials, l->d.credentials, MOUNT_ATTR_RDONLY | ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0))
+	     step_bind(s, l->d.credentials, l->d.credentials, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0))
 		return -1;
 	for (size_t i = 0; i < 3; i++) {
-		uint64_t attrs = ATTR_SAFE | MOUNT_ATTR_NOEXEC | (privates[i][1][1] == 'o' ? MOUNT_ATTR_RDONLY : 0);
+		uint64_t attrs = MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC | (privates[i][1][1] == 'o' ? MOUNT_ATTR_RDONLY : 0);
 
 		if (steps_anchor(s, privates[i][0], err) < 0 || step_bind(s, privates[i][0], privates[i][0], attrs, err) < 0)
 			return -1;
@@ -549,10 +547,10 @@ static int launch_steps(struct launch *l, const struct sandbox_spec *spec, struc
 	struct steps *s = &l->steps;
 
 	if (steps_system(s, err) < 0 || step_simple(s, STEP_FILE, EMPTY_INSIDE, 0, err) < 0 ||
-	    step_bind(s, AGENT_INSIDE, l->agent, MOUNT_ATTR_RDONLY | ATTR_SAFE, err) < 0 || steps_etc(s, err) < 0 ||
+	    step_bind(s, AGENT_INSIDE, l->agent, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE, err) < 0 || steps_etc(s, err) < 0 ||
 	    steps_dev(s, l->set->shm_bytes, err) < 0 ||
-	    step_simple(s, STEP_PROC, "/proc", ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0 ||
-	    step_tmpfs(s, "/tmp", "1777", ATTR_SAFE, false, l->set->tmp_bytes, err) < 0 || steps_plan(l, spec, err) < 0) {
+	    step_simple(s, STEP_PROC, "/proc", MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0 ||
+	    step_tmpfs(s, "/tmp", "1777", MFD_ATTR_SAFE, false, l->set->tmp_bytes, err) < 0 || steps_plan(l, spec, err) < 0) {
 		sb_err_prefix(err, "planning the sandbox's root");
 		return -1;
 	}
