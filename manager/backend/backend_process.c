@@ -58,12 +58,17 @@ static int process_limits(struct backend *be, const struct sandbox_handle *h, st
 			  struct sb_err *err)
 {
 	struct process *p = process_of(be);
+	const struct process_handle *ph = process_handle_get(h);
+
 	*out = (struct sandbox_limits){ -1, -1, -1, -1, -1, -1, "" };
-	out->tmp_bytes = tmpfs_size(h->pid, "/tmp");
-	out->shm_bytes = tmpfs_size(h->pid, "/dev/shm");
+	if (ph->magic != PROCESS_HANDLE_MAGIC)
+		return sb_fail(err, EINVAL, "the handle of sandbox '%s' holds no sandbox of the process backend",
+			       h->runtime_id);
+	out->tmp_bytes = tmpfs_size(ph->pid, "/tmp");
+	out->shm_bytes = tmpfs_size(ph->pid, "/dev/shm");
 	if (out->tmp_bytes < 0 && out->shm_bytes < 0)
-		return sb_fail_errno(err, "reading the limits of the sandbox's init (pid %d)", (int)h->pid);
-	return cgroup_limits_read(p, h->cgroup, h->pid, out, err);
+		return sb_fail_errno(err, "reading the limits of the sandbox's init (pid %d)", (int)ph->pid);
+	return cgroup_limits_read(p, ph->cgroup, ph->pid, out, err);
 }
 
 static void process_destroy(struct backend *be)

@@ -56,6 +56,28 @@ static inline struct process *process_of(struct backend *be)
 	return (struct process *)be;
 }
 
+/* What a sandbox_handle's runtime bytes hold for this backend (backend.h: nobody else reads them). */
+#define PROCESS_HANDLE_MAGIC 0x70726f63u /* "proc": filled by prepare(), adopt() */
+
+struct process_handle {
+	uint32_t magic;                 /* PROCESS_HANDLE_MAGIC; anything else: the handle holds nothing */
+	pid_t pid;                      /* the sandbox's init on the host */
+	int pidfd;                      /* -1 when not held */
+	char cgroup[CGROUP_NAME_MAX];   /* its cgroup under the delegated parent, or "" */
+};
+
+_Static_assert(sizeof(struct process_handle) <= SANDBOX_RUNTIME_BYTES, "struct process_handle outgrew the handle");
+
+static inline struct process_handle *process_handle_of(struct sandbox_handle *h)
+{
+	return (struct process_handle *)h->runtime.bytes;
+}
+
+static inline const struct process_handle *process_handle_get(const struct sandbox_handle *h)
+{
+	return (const struct process_handle *)h->runtime.bytes;
+}
+
 /* ---- process_root.c ---- */
 
 /* A sandbox path we mount at must be plain: '..' or '.' could climb out of what the plan meant. */
@@ -104,10 +126,11 @@ int cgroup_limits_read(const struct process *p, const char *name, pid_t pid, str
  * (ENOENT/ESRCH: no such process). */
 int starttime_read(pid_t pid, unsigned long long *out);
 
-/* Wait up to timeout_ms for the init behind pidfd to exit (and reap it when it is our child).
- * 1: exited; 0: still running. */
-int init_wait_exit(int pidfd, int timeout_ms);
+/* Wait up to timeout_ms for the init behind pidfd to exit (and reap it when it is our child:
+ * *reaped, which may be NULL). 1: exited; 0: still running. */
+int init_wait_exit(int pidfd, int timeout_ms, bool *reaped);
 
+/* An empty handle of this backend: no runtime id, no pidfd, no cgroup (and the magic set). */
 void handle_clear(struct sandbox_handle *h);
 
 int process_stop(struct backend *be, struct sandbox_handle *h, struct sb_err *err);

@@ -102,21 +102,23 @@ static int init_pidfd_open(const struct sandbox_handle *h, int *fd, struct sb_er
 	return 1;
 }
 
-/* Our own child is reaped here; an adopted one is someone else's to reap (ECHILD), and its pidfd
- * turning readable already proves it exited. */
-static void init_reap(int pidfd)
+/* Our own child is reaped here (true); an adopted one is someone else's to reap (ECHILD), and its
+ * pidfd turning readable already proves it exited. */
+static bool init_reap(int pidfd)
 {
 	siginfo_t info;
+	int rc;
 
 	memset(&info, 0, sizeof info);
-	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED | WNOHANG) < 0 && errno == EINTR) {
+	while ((rc = waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED | WNOHANG)) < 0 && errno == EINTR) {
 	}
+	return rc == 0 && info.si_pid != 0;
 }
 
 /* Wait up to timeout_ms for the init behind pidfd to exit. 1: exited; 0: still running. A PID
  * namespace's init exits only after the kernel has killed and reaped every other process of the
  * namespace (zap_pid_ns_processes), nested namespaces included: its exit is the sandbox's end. */
-int init_wait_exit(int pidfd, int timeout_ms)
+int init_wait_exit(int pidfd, int timeout_ms, bool *reaped)
 {
 	int64_t deadline = clock_mono_ms() + timeout_ms;
 
@@ -125,7 +127,10 @@ int init_wait_exit(int pidfd, int timeout_ms)
 		int n = poll(&p, 1, clock_remaining_ms(deadline));
 
 		if (n > 0) {
-			init_reap(pidfd);
+			bool ours = init_reap(pidfd);
+
+			if (reaped != NULL)
+				*reaped = ours;
 			return 1;
 		}
 		if (n == 0 || (n < 0 && errno != EINTR) || clock_remaining_ms(deadline) == 0)
@@ -135,63 +140,102 @@ int init_wait_exit(int pidfd, int timeout_ms)
 
 void handle_clear(struct sandbox_handle *h)
 {
+	struct process_handle *ph = process_handle_of(h);
+
 	memset(h, 0, sizeof *h);
-	h->pidfd = -1;
+	ph->magic = PROCESS_HANDLE_MAGIC;
+	ph->pidfd = -1;
+}
+
+/* A handle this backend filled, or err: a zeroed one must never reach a pidfd (descriptor 0 is
+ * no sandbox's init, and a poll on it proves nothing). */
+static struct process_handle *handle_held(struct sandbox_handle *h, struct sb_err *err)
+{
+	struct process_handle *ph = process_handle_of(h);
+
+	if (ph->magic != PROCESS_HANDLE_MAGIC) {
+		sb_fail(err, EINVAL, "the handle of sandbox '%s' holds no sandbox of the process backend", h->runtime_id);
+		return NULL;
+	}
+	return ph;
 }
 
 /* SIGKILL to the sandbox's PID 1: the kernel then kills everything in its PID namespace, nested
  * command namespaces included. A request, not evidence. */
 int process_stop(struct backend *be, struct sandbox_handle *h, struct sb_err *err)
 {
+	struct process_handle *ph = handle_held(h, err);
+
 	(void)be;
-	if (h->pidfd < 0) {
-		int rc = init_pidfd_open(h, &h->pidfd, err);
+	if (ph == NULL)
+		return -1;
+	if (ph->pidfd < 0) {
+		int rc = init_pidfd_open(h, &ph->pidfd, err);
 
 		if (rc != 0)
 			return rc < 0 ? -1 : 0; /* gone already */
 	}
-	if (syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
-		return sb_fail_errno(err, "sending SIGKILL to the sandbox's init (pid %d)", (int)h->pid);
+	if (syscall(SYS_pidfd_send_signal, ph->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		return sb_fail_errno(err, "sending SIGKILL to the sandbox's init (pid %d)", (int)ph->pid);
 	return 0;
 }
 
 /* After the evidence: the sandbox's cgroup is empty now, and goes. A cgroup that will not go is
  * logged (the next start sweeps it); it holds no process, so the evidence stands. */
-static void evidence_cgroup_remove(struct process *p, struct sandbox_handle *h)
+static void evidence_cgroup_remove(struct process *p, struct process_handle *ph)
 {
 	struct sb_err err;
 
-	if (h->cgroup[0] == '\0' || p->cgroup_fd < 0)
+	if (ph->cgroup[0] == '\0' || p->cgroup_fd < 0)
 		return;
-	if (cgroup_remove(p, h->cgroup, &err) < 0)
+	if (cgroup_remove(p, ph->cgroup, &err) < 0)
 		sb_warn("%s", err.msg);
-	h->cgroup[0] = '\0';
+	ph->cgroup[0] = '\0';
 }
 
+/* The evidence, in the words of what was seen: the reaped init (our child), its pidfd turning
+ * readable (an adopted init, someone else's child), or a pid that is free or names a younger
+ * process (the init is gone and was reaped by whoever was its parent). An init adopted after a
+ * restart is the old manager's child, reaped by whoever inherited it. */
 int process_evidence(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err)
 {
-	if (h->pidfd < 0) {
-		int rc = init_pidfd_open(h, &h->pidfd, err);
+	struct process_handle *ph = handle_held(h, err);
+	bool reaped = false;
+
+	if (ph == NULL)
+		return -1;
+	if (h->evidence[0] != '\0' && ph->pidfd < 0)
+		return 0; /* proven before: a sandbox once gone stays gone */
+	if (ph->pidfd < 0) {
+		int rc = init_pidfd_open(h, &ph->pidfd, err);
 
 		if (rc < 0)
 			return -1;
 		if (rc == 1) {
-			evidence_cgroup_remove(process_of(be), h);
-			return 0; /* the pid is free or another process's: ours exited */
+			evidence_cgroup_remove(process_of(be), ph);
+			snprintf(h->evidence, sizeof h->evidence, "init of the sandbox's PID namespace (%s) is gone: "
+				 "its pid is free or names a younger process", h->runtime_id);
+			return 0;
 		}
 	}
-	if (!init_wait_exit(h->pidfd, timeout_ms < 0 ? 0 : timeout_ms))
+	if (!init_wait_exit(ph->pidfd, timeout_ms < 0 ? 0 : timeout_ms, &reaped))
 		return sb_fail(err, ETIMEDOUT, "the sandbox's init (pid %d) did not exit within %d ms: not proven gone",
-			       (int)h->pid, timeout_ms);
-	close(h->pidfd);
-	h->pidfd = -1;
-	evidence_cgroup_remove(process_of(be), h);
+			       (int)ph->pid, timeout_ms);
+	close(ph->pidfd);
+	ph->pidfd = -1;
+	evidence_cgroup_remove(process_of(be), ph);
+	if (reaped)
+		snprintf(h->evidence, sizeof h->evidence, "reaped init of the sandbox's PID namespace (pid %d)", (int)ph->pid);
+	else
+		snprintf(h->evidence, sizeof h->evidence, "init of the sandbox's PID namespace (pid %d) exited: its "
+			 "pidfd turned readable, and it was reaped elsewhere", (int)ph->pid);
 	return 0;
 }
 
 int process_adopt(struct backend *be, const char *runtime_id, const char *address, struct sandbox_handle *h,
-			 struct sb_err *err)
+		  struct sb_err *err)
 {
+	struct process_handle *ph = process_handle_of(h);
 	unsigned long long start;
 	pid_t pid;
 
@@ -203,6 +247,6 @@ int process_adopt(struct backend *be, const char *runtime_id, const char *addres
 		return sb_fail(err, ENAMETOOLONG, "runtime id or address too long");
 	snprintf(h->runtime_id, sizeof h->runtime_id, "%s", runtime_id);
 	snprintf(h->address, sizeof h->address, "%s", address ? address : "");
-	h->pid = pid;
+	ph->pid = pid;
 	return 0; /* the pidfd is opened, start time checked, when stop() or evidence() needs it */
 }

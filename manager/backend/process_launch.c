@@ -182,18 +182,20 @@ static void log_tail(const struct launch *l, char *out, size_t len)
  * err already says what failed; this adds whether the end was proven. */
 static void sandbox_abort(struct sandbox_handle *h, struct sb_err *err)
 {
-	if (h->pidfd < 0)
+	struct process_handle *ph = process_handle_of(h);
+
+	if (ph->pidfd < 0)
 		return;
-	syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
-	if (!init_wait_exit(h->pidfd, ABORT_MS)) {
+	syscall(SYS_pidfd_send_signal, ph->pidfd, SIGKILL, NULL, 0);
+	if (!init_wait_exit(ph->pidfd, ABORT_MS, NULL)) {
 		size_t len = strlen(err->msg);
 
 		snprintf(err->msg + len, sizeof err->msg - len,
 			 " (and the sandbox's init, pid %d, did not exit within %d ms of SIGKILL: its end is NOT "
-			 "proven; the handle keeps its pidfd for evidence())", (int)h->pid, ABORT_MS);
+			 "proven; the handle keeps its pidfd for evidence())", (int)ph->pid, ABORT_MS);
 		return;
 	}
-	close(h->pidfd);
+	close(ph->pidfd);
 	handle_clear(h);
 }
 
@@ -233,19 +235,20 @@ static int setup_wait(struct launch *l, struct sb_err *err)
 /* Until the agent serves on its socket, or dies (its log says why). */
 static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err *err)
 {
+	struct process_handle *ph = process_handle_of(h);
 	int64_t deadline = clock_mono_ms() + READY_MS;
 	char tail[LOG_TAIL_BYTES + 32];
 
 	for (;;) {
-		struct pollfd p = { .fd = h->pidfd, .events = POLLIN };
+		struct pollfd p = { .fd = ph->pidfd, .events = POLLIN };
 		siginfo_t info;
 
 		if (agent_serving(l->d.sock, deadline) == 1)
 			return 0;
 		if (poll(&p, 1, 20) > 0) {
 			memset(&info, 0, sizeof info);
-			if (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &info, WEXITED) == 0) {
-				close(h->pidfd);
+			if (waitid((idtype_t)P_PIDFD, (id_t)ph->pidfd, &info, WEXITED) == 0) {
+				close(ph->pidfd);
 				handle_clear(h);
 			}
 			log_tail(l, tail, sizeof tail);
@@ -266,8 +269,9 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 /* manager, outside: clone, maps, release, then wait for the setup and the socket. */
 static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_err *err)
 {
+	struct process_handle *ph = process_handle_of(h);
 	unsigned long long start;
-	pid_t pid = sandbox_clone(l, &h->pidfd, err);
+	pid_t pid = sandbox_clone(l, &ph->pidfd, err);
 
 	/* Init's ends of the pipes and its stdio are its own now. */
 	fd_close(&l->go[0]);
@@ -275,10 +279,10 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 	fd_close(&l->log_fd);
 	fd_close(&l->null_fd);
 	if (pid < 0) {
-		h->pidfd = -1;
+		ph->pidfd = -1;
 		return -1;
 	}
-	h->pid = pid;
+	ph->pid = pid;
 	/* Read while init waits for us: the start time pins this pid to this process. */
 	if (starttime_read(pid, &start) < 0) {
 		sb_fail_errno(err, "reading the start time of the sandbox's init (pid %d)", (int)pid);
@@ -337,6 +341,7 @@ int process_launch(struct process *p, const struct sandbox_spec *spec, struct sa
 		      struct sb_err *err)
 {
 	__attribute__((cleanup(launch_free))) struct launch *l = calloc(1, sizeof *l);
+	struct process_handle *ph = process_handle_of(h);
 	struct sb_err ignored;
 	int rc;
 
@@ -349,14 +354,17 @@ int process_launch(struct process *p, const struct sandbox_spec *spec, struct sa
 	l->go[0] = l->go[1] = l->error[0] = l->error[1] = l->log_fd = l->null_fd = l->cgroup_fd = -1;
 	rc = launch_paths(l, spec, err) < 0 || root_plan(&l->steps, spec, &l->d, l->agent, l->set, err) < 0 ||
 	     launch_command(l, spec) < 0 || launch_fds(l, err) < 0 ||
-	     cgroup_make(p, spec, l->cgroup_name, &l->cgroup_fd, err) < 0 ? -1 : sandbox_start(l, h, err);
-	snprintf(h->cgroup, sizeof h->cgroup, "%s", l->cgroup_name);
+	     cgroup_make(p, spec, l->cgroup_name, &l->cgroup_fd, err) < 0 ? -1 : 0;
+	if (rc == 0) {
+		snprintf(ph->cgroup, sizeof ph->cgroup, "%s", l->cgroup_name);
+		rc = sandbox_start(l, h, err);
+	}
 	/* Failed, and the init is proven gone (or never was): its cgroup goes too. Otherwise the
 	 * handle keeps the name, and evidence() removes it. */
-	if (rc < 0 && h->pidfd < 0 && l->cgroup_name[0] != '\0') {
+	if (rc < 0 && ph->pidfd < 0 && l->cgroup_name[0] != '\0') {
 		if (cgroup_remove(p, l->cgroup_name, &ignored) < 0)
 			sb_warn("%s", ignored.msg);
-		h->cgroup[0] = '\0';
+		ph->cgroup[0] = '\0';
 	}
 	return rc;
 }
