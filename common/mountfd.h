@@ -1,6 +1,6 @@
 /* Mounts made from descriptors: the one copy of the steps that build a sandbox's view, shared by the
  * agent's per-command init (sandbox-agent/mounts.c) and the process backend's sandbox init
- * (manager/backend/backend_process.c). A path is resolved once, without following any symbolic link, into a
+ * (sandbox-agent/sandbox_init.c). A path is resolved once, without following any symbolic link, into a
  * descriptor; the mount is then attached to that descriptor, so nothing renamed or swapped afterwards
  * can redirect it (rule R1/R3 of docs/isolation.md). Safe between clone() and execve(): no
  * allocation, no stdio, every syscall checked. */
