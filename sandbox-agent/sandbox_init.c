@@ -38,9 +38,9 @@ __attribute__((noreturn)) static void die_report(int error_fd, const struct sb_e
 
 /* The clone holds a copy of every descriptor of the manager (its database, clients' sockets, other
  * sandboxes' pipes). Keep only our four, so none of them stays open while the root is built. */
-static int fds_keep_only(const struct sandbox_init *l, struct sb_err *err)
+static int fds_keep_only(const struct sandbox_init *si, struct sb_err *err)
 {
-	unsigned keep[4] = { (unsigned)l->go_fd, (unsigned)l->error_fd, (unsigned)l->log_fd, (unsigned)l->null_fd };
+	unsigned keep[4] = { (unsigned)si->go_fd, (unsigned)si->error_fd, (unsigned)si->log_fd, (unsigned)si->null_fd };
 
 	return spawn_fds_keep(keep, 4, err);
 }
@@ -122,10 +122,10 @@ static int run_file(const struct step *st, int root, struct sb_err *err)
 	return fd < 0 ? -1 : 0;
 }
 
-static int root_steps(struct sandbox_init *l, int root, struct sb_err *err)
+static int root_steps(struct sandbox_init *si, int root, struct sb_err *err)
 {
-	for (size_t i = 0; i < l->steps->n; i++) {
-		struct step *st = &l->steps->v[i];
+	for (size_t i = 0; i < si->steps->n; i++) {
+		struct step *st = &si->steps->v[i];
 		int rc = -1;
 
 		switch (st->kind) {
@@ -143,7 +143,7 @@ static int root_steps(struct sandbox_init *l, int root, struct sb_err *err)
 
 /* The new root: a tmpfs on <private_dir>/root, seen only in this mount namespace. Returns its
  * mount descriptor (also the directory everything else is resolved beneath) or -1. */
-static int root_mount(const struct sandbox_init *l, struct sb_err *err)
+static int root_mount(const struct sandbox_init *si, struct sb_err *err)
 {
 	cleanup_close int target = -1;
 	int mnt;
@@ -151,14 +151,14 @@ static int root_mount(const struct sandbox_init *l, struct sb_err *err)
 	/* Private first: otherwise every mount below would propagate to the host's peer groups. */
 	if (mfd_tree_private(err) < 0)
 		return -1;
-	target = mfd_open_nofollow(AT_FDCWD, l->root, O_PATH | O_DIRECTORY);
+	target = mfd_open_nofollow(AT_FDCWD, si->root, O_PATH | O_DIRECTORY);
 	if (target < 0)
-		return sb_fail_errno(err, "opening the new root's mount point %s", l->root);
+		return sb_fail_errno(err, "opening the new root's mount point %s", si->root);
 	mnt = mfd_fs_new("tmpfs", "0755", 0, MFD_ATTR_SAFE, "/", err);
 	if (mnt < 0)
 		return -1;
 	if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
-		sb_fail_errno(err, "mounting the new root at %s", l->root);
+		sb_fail_errno(err, "mounting the new root at %s", si->root);
 		close(mnt);
 		return -1;
 	}
@@ -167,14 +167,14 @@ static int root_mount(const struct sandbox_init *l, struct sb_err *err)
 
 /* pivot_root into the new root and detach the host's tree for good: from here on nothing of the host
  * is reachable but what the steps bound. Then the tmpfs directories turn read-only. */
-static int root_enter(struct sandbox_init *l, int root, struct sb_err *err)
+static int root_enter(struct sandbox_init *si, int root, struct sb_err *err)
 {
 	if (mkdirat(root, PUT_OLD, 0700) < 0)
 		return sb_fail_errno(err, "making /%s", PUT_OLD);
 	if (fchdir(root) < 0)
 		return sb_fail_errno(err, "entering the new root");
 	if (syscall(SYS_pivot_root, ".", PUT_OLD) < 0)
-		return sb_fail_errno(err, "pivot_root into %s", l->root);
+		return sb_fail_errno(err, "pivot_root into %s", si->root);
 	if (umount2(PUT_OLD, MNT_DETACH) < 0)
 		return sb_fail_errno(err, "detaching the host's root");
 	if (unlinkat(root, PUT_OLD, AT_REMOVEDIR) < 0)
@@ -183,41 +183,42 @@ static int root_enter(struct sandbox_init *l, int root, struct sb_err *err)
 		return sb_fail_errno(err, "entering /");
 	if (mfd_seal(root, "/", err) < 0)
 		return -1;
-	for (size_t i = 0; i < l->steps->n; i++)
-		if (l->steps->v[i].mnt_fd >= 0 && mfd_seal(l->steps->v[i].mnt_fd, l->steps->v[i].path, err) < 0)
+	for (size_t i = 0; i < si->steps->n; i++)
+		if (si->steps->v[i].mnt_fd >= 0 && mfd_seal(si->steps->v[i].mnt_fd, si->steps->v[i].path, err) < 0)
 			return -1;
-	return l->workdir == NULL ? 0 : mfd_cwd_enter(l->workdir, err);
+	return si->workdir == NULL ? 0 : mfd_cwd_enter(si->workdir, err);
 }
 
-static int stdio_attach(const struct sandbox_init *l, struct sb_err *err)
+static int stdio_attach(const struct sandbox_init *si, struct sb_err *err)
 {
-	/* All our descriptors are above 2 (fd_above_stdio), so nothing is clobbered here; dup2 leaves
-	 * 0-2 without close-on-exec, as execve needs. */
-	if (dup2(l->null_fd, 0) < 0 || dup2(l->log_fd, 1) < 0 || dup2(l->log_fd, 2) < 0)
-		return sb_fail_errno(err, "attaching stdin to /dev/null and stdout, stderr to %s", l->log);
+	/* All our descriptors are above 2 (the manager moved them there: process_launch.c
+	 * fd_above_stdio()), so nothing is clobbered here; dup2 leaves 0-2 without close-on-exec, as
+	 * execve needs. */
+	if (dup2(si->null_fd, 0) < 0 || dup2(si->log_fd, 1) < 0 || dup2(si->log_fd, 2) < 0)
+		return sb_fail_errno(err, "attaching stdin to /dev/null and stdout, stderr to %s", si->log);
 	return 0;
 }
 
-void sandbox_init_main(struct sandbox_init *l)
+void sandbox_init_main(struct sandbox_init *si)
 {
 	struct sb_err err;
 	int root;
 	char go;
 
 	/* sandbox init, inside: PID 1 of the new PID namespace, in the new user namespace. */
-	if (spawn_signals_default(&err) < 0 || fds_keep_only(l, &err) < 0)
-		die_report(l->error_fd, &err);
+	if (spawn_signals_default(&err) < 0 || fds_keep_only(si, &err) < 0)
+		die_report(si->error_fd, &err);
 	/* A session of its own: a signal aimed at the manager's process group or terminal is not
 	 * aimed at the sandbox. */
 	if (setsid() < 0) {
 		sb_fail_errno(&err, "setsid");
-		die_report(l->error_fd, &err);
+		die_report(si->error_fd, &err);
 	}
 	/* Wait for the id maps: until they are written we hold no capability in our namespace. End
 	 * of file means the manager gave up (or died): leave quietly. */
-	if (read(l->go_fd, &go, 1) != 1)
+	if (read(si->go_fd, &go, 1) != 1)
 		_exit(SPAWN_EXIT_SETUP_FAILED);
-	close(l->go_fd);
+	close(si->go_fd);
 	/* Become the sandbox's own ids, N inside as outside (the maps are 1:1). An unprivileged
 	 * manager's clone is N already; a root manager's is host 0, which has no mapping here, and
 	 * files made with an unmapped owner fail (EOVERFLOW). The change keeps every capability of
@@ -227,36 +228,36 @@ void sandbox_init_main(struct sandbox_init *l)
 	/* A root manager's supplementary groups are host groups (root's 0 among them): gone before
 	 * anything runs here. Its maps left setgroups open for this one call, which needs the
 	 * namespace's CAP_SETGID: after the agent's execve nothing here holds it again. */
-	if (l->groups_drop && syscall(SYS_setgroups, 0, NULL) < 0) {
+	if (si->groups_drop && syscall(SYS_setgroups, 0, NULL) < 0) {
 		sb_fail_errno(&err, "dropping the supplementary groups");
-		die_report(l->error_fd, &err);
+		die_report(si->error_fd, &err);
 	}
-	if (spawn_ids_set(l->uid, l->gid, &err) < 0) {
-		sb_err_prefix(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)l->uid, (unsigned)l->gid);
-		die_report(l->error_fd, &err);
+	if (spawn_ids_set(si->uid, si->gid, &err) < 0) {
+		sb_err_prefix(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)si->uid, (unsigned)si->gid);
+		die_report(si->error_fd, &err);
 	}
 	/* The root, while we hold the namespace's CAP_SYS_ADMIN (every capability: the first
 	 * process of a new user namespace holds the full set in it, whatever its uid). */
-	root = root_mount(l, &err);
-	if (root < 0 || root_steps(l, root, &err) < 0 || root_enter(l, root, &err) < 0)
-		die_report(l->error_fd, &err);
-	if (stdio_attach(l, &err) < 0)
-		die_report(l->error_fd, &err);
+	root = root_mount(si, &err);
+	if (root < 0 || root_steps(si, root, &err) < 0 || root_enter(si, root, &err) < 0)
+		die_report(si->error_fd, &err);
+	if (stdio_attach(si, &err) < 0)
+		die_report(si->error_fd, &err);
 	/* No execve may ever grant more (setuid files, file capabilities) to the agent or below. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		sb_fail_errno(&err, "setting no_new_privs");
-		die_report(l->error_fd, &err);
+		die_report(si->error_fd, &err);
 	}
 	/* Everything above 2 closes at execve (the error pipe stays usable until then): the agent
 	 * starts with stdin, stdout and stderr only. */
 	if (spawn_fds_cloexec_above_stdio(&err) < 0)
-		die_report(l->error_fd, &err);
+		die_report(si->error_fd, &err);
 	/* The execve drops every capability, as bubblewrap's does for its unprivileged user: the
 	 * kernel gives the full set at execve only to the namespace's uid 0 (cap_bprm_creds_from_file),
 	 * which nothing maps, and otherwise only what the file's capabilities grant (the agent's
 	 * binary has none; the sandbox's tests check CapEff). So the agent starts as uid N with
 	 * CapEff, CapPrm and CapAmb empty, and builds its per-command namespaces unprivileged. */
-	execve(AGENT_INSIDE, l->argv, l->envp);
-	sb_fail_errno(&err, "executing the agent (%s inside the sandbox, %s on the host)", AGENT_INSIDE, l->agent);
-	die_report(l->error_fd, &err);
+	execve(AGENT_INSIDE, si->argv, si->envp);
+	sb_fail_errno(&err, "executing the agent (%s inside the sandbox, %s on the host)", AGENT_INSIDE, si->agent);
+	die_report(si->error_fd, &err);
 }

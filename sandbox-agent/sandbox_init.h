@@ -61,6 +61,6 @@ struct sandbox_init {
 };
 
 /* Never returns: executes the agent, or reports over error_fd and exits. */
-__attribute__((noreturn)) void sandbox_init_main(struct sandbox_init *l);
+__attribute__((noreturn)) void sandbox_init_main(struct sandbox_init *si);
 
 #endif

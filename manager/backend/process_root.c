@@ -402,12 +402,12 @@ static int steps_plan(struct steps *s, const struct sandbox_spec *spec, const st
 int root_plan(struct steps *s, const struct sandbox_spec *spec, const struct agent_dir *d, const char *agent,
 	      const struct process_settings *set, struct sb_err *err)
 {
-
 	if (steps_system(s, err) < 0 || step_simple(s, STEP_FILE, EMPTY_INSIDE, 0, err) < 0 ||
 	    step_bind(s, AGENT_INSIDE, agent, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE, err) < 0 || steps_etc(s, err) < 0 ||
 	    steps_dev(s, set->shm_bytes, err) < 0 ||
 	    step_simple(s, STEP_PROC, "/proc", MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0 ||
-	    step_tmpfs(s, "/tmp", "1777", MFD_ATTR_SAFE, false, set->tmp_bytes, err) < 0 || steps_plan(s, spec, d, set, err) < 0) {
+	    step_tmpfs(s, "/tmp", "1777", MFD_ATTR_SAFE, false, set->tmp_bytes, err) < 0 ||
+	    steps_plan(s, spec, d, set, err) < 0) {
 		sb_err_prefix(err, "planning the sandbox's root");
 		return -1;
 	}

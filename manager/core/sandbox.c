@@ -568,7 +568,7 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 			return recover_unproven(m, session, generation, why.msg, err);
 	}
 	snprintf(said, sizeof said, "after a manager restart: %s",
-		 h.evidence[0] ? h.evidence : "the runtime holds no sandbox of this generation");
+		 h.evidence[0] ? h.evidence : "its prepare never finished, and the runtime holds no sandbox of it");
 	if (records_sandbox_set_state(m->rec, session, generation, "gone", said, err) < 0) {
 		sb_err_prefix(err, "session %s: recording the previous run's sandbox %s as gone", session, runtime_id);
 		return -1;
