@@ -29,7 +29,10 @@ TEST_LIBS    := -lcmocka -lseccomp -lcap $(MANAGER_LIBS)
 
 GEN_SRC    := $(BUILD)/gen/sandbox.pb-c.c
 COMMON_SRC := $(wildcard common/*.c)
-AGENT_SRC  := $(filter-out sandbox-agent/main.c,$(wildcard sandbox-agent/*.c))
+# The process backend's sandbox init lives beside the agent's init (the isolation path is read in
+# one place) but is the manager's code: linked into libmanager.a, never into the static agent.
+SANDBOX_INIT_SRC := sandbox-agent/sandbox_init.c
+AGENT_SRC  := $(filter-out sandbox-agent/main.c $(SANDBOX_INIT_SRC),$(wildcard sandbox-agent/*.c))
 MANAGER_SRC:= $(wildcard manager/*/*.c)
 # The manager's folders (docs/architecture.md): each is on the manager's include path, and on no
 # other program's: the agent cannot include manager code, the compiler says so.
@@ -46,7 +49,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(BUILD)/obj/gen/sandbox.pb-c.o
 AGENT_OBJ  := $(call obj,$(AGENT_SRC))
-MANAGER_OBJ:= $(call obj,$(MANAGER_SRC))
+MANAGER_OBJ:= $(call obj,$(MANAGER_SRC) $(SANDBOX_INIT_SRC))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 ITEST_BIN  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(ITEST_SRC))
 FUZZ_BIN   := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
@@ -77,6 +80,8 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/gen/sandbox.pb-c.h | $(DEPS_STAMP)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj/manager/%.o: CFLAGS += $(MANAGER_INC)
+# The backend finds sandbox_init.h (and, by tests/layering_check.py, only that header of sandbox-agent/).
+$(BUILD)/obj/manager/backend/%.o: CFLAGS += -Isandbox-agent
 
 $(BUILD)/libcommon.a: $(COMMON_OBJ)
 	$(archive)
@@ -148,7 +153,7 @@ image: $(BUILD)/sandbox-agent
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -iquote sandbox-agent $(patsubst -I%,-iquote %,$(MANAGER_INC)) \
                 -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
-build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(GEN_SRC)
+build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(SANDBOX_INIT_SRC) $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(TEST_LIBS:-lcmocka=)
 

@@ -170,3 +170,23 @@ int mfd_seal(int mnt, const char *what, struct sb_err *err)
 		return sb_fail_errno(err, "making %s read-only", what);
 	return 0;
 }
+
+int mfd_tree_private(struct sb_err *err)
+{
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return sb_fail_errno(err, "making the mount tree private");
+	return 0;
+}
+
+int mfd_cwd_enter(const char *cwd, struct sb_err *err)
+{
+	char seen[PATH_MAX];
+
+	if (chdir(cwd) < 0)
+		return sb_fail_errno(err, "entering the working directory %s", cwd);
+	if (getcwd(seen, sizeof seen) == NULL)
+		return sb_fail_errno(err, "reading back the working directory");
+	if (strcmp(seen, cwd) != 0)
+		return sb_fail(err, EXDEV, "working directory %s resolves to %s inside the sandbox", cwd, seen);
+	return 0;
+}

@@ -1,6 +1,6 @@
 /* Mounts made from descriptors: the one copy of the steps that build a sandbox's view, shared by the
  * agent's per-command init (sandbox-agent/mounts.c) and the process backend's sandbox init
- * (manager/backend/backend_process.c). A path is resolved once, without following any symbolic link, into a
+ * (sandbox-agent/sandbox_init.c). A path is resolved once, without following any symbolic link, into a
  * descriptor; the mount is then attached to that descriptor, so nothing renamed or swapped afterwards
  * can redirect it (rule R1/R3 of docs/isolation.md). Safe between clone() and execve(): no
  * allocation, no stdio, every syscall checked. */
@@ -12,6 +12,10 @@
 #include <sys/types.h>
 
 #include "error.h"
+
+/* Mount attributes (MOUNT_ATTR_* of <sys/mount.h>) every bind and tmpfs of a view gets unless it
+ * must hold device nodes or executables. */
+#define MFD_ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
 /* openat2 that follows no symbolic link (nor /proc magic link) anywhere in path and, from a
  * directory descriptor (not AT_FDCWD), nothing that would resolve outside it. O_CLOEXEC is added.
@@ -43,5 +47,13 @@ int mfd_clone_tree(int src, uint64_t attrs, const char *what, struct sb_err *err
 
 /* Read-only, on this mount only (what is mounted inside keeps its own mode). */
 int mfd_seal(int mnt, const char *what, struct sb_err *err);
+
+/* The first step of a new mount namespace: every mount private, recursively, so that nothing
+ * mounted from here on propagates to the host's peer groups. */
+int mfd_tree_private(struct sb_err *err);
+
+/* The last step: enter cwd (absolute) once the view is final, so that it resolves in the
+ * sandbox's world, and refuse one that resolves elsewhere (EXDEV). */
+int mfd_cwd_enter(const char *cwd, struct sb_err *err);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -132,6 +133,22 @@ int spawn_fds_keep(unsigned *keep, size_t n, struct sb_err *err)
 	}
 	if (syscall(SYS_close_range, next, ~0U, 0) < 0)
 		return sb_fail_errno(err, "closing inherited descriptors");
+	return 0;
+}
+
+int spawn_ids_set(uid_t uid, gid_t gid, struct sb_err *err)
+{
+	if (syscall(SYS_setresgid, gid, gid, gid) < 0)
+		return sb_fail_errno(err, "setresgid(%u)", (unsigned)gid);
+	if (syscall(SYS_setresuid, uid, uid, uid) < 0)
+		return sb_fail_errno(err, "setresuid(%u)", (unsigned)uid);
+	return 0;
+}
+
+int spawn_fds_cloexec_above_stdio(struct sb_err *err)
+{
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		return sb_fail_errno(err, "close_range");
 	return 0;
 }
 

@@ -11,6 +11,9 @@
 
 #include "error.h"
 
+/* What a child exits with after writing a setup failure to its error pipe (spawn_die). */
+#define SPAWN_EXIT_SETUP_FAILED 125
+
 /* clone3 with CLONE_PIDFD into ns_flags (CLONE_NEW*), clone() where clone3 is missing. Returns 0
  * in the child (which must _exit or execve, never return), the pid in the parent, -1 with err. */
 pid_t spawn_clone(uint64_t ns_flags, int *pidfd, struct sb_err *err);
@@ -44,6 +47,15 @@ int spawn_signals_default(struct sb_err *err);
 /* Child side: close every descriptor but the n in keep (sorted in place). A clone holds a copy
  * of each of the parent's descriptors, sockets of other connections included. */
 int spawn_fds_keep(unsigned *keep, size_t n, struct sb_err *err);
+
+/* Child side: become uid and gid (real, effective and saved; gid first, while the uid may still
+ * change it). Raw syscalls: glibc's wrappers broadcast the change to every thread glibc remembers,
+ * and a clone of a multi-threaded parent has only one (the broadcast would signal it forever). */
+int spawn_ids_set(uid_t uid, gid_t gid, struct sb_err *err);
+
+/* Child side, just before execve: every descriptor above 2 close-on-exec (the error pipe stays
+ * usable until the execve succeeds), so the program starts with stdin, stdout and stderr only. */
+int spawn_fds_cloexec_above_stdio(struct sb_err *err);
 
 /* Child side: "ROLE: message" to fd, then _exit(status) at once, so the parent fails with that
  * message and never with a bare exit status. */

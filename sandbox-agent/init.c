@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -107,10 +106,8 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 		die_report(ctx->error_fd, "command", &err);
 	/* Everything above 2 closes at execve (the error pipe stays usable until then), so the
 	 * command starts with exactly stdin, stdout and stderr. */
-	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
-		sb_fail_errno(&err, "close_range");
+	if (spawn_fds_cloexec_above_stdio(&err) < 0)
 		die_report(ctx->error_fd, "command", &err);
-	}
 	/* Seccomp last: it denies calls that the steps above make. */
 	if (seccomp_load_prog(&b->seccomp, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);

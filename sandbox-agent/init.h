@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "boundary.h"
+#include "nsspawn.h"
 
 /* What init tells the agent over the report pipe; one fixed-size record per write, so each
  * write is atomic (<= PIPE_BUF). */
@@ -22,7 +23,7 @@ struct init_report {
 };
 
 /* Init exits with this after writing a setup failure to error_fd. */
-#define INIT_EXIT_SETUP_FAILED 125
+#define INIT_EXIT_SETUP_FAILED SPAWN_EXIT_SETUP_FAILED
 
 struct init_context {
 	const struct boundary *b;

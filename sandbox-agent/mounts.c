@@ -20,7 +20,6 @@
 /* pid numbers below 300 are not reused after wrap-around, and the kernel refuses a
  * pid_max at or below that (RESERVED_PIDS). */
 #define PID_MAX_FLOOR 301
-#define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
 static int mount_proc(struct sb_err *err)
 {
@@ -153,7 +152,7 @@ static int dev_build(const struct boundary *b, int root, const int *src, struct 
 			sb_fail_errno(err, "making the link /dev/%s", links[i][0]);
 			goto out;
 		}
-	shm = mfd_fs_new("tmpfs", "1777", b->shm_bytes, ATTR_SAFE, "/dev/shm", err);
+	shm = mfd_fs_new("tmpfs", "1777", b->shm_bytes, MFD_ATTR_SAFE, "/dev/shm", err);
 	if (shm < 0 || mfd_attach(shm, root, "/dev/shm", true, err) < 0 || mfd_seal(dev, "/dev", err) < 0)
 		goto out;
 	rc = 0;
@@ -192,7 +191,7 @@ static int world_build(const struct boundary *b, const char *cwd, struct sb_err 
 	}
 	if (dev_build(b, root, devs, err) < 0)
 		goto out;
-	tmp = mfd_fs_new("tmpfs", "1777", b->tmp_bytes, ATTR_SAFE, "/tmp", err);
+	tmp = mfd_fs_new("tmpfs", "1777", b->tmp_bytes, MFD_ATTR_SAFE, "/tmp", err);
 	if (tmp < 0 || mfd_attach(tmp, root, "/tmp", true, err) < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++)
@@ -235,7 +234,7 @@ static int hide_dir(const struct hidden_dir *h, struct sb_err *err)
 		return sb_fail(err, EXDEV, "the agent's private directory %s was moved or replaced since the agent "
 			       "opened it: refusing to run commands", h->path);
 	}
-	mnt = mfd_fs_new("tmpfs", "000", 4096, ATTR_SAFE | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, h->path, err);
+	mnt = mfd_fs_new("tmpfs", "000", 4096, MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, h->path, err);
 	if (mnt < 0) {
 		close(fd);
 		return -1;
@@ -246,20 +245,6 @@ static int hide_dir(const struct hidden_dir *h, struct sb_err *err)
 	close(mnt);
 	close(fd);
 	return rc < 0 ? -1 : 0;
-}
-
-static int enter_cwd(const char *cwd, struct sb_err *err)
-{
-	char seen[PATH_MAX];
-
-	/* After the view is final, so the path resolves in the command's world. */
-	if (chdir(cwd) < 0)
-		return sb_fail_errno(err, "entering the working directory %s", cwd);
-	if (getcwd(seen, sizeof seen) == NULL)
-		return sb_fail_errno(err, "reading back the working directory");
-	if (strcmp(seen, cwd) != 0)
-		return sb_fail(err, EXDEV, "working directory %s resolves to %s inside the sandbox", cwd, seen);
-	return 0;
 }
 
 /* What init creates in a new tmpfs must be owned by ids this namespace maps: under a host-root
@@ -280,8 +265,8 @@ int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, g
 		      unsigned long *pid_max_set, struct sb_err *err)
 {
 	/* Private first: otherwise every mount below would propagate to the host's peers. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return sb_fail_errno(err, "making the mount tree private");
+	if (mfd_tree_private(err) < 0)
+		return -1;
 	/* The hiding mounts in the host's view as it is, with init's own ids: every hidden
 	 * directory must be found, and be the one the agent holds. A private /tmp may cover some of
 	 * them again below; that does not make their check optional. */
@@ -295,5 +280,5 @@ int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, g
 	if (mount_proc(err) < 0)
 		return -1;
 	*pid_max_set = pid_max_apply(b->max_processes);
-	return enter_cwd(cwd, err);
+	return mfd_cwd_enter(cwd, err);
 }

@@ -10,6 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "nsspawn.h"
+
 /* Root inside the namespace gets no capabilities from execve (NOROOT), a uid change never
  * adjusts capabilities behind our back (NO_SETUID_FIXUP), and nothing can turn these off or
  * raise ambient capabilities again: every bit is locked. */
@@ -38,13 +40,12 @@ int privileges_drop(uid_t uid, gid_t gid, cap_t no_caps, struct sb_err *err)
 	/* The ids are already the mapped ones; setting them names them explicitly and clears
 	 * saved ids that could otherwise be switched back to. gid first, while uid may still
 	 * have the right to change it. */
-	/* Raw syscalls: glibc's wrappers broadcast the change to every thread of the process as
-	 * glibc remembers it, and init is a clone of a multi-threaded agent whose thread list is
-	 * stale here (as PID 1 of a namespace, the broadcast would signal init itself forever). */
-	if (syscall(SYS_setresgid, gid, gid, gid) < 0)
-		return sb_fail_errno(err, "setresgid(%u)", (unsigned)gid);
-	if (syscall(SYS_setresuid, uid, uid, uid) < 0)
-		return sb_fail_errno(err, "setresuid(%u)", (unsigned)uid);
+	/* Raw syscalls (spawn_ids_set): glibc's wrappers broadcast the change to every thread of
+	 * the process as glibc remembers it, and init is a clone of a multi-threaded agent whose
+	 * thread list is stale here (as PID 1 of a namespace, the broadcast would signal init
+	 * itself forever). */
+	if (spawn_ids_set(uid, gid, err) < 0)
+		return -1;
 	/* Bounding set before the permitted set: dropping from it needs CAP_SETPCAP. */
 	if (caps_drop_bounding(err) < 0)
 		return -1;

@@ -3,10 +3,10 @@
 
 Each folder may include headers from the folders its rule names, and from nowhere else; a header is
 found the way the compiler finds it (the including file's own folder first, then common/, then the
-manager's folders: the Makefile's MANAGER_INC). A rule that allows only some headers of a folder
-names them. Also: only the daemon names a backend's constructor, and no two files of manager/core/
-call each other, directly or around a loop (a function defined in A and called in B is an edge
-B -> A). Exit 1 with one line per breach."""
+manager's folders: the Makefile's MANAGER_INC, and sandbox-agent/ for manager/backend/ only). A rule
+that allows only some headers of a folder names them. Also: only the daemon names a backend's
+constructor, and no two files of manager/core/ call each other, directly or around a loop (a function
+defined in A and called in B is an edge B -> A). Exit 1 with one line per breach."""
 import glob
 import os
 import re
@@ -25,7 +25,8 @@ RULES = {
     "manager/agentlink": ["common"],
     "manager/authority": ["common"],
     "manager/workspace": ["common", "manager/control:control_limits.h"],
-    "manager/backend": ["common", "manager/workspace:mount_plan.h"],
+    # The process backend's sandbox init is read beside the agent's init, and built into the manager.
+    "manager/backend": ["common", "manager/workspace:mount_plan.h", "sandbox-agent:sandbox_init.h"],
     "manager/core": ["common", "manager/control", "manager/records", "manager/observe", "manager/agentlink",
                      "manager/authority", "manager/workspace", "manager/backend"],
     "manager": ["common", "manager/core", "manager/front"],  # main.c: the command table
@@ -44,13 +45,15 @@ def folder_of(path):
     return os.path.dirname(os.path.relpath(path, ROOT))
 
 
-def search_path():
-    return ["common"] + sorted(os.path.relpath(d, ROOT) for d in glob.glob(os.path.join(ROOT, "manager", "*", "")))
+def search_path(folder):
+    managers = sorted(os.path.relpath(d, ROOT) for d in glob.glob(os.path.join(ROOT, "manager", "*", "")))
+    # The Makefile adds -Isandbox-agent for the backend's objects (sandbox_init.h).
+    return ["common"] + managers + (["sandbox-agent"] if folder == "manager/backend" else [])
 
 
 def resolve(including, header):
     """The folder and file of the header the compiler would open, or None (generated or system)."""
-    for d in [folder_of(including)] + search_path():
+    for d in [folder_of(including)] + search_path(folder_of(including)):
         if os.path.isfile(os.path.join(ROOT, d, header)):
             return d, os.path.basename(header)
     return None

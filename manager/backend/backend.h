@@ -40,12 +40,22 @@ struct sandbox_limits {
 	char cgroup[PATH_MAX];           /* the sandbox's own cgroup, "" when it has none */
 };
 
+#define SANDBOX_EVIDENCE_MAX 512
+#define SANDBOX_RUNTIME_BYTES 256
+
+/* One sandbox as the daemon holds it: what the records keep (runtime_id, address), what its
+ * runtime said when evidence() proved it gone (evidence), and the backend's own state (a pidfd, a
+ * cgroup: runtime), which only the backend that filled the handle reads or writes. A zeroed handle
+ * holds no sandbox: stop(), evidence() and limits() refuse it until prepare(), adopt() or lookup()
+ * filled it. A copy may be given to limits() only: the original keeps what it holds. */
 struct sandbox_handle {
-	char runtime_id[256];            /* "process:<pid>:<start-time>" and the like; recorded */
+	char runtime_id[256];            /* "process:<pid>:<start-time>", "podman:<Id>"; recorded */
 	char address[PATH_MAX + 8];      /* "unix:<private_dir>/sock/agent.sock" */
-	pid_t pid;                       /* process backend: the sandbox's init on the host */
-	int pidfd;                       /* process backend: -1 when not held */
-	char cgroup[128];                /* process backend: its cgroup under the delegated parent, or "" */
+	char evidence[SANDBOX_EVIDENCE_MAX]; /* once evidence() returned 0: the runtime's word, recorded */
+	union {
+		unsigned char bytes[SANDBOX_RUNTIME_BYTES];
+		uint64_t align;
+	} runtime;                       /* the backend's alone */
 };
 
 struct backend;
@@ -59,7 +69,9 @@ struct backend_ops {
 	/* Ask the runtime to stop it (SIGKILL, container kill). Not evidence. */
 	int (*stop)(struct backend *be, struct sandbox_handle *h, struct sb_err *err);
 	/* Wait up to timeout_ms for evidence that the sandbox and all its processes are gone.
-	 * 0: proven gone (the handle's resources are released); -1: not proven, err says why. */
+	 * 0: proven gone (the handle's resources are released), h->evidence says what the runtime
+	 * said: "reaped init of the sandbox's PID namespace (pid N)", "container exited for Id X";
+	 * -1: not proven, err says why. */
 	int (*evidence)(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err);
 	/* Rebuild a handle from a recorded runtime_id after a manager restart (the process may be
 	 * gone already, or another process may have the pid: the start time tells). */

@@ -89,7 +89,6 @@ static const char *handle_id(const struct sandbox_handle *h)
 static void handle_clear(struct sandbox_handle *h)
 {
 	memset(h, 0, sizeof *h);
-	h->pidfd = -1;
 }
 
 /* ---------------------------------------------------------------- the container's description */
@@ -390,6 +389,7 @@ struct container_state {
 	char status[32];    /* State.Status */
 	long long pid;      /* State.Pid */
 	long long exit_code;
+	char finished[64];  /* State.FinishedAt, "" when podman did not say */
 };
 
 static int container_inspect(const struct podman *p, const char *id, long timeout_ms, struct container_state *s,
@@ -414,6 +414,8 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
 		snprintf(s->status, sizeof s->status, "%s", json_string_value(json_object_get(state, "Status")));
 		s->pid = json_integer_value(json_object_get(state, "Pid"));
 		s->exit_code = json_integer_value(json_object_get(state, "ExitCode"));
+		if (json_is_string(json_object_get(state, "FinishedAt")))
+			snprintf(s->finished, sizeof s->finished, "%s", json_string_value(json_object_get(state, "FinishedAt")));
 	}
 	podman_reply_free(&r);
 	return rc;
@@ -441,6 +443,28 @@ static void container_wait(const struct podman *p, const char *id, long timeout_
 static bool state_ended(const struct container_state *s)
 {
 	return s->gone || strcmp(s->status, "exited") == 0 || (strcmp(s->status, "created") == 0 && s->pid == 0);
+}
+
+/* The evidence as podman gave it, for the records: which state of the recorded Id ended it. */
+static void state_evidence(const struct container_state *s, const char *id, char *out, size_t len)
+{
+	if (s->gone)
+		snprintf(out, len, "container gone for Id %s (podman: no such container, HTTP 404)", id);
+	else if (strcmp(s->status, "exited") == 0)
+		snprintf(out, len, "container exited for Id %s (podman inspect: State.Status exited, ExitCode %lld%s%s)",
+			 id, s->exit_code, s->finished[0] ? ", FinishedAt " : "", s->finished);
+	else
+		snprintf(out, len, "container never started for Id %s (podman inspect: State.Status %s, Pid 0)", id,
+			 s->status);
+}
+
+/* A handle prepare(), adopt() or lookup() filled: a podman runtime id with a valid Id. */
+static int handle_held(const struct sandbox_handle *h, struct sb_err *err)
+{
+	if (strncmp(h->runtime_id, RUNTIME_PREFIX, strlen(RUNTIME_PREFIX)) != 0 || !id_valid(handle_id(h)))
+		return sb_fail(err, EINVAL, "the handle of sandbox '%s' holds no container of the podman backend",
+			       h->runtime_id);
+	return 0;
 }
 
 static void container_delete(const struct podman *p, const char *id)
@@ -582,6 +606,8 @@ static int podman_stop(struct backend *be, struct sandbox_handle *h, struct sb_e
 	char path[128];
 	int rc = 0;
 
+	if (handle_held(h, err) < 0)
+		return -1;
 	snprintf(path, sizeof path, "/containers/%s/kill?signal=KILL", handle_id(h));
 	if (call(podman_of(be), "POST", path, NULL, STOP_MS, &r, err) < 0)
 		return -1;
@@ -600,12 +626,15 @@ static int podman_evidence(struct backend *be, struct sandbox_handle *h, int tim
 	struct container_state s;
 	char last[sizeof s.status] = "";
 
+	if (handle_held(h, err) < 0)
+		return -1;
 	for (;;) {
 		/* Each question within what is left of the bound: a hung service is no evidence either. */
 		int left = clock_remaining_ms(deadline);
 
 		if (container_inspect(p, handle_id(h), left < REQUEST_MS ? left : REQUEST_MS, &s, err) == 0) {
 			if (state_ended(&s)) {
+				state_evidence(&s, handle_id(h), h->evidence, sizeof h->evidence);
 				if (!s.gone)
 					container_delete(p, handle_id(h));
 				return 0;

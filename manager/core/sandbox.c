@@ -208,7 +208,6 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 		workspace_free(&ws);
 		return sb_fail(err, ENOMEM, "allocating a sandbox");
 	}
-	l->h.pidfd = -1;
 	snprintf(l->session, sizeof l->session, "%s", session);
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */
 	rc = records_session_bump_generation(m->rec, session, &l->generation, err);
@@ -308,7 +307,9 @@ int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, s
 		sb_warn("session %s: stopping sandbox %s: %s", l->session, l->h.runtime_id, rec_err.msg);
 	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, err) < 0)
 		return retire_unproven(m, l, err);
-	if (records_sandbox_set_state(m->rec, l->session, l->generation, "gone", "init reaped", &rec_err) < 0) {
+	/* The record keeps the runtime's own word (backend.h): a reaped init, an exited container. */
+	sb_info("session %s: sandbox %s is gone: %s", l->session, l->h.runtime_id, l->h.evidence);
+	if (records_sandbox_set_state(m->rec, l->session, l->generation, "gone", l->h.evidence, &rec_err) < 0) {
 		/* It is gone (the evidence is in hand), so nothing of it can touch the workspace, but ok
 		 * means the record is committed: this retire fails. The row stays "stopping"; a restart's
 		 * recovery finds no runtime and reserves the session until an operator settles it. */
@@ -440,8 +441,8 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 	const char *address = json_string_value(json_object_get(row, "address"));
 	const char *dir = json_string_value(json_object_get(row, "private_dir"));
 	uint64_t generation = (uint64_t)json_integer_value(json_object_get(row, "generation"));
-	struct sandbox_handle h = { .pidfd = -1 };
-	char found_id[sizeof h.runtime_id];
+	struct sandbox_handle h = { .runtime_id = "" };
+	char found_id[sizeof h.runtime_id], said[sizeof h.evidence + 64];
 	struct sb_err why;
 
 	if (session == NULL || runtime_id == NULL)
@@ -467,13 +468,15 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 		if (m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &why) < 0)
 			return recover_unproven(m, session, generation, why.msg, err);
 	}
-	if (records_sandbox_set_state(m->rec, session, generation, "gone", "stopped after a manager restart", err) < 0) {
+	snprintf(said, sizeof said, "after a manager restart: %s",
+		 h.evidence[0] ? h.evidence : "its prepare never finished, and the runtime holds no sandbox of it");
+	if (records_sandbox_set_state(m->rec, session, generation, "gone", said, err) < 0) {
 		sb_err_prefix(err, "session %s: recording the previous run's sandbox %s as gone", session, runtime_id);
 		return -1;
 	}
 	if (dir != NULL && dir[0] != '\0')
 		private_dir_remove(dir, &why);
-	sb_info("session %s: the previous run's sandbox %s is gone", session, runtime_id);
+	sb_info("session %s: the previous run's sandbox %s is gone: %s", session, runtime_id, said);
 	return 0;
 }
 

@@ -117,7 +117,6 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err)
 
 	if (l == NULL)
 		return sb_fail(err, ENOMEM, "probing the volume");
-	l->h.pidfd = -1;
 	l->generation = 1;
 	if (sb_random_hex(p.token, 8, err) < 0)
 		goto out;

@@ -152,8 +152,8 @@ static json_t *limits_pack(const struct sandbox_limits *lim)
 }
 
 /* The session's live sandbox, copied under the lock: another thread may retire and free it at any
- * time (a retire holds the session's turn, which show does not take). Its pidfd stays the
- * sandbox's own; the copy never uses it. */
+ * time (a retire holds the session's turn, which show does not take). The copy goes to limits()
+ * only (backend.h): what the handle holds stays the sandbox's own. */
 static bool live_copy(struct manager *m, const char *id, struct sandbox_handle *h, uint64_t *generation)
 {
 	struct live_sandbox *l;
@@ -163,7 +163,6 @@ static bool live_copy(struct manager *m, const char *id, struct sandbox_handle *
 	}
 	if (l != NULL) {
 		*h = l->h;
-		h->pidfd = -1;
 		*generation = l->generation;
 	}
 	pthread_mutex_unlock(&m->lock);

@@ -193,6 +193,31 @@ test_podman_restart() {
 }
 t podman_restart test_podman_restart
 
+# A retired container is recorded gone with podman's word for the recorded Id (backend.h evidence()):
+# its inspect state, not a fixed text; and the manager's log says the same.
+test_podman_evidence() {
+	need_podman
+	local id i row=
+	mgr_repo && pod_mgr_start --idle-seconds 1 && mgr_session
+	mgr exec --session "$SID" -- true
+	assert_eq "call: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	id=$(pod_sandbox_id)
+	assert_match "recorded runtime id" '^[0-9a-f]{64}$' "$id"
+	# idle: the evictor retires it
+	for i in $(seq 1 200); do
+		row=$(as_user sqlite3 -readonly "$MSTATE/records.db" \
+			"SELECT state || '|' || coalesce(evidence, '') FROM sandboxes WHERE session = '$SID'")
+		case $row in gone\|*) break ;; esac
+		sleep 0.1
+	done
+	assert_match "the record of the retired container" \
+		"^gone\\|container exited for Id $id \\(podman inspect: State.Status exited, ExitCode [0-9]+, FinishedAt [^)]+\\)$" "$row"
+	grep -qF "sandbox podman:$id is gone: container exited for Id $id (podman inspect: State.Status exited" \
+		"$TD/manager.log" || bad "the log does not say podman's evidence: $(grep -F "$id" "$TD/manager.log" | tail -n 3)"
+	assert_eq "the container is deleted after the evidence" "" "$(pod_ids "$SID")"
+}
+t podman_evidence test_podman_evidence
+
 # Wrong settings are said at start, clearly, and nothing is served.
 test_podman_config_errors() {
 	need_podman

@@ -28,11 +28,15 @@
 #include "ca.h"
 #include "fdio.h"
 #include "pathfmt.h"
+#include "process.h"
 #include "random.h"
 #include "receipt_mac.h"
 #include "tls.h"
 #include "workspace.h"
 #include "testutil.h"
+
+/* The process backend's own part of a handle (process.h): opaque to the daemon, read by this test. */
+#define PH(h) process_handle_of(h)
 
 #define STEP_MS 20000
 #define EVIDENCE_MS 5000
@@ -311,8 +315,8 @@ static void prepare_spec(const struct sandbox_spec *spec, struct sandbox_handle 
 	struct sb_err err;
 
 	must(F.be->ops->prepare(F.be, spec, h, &err), &err, "prepare");
-	assert_true(h->pid > 1);
-	assert_true(h->pidfd >= 0);
+	assert_true(PH(h)->pid > 1);
+	assert_true(PH(h)->pidfd >= 0);
 	assert_true(strncmp(h->runtime_id, "process:", 8) == 0);
 	assert_true(strncmp(h->address, "unix:", 5) == 0);
 	assert_contains(h->address, "/sock/agent.sock");
@@ -328,12 +332,16 @@ static void prepare(struct sandbox_handle *h)
 static void stop_and_prove(struct sandbox_handle *h)
 {
 	struct sb_err err;
-	pid_t pid = h->pid;
+	pid_t pid = PH(h)->pid;
+	char want[128];
 
 	must(F.be->ops->stop(F.be, h, &err), &err, "stop");
 	must(F.be->ops->evidence(F.be, h, EVIDENCE_MS, &err), &err, "evidence");
-	assert_int_equal(h->pidfd, -1);
+	assert_int_equal(PH(h)->pidfd, -1);
 	assert_false(pid_alive(pid));
+	/* The runtime's word, as the records keep it: this test is init's parent, so it reaped it. */
+	snprintf(want, sizeof want, "reaped init of the sandbox's PID namespace (pid %d)", (int)pid);
+	assert_string_equal(h->evidence, want);
 }
 
 /* ---------- tests ---------- */
@@ -413,9 +421,11 @@ static void test_adopt_gone(void **state)
 	snprintf(id, sizeof id, "%s", h.runtime_id);
 	stop_and_prove(&h);
 	must(F.be->ops->adopt(F.be, id, h.address, &adopted, &err), &err, "adopt");
-	assert_int_equal(adopted.pidfd, -1);
+	assert_int_equal(PH(&adopted)->pidfd, -1);
 	must(F.be->ops->stop(F.be, &adopted, &err), &err, "stop of a gone sandbox");
 	must(F.be->ops->evidence(F.be, &adopted, 0, &err), &err, "evidence of a gone sandbox");
+	assert_contains(adopted.evidence, "is gone: its pid is free or names a younger process");
+	assert_contains(adopted.evidence, id);
 }
 
 /* A live sandbox adopted into a fresh handle (the manager restarted): stop + evidence end it. */
@@ -431,7 +441,7 @@ static void test_adopt_live(void **state)
 	snprintf(id, sizeof id, "%s", h.runtime_id);
 	snprintf(addr, sizeof addr, "%s", h.address);
 	must(F.be->ops->adopt(F.be, id, addr, &adopted, &err), &err, "adopt");
-	assert_int_equal(adopted.pid, h.pid);
+	assert_int_equal(PH(&adopted)->pid, PH(&h)->pid);
 	assert_string_equal(adopted.address, h.address);
 	expect_ok(&adopted, "echo adopted", &r);
 	/* Not gone yet: evidence must not say so. */
@@ -440,7 +450,9 @@ static void test_adopt_live(void **state)
 	stop_and_prove(&adopted);
 	/* The original handle (our child) is proven gone as well. */
 	must(F.be->ops->evidence(F.be, &h, EVIDENCE_MS, &err), &err, "evidence on the original handle");
-	assert_false(pid_alive(h.pid));
+	assert_false(pid_alive(PH(&h)->pid));
+	/* Its pidfd turned readable, but the adopted handle had reaped it already. */
+	assert_contains(h.evidence, "exited: its pidfd turned readable, and it was reaped elsewhere");
 }
 
 /* A pid that now names another process (a reused pid) is not the sandbox. */
@@ -455,6 +467,21 @@ static void test_adopt_reused_pid(void **state)
 	snprintf(id, sizeof id, "process:%d:1", (int)getpid());
 	must(F.be->ops->adopt(F.be, id, NULL, &adopted, &err), &err, "adopt");
 	must(F.be->ops->evidence(F.be, &adopted, 0, &err), &err, "evidence of a reused pid");
+	assert_contains(adopted.evidence, "is gone: its pid is free or names a younger process");
+	/* A handle nothing filled holds no sandbox: no stop, no evidence, no limits (fail closed,
+	 * never a poll on descriptor 0). */
+	{
+		struct sandbox_handle zero;
+		struct sandbox_limits lim;
+
+		memset(&zero, 0, sizeof zero);
+		assert_int_equal(F.be->ops->stop(F.be, &zero, &err), -1);
+		assert_contains(err.msg, "holds no sandbox of the process backend");
+		assert_int_equal(F.be->ops->evidence(F.be, &zero, 0, &err), -1);
+		assert_contains(err.msg, "holds no sandbox of the process backend");
+		assert_int_equal(F.be->ops->limits(F.be, &zero, &lim, &err), -1);
+		assert_string_equal(zero.evidence, "");
+	}
 	assert_int_equal(F.be->ops->adopt(F.be, "process:abc", NULL, &adopted, &err), -1);
 	assert_contains(err.msg, "is not one of the process backend");
 	assert_int_equal(F.be->ops->adopt(F.be, "podman:1234", NULL, &adopted, &err), -1);
@@ -478,7 +505,7 @@ static void test_agent_fails(void **state)
 	assert_contains(err.msg, "preparing the sandbox of session s1");
 	assert_contains(err.msg, "the agent exited with status");
 	assert_contains(err.msg, "agent.log");
-	assert_int_equal(h.pidfd, -1);
+	assert_int_equal(PH(&h)->pidfd, -1);
 	/* A private directory others may write to is refused before anything starts. */
 	assert_int_equal(chmod(dir, 0777), 0);
 	assert_int_equal(F.be->ops->prepare(F.be, &spec, &h, &err), -1);
@@ -501,7 +528,7 @@ static void test_setup_fails(void **state)
 	spec.plan = &plan;
 	assert_int_equal(F.be->ops->prepare(F.be, &spec, &h, &err), -1);
 	assert_contains(err.msg, "sandbox init: opening /nonexistent-source to mount it at /srv/x: No such file");
-	assert_int_equal(h.pidfd, -1);
+	assert_int_equal(PH(&h)->pidfd, -1);
 }
 
 /* ---------- issue 13: nothing inside is uid 0 of a namespace (R5), sized tmpfs (R6), anchored private paths (R2) */
@@ -561,16 +588,16 @@ static void test_no_root_inside(void **state)
 		 (unsigned)(geteuid() == 0 ? 65534 : getegid()), (unsigned)sandbox_uid(), (unsigned)sandbox_uid());
 	assert_string_equal(r.out, want);
 	/* The agent itself (the sandbox's PID 1 after execve): uid N on the host, no capability. */
-	status_field(h.pid, "Uid", uids, sizeof uids);
+	status_field(PH(&h)->pid, "Uid", uids, sizeof uids);
 	snprintf(want, sizeof want, "%u\t%u\t%u\t%u", (unsigned)sandbox_uid(), (unsigned)sandbox_uid(),
 		 (unsigned)sandbox_uid(), (unsigned)sandbox_uid());
 	assert_string_equal(uids, want);
-	status_field(h.pid, "CapEff", caps, sizeof caps);
+	status_field(PH(&h)->pid, "CapEff", caps, sizeof caps);
 	assert_string_equal(caps, "0000000000000000");
-	status_field(h.pid, "CapPrm", caps, sizeof caps);
+	status_field(PH(&h)->pid, "CapPrm", caps, sizeof caps);
 	assert_string_equal(caps, "0000000000000000");
 	/* A root manager's supplementary groups (root's 0 under su or sudo) are not the sandbox's. */
-	status_field(h.pid, "Groups", uids, sizeof uids);
+	status_field(PH(&h)->pid, "Groups", uids, sizeof uids);
 	if (geteuid() == 0 && strspn(uids, " ") != strlen(uids))
 		fail_msg("the sandbox kept the root manager's supplementary groups: %s", uids);
 	stop_and_prove(&h);
@@ -771,8 +798,8 @@ static void test_cgroup_placement(void **state)
 	must(backend_process_create_with(&be, &set, &err), &err, "backend with a cgroup parent");
 	F.be = be;
 	prepare(&h);
-	assert_string_equal(h.cgroup, "sandbox-s1-1");
-	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)h.pid);
+	assert_string_equal(PH(&h)->cgroup, "sandbox-s1-1");
+	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)PH(&h)->pid);
 	f = fopen(path, "re");
 	assert_non_null(f);
 	want[0] = '\0';

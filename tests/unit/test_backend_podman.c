@@ -266,11 +266,15 @@ static void evidence_exited_then_deleted(void **state)
 	struct sb_err err = { 0 };
 
 	(void)state;
-	route("GET /v1.41/containers/" ID "/json", 200, "{\"Id\":\"" ID "\",\"State\":{\"Status\":\"exited\",\"Pid\":0,\"ExitCode\":137}}");
+	route("GET /v1.41/containers/" ID "/json", 200, "{\"Id\":\"" ID "\",\"State\":{\"Status\":\"exited\",\"Pid\":0,"
+	      "\"ExitCode\":137,\"FinishedAt\":\"2026-12-01T15:00:00Z\"}}");
 	route("DELETE /v1.41/containers/" ID, 204, "");
 	be = backend_new();
 	handle_of(be, &h);
 	assert_int_equal(be->ops->evidence(be, &h, 2000, &err), 0);
+	/* what the records keep: podman's own word for the recorded Id */
+	assert_string_equal(h.evidence, "container exited for Id " ID " (podman inspect: State.Status exited, ExitCode 137, "
+			    "FinishedAt 2026-12-01T15:00:00Z)");
 	assert_int_equal(seen("DELETE /v1.41/containers/" ID "?v=true", NULL), 1);
 	/* the connections to the service are close-on-exec (curl_handle.c) */
 	assert_int_equal(F.inheritable_sockets, 0);
@@ -288,6 +292,7 @@ static void evidence_404_is_gone(void **state)
 	be = backend_new();
 	handle_of(be, &h);
 	assert_int_equal(be->ops->evidence(be, &h, 2000, &err), 0);
+	assert_string_equal(h.evidence, "container gone for Id " ID " (podman: no such container, HTTP 404)");
 	assert_int_equal(seen("DELETE", NULL), 0);
 	be->ops->destroy(be);
 }
@@ -316,8 +321,10 @@ static void accepted_kill_is_not_evidence(void **state)
 	/* created but started (a pid): not evidence either; created and never started: evidence */
 	route("GET /v1.41/containers/" ID "/json", 200, "{\"State\":{\"Status\":\"created\",\"Pid\":4242}}");
 	assert_int_equal(be->ops->evidence(be, &h, 300, &err), -1);
+	assert_string_equal(h.evidence, ""); /* nothing proven, nothing said */
 	route("GET /v1.41/containers/" ID "/json", 200, "{\"State\":{\"Status\":\"created\",\"Pid\":0}}");
 	assert_int_equal(be->ops->evidence(be, &h, 300, &err), 0);
+	assert_string_equal(h.evidence, "container never started for Id " ID " (podman inspect: State.Status created, Pid 0)");
 	assert_int_equal(seen("GET /v1.41/containers/" ID "/json", NULL) >= 4, 1);
 	assert_int_equal(seen("DELETE", NULL), 1); /* only after the evidence */
 	be->ops->destroy(be);
@@ -374,6 +381,14 @@ static void adopt_refuses_other_ids(void **state)
 	assert_int_equal(be->ops->adopt(be, "podman:../../etc", "", &h, &err), -1);
 	assert_int_equal(be->ops->adopt(be, "podman:" ID "/kill", "", &h, &err), -1);
 	assert_int_equal(be->ops->adopt(be, "podman:" ID, "", &h, &err), 0);
+	/* a handle nothing filled holds no container: refused before any request */
+	memset(&h, 0, sizeof h);
+	assert_int_equal(be->ops->stop(be, &h, &err), -1);
+	assert_non_null(strstr(err.msg, "holds no container of the podman backend"));
+	assert_int_equal(be->ops->evidence(be, &h, 100, &err), -1);
+	assert_non_null(strstr(err.msg, "holds no container of the podman backend"));
+	assert_int_equal(seen("POST /v1.41/containers/", NULL), 0);
+	assert_int_equal(seen("GET /v1.41/containers/", NULL), 0);
 	be->ops->destroy(be);
 }
 
