@@ -161,7 +161,7 @@ t manager_codex_mcp_down test_manager_codex_mcp_down
 codex_bridge() {
 	local dir=$1 scenario=$2 arg=$3
 	shift 3
-	codex_run "$dir" python3 "$CODEX_FW/codex/supervisor.py" "$scenario" "$dir/supervisor.log" $arg -- \
+	codex_run "$dir" python3 "$CODEX_FW/codex/supervisor.py" "$scenario" "$dir/supervisor.log" "$arg" -- \
 		"$MANAGER" codex-bridge --session "$SID" --socket "$MSOCK" "$@" -- "$CODEX_BIN" app-server
 	jq . "$dir/out" >/dev/null 2>&1 || bad "the supervisor printed no result: $(tail -n 3 "$dir/out" "$dir/err")"
 }
@@ -228,11 +228,42 @@ test_manager_codex_bridge_refuse() {
 }
 t manager_codex_bridge_refuse test_manager_codex_bridge_refuse
 
+# The worst case: config.toml and Codex's command line both turn the shell on. Through the bridge
+# no request offers it, not even a sub-agent's; straight to Codex (the control: the check sees a
+# shell when there is one), one does.
+test_manager_codex_bridge_shell_off() {
+	codex_ready
+	mgr_repo && mgr_start && mgr_session
+	codex_dir shell '{"scen-spawn": [{"call": {"namespace": "multi_agent_v1", "name": "spawn_agent", "arguments": {"message": "scen-child: say something"}}},
+		{"call": {"namespace": "multi_agent_v1", "name": "wait_agent", "arguments": {}}}],
+		"scen-child": [{"say": "child here"}], "scen-talk": [{"say": "hello"}]}'
+	sed -i 's/^\(shell_tool\|unified_exec\) = false$/\1 = true/' "$CX/config.toml.in"
+	grep -q '^shell_tool = true' "$CX/config.toml.in" || bad "the worst-case config does not turn the shell on"
+	codex_run "$CX" python3 "$CODEX_FW/codex/supervisor.py" turn "$CX/supervisor.log" scen-spawn -- \
+		"$MANAGER" codex-bridge --session "$SID" --socket "$MSOCK" -- \
+		"$CODEX_BIN" -c features.shell_tool=true -c features.unified_exec=true app-server
+	assert_eq "the supervisor's exit code (stderr: $(tail -n 3 "$CX/err"))" 0 "$RC"
+	assert_eq "the sub-agent asked the model" 1 \
+		"$(codex_requests "$CX" '[.[] | select([.input[]? | select(.role == "user") | .content[]?.text] | any(contains("scen-child")))] | length')"
+	assert_eq "the thread's requests not offering bash" 0 \
+		"$(codex_requests "$CX" '[.[] | select([.input[]? | select(.role == "user") | .content[]?.text] | any(contains("scen-spawn"))) | select(all(.tools[]; .name != "bash"))] | length')"
+	codex_no_shell "$CX"
+	# The control, without the bridge.
+	mv "$CX/requests.jsonl" "$CX/requests-bridge.jsonl"
+	codex_run "$CX" python3 "$CODEX_FW/codex/supervisor.py" turn "$CX/supervisor.log" scen-talk -- \
+		"$CODEX_BIN" -c features.shell_tool=true -c features.unified_exec=true app-server
+	assert_eq "the control's exit code (stderr: $(tail -n 3 "$CX/err"))" 0 "$RC"
+	[ "$(codex_requests "$CX" "[.[0].tools[] | .name | select(. as \$n | $CODEX_SHELL_TOOLS | index(\$n))] | length")" -gt 0 ] ||
+		bad "the control offered no shell: the check would not see one"
+}
+t manager_codex_bridge_shell_off test_manager_codex_bridge_shell_off
+
 # Two threads on one session: the first's call is interrupted (its exec is cancelled in the
 # sandbox), the second's call, waiting behind it, runs.
 test_manager_codex_bridge_interrupt() {
 	codex_ready
 	mgr_repo && mgr_start --max-timeout-seconds 60 --default-timeout-seconds 10 && mgr_session
+	# shellcheck disable=SC2016 # $TMPDIR is the sandbox's, expanded there
 	codex_dir interrupt '{"scen-long": [{"call": {"name": "bash", "arguments": {"command": "echo started > \"$TMPDIR/long-started\"; sleep 30; echo finished > \"$TMPDIR/long-finished\"", "timeout_seconds": 50}}}],
 		"scen-second": [{"call": {"name": "bash", "arguments": {"command": "echo second-ran"}}}]}'
 	codex_bridge "$CX" interrupt ""
@@ -272,9 +303,9 @@ test_manager_codex_bridge_uncertain() {
 	mgr_repo && mgr_start && mgr_session
 	codex_dir uncertain '{"scen-uncertain": [{"call": {"name": "bash", "arguments": {"command": "sleep 20.7"}}}]}'
 	codex_bridge "$CX" turn scen-uncertain &
-	local i bg=$!
+	local bg=$!
 	# anchored: the supervisor's own command line holds the same words
-	for i in $(seq 1 100); do pgrep -f "^sleep 20.7" >/dev/null && break; sleep 0.1; done
+	for _ in $(seq 1 100); do pgrep -f "^sleep 20.7" >/dev/null && break; sleep 0.1; done
 	sandbox_agent_kill
 	wait "$bg"
 	local text

@@ -3,7 +3,7 @@
 starts the bridge (the command after --), speaks Codex's app-server JSON-RPC to it on stdio, runs
 one scenario and prints one JSON object with what it saw. Every message both ways goes to LOG.
 
-usage: supervisor.py SCENARIO LOG -- BRIDGE_COMMAND...
+usage: supervisor.py SCENARIO LOG [ARG] -- BRIDGE_COMMAND...  (an empty ARG is none)
 Scenarios: turn PROMPT (one thread, one turn); refuse (thread/starts the bridge must refuse);
 interrupt (two threads on one session: the first's call is interrupted, the second's runs);
 down PIDFILE (a thread, then the manager is killed by the PID in PIDFILE, then a turn)."""
@@ -20,7 +20,7 @@ scenario, log_path = sys.argv[1], sys.argv[2]
 rest = sys.argv[3:]
 arg = None
 if rest and rest[0] != "--":
-    arg, rest = rest[0], rest[1:]
+    arg, rest = rest[0] or None, rest[1:]
 assert rest and rest[0] == "--", __doc__
 bridge = subprocess.Popen(rest[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 log = open(log_path, "a")
