@@ -59,36 +59,39 @@ struct bridge_call {
 static struct {
 	const char *session, *socket_path;
 	size_t max_output_chars;
-	int to_codex, from_codex;
+	struct bash_tool_view view; /* set before any thread starts, then only read */
+	int to_codex, from_codex;   /* to_codex is -1 once closed, under codex_lock */
 	pid_t codex;
 	pthread_mutex_t lock;  /* the fields below, up to codex_lock */
 	struct bridge_call *calls;
 	unsigned ncalls;
+	json_t *asked;         /* ids of Codex's requests passed to the supervisor, not yet answered */
 	int have_config;
 	long long max_timeout, default_timeout;
 	pthread_mutex_t codex_lock, sup_lock; /* one line at a time to each peer */
 } br = { .lock = PTHREAD_MUTEX_INITIALIZER, .codex_lock = PTHREAD_MUTEX_INITIALIZER,
 	 .sup_lock = PTHREAD_MUTEX_INITIALIZER, .to_codex = -1, .from_codex = -1 };
 
-/* Codex's tool results are text for the model: plain content, no structured copy. */
 static const struct bash_tool_view *view(void)
 {
-	static struct bash_tool_view v;
-
-	v.max_output_chars = br.max_output_chars;
-	v.structured = false;
-	return &v;
+	return &br.view;
 }
 
 /* ---- writing: whole lines ---- */
 
-static void write_line(int fd, pthread_mutex_t *lock, const char *text, size_t len, const char *peer)
+/* One line to Codex (to_codex) or the supervisor. Codex's end is read under its lock: once closed
+ * it is -1, never a number a new descriptor (a manager connection) may have taken. */
+static void write_line(int to_codex, const char *text, size_t len)
 {
 	static const char nl = '\n';
+	pthread_mutex_t *lock = to_codex ? &br.codex_lock : &br.sup_lock;
+	int fd;
 
 	pthread_mutex_lock(lock);
-	if (fd_write_all(fd, text, len) < 0 || fd_write_all(fd, &nl, 1) < 0)
-		sb_warn("codex-bridge: writing to %s: %s (is it gone?)", peer, strerror(errno));
+	fd = to_codex ? br.to_codex : STDOUT_FILENO;
+	if (fd >= 0 && (fd_write_all(fd, text, len) < 0 || fd_write_all(fd, &nl, 1) < 0))
+		sb_warn("codex-bridge: writing to %s: %s (is it gone?)", to_codex ? "codex" : "the supervisor",
+			strerror(errno));
 	pthread_mutex_unlock(lock);
 }
 
@@ -102,10 +105,7 @@ static void send_json(int to_codex, json_t *msg)
 		sb_error("codex-bridge: could not serialise a message (out of memory)");
 		return;
 	}
-	if (to_codex)
-		write_line(br.to_codex, &br.codex_lock, text, strlen(text), "codex");
-	else
-		write_line(STDOUT_FILENO, &br.sup_lock, text, strlen(text), "the supervisor");
+	write_line(to_codex, text, strlen(text));
 	free(text);
 }
 
@@ -333,6 +333,39 @@ static void turn_interrupt(json_t *params)
 	pthread_mutex_unlock(&br.lock);
 }
 
+/* The supervisor answers only what it was asked: each of Codex's requests passed to it is noted
+ * (before it is written), and an answer is passed on once, for a noted id. So no answer of the
+ * supervisor's can stand in for the manager's to a bash call, whose request it never saw. */
+static int asked_note(json_t *id)
+{
+	int rc;
+
+	pthread_mutex_lock(&br.lock);
+	rc = json_array_append(br.asked, id);
+	pthread_mutex_unlock(&br.lock);
+	return rc;
+}
+
+static int asked_take(json_t *id)
+{
+	size_t i;
+	json_t *v;
+	int found = 0;
+
+	if (id == NULL)
+		return 0;
+	pthread_mutex_lock(&br.lock);
+	json_array_foreach (br.asked, i, v) {
+		if (json_equal(v, id)) {
+			json_array_remove(br.asked, i);
+			found = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&br.lock);
+	return found;
+}
+
 /* Requests that have Codex run a command on this host, outside the sandbox. */
 static const char *const host_exec_methods[] = { "thread/shellCommand", "command/exec", "process/spawn" };
 
@@ -348,9 +381,13 @@ static void supervisor_line(const char *line, size_t len)
 				       len > LINE_CAP ? "sandbox-manager codex-bridge: a message over 64 MiB is refused" :
 				       "sandbox-manager codex-bridge: parse error: one JSON object per line, no duplicate keys"));
 		sb_info("codex-bridge: refused a line from the supervisor that is not one JSON object");
+	} else if (method == NULL && !asked_take(json_object_get(msg, "id"))) {
+		/* Not an answer to a request of Codex's that it saw: a bash call's, say, which only the
+		 * manager answers (a supervisor's answer would be a result of a command that never ran). */
+		sb_warn("codex-bridge: dropped an answer of the supervisor's to no request it was given");
 	} else if (method == NULL) {
-		/* Responses, to Codex's other requests. */
-		write_line(br.to_codex, &br.codex_lock, line, len, "codex");
+		/* Answers to Codex's other requests. */
+		write_line(1, line, len);
 	} else if (strcmp(method, "thread/start") == 0) {
 		thread_request(msg, 1);
 	} else if (strcmp(method, "thread/resume") == 0 || strcmp(method, "thread/fork") == 0) {
@@ -366,7 +403,7 @@ static void supervisor_line(const char *line, size_t len)
 		}
 		if (strcmp(method, "turn/interrupt") == 0)
 			turn_interrupt(json_object_get(msg, "params"));
-		write_line(br.to_codex, &br.codex_lock, line, len, "codex");
+		write_line(1, line, len);
 	}
 	json_decref(msg);
 }
@@ -563,8 +600,11 @@ static void codex_line(const char *line, size_t len)
 	    json_object_get(msg, "id") != NULL &&
 	    strcmp(json_string_value(json_object_get(params, "tool")) ?: "", "bash") == 0 && (ns == NULL || json_is_null(ns)))
 		call_start(json_object_get(msg, "id"), params);
+	else if (json_is_string(json_object_get(msg, "method")) && json_object_get(msg, "id") != NULL &&
+		 asked_note(json_object_get(msg, "id")) < 0)
+		sb_error("codex-bridge: out of memory: a request of Codex's not passed on");
 	else
-		write_line(STDOUT_FILENO, &br.sup_lock, line, len, "the supervisor");
+		write_line(0, line, len);
 	json_decref(msg);
 }
 
@@ -626,6 +666,7 @@ static int lines_read(int fd, void (*fn)(const char *line, size_t len))
 static int codex_start(char **argv, struct sb_err *err)
 {
 	int in[2], out[2], report[2], child_errno = 0;
+	pid_t parent = getpid();
 	ssize_t n;
 
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0)
@@ -635,9 +676,10 @@ static int codex_start(char **argv, struct sb_err *err)
 		return sb_fail_errno(err, "starting codex");
 	if (br.codex == 0) {
 		/* child, before exec: no allocation. It dies with the bridge, and gets SIGPIPE back
-		 * (an ignored signal stays ignored across exec). */
+		 * (an ignored signal stays ignored across exec). A bridge that died before prctl is
+		 * seen in getppid(). */
 		if (dup2(in[0], STDIN_FILENO) >= 0 && dup2(out[1], STDOUT_FILENO) >= 0 &&
-		    prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && signal(SIGPIPE, SIG_DFL) != SIG_ERR)
+		    prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() == parent && signal(SIGPIPE, SIG_DFL) != SIG_ERR)
 			execvp(argv[0], argv);
 		child_errno = errno;
 		(void)!write(report[1], &child_errno, sizeof child_errno);
@@ -775,6 +817,14 @@ int codex_bridge_serve(int argc, char **argv)
 	}
 	if (br.max_output_chars == 0)
 		br.max_output_chars = MCP_OUTPUT_CHARS_DEFAULT;
+	/* Codex's tool results are text for the model: plain content, no structured copy. */
+	br.view.max_output_chars = br.max_output_chars;
+	br.view.structured = false;
+	br.asked = json_array();
+	if (br.asked == NULL) {
+		fprintf(stderr, "sandbox-manager codex-bridge: out of memory\n");
+		return FAILED_EXIT;
+	}
 	/* A peer that went away must not kill us mid-write: writes fail with EPIPE instead. */
 	signal(SIGPIPE, SIG_IGN);
 	if (codex_start(command, &err) < 0) {
@@ -791,6 +841,7 @@ int codex_bridge_serve(int argc, char **argv)
 	/* The supervisor is done: Codex sees the end of its input and exits; the reader ends the bridge. */
 	pthread_mutex_lock(&br.codex_lock);
 	close(br.to_codex);
+	br.to_codex = -1;
 	pthread_mutex_unlock(&br.codex_lock);
 	pthread_join(reader, NULL);
 	return FAILED_EXIT; /* not reached: the reader exits */

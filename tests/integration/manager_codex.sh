@@ -281,6 +281,19 @@ test_manager_codex_bridge_interrupt() {
 }
 t manager_codex_bridge_interrupt test_manager_codex_bridge_interrupt
 
+# The supervisor answers Codex's bash call itself: the bridge drops that, and the model reads the
+# manager's result.
+test_manager_codex_bridge_forge() {
+	codex_ready
+	mgr_repo && mgr_start && mgr_session
+	codex_dir forge '{"scen-forge": [{"call": {"name": "bash", "arguments": {"command": "sleep 2; echo real"}}}]}'
+	codex_bridge "$CX" forge scen-forge
+	assert_eq "the supervisor's exit code (stderr: $(tail -n 3 "$CX/err"))" 0 "$RC"
+	grep -q "dropped an answer of the supervisor's to no request it was given" "$CX/err" || bad "no forged answer reached the bridge"
+	assert_eq "the call as the model read it" '"real\nexit code 0"' "$(codex_output "$CX" call_1)"
+}
+t manager_codex_bridge_forge test_manager_codex_bridge_forge
+
 # The manager dies after the thread started: the model reads an error, and nothing runs locally.
 test_manager_codex_bridge_down() {
 	codex_ready
