@@ -750,10 +750,17 @@ static const char bridge_usage[] =
 	"\n"
 	"Exit: Codex's own exit code; 2 a usage error; 125 Codex could not be started.\n";
 
-static int usage_error(const char *what, const char *arg)
+/* A usage error, as every command words it (cli.c): one line saying what, then the usage, on stderr. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
 {
-	fprintf(stderr, "sandbox-manager codex-bridge: %s%s%s%s\n%s", what, arg ? " '" : "", arg ? arg : "",
-		arg ? "'" : "", bridge_usage);
+	va_list ap;
+
+	fputs("sandbox-manager codex-bridge: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%s", bridge_usage);
 	return USAGE_EXIT;
 }
 
@@ -795,20 +802,27 @@ int codex_bridge_serve(int argc, char **argv)
 			socket_flag = optarg;
 		else if (opt == 'o') {
 			if (chars_parse(optarg, &br.max_output_chars) < 0)
-				return usage_error("--max-output-chars takes a number from 500 to 4194304, not", optarg);
+				return usage_error("--max-output-chars takes a number from 500 to 4194304, not '%s'", optarg);
 		} else if (opt == 'h') {
 			fputs(bridge_usage, stdout);
 			return 0;
-		} else
-			return usage_error(opt == ':' ? "a value is missing after option" : "unknown option", argv[optind - 1]);
+		} else if (opt == ':') {
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		} else {
+			/* optopt: 'h' for --help=1 (the one flag without a value), another letter for an
+			 * unknown short option, 0 for an unknown long one. */
+			return optopt == 'h' ? usage_error("option '--help' takes no value") :
+			       optopt > 0    ? usage_error("unknown option '-%c'", optopt) :
+					       usage_error("unknown option '%s'", argv[optind - 1]);
+		}
 	}
 	/* getopt stops at "--" (and "+" at the first operand): what follows is Codex's command. */
 	if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
-		return usage_error("unexpected argument (Codex's command goes after --)", argv[optind]);
+		return usage_error("unexpected argument '%s' (Codex's command goes after --)", argv[optind]);
 	if (optind < argc)
 		command = argv + optind;
 	if (br.session == NULL || br.session[0] == '\0')
-		return usage_error("--session is required", NULL);
+		return usage_error("--session is required");
 	br.socket_path = control_socket_path(socket_flag);
 	if (br.socket_path == NULL) {
 		fprintf(stderr, "sandbox-manager codex-bridge: no manager socket: pass --socket PATH or set "

@@ -345,6 +345,10 @@ test_manager_codex_bridge_cli() {
 	mgr codex-bridge --session s --bogus
 	assert_eq "unknown flag: exit code" 2 "$RC"
 	assert_eq "unknown flag: the message" "sandbox-manager codex-bridge: unknown option '--bogus'" "$(head -n 1 "$ERR")"
+	mgr codex-bridge --session
+	assert_eq "a flag without its value" "sandbox-manager codex-bridge: option '--session' needs a value" "$(head -n 1 "$ERR")"
+	mgr codex-bridge -x
+	assert_eq "an unknown short flag" "sandbox-manager codex-bridge: unknown option '-x'" "$(head -n 1 "$ERR")"
 	mgr codex-bridge --session s --max-output-chars 10
 	assert_eq "a bad --max-output-chars: exit code" 2 "$RC"
 	mgr codex-bridge --session s codex
