@@ -44,7 +44,7 @@
 #define USAGE_EXIT 2
 #define FAILED_EXIT 125
 
-enum { RPC_INVALID_REQUEST = -32600, RPC_INVALID_PARAMS = -32602, RPC_INTERNAL = -32603 };
+enum { RPC_PARSE = -32700, RPC_INVALID_REQUEST = -32600, RPC_INTERNAL = -32603 };
 
 /* One `bash` call of Codex's, from item/tool/call to its answer. */
 struct bridge_call {
@@ -377,7 +377,7 @@ static void supervisor_line(const char *line, size_t len)
 
 	if (msg == NULL || !json_is_object(msg)) {
 		/* Unread, it could be a thread/start that keeps the shell: not passed on. */
-		send_json(0, json_pack("{s:n, s:{s:i, s:s}}", "id", "error", "code", -32700, "message",
+		send_json(0, json_pack("{s:n, s:{s:i, s:s}}", "id", "error", "code", RPC_PARSE, "message",
 				       len > LINE_CAP ? "sandbox-manager codex-bridge: a message over 64 MiB is refused" :
 				       "sandbox-manager codex-bridge: parse error: one JSON object per line, no duplicate keys"));
 		sb_info("codex-bridge: refused a line from the supervisor that is not one JSON object");
