@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "codex_bridge.h"
 #include "log.h"
 #include "manager.h"
 #include "mcp.h"
@@ -37,6 +38,7 @@ static const struct {
 	{ "status", mcli_status, "the manager's health (exit 0 healthy, 1 degraded) and counts" },
 	{ "metrics", mcli_status, "the manager's metrics in the Prometheus text format" },
 	{ "mcp", run_mcp, "the Bash tool for agent frameworks, MCP on stdio" },
+	{ "codex-bridge", codex_bridge_serve, "the Bash tool for Codex's app-server, a JSON-RPC proxy on stdio" },
 	{ "version", run_version, "print the version" },
 };
 
@@ -44,7 +46,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: sandbox-manager COMMAND [FLAGS]\n\n");
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nsandbox-manager COMMAND --help shows a command's flags. Client commands find the daemon by\n"
 		   "--socket PATH or $SANDBOX_MANAGER_SOCKET. Exit codes: 0 done; 2 usage error; 125 refused, failed or\n"
 		   "unreachable; exec: the command's own code, 124 timed out, 128+N signal N.\n");
