@@ -4,7 +4,8 @@
 Each folder may include headers from the folders its rule names, and from nowhere else; a header is
 found the way the compiler finds it (the including file's own folder first, then common/, then the
 manager's folders: the Makefile's MANAGER_INC). A rule that allows only some headers of a folder
-names them. Also: only the daemon names a backend's constructor. Exit 1 with one line per breach."""
+names them. A header named *_internal.h is its own folder's alone. Also: only the daemon names a
+backend's constructor. Exit 1 with one line per breach."""
 import glob
 import os
 import re
@@ -68,7 +69,9 @@ def main():
             found = resolve(path, header)
             if found is None or found[0] == folder:
                 continue
-            if not allowed(RULES.get(folder, []), *found):
+            if found[1].endswith("_internal.h"):
+                breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which only {found[0]}/ itself may use")
+            elif not allowed(RULES.get(folder, []), *found):
                 breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which {folder}/ may not use")
         if CONSTRUCTOR.search(text) and rel not in CONSTRUCTOR_ALLOWED and not rel.startswith("manager/backend/"):
             breaches.append(f"{rel}: names a backend constructor; only {', '.join(sorted(CONSTRUCTOR_ALLOWED))} does")
