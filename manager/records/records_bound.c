@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "records_internal.h"
-#include "utf8.h"
+#include "textesc.h"
 
 /* ---------------------------------------------------------------- bounded records (invariant 13) */
 
@@ -18,20 +18,6 @@
  * records, without bound: each stream keeps a head and a tail, and a page of records stops before
  * its budget. Every cut falls between whole tokens, so the text stays valid UTF-8 and an escaped
  * stream's "\\xNN" and "\\\\" (sandbox-agent/output.c output_to_utf8) are never split. */
-
-/* Bytes of the token at s[i]: an escape of an escaped stream, else one UTF-8 sequence (1 for a
- * byte that starts none, which only raw text that is not JSON can hold). */
-static size_t text_token(const char *s, size_t n, size_t i, bool escaped)
-{
-	size_t k;
-
-	if (escaped && s[i] == '\\' && i + 1 < n && s[i + 1] == '\\')
-		return 2;
-	if (escaped && s[i] == '\\' && i + 3 < n && s[i + 1] == 'x')
-		return 4;
-	k = utf8_seq_len((const uint8_t *)s + i, n - i);
-	return k ? k : 1;
-}
 
 #define MARKER_FORMAT "\n[... %zu bytes of this output are not kept in the record ...]\n"
 /* A text this much over its limit is one already shortened (head, marker, tail): it is not cut
@@ -49,7 +35,7 @@ static char *text_shorten(const char *s, size_t n, size_t limit, bool escaped, s
 	int mlen;
 
 	for (size_t i = 0, k; i < n; i += k) {
-		k = text_token(s, n, i, escaped);
+		k = textesc_token_len(s, n, i, escaped);
 		if (i + k <= head_cap)
 			head = i + k;
 		if (!tail_found && i >= tail_from) {

@@ -16,17 +16,10 @@
 
 #define PROBE_SIZE 65536
 
+/* A new file written whole and fsync'd, its directory entry too: common/fdio.c's one way. */
 static int probe_write(const char *path, const unsigned char *data, size_t len, struct sb_err *err)
 {
-	cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-
-	if (fd < 0)
-		return sb_fail_errno(err, "creating %s", path);
-	if (fd_write_all(fd, data, len) < 0)
-		return sb_fail_errno(err, "writing %s", path);
-	if (fsync(fd) != 0)
-		return sb_fail_errno(err, "fsync of %s", path);
-	return 0;
+	return fd_file_create_path(path, 0600, (uid_t)-1, (gid_t)-1, data, len, err);
 }
 
 /* 1 when the file holds exactly data, 0 when it differs, -1 on error. */
