@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include "cleanup.h"
+#include "fdio.h"
 #include "records_internal.h"
 #include "utf8.h"
 
@@ -31,19 +31,6 @@
  * the database file's mode (fchmod, so the umask does not matter). An existing file is tightened,
  * and so are sidecars left by an older run. The directory must exist: the manager's private state
  * is made (0700) by whoever owns it, not as a side effect of opening records. */
-static int tighten_mode(int fd, const char *path, struct sb_err *err)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) != 0)
-		return sb_fail_errno(err, "records: checking %s", path);
-	if (!S_ISREG(st.st_mode))
-		return sb_fail(err, EINVAL, "records: %s is not a regular file", path);
-	if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0)
-		return sb_fail_errno(err, "records: making %s mode 0600", path);
-	return 0;
-}
-
 static int tighten_sidecar(const char *path, const char *suffix, struct sb_err *err)
 {
 	char side[PATH_MAX];
@@ -54,19 +41,22 @@ static int tighten_sidecar(const char *path, const char *suffix, struct sb_err *
 	fd = open(side, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : sb_fail_errno(err, "records: opening %s", side);
-	return tighten_mode(fd, side, err);
+	if (fd_private_tighten(fd, side, err) != 0) {
+		sb_err_prefix(err, "records");
+		return -1;
+	}
+	return 0;
 }
 
+/* common/fdio.c's private file: 0600, no link, a regular file. */
 static int db_file_prepare(const char *path, struct sb_err *err)
 {
-	int fd cleanup_close = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd cleanup_close = fd_private_open(path, err);
 
-	if (fd < 0 && errno == ENOENT)
-		return sb_fail_errno(err, "records: creating %s (its directory must exist)", path);
-	if (fd < 0)
-		return sb_fail_errno(err, "records: opening %s", path);
-	if (tighten_mode(fd, path, err) != 0)
+	if (fd < 0) {
+		sb_err_prefix(err, "records");
 		return -1;
+	}
 	if (tighten_sidecar(path, "-wal", err) != 0 || tighten_sidecar(path, "-shm", err) != 0)
 		return -1;
 	return 0;

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "fdio.h"
 #include "gitconfig.h"
 #include "gitrun.h"
 #include "log.h"
@@ -229,9 +230,9 @@ static int identity_lock(const struct layout *l, struct sb_err *err)
 
 	if (path_alloc_fmt(&path, err, "%s/workspace.lock", l->private_state) != 0)
 		return -1;
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = fd_private_open(path, err);
 	if (fd < 0)
-		return sb_fail_errno(err, "opening %s", path);
+		return -1;
 	while (flock(fd, LOCK_EX) != 0) {
 		if (errno != EINTR) {
 			sb_fail_errno(err, "locking %s", path);
