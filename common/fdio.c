@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pathfmt.h"
@@ -119,4 +120,32 @@ int fd_file_replace(int dirfd, const char *dir, const char *name, const char *tm
 	if (fsync(dirfd) < 0)
 		return sb_fail_errno(err, "syncing directory %s", dir);
 	return 0;
+}
+
+int fd_private_tighten(int fd, const char *path, struct sb_err *err)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return sb_fail_errno(err, "checking %s", path);
+	if (!S_ISREG(st.st_mode))
+		return sb_fail(err, EINVAL, "%s is not a regular file", path);
+	if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0)
+		return sb_fail_errno(err, "making %s mode 0600", path);
+	return 0;
+}
+
+int fd_private_open(const char *path, struct sb_err *err)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0 && errno == ENOENT)
+		return sb_fail_errno(err, "creating %s (its directory must exist)", path);
+	if (fd < 0)
+		return sb_fail_errno(err, "opening %s", path);
+	if (fd_private_tighten(fd, path, err) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }

@@ -1,5 +1,6 @@
 /* Whole writes to a descriptor, and the one copy of private-file creation: a new file beneath a
- * held directory, written whole and made durable, or no file at all. fd_write_all is safe between
+ * held directory, written whole and made durable, or no file at all; and a private file that
+ * lives on (opened or created 0600, never through a link). fd_write_all is safe between
  * clone() and execve() (no allocation, no locks), so the namespace inits use it as well as ordinary
  * code; the file functions are for ordinary code (they format messages into a struct sb_err). */
 #ifndef SB_FDIO_H
@@ -27,6 +28,15 @@ int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, ui
  * symlinks in the ancestors, as open(2) would) and the last component created beneath it. */
 int fd_file_create_path(const char *path, mode_t mode, uid_t uid, gid_t gid, const void *data, size_t len,
 			struct sb_err *err);
+
+/* A private file that lives on (a database, a lock file): path opened read-write, created 0600
+ * when missing, never through a final symbolic link (O_NOFOLLOW); it must be a regular file, and
+ * any other mode is tightened to 0600 (fchmod: the umask does not matter). The descriptor
+ * (O_CLOEXEC), or -1 with err: ENOENT when its directory does not exist, ELOOP for a link. */
+int fd_private_open(const char *path, struct sb_err *err);
+
+/* The check and tightening of fd_private_open for a file opened otherwise (path for messages). */
+int fd_private_tighten(int fd, const char *path, struct sb_err *err);
 
 /* Replace name beneath dirfd atomically: data goes to tmp (a stale tmp from a crash is removed
  * first) through fd_file_create, tmp is renamed over name and dirfd fsynced. A reader sees the old

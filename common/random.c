@@ -33,7 +33,7 @@ void sb_hex_encode(const uint8_t *in, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
-static int hex_value(char c)
+int sb_hex_value(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -51,7 +51,7 @@ int sb_hex_decode(const char *hex, uint8_t *out, size_t out_len, struct sb_err *
 	if (len != 2 * out_len)
 		return sb_fail(err, EINVAL, "expected %zu hex digits, got %zu", 2 * out_len, len);
 	for (size_t i = 0; i < out_len; i++) {
-		int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+		int hi = sb_hex_value(hex[2 * i]), lo = sb_hex_value(hex[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return sb_fail(err, EINVAL, "not a hex digit at position %zu", hi < 0 ? 2 * i : 2 * i + 1);

@@ -13,6 +13,9 @@ int sb_random_bytes(void *buf, size_t len, struct sb_err *err);
 /* Write 2*len lowercase hex digits and a NUL into out (which holds 2*len+1 bytes). */
 void sb_hex_encode(const uint8_t *in, size_t len, char *out);
 
+/* The value of one hex digit (either case), or -1 when c is not one. */
+int sb_hex_value(char c);
+
 /* Decode exactly out_len bytes from hex; fails on odd length, a wrong length or a non-hex digit. */
 int sb_hex_decode(const char *hex, uint8_t *out, size_t out_len, struct sb_err *err);
 

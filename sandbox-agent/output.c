@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
 {
 	memset(c, 0, sizeof *c);
@@ -103,39 +105,14 @@ void output_free(struct output_capture *c)
 	mbedtls_sha256_free(&c->sha);
 }
 
-/* Length of the sequence at p that travels as itself: valid UTF-8 (RFC 3629: no overlongs, no
- * surrogates, <= U+10FFFF) other than NUL, or 0 when the byte at p must be escaped. NUL is valid
- * UTF-8, but in JSON it can only be \u0000, which jansson (the journal, the manager, the CLI)
- * refuses unless told otherwise and which ends every C string it reaches: one rule for every byte
- * that is not plain text keeps each reader strict and each string's strlen its length. */
+/* Length of the sequence at p that travels as itself: valid UTF-8 (common/utf8.c: RFC 3629, no
+ * overlongs, no surrogates, <= U+10FFFF) other than NUL, or 0 when the byte at p must be escaped.
+ * NUL is valid UTF-8, but in JSON it can only be \u0000, which jansson (the journal, the manager,
+ * the CLI) refuses unless told otherwise and which ends every C string it reaches: one rule for
+ * every byte that is not plain text keeps each reader strict and each string's strlen its length. */
 static size_t text_seq_len(const uint8_t *p, size_t avail)
 {
-	uint8_t b = p[0];
-	size_t n;
-	uint32_t cp;
-
-	if (b == 0)
-		return 0;
-	if (b < 0x80)
-		return 1;
-	if (b >= 0xC2 && b <= 0xDF)
-		n = 2, cp = b & 0x1F;
-	else if (b >= 0xE0 && b <= 0xEF)
-		n = 3, cp = b & 0x0F;
-	else if (b >= 0xF0 && b <= 0xF4)
-		n = 4, cp = b & 0x07;
-	else
-		return 0;
-	if (avail < n)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xC0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3F);
-	}
-	if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-		return 0;
-	return n;
+	return p[0] == 0 ? 0 : utf8_seq_len(p, avail);
 }
 
 static bool text_plain(const uint8_t *in, size_t len)

@@ -5,7 +5,7 @@ Each folder may include headers from the folders its rule names, and from nowher
 found the way the compiler finds it (the including file's own folder first, then common/, then the
 manager's folders: the Makefile's MANAGER_INC, and sandbox-agent/ for manager/backend/ only). A rule
 that allows only some headers of a folder names them. Also: only the daemon names a backend's
-constructor, and no two files of manager/core/ call each other, directly or around a loop (a function
+constructor, a header named *_internal.h is its own folder's alone, and no two files of manager/core/ call each other, directly or around a loop (a function
 defined in A and called in B is an edge B -> A). Exit 1 with one line per breach."""
 import glob
 import os
@@ -112,7 +112,9 @@ def main():
             found = resolve(path, header)
             if found is None or found[0] == folder:
                 continue
-            if not allowed(RULES.get(folder, []), *found):
+            if found[1].endswith("_internal.h"):
+                breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which only {found[0]}/ itself may use")
+            elif not allowed(RULES.get(folder, []), *found):
                 breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which {folder}/ may not use")
         if CONSTRUCTOR.search(text) and rel not in CONSTRUCTOR_ALLOWED and not rel.startswith("manager/backend/"):
             breaches.append(f"{rel}: names a backend constructor; only {', '.join(sorted(CONSTRUCTOR_ALLOWED))} does")

@@ -16,6 +16,7 @@
 #include "control.h"
 #include "control_limits.h"
 #include "textesc.h"
+#include "utf8.h"
 
 struct json_t *mcli_call(const char *socket_flag, json_t *request)
 {
@@ -347,15 +348,6 @@ static long number_arg(const char *text, long min, long max)
 	return *end != '\0' || v < min || v > max ? -1 : v;
 }
 
-/* Text that goes into a request as a JSON string must be UTF-8 (jansson refuses anything else). */
-static bool utf8_text(const char *text)
-{
-	json_t *j = json_string(text);
-
-	json_decref(j);
-	return j != NULL;
-}
-
 /* ---- session ---- */
 
 static int session_create(int argc, char **argv)
@@ -375,7 +367,7 @@ static int session_create(int argc, char **argv)
 		return code;
 	}
 	for (size_t i = 0; i < 3; i++)
-		if (f[i].set && !utf8_text(f[i].value)) {
+		if (f[i].set && !utf8_valid_str(f[i].value)) {
 			json_decref(f[3].values);
 			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
 		}
@@ -396,7 +388,7 @@ static int session_simple(const struct command *c, int argc, char **argv, const 
 
 	if (flags_only(c, argc, argv, f, delete_flag ? 3 : 2, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0)
 		return code;
-	if (!utf8_text(f[0].value))
+	if (!utf8_valid_str(f[0].value))
 		return usage_error(c, "--session '%s' is not UTF-8 text", f[0].value);
 	req = json_pack("{s:s, s:s}", "op", op, "session", f[0].value);
 	if (req == NULL || (delete_flag && json_object_set_new(req, "delete_branch", json_boolean(f[2].set)) != 0))
@@ -421,7 +413,7 @@ static int session_list(int argc, char **argv)
 		return usage_error(c, "--limit takes a whole number from 1 to %u, not '%s'", CONTROL_SESSIONS_LIMIT_MAX,
 				   f[3].value);
 	for (size_t i = 0; i < 5; i++)
-		if (f[i].set && f[i].has_arg && !utf8_text(f[i].value))
+		if (f[i].set && f[i].has_arg && !utf8_valid_str(f[i].value))
 			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
 	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:b}", "op", "session.list", "identity", f[0].value, "state",
 			f[1].value, "before", f[4].value, "all", f[2].set);
@@ -530,7 +522,7 @@ int mcli_exec(int argc, char **argv)
 				   f[1].value);
 	if (f[4].set && (turn = number_arg(f[4].value, 0, 1L << 53)) < 0)
 		return usage_error(c, "--turn takes a whole number, at least 0, not '%s'", f[4].value);
-	if (!utf8_text(f[0].value) || !utf8_text(argv[i]))
+	if (!utf8_valid_str(f[0].value) || !utf8_valid_str(argv[i]))
 		return usage_error(c, "the session and the command must be UTF-8 text");
 	req = json_pack("{s:s, s:s, s:s}", "op", "exec", "session", f[0].value, "command", argv[i]);
 	/* Unset, the manager would use its default timeout (or turn) instead of the one asked for. */
@@ -567,7 +559,7 @@ int mcli_grant(int argc, char **argv)
 		return code;
 	if (f[1].set == f[2].set)
 		return usage_error(c, "give exactly one of --set RES=ACCESS and --revoke RES");
-	if (!utf8_text(f[0].value) || !utf8_text(f[1].set ? f[1].value : f[2].value))
+	if (!utf8_valid_str(f[0].value) || !utf8_valid_str(f[1].set ? f[1].value : f[2].value))
 		return usage_error(c, "the session and the resource must be UTF-8 text");
 	req = json_pack("{s:s, s:s, s:s?, s:s?}", "op", "grant", "session", f[0].value, "set", f[1].value, "revoke",
 			f[2].value);
@@ -598,7 +590,7 @@ int mcli_records(int argc, char **argv)
 		return usage_error(c, "--limit takes a whole number of records from 1 to %u, not '%s'",
 				   CONTROL_RECORDS_LIMIT_MAX, f[2].value);
 	for (size_t i = 0; i < 5; i++)
-		if (f[i].set && !utf8_text(f[i].value))
+		if (f[i].set && !utf8_valid_str(f[i].value))
 			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
 	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:s*}", "op", "records", "session", f[0].value, "exec", f[1].value,
 			"before", f[3].value, "state", f[4].value);
@@ -623,9 +615,9 @@ int mcli_resolve(int argc, char **argv)
 	o = f[1].value;
 	if (strcmp(o, "ran") != 0 && strcmp(o, "not-ran") != 0 && strcmp(o, "unknown") != 0)
 		return usage_error(c, "--outcome takes ran, not-ran or unknown, not '%s'", o);
-	if (f[2].value[0] == '\0' || strlen(f[2].value) > CONTROL_NOTE_MAX || !utf8_text(f[2].value))
+	if (f[2].value[0] == '\0' || strlen(f[2].value) > CONTROL_NOTE_MAX || !utf8_valid_str(f[2].value))
 		return usage_error(c, "--note takes 1 to %u bytes of UTF-8 text (what was checked)", CONTROL_NOTE_MAX);
-	if (!utf8_text(f[0].value))
+	if (!utf8_valid_str(f[0].value))
 		return usage_error(c, "--exec '%s' is not UTF-8 text", f[0].value);
 	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "exec", f[0].value, "outcome", o, "note", f[2].value);
 	if (req == NULL)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "textesc.h"
+
 #define SHAPE_RESERVE 2048   /* of a limit, for everything but the streams: labels, notes, outcome */
 #define LINE_WINDOW_MAX 2000 /* how far a cut moves to reach a line end */
 #define WHY_MAX 300          /* of the reason the output was not kept, in a marker */
@@ -19,16 +21,7 @@ size_t mcp_shape_budget(size_t limit)
  * escapes are read as common/textesc.c reads them, left to right. */
 static size_t token_len(const struct mcp_stream *s, size_t i)
 {
-	const unsigned char b = (unsigned char)s->text[i];
-	size_t n = b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-	const char *hex = "0123456789abcdefABCDEF";
-
-	if (s->escaped && b == '\\' && i + 1 < s->len && s->text[i + 1] == '\\')
-		n = 2;
-	else if (s->escaped && b == '\\' && i + 3 < s->len && s->text[i + 1] == 'x' && s->text[i + 2] != '\0' &&
-		 strchr(hex, s->text[i + 2]) != NULL && s->text[i + 3] != '\0' && strchr(hex, s->text[i + 3]) != NULL)
-		n = 4;
-	return i + n > s->len ? s->len - i : n;
+	return textesc_token_len(s->text, s->len, i, s->escaped);
 }
 
 static size_t line_window(size_t n)

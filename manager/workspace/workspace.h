@@ -5,7 +5,7 @@
  *
  * Volume layout (DESIGN.md, "Persistent volume"):
  *   <volume>/identities/<identity>/repositories/<repo>/   base clone (bare) = the common git dir;
- *       its packed-refs is a link into packed-refs.d/ (see the mount plan in workspace.c)
+ *       its packed-refs is a link into packed-refs.d/ (see the mount plan in mount_plan.c)
  *   <volume>/identities/<identity>/workspaces/<session>/  the session's linked worktree
  *   <volume>/identities/<identity>/private-state/         manager state (0700), never mounted
  *   <volume>/identities/<identity>/provider-auth/         provider credentials (0700), never mounted

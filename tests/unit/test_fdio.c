@@ -231,6 +231,53 @@ static void test_full_filesystem(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* fd_private_open: made 0600 whatever the umask, an existing file kept and tightened, and a link,
+ * a directory or a missing directory refused, each with its errno. */
+static void test_private_open(void **state)
+{
+	struct fixture *f = *state;
+	char path[128], link[128], sub[128], missing[128];
+	struct sb_err err;
+	struct stat st;
+	mode_t old = umask(0);
+	int fd;
+
+	snprintf(path, sizeof path, "%s/db", f->dir);
+	snprintf(link, sizeof link, "%s/link", f->dir);
+	snprintf(sub, sizeof sub, "%s/sub", f->dir);
+	snprintf(missing, sizeof missing, "%s/none/db", f->dir);
+	fd = fd_private_open(path, &err);
+	umask(old);
+	assert_true(fd >= 0);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(write(fd, "kept", 4), 4);
+	close(fd);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(chmod(path, 0644), 0);
+	fd = fd_private_open(path, &err);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	file_expect(f, "db", "kept");
+	assert_int_equal(symlink(path, link), 0);
+	assert_int_equal(fd_private_open(link, &err), -1);
+	assert_int_equal(err.errnum, ELOOP);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(fd_private_open(sub, &err), -1);
+	assert_int_equal(err.errnum, EISDIR); /* O_RDWR on a directory */
+	assert_int_equal(fd_private_open(missing, &err), -1);
+	assert_int_equal(err.errnum, ENOENT);
+	assert_non_null(strstr(err.msg, "its directory must exist"));
+	snprintf(sub, sizeof sub, "%s/fifo", f->dir);
+	assert_int_equal(mkfifo(sub, 0644), 0);
+	assert_int_equal(fd_private_open(sub, &err), -1); /* O_RDWR opens a FIFO without blocking */
+	assert_int_equal(err.errnum, EINVAL);
+	assert_int_equal(stat(sub, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644); /* refused before any change */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -243,6 +290,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_path_owned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_filesystem, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_private_open, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

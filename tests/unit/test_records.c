@@ -1,4 +1,4 @@
-/* Unit tests for manager/records/records.c on real SQLite files in temporary directories: open, reopen and
+/* Unit tests for manager/records/ on real SQLite files in temporary directories: open, reopen and
  * the file's settings (WAL, mode 0600, close-on-exec, schema version), sessions, grants, sandboxes,
  * the exec life cycle and the transitions it refuses, eight threads at once, and a writer killed
  * with SIGKILL in the middle of a transaction. */

@@ -1,4 +1,4 @@
-/* Unit tests for records_counts() (manager/records/records.c), what status and metrics report: every exec
+/* Unit tests for records_counts() (manager/records/records_counts.c), what status and metrics report: every exec
  * and session state counted, zeros included; uncertain execs counted as open only on sessions not
  * deleted, listed by session newest first with their newest exec; reserved sessions listed; both
  * lists bounded; and the time of one count over 100,000 execs (printed, bounded loosely). */

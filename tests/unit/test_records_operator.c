@@ -1,4 +1,4 @@
-/* Unit tests for the records of the operator's commands (manager/records/records.c, schema version 2): a
+/* Unit tests for the records of the operator's commands (manager/records/, schema version 2): a
  * version 1 file, as sandbox-manager 0.1.0 wrote it, migrated with its rows intact (once, also by
  * two openers at once; a migration that fails leaves version 1 as it was); resolutions of uncertain
  * execs (once only, uncertain only, bounded notes, final for every writer); pages of sessions. */
@@ -52,7 +52,7 @@ static int teardown(void **state)
 /* ---------------------------------------------------------------- a version 1 file */
 
 /* The schema of version 1, frozen here as sandbox-manager 0.1.0 created it: the test must not
- * follow records.c if that ever changes, or it would stop proving the migration. */
+ * follow records_schema.c if that ever changes, or it would stop proving the migration. */
 static const char V1_SCHEMA[] =
 	"CREATE TABLE sessions ("
 	"  id TEXT PRIMARY KEY NOT NULL, identity TEXT NOT NULL, repo TEXT NOT NULL,"

@@ -1,4 +1,4 @@
-/* Unit tests for manager/workspace/workspace.c with real git repositories in temporary directories: creating
+/* Unit tests for manager/workspace/ with real git repositories in temporary directories: creating
  * a session workspace, reusing the base clone, branches, scratch, refusals that leave nothing
  * behind, bad names and paths, recheck, open, delete, the mount plan and the volume probe. */
 #include <setjmp.h>
