@@ -15,19 +15,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "error.h"
 #include "mountfd.h"
 #include "nsspawn.h"
 
 #define PUT_OLD ".oldroot"
-
-static void cleanup_closep(const int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-}
-
-#define cleanup_close __attribute__((cleanup(cleanup_closep)))
 
 /* Tell the manager what failed and die at once: prepare() fails with this message, never with
  * "child exited 125". */

@@ -67,7 +67,7 @@ static int hand_tree(const struct agent_dir *d, int at, const char *path, const 
  * what it must write: the plan's writable entries and its own tls/, state/ and sock/. The private
  * directory itself stays the manager's, searchable (0711) so the sandbox can walk to those three.
  *
- * Why the starts are trusted paths: each plan source is canonical (workspace.c builds it from the
+ * Why the starts are trusted paths: each plan source is canonical (mount_plan.c builds it from the
  * realpath'd volume) and lies in the identity's repositories/ or workspaces/, whose every
  * ancestor no sandbox can write: the common git dir above objects/, refs/, logs/,
  * packed-refs.d/ and worktrees/<name> is bound read-only, workspaces/ is never mounted, and the

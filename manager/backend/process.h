@@ -19,6 +19,7 @@
 
 #include "agent_dir.h"
 #include "backend.h"
+#include "cleanup.h"
 #include "error.h"
 #include "sandbox_init.h"
 
@@ -28,20 +29,6 @@
 #endif
 
 #define CGROUP_NAME_MAX 128
-
-static inline void cleanup_freep(void *p)
-{
-	free(*(void **)p);
-}
-
-static inline void cleanup_closep(const int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-}
-
-#define cleanup_free __attribute__((cleanup(cleanup_freep)))
-#define cleanup_close __attribute__((cleanup(cleanup_closep)))
 
 /* The backend: its settings and, when the host delegates one, the cgroup v2 directory every
  * sandbox's own cgroup is made in. */

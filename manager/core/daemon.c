@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "control.h"
+#include "fdio.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -84,17 +85,14 @@ static int state_lock(const char *state_dir, struct sb_err *err)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
 	char path[PATH_MAX + sizeof STATE_LOCK_NAME + 1], text[32];
-	struct stat st;
 	int fd, n;
 
 	if (path_fmt(path, sizeof path, err, "%s/" STATE_LOCK_NAME, state_dir) < 0)
 		return -1;
-	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return sb_fail_errno(err, "opening the state dir's lock %s", path);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return sb_fail(err, EINVAL, "the state dir's lock %s is not a regular file", path);
+	fd = fd_private_open(path, err);
+	if (fd < 0) {
+		sb_err_prefix(err, "the state dir's lock");
+		return -1;
 	}
 	if (fcntl(fd, F_SETLK, &fl) < 0) {
 		int e = errno;
@@ -212,44 +210,6 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	return recovery_run(m, err);
 }
 
-/* An answer of records (or of sessions) always fits one frame: a page stops at RECORDS_PAGE_BYTES,
- * and what else the answer holds ("ok", "next_before": an id) is far below the rest of the cap. */
-_Static_assert(RECORDS_PAGE_BYTES + 64u * 1024u < CONTROL_RESPONSE_CAP, "a page of records must fit a control answer");
-
-/* records: a page of a session's execs, newest first, or one exec (DESIGN.md). A deleted
- * session's records stay readable: they are its audit trail. Every answer is bounded by the page's
- * budget, whatever the records hold (records_page). */
-static json_t *records_answer(struct manager *m, json_t *req)
-{
-	struct records_query q = { .budget = RECORDS_PAGE_BYTES };
-	const char *keys[] = { "session", "exec", "before", "state" };
-	const char **vals[] = { &q.session, &q.exec_id, &q.before, &q.state };
-	json_t *page = NULL;
-	struct sb_err err;
-	int rc;
-
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-		json_t *v = json_object_get(req, keys[i]);
-
-		if (v != NULL && !json_is_string(v) && !json_is_null(v))
-			return control_error("invalid", "records: %s must be a string", keys[i]);
-		*vals[i] = json_string_value(v);
-	}
-	if (control_request_uint(req, "limit", RECORDS_PAGE_LIMIT_DEFAULT, &q.limit) < 0)
-		return control_error("invalid", "records: limit must be a whole number from 1 to %u", RECORDS_PAGE_LIMIT_MAX);
-	sb_err_clear(&err);
-	rc = records_page(m->rec, &q, &page, &err);
-	if (rc == RECORDS_NOT_FOUND)
-		return control_error_from("not_found", &err);
-	if (rc < 0)
-		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
-	if (json_object_set_new(page, "ok", json_true()) != 0) {
-		json_decref(page);
-		return NULL;
-	}
-	return page;
-}
-
 /* peer: the connection's uid (SO_PEERCRED), for the ops that record who asked. */
 static json_t *dispatch(struct manager *m, json_t *req, uid_t peer)
 {
@@ -267,14 +227,14 @@ static json_t *dispatch(struct manager *m, json_t *req, uid_t peer)
 	if (strcmp(op, "session.delete") == 0)
 		return sessions_delete(m, session, json_is_true(json_object_get(req, "delete_branch")));
 	if (strcmp(op, "session.list") == 0)
-		return sessions_list(m, req);
+		return pages_sessions(m, req);
 	if (strcmp(op, "cancel") == 0)
 		return session == NULL ? control_error("invalid", "cancel needs a session") :
 					 cancel_call(m, session, json_string_value(json_object_get(req, "tag")));
 	if (strcmp(op, "grant") == 0)
 		return sessions_grant(m, req);
 	if (strcmp(op, "records") == 0)
-		return records_answer(m, req);
+		return pages_records(m, req);
 	if (strcmp(op, "status") == 0)
 		return status_answer(m);
 	if (strcmp(op, "metrics") == 0)

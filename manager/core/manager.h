@@ -110,11 +110,13 @@ json_t *sessions_create(struct manager *m, json_t *req);
 json_t *sessions_show(struct manager *m, const char *session);
 json_t *sessions_delete(struct manager *m, const char *session, bool delete_branch);
 json_t *sessions_grant(struct manager *m, json_t *req);
-/* A page of sessions (records_sessions_page), newest first. */
-json_t *sessions_list(struct manager *m, json_t *req);
 
 /* resolve.c: an operator settles an uncertain exec; peer is who (the connection's uid). */
 json_t *resolve_answer(struct manager *m, json_t *req, uid_t peer);
+
+/* pages.c: the paged answers (records, and the list of sessions). */
+json_t *pages_records(struct manager *m, json_t *req);
+json_t *pages_sessions(struct manager *m, json_t *req);
 
 /* daemon.c */
 int daemon_serve(int argc, char **argv);

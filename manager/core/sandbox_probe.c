@@ -1,4 +1,4 @@
-/* At start: the third property of the volume probe (workspace.c does the first two), through one
+/* At start: the third property of the volume probe (workspace/volume_probe.c does the first two), through one
  * throwaway sandbox: a write on the host is visible through a sandbox's mount view, and a write
  * inside is visible on the host. Reads what the sandbox wrote as untrusted: never another file. */
 #include "manager.h"
@@ -103,7 +103,7 @@ static int probe_sandbox_read(const struct probe *p, struct sb_err *err)
 	return 0;
 }
 
-/* The third property of the volume probe (workspace.c does the first two): a write on the host is
+/* The third property of the volume probe (workspace/volume_probe.c does the first two): a write on the host is
  * visible through a sandbox's mount view, and a write inside is visible on the host. One
  * throwaway sandbox on a probe directory of the volume, stopped with evidence afterwards. */
 int sandbox_volume_probe(struct manager *m, struct sb_err *err)

@@ -2,7 +2,7 @@
  * that hold for its sandbox), delete (only with evidence that the sandbox is gone), grants, and
  * list (pages of every session).
  * Every argument arrives from a local client and is checked here before anything changes. The
- * records of a session's calls are answered in pages by daemon.c records_answer(). */
+ * records of a session's calls, and the list of sessions, are answered in pages by pages.c. */
 #include "manager.h"
 
 #include <errno.h>
@@ -305,41 +305,4 @@ json_t *sessions_grant(struct manager *m, json_t *req)
 		return control_error_from("internal", &err);
 	authority_changed(m, id, revoke);
 	return sessions_show(m, id);
-}
-
-/* Every session, newest first, in pages bounded like records' (records_sessions_page): "identity"
- * and "state" filter, "all" adds the deleted ones, "limit" and "before" page. */
-json_t *sessions_list(struct manager *m, json_t *req)
-{
-	struct sessions_query q = { .budget = RECORDS_PAGE_BYTES };
-	const char *keys[] = { "identity", "state", "before" };
-	const char **vals[] = { &q.identity, &q.state, &q.before };
-	json_t *all = json_object_get(req, "all"), *page = NULL;
-	struct sb_err err;
-	int rc;
-
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-		json_t *v = json_object_get(req, keys[i]);
-
-		if (v != NULL && !json_is_string(v) && !json_is_null(v))
-			return control_error("invalid", "session list: %s must be a string", keys[i]);
-		*vals[i] = json_string_value(v);
-	}
-	if (all != NULL && !json_is_boolean(all))
-		return control_error("invalid", "session list: all must be true or false");
-	q.all = json_is_true(all);
-	if (control_request_uint(req, "limit", RECORDS_SESSIONS_LIMIT_DEFAULT, &q.limit) < 0)
-		return control_error("invalid", "session list: limit must be a whole number from 1 to %u",
-				     RECORDS_SESSIONS_LIMIT_MAX);
-	sb_err_clear(&err);
-	rc = records_sessions_page(m->rec, &q, &page, &err);
-	if (rc == RECORDS_NOT_FOUND)
-		return control_error_from("not_found", &err);
-	if (rc < 0)
-		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
-	if (json_object_set_new(page, "ok", json_true()) != 0) {
-		json_decref(page);
-		return NULL;
-	}
-	return page;
 }
