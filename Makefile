@@ -57,7 +57,7 @@ ESCAPE_BIN := $(patsubst tests/escape/%.c,$(BUILD)/tests/escape/%,$(ESCAPE_SRC))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps test test-unit test-integration test-asan demo demo-agent bench fuzz image clean
+.PHONY: all deps test test-unit test-integration test-asan demo demo-agent bench load soak fuzz image clean
 
 all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager
 
@@ -142,6 +142,15 @@ demo-agent: all
 
 bench: all
 	bash scripts/bench.sh $(BUILD)
+
+# A load report against one process-backend manager (scripts/load.sh; not a CI test): LOAD_SESSIONS
+# (64) sessions x LOAD_CALLS (100) mixed calls; `make soak` runs the same for SOAK_SECONDS.
+SOAK_SECONDS ?= 1800
+load: all
+	bash scripts/load.sh $(BUILD)
+
+soak: all
+	LOAD_SECONDS=$(SOAK_SECONDS) bash scripts/load.sh $(BUILD)
 
 # The sandbox image, offline (no registry): debootstrap + the static agent, imported into root's podman
 # as infra-sandbox-agent:dev (IMAGE=... overrides). Root only; see images/README.md.

@@ -89,13 +89,19 @@ int control_peer_uid(int fd, uid_t *uid, struct sb_err *err)
 int control_send(int fd, json_t *msg, size_t cap, struct sb_err *err)
 {
 	struct sb_stream s;
+
+	sb_stream_fd(&s, &fd);
+	return control_send_stream(&s, msg, cap, err);
+}
+
+int control_send_stream(struct sb_stream *s, json_t *msg, size_t cap, struct sb_err *err)
+{
 	char *text = json_dumps(msg, JSON_COMPACT);
 	int rc;
 
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "serialising a control message");
-	sb_stream_fd(&s, &fd);
-	rc = frame_write(&s, text, strlen(text), cap, err);
+	rc = frame_write(s, text, strlen(text), cap, err);
 	free(text);
 	return rc;
 }
@@ -103,14 +109,20 @@ int control_send(int fd, json_t *msg, size_t cap, struct sb_err *err)
 int control_recv(int fd, size_t cap, json_t **msg, struct sb_err *err)
 {
 	struct sb_stream s;
+
+	sb_stream_fd(&s, &fd);
+	return control_recv_stream(&s, cap, msg, err);
+}
+
+int control_recv_stream(struct sb_stream *s, size_t cap, json_t **msg, struct sb_err *err)
+{
 	json_error_t jerr;
 	uint8_t *buf;
 	size_t len;
 	int rc;
 
 	*msg = NULL;
-	sb_stream_fd(&s, &fd);
-	rc = frame_read(&s, cap, &buf, &len, err);
+	rc = frame_read(s, cap, &buf, &len, err);
 	if (rc <= 0)
 		return rc;
 	*msg = json_loadb((const char *)buf, len, JSON_REJECT_DUPLICATES, &jerr);

@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "frame.h"
 
 #define CONTROL_REQUEST_CAP (2u * 1024u * 1024u)
 /* Every answer is built to fit (invariant 13: records are paged under RECORDS_PAGE_BYTES, outputs
@@ -41,6 +42,10 @@ int control_peer_uid(int fd, uid_t *uid, struct sb_err *err);
 int control_send(int fd, json_t *msg, size_t cap, struct sb_err *err);
 /* 1: a message in *msg (an object), 0: the peer closed between messages, -1: error. */
 int control_recv(int fd, size_t cap, json_t **msg, struct sb_err *err);
+/* The same over a stream whose reads and writes may time out (the daemon bounds how long a client
+ * may take to send a request or to read an answer). */
+int control_send_stream(struct sb_stream *s, json_t *msg, size_t cap, struct sb_err *err);
+int control_recv_stream(struct sb_stream *s, size_t cap, json_t **msg, struct sb_err *err);
 
 /* {"ok": false, "error": {"kind", "message"}}: a new reference. */
 json_t *control_error(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -505,8 +505,9 @@ static json_t *call_steps(struct manager *m, struct call *c)
 
 	if (stop_reached(m, STOP_REFUSING))
 		return call_refuse_stopping(m, c);
+	/* Not on record, so not run: the answer says so (a full records volume ends here). */
 	if (call_record(m, c, &err) < 0)
-		return control_error_from("internal", &err);
+		return control_error("unavailable", "exec not run: it could not be recorded (%s)", err.msg);
 	return call_run(m, c);
 }
 

@@ -4,8 +4,10 @@
  * then the usage on stderr. Every failure is printed once, by whoever finds it. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,22 +23,34 @@
 struct json_t *mcli_call(const char *socket_flag, json_t *request)
 {
 	const char *path = control_socket_path(socket_flag);
-	struct sb_err err;
+	struct sb_err err, send_err;
 	json_t *response = NULL;
-	int fd, rc;
+	int fd, rc = -1;
 
 	if (path == NULL) {
 		fprintf(stderr, "sandbox-manager: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
 		json_decref(request);
 		return NULL;
 	}
+	/* A manager at its connection limit answers and closes, maybe before the request is written:
+	 * the write then fails (EPIPE, not a signal) and the answer is still there to read. */
+	signal(SIGPIPE, SIG_IGN);
+	sb_err_clear(&send_err);
 	fd = control_connect(path, &err);
-	if (fd < 0 || control_send(fd, request, CONTROL_REQUEST_CAP, &err) < 0 ||
-	    (rc = control_recv(fd, CONTROL_RESPONSE_CAP, &response, &err)) < 0) {
-		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
-	} else if (rc == 0) {
-		fprintf(stderr, "sandbox-manager: the manager closed the connection without answering\n");
+	if (fd >= 0 && control_send(fd, request, CONTROL_REQUEST_CAP, &send_err) < 0 && send_err.errnum != EPIPE) {
+		err = send_err;
+	} else if (fd >= 0) {
+		rc = control_recv(fd, CONTROL_RESPONSE_CAP, &response, &err);
+		/* Nothing to read after a failed write: the write's error is the one to say. */
+		if (rc <= 0 && send_err.msg[0] != '\0') {
+			err = send_err;
+			rc = -1;
+		}
 	}
+	if (rc < 0)
+		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
+	else if (rc == 0)
+		fprintf(stderr, "sandbox-manager: the manager closed the connection without answering\n");
 	if (fd >= 0)
 		close(fd);
 	json_decref(request);

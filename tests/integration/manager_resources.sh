@@ -1,0 +1,317 @@
+# shellcheck shell=bash
+# Resources and load (issue 14, part 2): a full records volume, a full receipt directory, control
+# clients that stall or never read, and many clients at once. Each test says what the user sees and
+# checks in the records that no call was lost, recorded twice or run twice.
+
+RES_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# ---- a manager whose state directory, or its sandboxes/, is on a small tmpfs ----------------------
+# The tmpfs lives in a private mount namespace held by a sleeping process (RES_HOLD), and the manager
+# runs in it (RES_NS: the nsenter prefix). As root that is `unshare -m`. sbtest cannot mount on the
+# host: `unshare -Urm` gives it a user and mount namespace where it may, and a second user namespace
+# inside maps its own uid back, so the manager runs as sbtest, an unprivileged manager as in every
+# other test (as uid 0 of a namespace it would be a root manager, whose sandbox uid is not mapped
+# there). The control socket and the volume stay on the host's filesystem, so clients and the
+# test's own checks need no namespace.
+
+# res_ns_start STATE_SIZE SANDBOXES_SIZE: a tmpfs of STATE_SIZE on $MSTATE ("-": none) and one of
+# SANDBOXES_SIZE on $MSTATE/sandboxes ("-": none).
+res_ns_start() {
+	local mounts="" i last
+	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$MSTATE" && chmod 0700 "$MSTATE"
+	last=$MSTATE
+	[ "$2" != - ] && last=$MSTATE/sandboxes
+	[ "$1" != - ] && mounts="mount -t tmpfs -o size=$1,mode=0700 tmpfs $MSTATE && "
+	[ "$2" != - ] && mounts+="mkdir -p $MSTATE/sandboxes && mount -t tmpfs -o size=$2,mode=0700 tmpfs $MSTATE/sandboxes && "
+	if [ "$RUN_UID" -eq 0 ]; then
+		unshare -m --propagation private bash -c "${mounts}exec sleep 600" &
+	else
+		"${AS[@]}" unshare -Urm --propagation private bash -c \
+			"${mounts}exec unshare -U -m --map-user=$RUN_UID --map-group=$(id -g "$RUN_USER") sleep 600" &
+	fi
+	RES_HOLD=$!
+	disown "$RES_HOLD" # killed at the end by PID; no job report
+	trap res_cleanup EXIT
+	RES_NS=(nsenter -t "$RES_HOLD" -m)
+	[ "$RUN_UID" -eq 0 ] || RES_NS=(nsenter -t "$RES_HOLD" -U -m --preserve-credentials)
+	for i in $(seq 1 50); do
+		"${AS[@]}" "${RES_NS[@]}" findmnt -n "$last" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	bad "the namespace with the tmpfs did not come up"
+	return 1
+}
+
+# res_mgr_start: mgr_start's manager, inside the namespace, with its socket and volume on the host.
+# Called again, it restarts on the same state.
+res_mgr_start() {
+	local i
+	MSOCK=$TD/m.sock
+	rm -f "$MSOCK"
+	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
+	"${AS[@]}" "${RES_NS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --socket "$MSOCK" --volume "$TD/volume" \
+		>>"$TD/manager.log" 2>&1 &
+	MGR_PID=$!
+	for i in $(seq 1 100); do
+		[ -S "$MSOCK" ] && return 0
+		kill -0 "$MGR_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	bad "the manager did not start: $(tail -n 5 "$TD/manager.log")"
+	return 1
+}
+
+res_cleanup() {
+	[ -n "${RES_HOLD:-}" ] && kill -KILL "$RES_HOLD" 2>/dev/null
+	mgr_cleanup
+}
+
+# res_fill DIR: fills DIR's filesystem (in the namespace) until it has no byte left.
+res_fill() {
+	"${AS[@]}" "${RES_NS[@]}" sh -c "dd if=/dev/zero of='$1/fill' bs=64k >/dev/null 2>&1; \
+		head -c 65536 /dev/zero > '$1/fill.tail' 2>/dev/null; [ \"\$(stat -f -c %a '$1')\" = 0 ]" ||
+		bad "$1 is not full: $("${AS[@]}" "${RES_NS[@]}" df -h "$1" | tail -n 1)"
+}
+res_free() { "${AS[@]}" "${RES_NS[@]}" rm -f "$1/fill" "$1/fill.tail"; }
+
+# The records' volume fills up (ENOSPC for real, where manager_file_size_limit uses RLIMIT_FSIZE):
+# a call arriving then is refused, not run, and says why; a call running when it fills answers
+# uncertain (its end could not be recorded) and stays dispatched; the manager keeps serving, the
+# next call after space returns works, and a restart settles the dispatched one from the agent's
+# journal. Every command ran at most once. The agents' directories are on another tmpfs, so only
+# the records are short of space.
+test_manager_enospc_records() {
+	local m
+	m=$(unique_marker)
+	mgr_repo && res_ns_start 8m 64m && res_mgr_start && mgr_session
+	mgr exec --session "$SID" -- 'echo one'
+	assert_eq "a call before the volume fills" 0 "$RC"
+	res_fill "$MSTATE"
+	mgr exec --session "$SID" -- "echo run >> \"\$TMPDIR/runs.$m.a\"; echo ran"
+	assert_eq "a call on a full records volume: exit code" 125 "$RC"
+	assert_match "it says it did not run, and why" "exec not run: it could not be recorded .*(disk is full|No space)" \
+		"$(cat "$ERR")"
+	[ -e "$WT/.sandbox-tmp/runs.$m.a" ] && bad "the call the manager could not record ran"
+	mgr session show --session "$SID"
+	assert_eq "session show on a full volume" 0 "$RC"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited"]'
+	kill -0 "$MGR_PID" 2>/dev/null || bad "the manager did not survive the full volume"
+
+	# The volume fills while a call runs: its end cannot be recorded.
+	res_free "$MSTATE"
+	mgr_bg_exec b "echo run >> \"\$TMPDIR/runs.$m.b\"; sleep 2; echo done.$m"
+	for _ in $(seq 1 100); do [ -s "$WT/.sandbox-tmp/runs.$m.b" ] && break; sleep 0.05; done
+	res_fill "$MSTATE"
+	wait_bg_execs_allow_fail
+	assert_match "the running call's answer" "uncertain: exec [0-9a-f]+ ended exited, but that could not be recorded" \
+		"$(cat "$TD/bg-b.out")"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["dispatched","exited"]'
+	res_free "$MSTATE"
+	mgr exec --session "$SID" -- 'echo after'
+	assert_eq "the first call once space is back (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" after "$(cat "$OUT")"
+
+	# A restart settles the dispatched call from the agent's journal: its real end, not a rerun.
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	res_mgr_start
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","exited","exited"]'
+	assert_json '[.records[].result.stdout]' "[\"after\\n\",\"done.$m\\n\",\"one\\n\"]"
+	assert_eq "the call caught by the full volume ran once" 1 "$(wc -l <"$WT/.sandbox-tmp/runs.$m.b")"
+}
+t manager_enospc_records test_manager_enospc_records
+
+# The sandbox's private directory (the agent's journal and receipts, <state>/sandboxes/<id>/state) has
+# no space. A call arriving then is refused by the agent before it runs (its journal entry comes
+# first): it did not run. A call running when the space goes cannot get its receipt written: it is
+# uncertain, its sandbox stopped and proven gone, never "exited" without a receipt and never run
+# again; the next call, once there is space, runs on a new generation.
+test_manager_enospc_receipts() {
+	local m
+	m=$(unique_marker)
+	mgr_repo && res_ns_start - 4m && res_mgr_start && mgr_session
+	mgr exec --session "$SID" -- 'echo one'
+	assert_eq "a call before the receipts' directory fills" 0 "$RC"
+	res_fill "$MSTATE/sandboxes"
+	mgr exec --session "$SID" -- "echo run >> \"\$TMPDIR/runs.$m.a\"; echo ran"
+	assert_eq "a call with no room for its journal: exit code" 125 "$RC"
+	assert_match "it says why" "refused.*journal entry.*No space left on device" "$(cat "$ERR")"
+	[ -e "$WT/.sandbox-tmp/runs.$m.a" ] && bad "the refused call ran"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["refused","exited"]'
+
+	# The space goes while a call runs: no receipt can be written for it.
+	res_free "$MSTATE/sandboxes"
+	mgr_bg_exec b "echo run >> \"\$TMPDIR/runs.$m.b\"; sleep 2; echo done.$m"
+	for _ in $(seq 1 100); do [ -s "$WT/.sandbox-tmp/runs.$m.b" ] && break; sleep 0.05; done
+	res_fill "$MSTATE/sandboxes"
+	wait_bg_execs_allow_fail
+	assert_match "the running call's answer" "uncertain" "$(cat "$TD/bg-b.out")"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["uncertain","refused","exited"]'
+	assert_match "its record says why" "receipt|journal|No space" "$(jr '.records[0].reason')"
+	echo "    (a call running when the space went: $(jr '.records[0].reason' | head -c 400))"
+	res_free "$MSTATE/sandboxes"
+	mgr exec --session "$SID" -- "echo after"
+	assert_eq "the next call once there is space (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" after "$(cat "$OUT")"
+	assert_eq "the caught call ran once" 1 "$(wc -l <"$WT/.sandbox-tmp/runs.$m.b")"
+	mgr session show --session "$SID"
+	assert_json .generation 2
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","uncertain","refused","exited"]'
+}
+t manager_enospc_receipts test_manager_enospc_receipts
+
+# ---- control clients that stall, and many at once -------------------------------------------------
+
+# mgr_threads / mgr_fds: the manager's thread and open descriptor counts, now.
+mgr_threads() { awk '/^Threads:/ { print $2 }' "/proc/$MGR_PID/status"; }
+mgr_fds() { find "/proc/$MGR_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+
+# stall_run NAME ARGS...: control_stall.py in the background as the test user; waits until its
+# connections are open. Its JSON summary lands in $TD/NAME.json.
+stall_run() {
+	local name=$1 i
+	shift
+	rm -f "$TD/$name.ready"
+	"${AS[@]}" python3 "$RES_HERE/control_stall.py" "$MSOCK" "$@" "$TD/$name.ready" >"$TD/$name.json" 2>"$TD/$name.err" &
+	STALL_PID=$!
+	for i in $(seq 1 200); do [ -e "$TD/$name.ready" ] && return 0; sleep 0.05; done
+	bad "$name: the stalled clients did not connect: $(head -c 300 "$TD/$name.err")"
+}
+
+# Clients that connect and send nothing, or half a frame, cost one thread each while they stall and
+# are bounded: the manager closes a silent one 10 s after it connected and answers a cut frame 10 s
+# after its first byte; meanwhile other clients are served. Past the connection limit (half the
+# descriptors, at most 512) a new connection is answered at once that the manager is at its limit
+# (nothing ran), and never costs a thread; threads and descriptors stay within the limit.
+test_manager_control_stalled() {
+	local t0 f0 t1 f1
+	mgr_repo && mgr_start && mgr_session
+	mgr exec --session "$SID" -- true
+	t0=$(mgr_threads)
+	f0=$(mgr_fds)
+	stall_run a stall 300 20 16
+	mgr session show --session "$SID"
+	assert_eq "session show beside 320 stalled clients" 0 "$RC"
+	mgr exec --session "$SID" -- 'echo served'
+	assert_eq "a call beside 320 stalled clients (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" served "$(cat "$OUT")"
+	t1=$(mgr_threads)
+	assert_ge "threads held by the stalled clients" $((t1 - t0)) 300
+	assert_lt "threads held by the stalled clients" $((t1 - t0)) 330
+	wait "$STALL_PID"
+	assert_json '[.refused, .closed, .half_answered, .open, .other]' '[0,300,20,0,[]]' "$TD/a.json"
+	assert_ge "the first close, s after connecting" "$(jr '.first_close_s * 10 | floor' "$TD/a.json")" 95
+	assert_lt "the last close, s after connecting" "$(jr '.last_close_s * 10 | floor' "$TD/a.json")" 140
+	sleep 0.5
+	assert_lt "threads once they are gone" "$(mgr_threads)" $((t0 + 3))
+
+	# Past the limit: 600 at once.
+	stall_run b stall 600 0 14
+	f1=$(mgr_fds)
+	t1=$(mgr_threads)
+	# several: the answer may come before the client has written its request (the CLI still reads it)
+	for _ in 1 2 3 4 5; do
+		mgr session show --session "$SID"
+		assert_eq "session show at the limit: exit code" 125 "$RC"
+		assert_match "it says why" "unavailable: the manager has [0-9]+ control connections open, its limit: nothing ran" \
+			"$(cat "$ERR")"
+	done
+	assert_lt "descriptors at the limit" "$f1" $((f0 + 512 + 16))
+	assert_lt "threads at the limit" "$t1" $((t0 + 512 + 4))
+	wait "$STALL_PID"
+	assert_ge "connections refused at once" "$(jr .refused "$TD/b.json")" 88
+	assert_eq "refused + closed" 600 "$(jr '.refused + .closed' "$TD/b.json")"
+	assert_json '[.open, .other]' '[0,[]]' "$TD/b.json"
+	mgr session show --session "$SID"
+	assert_eq "session show once they are gone" 0 "$RC"
+	grep -q "refused a control connection: [0-9]* open, the limit" "$TD/manager.log" || bad "the refusals are not logged"
+	kill -0 "$MGR_PID" 2>/dev/null || bad "the manager did not survive the stalled clients"
+}
+t manager_control_stalled test_manager_control_stalled
+
+# A client sends an exec with a large output and never reads the answer: the exec is recorded
+# exited all the same (the record is written before the answer), other clients are served, the same
+# session's next call runs (the session's turn is not held by the unread answer), and the manager
+# gives the answer up after 30 s without progress, freeing the thread.
+test_manager_control_slow_reader() {
+	local i
+	mgr_repo && mgr_start && mgr_session
+	mgr exec --session "$SID" -- true
+	stall_run s slow "$SID" 'head -c 8000000 /dev/zero | tr "\0" x' 45
+	for i in $(seq 1 100); do
+		mgr records --session "$SID" --limit 1
+		[ "$(jr '.records[0].state')" = exited ] && [ "$(jr '.records[0].command')" != true ] && break
+		sleep 0.1
+	done
+	assert_json '[.records[0].state, .records[0].result.stdout_bytes]' '["exited",8000000]'
+	mgr session show --session "$SID"
+	assert_eq "session show while an answer is unread" 0 "$RC"
+	mgr exec --session "$SID" -- 'echo next'
+	assert_eq "the same session's next call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" next "$(cat "$OUT")"
+	wait "$STALL_PID"
+	assert_ge "s until the manager gave the answer up" "$(jr '.gave_up_s * 10 | floor' "$TD/s.json")" 290
+	assert_lt "s until the manager gave the answer up" "$(jr '.gave_up_s * 10 | floor' "$TD/s.json")" 400
+	grep -q "the answer to exec was not read for 30 s" "$TD/manager.log" || bad "the manager did not log the unread answer"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","exited","exited"]'
+}
+t manager_control_slow_reader test_manager_control_slow_reader
+
+# 250 clients at once on the control socket (listen backlog 128): 200 reads (records, session show)
+# and 50 execs over 10 sessions. All are answered, none fails, and the calls of one session never
+# overlap: neither in the records (accepted..finished intervals) nor as the commands saw it (each
+# holds a directory in the session's scratch while it runs).
+test_manager_many_clients() {
+	local i s pids=() failed=0
+	local -a sids=()
+	mgr_repo && mgr_start
+	for i in $(seq 0 9); do
+		mgr_session
+		sids+=("$SID")
+		mgr exec --session "$SID" -- true
+	done
+	for i in $(seq 0 249); do
+		s=${sids[$((i / 5 % 10))]}
+		if ((i % 5 == 0)); then
+			"${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" timeout 120 "$MANAGER" exec --session "$s" -- \
+				"mkdir \"\$TMPDIR/busy\" || echo OVERLAP; sleep 0.05; rmdir \"\$TMPDIR/busy\"; echo call-$i" \
+				>"$TD/c$i.out" 2>"$TD/c$i.err" &
+		elif ((i % 2)); then
+			"${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" timeout 120 "$MANAGER" records --session "$s" \
+				>"$TD/c$i.out" 2>"$TD/c$i.err" &
+		else
+			"${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" timeout 120 "$MANAGER" session show --session "$s" \
+				>"$TD/c$i.out" 2>"$TD/c$i.err" &
+		fi
+		pids+=("$!")
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || { failed=$((failed + 1)); [ "$failed" -le 3 ] && bad "client $i: $(head -c 200 "$TD/c$i.err")"; }
+	done
+	assert_eq "clients that failed" 0 "$failed"
+	# exactly its own line: "OVERLAP" would mean it saw another call of its session running
+	for i in $(seq 0 5 249); do
+		assert_eq "call $i's output" "call-$i" "$(cat "$TD/c$i.out")"
+	done
+	for i in $(seq 1 2 249); do
+		((i % 5 == 0)) && continue
+		jq -e '.records | type == "array"' "$TD/c$i.out" >/dev/null || bad "records client $i: $(head -c 200 "$TD/c$i.out")"
+	done
+	for s in "${sids[@]}"; do
+		mgr records --session "$s"
+		assert_json '[.records[].state] | (length, unique)' $'6\n["exited"]'
+		# each call is accepted after the previous one finished
+		# shellcheck disable=SC2016 # jq's own variables
+		assert_json '[.records | sort_by(.accepted_ms) | . as $r | range(1; length) | select($r[.].accepted_ms < $r[. - 1].finished_ms)] | length' 0
+		assert_json '[.records[] | select(.dispatched_ms < .accepted_ms or .finished_ms < .dispatched_ms)] | length' 0
+	done
+	kill -0 "$MGR_PID" 2>/dev/null || bad "the manager did not survive 250 clients"
+}
+t manager_many_clients test_manager_many_clients
