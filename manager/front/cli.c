@@ -241,6 +241,15 @@ static bool utf8_text(const char *text)
 	return j != NULL;
 }
 
+/* The values of flags f[0..n) that were given, each as UTF-8 text: 0, or the usage error. */
+static int flags_utf8(const struct command *c, const struct flag *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (f[i].set && f[i].has_arg && !utf8_text(f[i].value))
+			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+	return 0;
+}
+
 /* ---- session ---- */
 
 static int session_create(int argc, char **argv)
@@ -255,15 +264,10 @@ static int session_create(int argc, char **argv)
 	if (f[3].values == NULL)
 		return request_fail(NULL);
 	if (flags_only(c, argc, argv, f, 5, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
-	    (code = flag_required(c, &f[1])) != 0) {
+	    (code = flag_required(c, &f[1])) != 0 || (code = flags_utf8(c, f, 3)) != 0) {
 		json_decref(f[3].values);
 		return code;
 	}
-	for (size_t i = 0; i < 3; i++)
-		if (f[i].set && !utf8_text(f[i].value)) {
-			json_decref(f[3].values);
-			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
-		}
 	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", "session.create", "identity", f[0].value, "repo",
 			f[1].value, "branch", f[2].value, "grants", f[3].values);
 	if (req == NULL)
@@ -279,10 +283,9 @@ static int session_simple(const struct command *c, int argc, char **argv, const 
 	json_t *req;
 	int code = 0;
 
-	if (flags_only(c, argc, argv, f, delete_flag ? 3 : 2, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0)
+	if (flags_only(c, argc, argv, f, delete_flag ? 3 : 2, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
+	    (code = flags_utf8(c, f, 1)) != 0)
 		return code;
-	if (!utf8_text(f[0].value))
-		return usage_error(c, "--session '%s' is not UTF-8 text", f[0].value);
 	req = json_pack("{s:s, s:s}", "op", op, "session", f[0].value);
 	if (req == NULL || (delete_flag && json_object_set_new(req, "delete_branch", json_boolean(f[2].set)) != 0))
 		return request_fail(req);
@@ -305,9 +308,8 @@ static int session_list(int argc, char **argv)
 	if (f[3].set && (limit = flag_number(f[3].value, 1, CONTROL_SESSIONS_LIMIT_MAX)) < 0)
 		return usage_error(c, "--limit takes a whole number from 1 to %u, not '%s'", CONTROL_SESSIONS_LIMIT_MAX,
 				   f[3].value);
-	for (size_t i = 0; i < 5; i++)
-		if (f[i].set && f[i].has_arg && !utf8_text(f[i].value))
-			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+	if ((code = flags_utf8(c, f, 5)) != 0)
+		return code;
 	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:b}", "op", "session.list", "identity", f[0].value, "state",
 			f[1].value, "before", f[4].value, "all", f[2].set);
 	/* A request without its limit would ask for another page than the one named: not sent. */
@@ -482,9 +484,8 @@ int mcli_records(int argc, char **argv)
 	if (f[2].set && (limit = flag_number(f[2].value, 1, CONTROL_RECORDS_LIMIT_MAX)) < 0)
 		return usage_error(c, "--limit takes a whole number of records from 1 to %u, not '%s'",
 				   CONTROL_RECORDS_LIMIT_MAX, f[2].value);
-	for (size_t i = 0; i < 5; i++)
-		if (f[i].set && !utf8_text(f[i].value))
-			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+	if ((code = flags_utf8(c, f, 5)) != 0)
+		return code;
 	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:s*}", "op", "records", "session", f[0].value, "exec", f[1].value,
 			"before", f[3].value, "state", f[4].value);
 	/* A request without its limit would ask for another page than the one named: not sent. */
@@ -510,8 +511,8 @@ int mcli_resolve(int argc, char **argv)
 		return usage_error(c, "--outcome takes ran, not-ran or unknown, not '%s'", o);
 	if (f[2].value[0] == '\0' || strlen(f[2].value) > CONTROL_NOTE_MAX || !utf8_text(f[2].value))
 		return usage_error(c, "--note takes 1 to %u bytes of UTF-8 text (what was checked)", CONTROL_NOTE_MAX);
-	if (!utf8_text(f[0].value))
-		return usage_error(c, "--exec '%s' is not UTF-8 text", f[0].value);
+	if ((code = flags_utf8(c, f, 1)) != 0)
+		return code;
 	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "exec", f[0].value, "outcome", o, "note", f[2].value);
 	if (req == NULL)
 		return request_fail(NULL);

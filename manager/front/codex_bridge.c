@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "bash_tool.h"
+#include "cli.h"
 #include "cli_flags.h"
 #include "codex_policy.h"
 #include "control.h"
@@ -37,7 +38,6 @@
 
 #define LINE_CAP (64u * 1024u * 1024u) /* one message: from Codex a larger one passes unread, from the supervisor it is refused */
 #define CALLS_MAX 64                   /* bash calls in flight at once; more are refused */
-#define USAGE_EXIT 2
 #define FAILED_EXIT 125
 
 enum { RPC_PARSE = -32700, RPC_INVALID_REQUEST = -32600, RPC_INTERNAL = -32603 };
@@ -475,7 +475,7 @@ int codex_bridge_serve(int argc, char **argv)
 	if (br.peer.socket_path == NULL) {
 		fprintf(stderr, "sandbox-manager codex-bridge: no manager socket: pass --socket PATH or set "
 				"SANDBOX_MANAGER_SOCKET\n");
-		return USAGE_EXIT;
+		return MCLI_USAGE;
 	}
 	br.asked = json_array();
 	if (br.asked == NULL) {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "cli_flags.h"
 #include "control.h"
 #include "fdio.h"
@@ -127,14 +128,14 @@ int mcp_serve(int argc, char **argv, const char *version)
 	st.socket_path = control_socket_path(f[1].value);
 	if (st.socket_path == NULL) {
 		fprintf(stderr, "sandbox-manager mcp: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
-		return 2;
+		return MCLI_USAGE;
 	}
 	if (http != NULL) {
 		struct sb_err err;
 
 		if ((h = mcp_http_open(http, token_file, &err)) == NULL) {
 			fprintf(stderr, "sandbox-manager mcp: --http %s: %s\n", http, err.msg);
-			return 2;
+			return MCLI_USAGE;
 		}
 	}
 	/* A client that went away must not kill us mid-write: writes fail with EPIPE instead. */
