@@ -5,16 +5,15 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_flags.h"
 #include "control.h"
 #include "control_limits.h"
 #include "textesc.h"
@@ -95,14 +94,6 @@ static int request_fail(json_t *req)
 }
 
 /* ---- usage: each command's text, here and nowhere else ---- */
-
-struct command {
-	const char *name;   /* as typed after sandbox-manager: "session create" */
-	const char *usage;  /* the whole text -h prints */
-};
-
-#define SOCKET_HELP "  --socket PATH          the manager's control socket (default $SANDBOX_MANAGER_SOCKET)\n"
-#define HELP_HELP "  -h, --help             this text\n"
 
 static const struct command cmd_session = {
 	"session",
@@ -256,110 +247,13 @@ static const struct command cmd_resolve = {
 	SOCKET_HELP HELP_HELP,
 };
 
-/* A usage error: one line saying what was wrong, then the usage, on stderr. */
-static int usage_error(const struct command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage_error(const struct command *c, const char *fmt, ...)
+/* The values of flags f[0..n) that were given, each as UTF-8 text: 0, or the usage error. */
+static int flags_utf8(const struct command *c, const struct flag *f, size_t n)
 {
-	va_list ap;
-
-	fprintf(stderr, "sandbox-manager %s: ", c->name);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n%s", c->usage);
-	return MCLI_USAGE;
-}
-
-/* ---- flags ---- */
-
-/* One long flag; flags_parse fills value/set (a repeatable flag's values into the array). */
-struct flag {
-	const char *name;
-	int has_arg;
-	const char *value;
-	json_t *values;   /* non-NULL: repeatable, collected here */
-	int set;
-};
-
-#define FLAGS_MAX 15
-#define FLAGS_DONE (-1) /* flags_parse printed the usage (help, or a usage error): *code is the exit */
-
-/* getopt_long over argv with c's flags (and -h/--help). Returns the index of the first argument
- * after the flags (after a "--" that ends them), or FLAGS_DONE with *code 0 for help and
- * MCLI_USAGE for an unknown flag or a missing value (one line, then the usage, on stderr). */
-static int flags_parse(const struct command *c, int argc, char **argv, struct flag *flags, size_t n, int *code)
-{
-	struct option longopts[FLAGS_MAX + 2];
-	int opt;
-
-	if (n > FLAGS_MAX)
-		n = FLAGS_MAX;
 	for (size_t i = 0; i < n; i++)
-		longopts[i] = (struct option){ flags[i].name, flags[i].has_arg, NULL, (int)i + 256 };
-	longopts[n] = (struct option){ "help", 0, NULL, 256 + (int)n };
-	longopts[n + 1] = (struct option){ NULL, 0, NULL, 0 };
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-		struct flag *f;
-
-		if (opt == 'h' || opt == 256 + (int)n) {
-			fputs(c->usage, stdout);
-			*code = 0;
-			return FLAGS_DONE;
-		}
-		if (opt == ':') {
-			*code = usage_error(c, "option '%s' needs a value", argv[optind - 1]);
-			return FLAGS_DONE;
-		}
-		if (opt < 256 || (size_t)(opt - 256) >= n) {
-			/* optopt: a known flag given a value it does not take (--json=1), an unknown short
-			 * option (its letter), or 0 for an unknown long one (argv[optind - 1]). */
-			*code = optopt == 256 + (int)n ? usage_error(c, "option '--help' takes no value") :
-				optopt >= 256 ? usage_error(c, "option '--%s' takes no value", flags[optopt - 256].name) :
-				optopt > 0 ? usage_error(c, "unknown option '-%c'", optopt) :
-				usage_error(c, "unknown option '%s'", argv[optind - 1]);
-			return FLAGS_DONE;
-		}
-		f = &flags[opt - 256];
-		f->set = 1;
-		f->value = optarg;
-		if (f->values != NULL && json_array_append_new(f->values, json_string(optarg)) != 0) {
-			*code = usage_error(c, "--%s '%s' is not UTF-8 text", f->name, optarg);
-			return FLAGS_DONE;
-		}
-	}
-	return optind;
-}
-
-/* flags_parse for a command that takes no arguments besides its flags. */
-static int flags_only(const struct command *c, int argc, char **argv, struct flag *flags, size_t n, int *code)
-{
-	int i = flags_parse(c, argc, argv, flags, n, code);
-
-	if (i != FLAGS_DONE && i < argc) {
-		*code = usage_error(c, "unexpected argument '%s'", argv[i]);
-		return FLAGS_DONE;
-	}
-	return i;
-}
-
-/* A required flag that was not given: the usage error, or 0. */
-static int required(const struct command *c, const struct flag *f)
-{
-	return f->set ? 0 : usage_error(c, "--%s is required", f->name);
-}
-
-/* A whole number from min to max, or -1. */
-static long number_arg(const char *text, long min, long max)
-{
-	char *end;
-	long v;
-
-	if (text[0] < '0' || text[0] > '9')
-		return -1;
-	v = strtol(text, &end, 10);
-	return *end != '\0' || v < min || v > max ? -1 : v;
+		if (f[i].set && f[i].has_arg && !utf8_valid_str(f[i].value))
+			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+	return 0;
 }
 
 /* ---- session ---- */
@@ -375,16 +269,11 @@ static int session_create(int argc, char **argv)
 
 	if (f[3].values == NULL)
 		return request_fail(NULL);
-	if (flags_only(c, argc, argv, f, 5, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0 ||
-	    (code = required(c, &f[1])) != 0) {
+	if (flags_only(c, argc, argv, f, 5, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
+	    (code = flag_required(c, &f[1])) != 0 || (code = flags_utf8(c, f, 3)) != 0) {
 		json_decref(f[3].values);
 		return code;
 	}
-	for (size_t i = 0; i < 3; i++)
-		if (f[i].set && !utf8_valid_str(f[i].value)) {
-			json_decref(f[3].values);
-			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
-		}
 	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", "session.create", "identity", f[0].value, "repo",
 			f[1].value, "branch", f[2].value, "grants", f[3].values);
 	if (req == NULL)
@@ -400,10 +289,9 @@ static int session_simple(const struct command *c, int argc, char **argv, const 
 	json_t *req;
 	int code = 0;
 
-	if (flags_only(c, argc, argv, f, delete_flag ? 3 : 2, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0)
+	if (flags_only(c, argc, argv, f, delete_flag ? 3 : 2, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
+	    (code = flags_utf8(c, f, 1)) != 0)
 		return code;
-	if (!utf8_valid_str(f[0].value))
-		return usage_error(c, "--session '%s' is not UTF-8 text", f[0].value);
 	req = json_pack("{s:s, s:s}", "op", op, "session", f[0].value);
 	if (req == NULL || (delete_flag && json_object_set_new(req, "delete_branch", json_boolean(f[2].set)) != 0))
 		return request_fail(req);
@@ -423,12 +311,11 @@ static int session_list(int argc, char **argv)
 	/* The state is the manager's to check, as for records: it knows the states. */
 	if (flags_only(c, argc, argv, f, 6, &code) == FLAGS_DONE)
 		return code;
-	if (f[3].set && (limit = number_arg(f[3].value, 1, CONTROL_SESSIONS_LIMIT_MAX)) < 0)
+	if (f[3].set && (limit = flag_number(f[3].value, 1, CONTROL_SESSIONS_LIMIT_MAX)) < 0)
 		return usage_error(c, "--limit takes a whole number from 1 to %u, not '%s'", CONTROL_SESSIONS_LIMIT_MAX,
 				   f[3].value);
-	for (size_t i = 0; i < 5; i++)
-		if (f[i].set && f[i].has_arg && !utf8_valid_str(f[i].value))
-			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+	if ((code = flags_utf8(c, f, 5)) != 0)
+		return code;
 	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:b}", "op", "session.list", "identity", f[0].value, "state",
 			f[1].value, "before", f[4].value, "all", f[2].set);
 	/* A request without its limit would ask for another page than the one named: not sent. */
@@ -525,16 +412,16 @@ int mcli_exec(int argc, char **argv)
 	long timeout = 0, turn = -1;
 	int code = 0, i = flags_parse(c, argc, argv, f, 5, &code);
 
-	if (i == FLAGS_DONE || (code = required(c, &f[0])) != 0)
+	if (i == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0)
 		return code;
 	if (i == argc || strcmp(argv[i - 1], "--") != 0)
 		return usage_error(c, "the command goes after --, as one argument (quote it)");
 	if (i != argc - 1)
 		return usage_error(c, "the command after -- is one argument (quote it), not %d", argc - i);
-	if (f[1].set && (timeout = number_arg(f[1].value, 1, 86400)) < 0)
+	if (f[1].set && (timeout = flag_number(f[1].value, 1, 86400)) < 0)
 		return usage_error(c, "--timeout-seconds takes a whole number of seconds from 1 to 86400, not '%s'",
 				   f[1].value);
-	if (f[4].set && (turn = number_arg(f[4].value, 0, 1L << 53)) < 0)
+	if (f[4].set && (turn = flag_number(f[4].value, 0, 1L << 53)) < 0)
 		return usage_error(c, "--turn takes a whole number, at least 0, not '%s'", f[4].value);
 	if (!utf8_valid_str(f[0].value) || !utf8_valid_str(argv[i]))
 		return usage_error(c, "the session and the command must be UTF-8 text");
@@ -569,7 +456,7 @@ int mcli_grant(int argc, char **argv)
 	json_t *req;
 	int code = 0;
 
-	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0)
+	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0)
 		return code;
 	if (f[1].set == f[2].set)
 		return usage_error(c, "give exactly one of --set RES=ACCESS and --revoke RES");
@@ -600,12 +487,11 @@ int mcli_records(int argc, char **argv)
 		return usage_error(c, "give exactly one of --session S and --exec ID");
 	if (f[1].set && (f[2].set || f[3].set || f[4].set))
 		return usage_error(c, "--limit, --before and --state page a session's records, not one exec's");
-	if (f[2].set && (limit = number_arg(f[2].value, 1, CONTROL_RECORDS_LIMIT_MAX)) < 0)
+	if (f[2].set && (limit = flag_number(f[2].value, 1, CONTROL_RECORDS_LIMIT_MAX)) < 0)
 		return usage_error(c, "--limit takes a whole number of records from 1 to %u, not '%s'",
 				   CONTROL_RECORDS_LIMIT_MAX, f[2].value);
-	for (size_t i = 0; i < 5; i++)
-		if (f[i].set && !utf8_valid_str(f[i].value))
-			return usage_error(c, "--%s '%s' is not UTF-8 text", f[i].name, f[i].value);
+	if ((code = flags_utf8(c, f, 5)) != 0)
+		return code;
 	req = json_pack("{s:s, s:s*, s:s*, s:s*, s:s*}", "op", "records", "session", f[0].value, "exec", f[1].value,
 			"before", f[3].value, "state", f[4].value);
 	/* A request without its limit would ask for another page than the one named: not sent. */
@@ -623,16 +509,16 @@ int mcli_resolve(int argc, char **argv)
 	json_t *req;
 	int code = 0;
 
-	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = required(c, &f[0])) != 0 ||
-	    (code = required(c, &f[1])) != 0 || (code = required(c, &f[2])) != 0)
+	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
+	    (code = flag_required(c, &f[1])) != 0 || (code = flag_required(c, &f[2])) != 0)
 		return code;
 	o = f[1].value;
 	if (strcmp(o, "ran") != 0 && strcmp(o, "not-ran") != 0 && strcmp(o, "unknown") != 0)
 		return usage_error(c, "--outcome takes ran, not-ran or unknown, not '%s'", o);
 	if (f[2].value[0] == '\0' || strlen(f[2].value) > CONTROL_NOTE_MAX || !utf8_valid_str(f[2].value))
 		return usage_error(c, "--note takes 1 to %u bytes of UTF-8 text (what was checked)", CONTROL_NOTE_MAX);
-	if (!utf8_valid_str(f[0].value))
-		return usage_error(c, "--exec '%s' is not UTF-8 text", f[0].value);
+	if ((code = flags_utf8(c, f, 1)) != 0)
+		return code;
 	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "exec", f[0].value, "outcome", o, "note", f[2].value);
 	if (req == NULL)
 		return request_fail(NULL);

@@ -90,20 +90,18 @@ static char *trim(char *s)
 	return s;
 }
 
-/* One header we read: twice is an error (a duplicate could say two things). */
-static int header_set(const char **slot, const char *v)
-{
-	if (*slot != NULL)
-		return -1;
-	*slot = v;
-	return 0;
-}
-
 /* Parse the head (NUL-terminated, "\r\n\r\n" cut off) into r; -1 when malformed. */
 static int head_parse(char *head, struct req *r)
 {
 	char *line = head, *next, *sp;
 	const char *clen = NULL;
+	/* The headers we read. */
+	const struct { const char *name, **slot; } known[] = {
+		{ "authorization", &r->auth }, { "origin", &r->origin }, { "content-type", &r->ctype },
+		{ "accept", &r->accept }, { "mcp-protocol-version", &r->version }, { "mcp-method", &r->mcp_method },
+		{ "mcp-name", &r->mcp_name }, { "transfer-encoding", &r->te }, { "expect", &r->expect },
+		{ "content-length", &clen },
+	};
 
 	memset(r, 0, sizeof *r);
 	r->clen = -1;
@@ -119,7 +117,6 @@ static int head_parse(char *head, struct req *r)
 	*sp = '\0';
 	for (line = next; line != NULL && *line != '\0'; line = next) {
 		char *colon, *v;
-		int rc = 0;
 
 		if ((next = strstr(line, "\r\n")) != NULL)
 			*next = '\0', next += 2;
@@ -127,28 +124,13 @@ static int head_parse(char *head, struct req *r)
 			return -1;
 		*colon = '\0';
 		v = trim(colon + 1);
-		if (strcasecmp(line, "authorization") == 0)
-			rc = header_set(&r->auth, v);
-		else if (strcasecmp(line, "origin") == 0)
-			rc = header_set(&r->origin, v);
-		else if (strcasecmp(line, "content-type") == 0)
-			rc = header_set(&r->ctype, v);
-		else if (strcasecmp(line, "accept") == 0)
-			rc = header_set(&r->accept, v);
-		else if (strcasecmp(line, "mcp-protocol-version") == 0)
-			rc = header_set(&r->version, v);
-		else if (strcasecmp(line, "mcp-method") == 0)
-			rc = header_set(&r->mcp_method, v);
-		else if (strcasecmp(line, "mcp-name") == 0)
-			rc = header_set(&r->mcp_name, v);
-		else if (strcasecmp(line, "transfer-encoding") == 0)
-			rc = header_set(&r->te, v);
-		else if (strcasecmp(line, "expect") == 0)
-			rc = header_set(&r->expect, v);
-		else if (strcasecmp(line, "content-length") == 0)
-			rc = header_set(&clen, v);
-		if (rc < 0)
-			return -1;
+		for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+			if (strcasecmp(line, known[i].name) != 0)
+				continue;
+			if (*known[i].slot != NULL)
+				return -1; /* twice: a duplicate could say two things */
+			*known[i].slot = v;
+		}
 	}
 	if (clen != NULL) {
 		char *end;

@@ -103,6 +103,15 @@ static int header_name_matches(const char *hdr, const char *name)
 	return out == strlen(name) && memcmp(buf, name, out) == 0;
 }
 
+/* A header that does not say what the body says (what_body: "method is"): answered; -1. */
+static int header_mismatch(struct mcp_origin *o, json_t *id, const char *header, const char *hdr,
+			   const char *what_body, const char *body)
+{
+	answer(o, mcp_error_msg(id, RPC_HEADER_MISMATCH, NULL, "Header mismatch: %s %.100s, the body's %s %.100s", header,
+				hdr ?: "(missing)", what_body, body));
+	return -1;
+}
+
 /* A modern request's envelope: 0 with its version index, else -1 with the error answered. */
 static int modern_check(json_t *id, const char *method, json_t *params, struct mcp_origin *o)
 {
@@ -117,28 +126,19 @@ static int modern_check(json_t *id, const char *method, json_t *params, struct m
 		return -1;
 	}
 	/* The header first: what an intermediary routed on must be what is served. */
-	if (o->http && (o->hdr_version == NULL || strcmp(o->hdr_version, asked) != 0)) {
-		answer(o, mcp_error_msg(id, RPC_HEADER_MISMATCH, NULL, "Header mismatch: MCP-Protocol-Version %.100s, "
-					"the body's _meta says %.100s", o->hdr_version ?: "(missing)", asked));
-		return -1;
-	}
+	if (o->http && (o->hdr_version == NULL || strcmp(o->hdr_version, asked) != 0))
+		return header_mismatch(o, id, "MCP-Protocol-Version", o->hdr_version, "_meta says", asked);
 	if (v < 0 || v >= MCP_MODERN_VERSIONS) {
 		answer(o, mcp_error_msg(id, RPC_UNSUPPORTED_VERSION, json_pack("{s:o, s:s}", "supported", versions_json(),
 									    "requested", asked),
 					"Unsupported protocol version: %.100s", asked));
 		return -1;
 	}
-	if (o->http && (o->hdr_method == NULL || strcmp(o->hdr_method, method) != 0)) {
-		answer(o, mcp_error_msg(id, RPC_HEADER_MISMATCH, NULL, "Header mismatch: Mcp-Method %.100s, the body's "
-					"method is %.100s", o->hdr_method ?: "(missing)", method));
-		return -1;
-	}
+	if (o->http && (o->hdr_method == NULL || strcmp(o->hdr_method, method) != 0))
+		return header_mismatch(o, id, "Mcp-Method", o->hdr_method, "method is", method);
 	if (o->http && strcmp(method, "tools/call") == 0 && name != NULL &&
-	    (o->hdr_name == NULL || !header_name_matches(o->hdr_name, name))) {
-		answer(o, mcp_error_msg(id, RPC_HEADER_MISMATCH, NULL, "Header mismatch: Mcp-Name %.100s, the body's "
-					"name is %.100s", o->hdr_name ?: "(missing)", name));
-		return -1;
-	}
+	    (o->hdr_name == NULL || !header_name_matches(o->hdr_name, name)))
+		return header_mismatch(o, id, "Mcp-Name", o->hdr_name, "name is", name);
 	return v;
 }
 

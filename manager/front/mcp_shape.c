@@ -138,6 +138,16 @@ void mcp_shape_shares(const struct mcp_stream s[2], const char *kept_error, cons
 	share[1] = room - share[0];
 }
 
+/* The text of a memstream, closed: write errors of a memstream surface at fclose. NULL then. */
+static char *memstream_text(FILE *f, char **text)
+{
+	if (fclose(f) != 0) {
+		free(*text);
+		return NULL;
+	}
+	return *text;
+}
+
 char *mcp_shape_stream(const struct mcp_stream *s, size_t share, const char *kept_error, size_t *len)
 {
 	char *text = NULL;
@@ -146,11 +156,7 @@ char *mcp_shape_stream(const struct mcp_stream *s, size_t share, const char *kep
 	if (f == NULL)
 		return NULL;
 	stream_body(f, s, kept_error, share);
-	if (fclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
-	return text;
+	return memstream_text(f, &text);
 }
 
 char *mcp_shape(const struct mcp_stream s[2], const char *kept_error, const char *outcome, size_t limit,
@@ -164,7 +170,6 @@ char *mcp_shape(const struct mcp_stream s[2], const char *kept_error, const char
 	f = open_memstream(&text, len);
 	if (f == NULL)
 		return NULL;
-	/* Write errors of a memstream surface at fclose. */
 	for (int i = 0; i < 2; i++) {
 		if (s[i].len > 0 && i == 1)
 			fputs("[stderr]\n", f);
@@ -175,9 +180,5 @@ char *mcp_shape(const struct mcp_stream s[2], const char *kept_error, const char
 		fputs(note, f);
 	}
 	fputs(outcome, f);
-	if (fclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
-	return text;
+	return memstream_text(f, &text);
 }
