@@ -6,7 +6,10 @@
 #   2. a pod that exits 7: Failed, exit code 7;
 #   3. a pod running `sandbox-agent check` with the settings of images/kubernetes/pod.yaml (Localhost
 #      seccomp profile, procMount: Unmasked): Succeeded (nested user namespace, fresh /proc);
-#   4. DELETE with preconditions.uid of a wrong UID: 409, the pod still there; with the right UID: 200.
+#   4. DELETE with preconditions.uid of a wrong UID: 409, the pod still there; with the right UID: 200;
+#   5. a pod past its memory limit: OOMKilled, exit code 137;
+#   6. graceful deletion: DELETE of a running pod sets deletionTimestamp, its SIGTERM trap exits it, and
+#      the pod is gone well before the grace period ends.
 # Usage: scripts/cluster/smoke.sh [KUBECONFIG [CLUSTER_NET...]] (default: the lines `make cluster`
 # prints for the default state directory). Exits non-zero, saying what failed.
 set -euo pipefail
@@ -79,13 +82,13 @@ wait_phase() { # NAME PHASE SECONDS
 
 cleanup_pods() {
 	local n
-	for n in smoke-ok smoke-exit7 smoke-check; do
+	for n in smoke-ok smoke-exit7 smoke-check smoke-oom smoke-term; do
 		api DELETE "/api/v1/namespaces/$ns/pods/$n?gracePeriodSeconds=0" >/dev/null 2>&1 || true
 	done
 }
 trap 'cleanup_pods; rm -rf "$tmp"' EXIT
 cleanup_pods
-for n in smoke-ok smoke-exit7 smoke-check; do
+for n in smoke-ok smoke-exit7 smoke-check smoke-oom smoke-term; do
 	for _ in $(seq 1 100); do
 		[ "$(api GET "/api/v1/namespaces/$ns/pods/$n" | code)" = 404 ] && break
 		sleep 0.2
@@ -138,4 +141,31 @@ out=$(api DELETE "/api/v1/namespaces/$ns/pods/smoke-ok" \
 	"{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"preconditions\":{\"uid\":\"$uid\"}}")
 [ "$(code <<<"$out")" = 200 ] || fail "delete with the right uid: HTTP $(code <<<"$out")"
 echo "cluster-smoke: ok: delete with a wrong preconditions.uid is 409, with the right one 200"
+
+# 5. The memory limit: tail keeps a line without a newline in memory until it is killed.
+run_pod smoke-oom '[]' '{}' '{"command":["/bin/bash","-c","head -c 1G /dev/zero | tail"],"resources":{"limits":{"cpu":"1","memory":"64Mi"}}}'
+wait_phase smoke-oom Failed 60
+st=$(pod smoke-oom | jq -c '.status.containerStatuses[0].state.terminated')
+[ "$(jq -r .reason <<<"$st")" = OOMKilled ] || fail "smoke-oom: $st"
+[ "$(jq -r .exitCode <<<"$st")" = 137 ] || fail "smoke-oom: $st"
+echo "cluster-smoke: ok: past its memory limit: OOMKilled, exit code 137"
+
+# 6. Graceful deletion: the container's SIGTERM trap ends it; the pod object goes once it has stopped.
+run_pod smoke-term '[]' '{"terminationGracePeriodSeconds":30}' '{"command":["/bin/bash","-c","trap \"exit 0\" TERM; sleep 300 & wait"]}'
+wait_phase smoke-term Running 60 || fail "smoke-term never was Running"
+sleep 1
+out=$(api DELETE "/api/v1/namespaces/$ns/pods/smoke-term")
+[ "$(code <<<"$out")" = 200 ] || fail "graceful delete: HTTP $(code <<<"$out")"
+[ "$(body <<<"$out" | jq -r '.metadata.deletionTimestamp != null and .metadata.deletionGracePeriodSeconds == 30')" = true ] ||
+	fail "graceful delete: no deletionTimestamp/grace period: $(body <<<"$out" | jq -c .metadata)"
+gone=
+for _ in $(seq 1 75); do
+	if [ "$(api GET "/api/v1/namespaces/$ns/pods/smoke-term" | code)" = 404 ]; then
+		gone=1
+		break
+	fi
+	sleep 0.2
+done
+[ -n "$gone" ] || fail "graceful delete: the pod was still there 15 s later"
+echo "cluster-smoke: ok: graceful deletion (deletionTimestamp, SIGTERM trap, gone well within 30 s)"
 echo "cluster-smoke: all passed"
