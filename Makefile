@@ -157,6 +157,16 @@ soak: all
 image: $(BUILD)/sandbox-agent
 	bash scripts/image.sh $(BUILD)/sandbox-agent
 
+# The test cluster (issue 17): a real single-node Kubernetes in its own network namespace, with the
+# sandbox image imported; prints KUBECONFIG=... and CLUSTER_NET=... last. Root only; the first run builds
+# the binaries (~5 min) into /var/cache/infra-sandbox/. See docs/operations.md, "Test cluster".
+.PHONY: cluster cluster-down
+cluster: $(BUILD)/sandbox-agent
+	bash scripts/cluster/up.sh
+
+cluster-down:
+	bash scripts/cluster/down.sh
+
 # libFuzzer targets (clang): every tests/fuzz/fuzz_*.c, linked with all non-main sources,
 # run FUZZ_SECONDS each on a copy of its seed corpus tests/fuzz/corpus/<name>/.
 FUZZ_SECONDS ?= 60

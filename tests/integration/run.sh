@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Integration tests against real namespaces: every test in tests/integration/agent_*.sh and manager_*.sh,
-# each run as root and as an unprivileged user. Usage: run.sh BUILD_DIR (SANITIZE=1 for build/asan).
-# IT_FILTER=ERE runs only the tests whose names match. Exits non-zero when any test fails; the last line
-# is always "integration: N passed, N failed".
+# Integration tests against real namespaces: every test in tests/integration/agent_*.sh, manager_*.sh
+# and cluster_*.sh, each run as root and as an unprivileged user. Usage: run.sh BUILD_DIR (SANITIZE=1
+# for build/asan). IT_FILTER=ERE runs only the tests whose names match. Exits non-zero when any test
+# fails; the last line is always "integration: N passed, N failed".
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/integration/lib.sh
@@ -25,7 +25,7 @@ echo "integration: agent $AGENT, modes: $IT_MODES, host pid ns $HOST_PIDNS, user
 # One podman service and an up-to-date image for the tests that need a container runtime (root only).
 podman_setup
 
-for f in "$here"/agent_*.sh "$here"/manager_*.sh; do
+for f in "$here"/agent_*.sh "$here"/manager_*.sh "$here"/cluster_*.sh; do
 	echo "== $(basename "$f")"
 	# shellcheck source=/dev/null
 	. "$f"

@@ -1,0 +1,59 @@
+# shellcheck shell=bash
+# The test cluster (`make cluster`, scripts/cluster/): it comes up and prints its two lines, pods of the
+# sandbox image run through the API (scripts/cluster/smoke.sh: Running then Succeeded with a containerID
+# and exit code, exit code 7, `sandbox-agent check` with the boundary's settings, preconditions.uid 409),
+# and `make cluster-down` leaves no process, mount, cgroup, network namespace or sysctl changed. Root
+# only. The first run on a machine builds the binaries (about 5 to 10 min; cached in
+# /var/cache/infra-sandbox/), hence the longer deadline; later runs take about a minute.
+
+CLUSTER_IT_STATE=/var/lib/infra-sandbox/cluster
+
+# cluster_host: what the cluster may change on the host, one line per item.
+cluster_host() {
+	local s
+	. "$IT_REPO/scripts/cluster/common.sh"
+	for s in "${kubelet_sysctls[@]}"; do echo "sysctl $s=$(sysctl -n "$s")"; done
+	ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null | sed 's/^/cgroup /'
+	ip netns list | awk '{print "netns " $1}' | grep -x "netns $netns"
+	findmnt -rn -o TARGET | grep -F "$CLUSTER_IT_STATE" | sed 's/^/mount /'
+	ps -eo pid=,args= | grep -F "$CLUSTER_IT_STATE" | grep -v grep | sed 's/^/process /'
+	[ -e "$CLUSTER_IT_STATE" ] && echo "state $CLUSTER_IT_STATE"
+	return 0
+}
+
+test_cluster_smoke() {
+	[ "$RUN_UID" -eq 0 ] || skip "the test cluster needs root (network, mount and PID namespaces, cgroups, containerd)"
+	need_podman # the sandbox image comes from root's podman storage
+	if [ -e "$CLUSTER_IT_STATE/node.pid" ]; then
+		skip "a test cluster is already running (state $CLUSTER_IT_STATE; someone's make cluster): not touching it"
+	fi
+	local before after kc net rc
+	before=$(cluster_host)
+
+	CLUSTER_STATE=$CLUSTER_IT_STATE IMAGE=$PODMAN_IMAGE CONTAINERS_CONF=$PODMAN_CONF \
+		bash "$IT_REPO/scripts/cluster/up.sh" >"$TD/up.out" 2>"$TD/up.err"
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		bad "make cluster failed ($rc): $(tail -n 5 "$TD/up.err")"
+		tail -n 20 "$CLUSTER_IT_STATE"/log/kubelet.log 2>/dev/null
+	else
+		kc=$(tail -n 2 "$TD/up.out" | sed -n 's/^KUBECONFIG=//p')
+		net=$(tail -n 1 "$TD/up.out" | sed -n 's/^CLUSTER_NET=//p')
+		assert_eq "KUBECONFIG line" "$CLUSTER_IT_STATE/admin.kubeconfig" "$kc"
+		assert_eq "CLUSTER_NET line" "ip netns exec infra-sandbox-cluster" "$net"
+		# shellcheck disable=SC2086 # CLUSTER_NET is a command prefix
+		if ! IMAGE=$PODMAN_IMAGE bash "$IT_REPO/scripts/cluster/smoke.sh" "$kc" $net >"$TD/smoke.out" 2>&1; then
+			bad "smoke test: $(tail -n 3 "$TD/smoke.out")"
+		fi
+		grep -q '^cluster-smoke: all passed' "$TD/smoke.out" || bad "smoke test did not finish: $(tail -n 3 "$TD/smoke.out")"
+		cat "$TD/smoke.out"
+	fi
+
+	if ! CLUSTER_STATE=$CLUSTER_IT_STATE bash "$IT_REPO/scripts/cluster/down.sh" >"$TD/down.out" 2>&1; then
+		bad "make cluster-down failed: $(tail -n 3 "$TD/down.out")"
+	fi
+	after=$(cluster_host)
+	[ "$before" = "$after" ] || bad "the host changed: $(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -n 10)"
+}
+
+IT_TEST_DEADLINE=900 t cluster_smoke test_cluster_smoke
