@@ -406,7 +406,7 @@ static json_t *agent_container(json_t *pod, const char *list)
 	size_t i;
 	json_t *c;
 
-	json_array_foreach(json_object_get(json_object_get(pod, list[0] == 'c' ? "spec" : "status"), list), i, c)
+	json_array_foreach(json_object_get(json_object_get(pod, strcmp(list, "containers") == 0 ? "spec" : "status"), list), i, c)
 		if (json_is_string(json_object_get(c, "name")) && strcmp(json_string_value(json_object_get(c, "name")), CONTAINER) == 0)
 			return c;
 	return NULL;
