@@ -574,6 +574,7 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 {
 	int64_t deadline = clock_mono_ms() + READY_MS;
 	bool checked = false;
+	char waiting[400] = "";
 
 	for (;;) {
 		struct k8s_reply r;
@@ -596,10 +597,14 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 			rc = sb_fail(err, ECHILD, "the pod's container ended (%s: %s) before its agent served",
 				     json_string_value(json_object_get(json_object_get(st, "terminated"), "reason")) ?: "?",
 				     json_string_value(json_object_get(json_object_get(st, "terminated"), "message")) ?: "");
-		else if (rc == 0 && json_object_get(st, "waiting") != NULL &&
-			 json_string_value(json_object_get(json_object_get(st, "waiting"), "reason")) != NULL &&
-			 strcmp(json_string_value(json_object_get(json_object_get(st, "waiting"), "reason")), "ContainerCreating") != 0)
-			sb_debug("pod %s waiting: %s", id->name, json_string_value(json_object_get(json_object_get(st, "waiting"), "reason")));
+		else if (rc == 0 && json_object_get(st, "waiting") != NULL)
+			/* ErrImageNeverPull, CreateContainerError (a missing seccomp profile): said at the end */
+			snprintf(waiting, sizeof waiting, "; the container waits: %s %s",
+				 json_string_value(json_object_get(json_object_get(st, "waiting"), "reason")) ?: "",
+				 json_string_value(json_object_get(json_object_get(st, "waiting"), "message")) ?: "");
+		else if (rc == 0 && json_object_get(json_object_get(r.body, "status"), "conditions") != NULL && cs == NULL)
+			snprintf(waiting, sizeof waiting, "; the pod is %s",
+				 json_string_value(json_object_get(json_object_get(r.body, "status"), "phase")) ?: "of no phase");
 		if (rc == 0 && json_object_get(st, "running") != NULL && cid != NULL && cid_valid(cid) && pod_ip != NULL) {
 			if (strchr(pod_ip, ':') != NULL)
 				rc = sb_fail(err, EAFNOSUPPORT, "pod %s has an IPv6 address (%s): this build reaches agents "
@@ -615,7 +620,8 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 		if (rc < 0)
 			return -1;
 		if (clock_remaining_ms(deadline) == 0)
-			return sb_fail(err, ETIMEDOUT, "the agent of pod %s did not serve within %d ms", id->name, READY_MS);
+			return sb_fail(err, ETIMEDOUT, "the agent of pod %s did not serve at its IP within %d ms%s", id->name,
+				       READY_MS, waiting);
 		usleep(POLL_MS * 1000);
 	}
 }
