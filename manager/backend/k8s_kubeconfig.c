@@ -297,10 +297,16 @@ static int file_read(const char *path, char **out, size_t *len, struct sb_err *e
 		if (r == 0 || n > FILE_MAX)
 			break;
 	}
-	close(fd);
-	if (n < 0 || n > FILE_MAX) {
+	if (n < 0) {
+		sb_fail_errno(err, "reading %s", path);
+		close(fd);
 		free(buf);
-		return n < 0 ? sb_fail_errno(err, "reading %s", path) : sb_fail(err, EFBIG, "%s: over 1 MiB", path);
+		return -1;
+	}
+	close(fd);
+	if (n > FILE_MAX) {
+		free(buf);
+		return sb_fail(err, EFBIG, "%s: over 1 MiB", path);
 	}
 	buf[n] = '\0';
 	*out = buf;
@@ -375,6 +381,17 @@ static int server_set(struct k8s_conn *c, const char *server, struct sb_err *err
 	return 0;
 }
 
+/* A token goes into an HTTP header: a line break in it would add headers of its own. */
+static bool token_valid(const char *t)
+{
+	if (t[0] == '\0')
+		return false;
+	for (; *t != '\0'; t++)
+		if (*t <= ' ' || *t == 0x7f)
+			return false;
+	return true;
+}
+
 static int context_load(struct k8s_conn *c, json_t *root, const char *dir, struct sb_err *err)
 {
 	const char *current = json_string_value(json_object_get(root, "current-context"));
@@ -417,6 +434,9 @@ static int context_load(struct k8s_conn *c, json_t *root, const char *dir, struc
 		file_token = NULL;
 	}
 	free(file_token);
+	if (c->token != NULL && !token_valid(c->token))
+		return sb_fail(err, EINVAL, "kubeconfig: user '%s' has a token with blanks or control characters",
+			       uname ? uname : "");
 	if ((c->cert_pem == NULL) != (c->key_pem == NULL))
 		return sb_fail(err, EINVAL, "kubeconfig: user '%s' has a client certificate without its key, or a key "
 			       "without its certificate", uname ? uname : "");
@@ -444,6 +464,8 @@ static int in_cluster_load(struct k8s_conn *c, struct sb_err *err)
 	    file_read(SA_DIR "/ca.crt", &c->ca_pem, &c->ca_len, err) < 0)
 		return -1;
 	c->token[strcspn(c->token, "\r\n")] = '\0';
+	if (!token_valid(c->token))
+		return sb_fail(err, EINVAL, "%s/token holds blanks or control characters", SA_DIR);
 	if (file_read(SA_DIR "/namespace", &ns, &n, err) == 0) {
 		ns[strcspn(ns, "\r\n")] = '\0';
 		snprintf(c->namespace, sizeof c->namespace, "%s", ns);
