@@ -141,7 +141,8 @@ struct kubernetes_settings {
 	char image[256];
 	char volume_dir[PATH_MAX];       /* hostpath:DIR: where the node sees the manager's volume */
 	char manager_volume[PATH_MAX];   /* the manager's volume: the plan's sources lie below it */
-	char seccomp_profile[128];       /* localhostProfile below the kubelet's seccomp root */
+	char seccomp_profile[128];       /* localhostProfile below the kubelet's seccomp root; "":
+					  * infra-sandbox/seccomp.json (images/seccomp.json installed there) */
 	int64_t nano_cpus;
 	int64_t memory_bytes;
 	int64_t pids;                    /* not a pod field: the kubelet's podPidsLimit; limits() says -1 */

@@ -974,7 +974,7 @@ int backend_kubernetes_create(struct backend **out, const struct kubernetes_sett
 	if (k->set.shm_bytes <= 0)
 		k->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
 	if (k->set.seccomp_profile[0] == '\0')
-		snprintf(k->set.seccomp_profile, sizeof k->set.seccomp_profile, "infra-sandbox.json");
+		snprintf(k->set.seccomp_profile, sizeof k->set.seccomp_profile, "infra-sandbox/seccomp.json");
 	for (const char *c = set->image; *c != '\0'; c++)
 		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL) {
 			free(k);

@@ -41,8 +41,8 @@ test_kubernetes_settings() {
 }
 t kubernetes_settings test_kubernetes_settings
 
-# The ready file's KUBECONFIG, CLUSTER_NET (a network namespace: a name under /run/netns or a path)
-# and CLUSTER_HOSTPATH, or a skip that says why.
+# The ready file's KUBECONFIG, CLUSTER_NET (a command prefix that runs a program in the cluster's
+# network namespace: `ip netns exec NAME`) and CLUSTER_HOSTPATH, or a skip that says why.
 k8s_cluster() {
 	[ "$RUN_UID" -eq 0 ] || skip "root only: the manager joins the cluster's network namespace"
 	if [ ! -r "$K8S_READY" ]; then
@@ -54,11 +54,8 @@ k8s_cluster() {
 	K8S_HOSTPATH=$(sed -n 's/^CLUSTER_HOSTPATH=//p' "$K8S_READY" | tail -n 1)
 	[ -r "$K8S_KUBECONFIG" ] || skip "the cluster's kubeconfig '$K8S_KUBECONFIG' is not readable"
 	[ -n "$K8S_NET" ] || skip "$K8S_READY names no CLUSTER_NET"
-	case $K8S_NET in
-	/*) K8S_NETNS=$K8S_NET ;;
-	*) K8S_NETNS=/run/netns/$K8S_NET ;;
-	esac
-	[ -e "$K8S_NETNS" ] || skip "the cluster's network namespace $K8S_NETNS is gone"
+	read -r -a K8S_NET_CMD <<<"$K8S_NET"
+	"${K8S_NET_CMD[@]}" true 2>/dev/null || skip "CLUSTER_NET '$K8S_NET' does not run (the cluster is down?)"
 }
 
 # The manager inside the cluster's network (its control socket is a unix socket: the CLI stays out).
@@ -78,7 +75,7 @@ test_kubernetes_session() {
 	k8s_cluster
 	local rid uid
 	mgr_repo
-	AS=(nsenter "--net=$K8S_NETNS")
+	AS=("${K8S_NET_CMD[@]}")
 	k8s_mgr_start || return 1
 	mgr_session
 	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-pod > note.txt; ls /proc | grep -c "^[0-9]"'

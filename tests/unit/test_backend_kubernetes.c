@@ -312,7 +312,7 @@ static char *pod(const char *uid, bool host_users, const char *proc, const char 
 		     "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"" NAME "\",\"namespace\":\"sbtest\","
 		     "\"uid\":\"%s\",\"resourceVersion\":\"1234\"%s%s},"
 		     "\"spec\":{%s\"restartPolicy\":\"Never\",\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":1000,"
-		     "\"seccompProfile\":{\"type\":\"Localhost\",\"localhostProfile\":\"infra-sandbox.json\"}},"
+		     "\"seccompProfile\":{\"type\":\"Localhost\",\"localhostProfile\":\"infra-sandbox/seccomp.json\"}},"
 		     "\"containers\":[{\"name\":\"agent\",\"image\":\"infra-sandbox-agent:dev\",\"imagePullPolicy\":\"Never\","
 		     "\"securityContext\":{\"capabilities\":{\"drop\":[\"ALL\"]},\"privileged\":false,"
 		     "\"readOnlyRootFilesystem\":true,\"allowPrivilegeEscalation\":false,\"procMount\":\"%s\"}}]},"
@@ -765,7 +765,7 @@ static void prepare_makes_the_pod(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(spec, "securityContext"), "runAsUser")),
 			 p.spec.host_uid);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(spec, "securityContext"),
-						"seccompProfile"), "localhostProfile")), "infra-sandbox.json");
+						"seccompProfile"), "localhostProfile")), "infra-sandbox/seccomp.json");
 	assert_string_equal(json_string_value(json_object_get(c, "imagePullPolicy")), "Never");
 	assert_string_equal(json_string_value(json_object_get(c, "image")), "infra-sandbox-agent:dev");
 	assert_string_equal(json_string_value(json_object_get(sc, "procMount")), "Unmasked");
