@@ -791,6 +791,7 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 	err->msg[0] = '\0';
 	for (;;) {
 		long left = clock_remaining_ms(deadline);
+		int64_t started;
 		int got;
 
 		if (rv[0] == '\0') {
@@ -809,12 +810,14 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 		}
 		snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?fieldSelector=metadata.name%%3D%s&watch=1"
 			 "&resourceVersion=%s&timeoutSeconds=%ld", k->ns, id.name, rv, (left + 999) / 1000);
+		started = clock_mono_ms();
 		got = k8s_watch(&k->conn, path, left < WATCH_MS ? left : WATCH_MS, watch_event, &w, err);
 		if (got == K8S_WATCH_DECIDED)
 			break;
-		/* Ended, 410 Gone, or refused: list again, from a fresh resourceVersion. */
+		/* Ended, 410 Gone, or refused: list again, from a fresh resourceVersion; not at once
+		 * when the watch did not last (a server that closes every watch is not asked in a loop). */
 		rv[0] = '\0';
-		if (got < 0)
+		if (got < 0 || clock_mono_ms() - started < POLL_MS)
 			usleep(POLL_MS * 1000);
 	}
 	if (!w.v.proven) {
