@@ -89,6 +89,10 @@ test_kubernetes_session() {
 	uid=$(echo "$rid" | cut -d/ -f2)
 	mgr exec --session "$SID" --json -- 'echo receipt'
 	assert_json .receipt.verified true
+	# the agent's own port is closed to commands (--block-port: Landlock), on every address; the
+	# agent listens on 0.0.0.0, so the pod's loopback reaches it
+	mgr exec --session "$SID" -- "bash -c 'echo > /dev/tcp/127.0.0.1/7443' 2>&1; echo rc=\$?"
+	assert_match "a command connects to the agent's port" "Permission denied.*rc=1" "$(tr '\n' ' ' <"$OUT")"
 	kill -TERM "$MGR_PID"
 	wait "$MGR_PID" 2>/dev/null
 	assert_match "the stop proved the pod's end" \
