@@ -58,15 +58,44 @@ k8s_cluster() {
 	"${K8S_NET_CMD[@]}" true 2>/dev/null || skip "CLUSTER_NET '$K8S_NET' does not run (the cluster is down?)"
 }
 
-# The manager inside the cluster's network (its control socket is a unix socket: the CLI stays out).
+# The manager inside the cluster's network (its control socket is a unix socket: the CLI stays
+# out). As mgr_start, with a longer wait: the start's volume probe runs a pod, which the node may
+# take a while to schedule and start.
 k8s_mgr_start() {
-	local base=${K8S_HOSTPATH:-}
-	if [ -n "$base" ]; then
-		MSTATE=$(mktemp -d "$base/sbm.XXXXXX") && echo "$MSTATE" >"$TD/mstate.path"
-		chmod 0711 "$MSTATE"
+	local i vol
+	if [ -n "${K8S_HOSTPATH:-}" ]; then
+		MSTATE=$(mktemp -d "$K8S_HOSTPATH/sbm.XXXXXX")
+	else
+		MSTATE=$(mktemp -d /tmp/sbm.XXXXXX)
 	fi
-	mgr_start --backend kubernetes --kubeconfig "$K8S_KUBECONFIG" --image infra-sandbox-agent:dev \
-		--k8s-volume "hostpath:${MSTATE:-$TD}/volume" --volume "${MSTATE:-$TD}/volume" "$@"
+	echo "$MSTATE" >"$TD/mstate.path"
+	chmod 0711 "$MSTATE" "$TD"
+	MSOCK=$MSTATE/manager.sock
+	vol=$MSTATE/volume
+	trap k8s_cleanup EXIT
+	"${K8S_NET_CMD[@]}" "$MANAGER" serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$K8S_KUBECONFIG" \
+		--image infra-sandbox-agent:dev --k8s-volume "hostpath:$vol" --volume "$vol" "$@" >>"$TD/manager.log" 2>&1 &
+	MGR_PID=$!
+	for i in $(seq 1 1200); do
+		[ -S "$MSOCK" ] && return 0
+		kill -0 "$MGR_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	bad "the manager did not start: $(tail -n 5 "$TD/manager.log")"
+	return 1
+}
+
+# The manager, then every pod this test's manager made (by the labels of its sessions), in the
+# cluster's namespace only.
+k8s_cleanup() {
+	local sids
+	mgr_cleanup
+	sids=$(sed -n 's/.*"msg":"session \([0-9a-z-]*\): .*/\1/p; s/.*preparing the pod of session \([0-9a-z-]*\) .*/\1/p' \
+		"$TD/manager.log" 2>/dev/null | sort -u)
+	for s in $sids $(sed -n 's/.*sandbox-\(volprobe-[0-9a-f]*\)-[0-9]*.*/\1/p' "$TD/manager.log" 2>/dev/null | sort -u); do
+		"${K8S_NET_CMD[@]}" kubectl --kubeconfig "$K8S_KUBECONFIG" delete pod -l "infra-sandbox/session=$s" \
+			--wait=false >/dev/null 2>&1
+	done
 }
 
 # One session: the pod as the backend made it, a call in it, and the pod's end proven by the API
@@ -75,7 +104,6 @@ test_kubernetes_session() {
 	k8s_cluster
 	local rid uid
 	mgr_repo
-	AS=("${K8S_NET_CMD[@]}")
 	k8s_mgr_start || return 1
 	mgr_session
 	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-pod > note.txt; ls /proc | grep -c "^[0-9]"'
