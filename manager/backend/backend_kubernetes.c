@@ -52,6 +52,10 @@
 #define POLL_MS 200
 #define WATCH_MS 30000       /* one watch, then list again */
 #define GRACE_SECONDS 2      /* SIGTERM to the agent, then SIGKILL */
+/* What the scheduler reserves per sandbox (the limits cap it): without requests they would equal
+ * the limits, and a node would hold only as many sandboxes as its CPUs allow limits of. */
+#define REQUEST_MILLICPU 100LL
+#define REQUEST_MEMORY (128LL << 20)
 #define RUNTIME_PREFIX "kubernetes:"
 #define CONTAINER "agent"
 #define PRIVATE_INSIDE "/.sandbox/agent"
@@ -349,7 +353,7 @@ static json_t *pod_body(const struct kube *k, const struct agent_dir *d, const s
 	struct pod_build b = { .volumes = json_array(), .mounts = json_array(), .seen = json_object(), .k = k, .d = d,
 			       .spec = spec };
 	char cpu[32], memory[32];
-	json_t *pod = NULL, *limits;
+	json_t *pod = NULL, *limits, *requests;
 
 	if (b.volumes == NULL || b.mounts == NULL || b.seen == NULL) {
 		sb_fail(err, ENOMEM, "describing the pod");
@@ -358,18 +362,25 @@ static json_t *pod_body(const struct kube *k, const struct agent_dir *d, const s
 	if (volumes_build(&b, err) < 0)
 		goto out;
 	limits = json_object();
+	requests = json_object();
 	if (k->set.nano_cpus > 0) {
 		snprintf(cpu, sizeof cpu, "%lldm", (long long)(k->set.nano_cpus / 1000000));
 		json_object_set_new(limits, "cpu", json_string(cpu));
+		snprintf(cpu, sizeof cpu, "%lldm", (long long)(k->set.nano_cpus / 1000000 < REQUEST_MILLICPU ?
+							      k->set.nano_cpus / 1000000 : REQUEST_MILLICPU));
+		json_object_set_new(requests, "cpu", json_string(cpu));
 	}
 	if (k->set.memory_bytes > 0) {
 		snprintf(memory, sizeof memory, "%lld", (long long)k->set.memory_bytes);
 		json_object_set_new(limits, "memory", json_string(memory));
+		snprintf(memory, sizeof memory, "%lld", (long long)(k->set.memory_bytes < REQUEST_MEMORY ?
+								   k->set.memory_bytes : REQUEST_MEMORY));
+		json_object_set_new(requests, "memory", json_string(memory));
 	}
 	pod = json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s, s:s}},"
 			" s:{s:s, s:b, s:b, s:I, s:s,"
 			"    s:{s:b, s:I, s:I, s:I, s:{s:s, s:s}},"
-			"    s:[{s:s, s:s, s:s, s:o, s:o, s:o, s:{s:o},"
+			"    s:[{s:s, s:s, s:s, s:o, s:o, s:o, s:{s:o, s:o},"
 			"        s:{s:b, s:b, s:b, s:s, s:{s:[s]}}}],"
 			"    s:o}}",
 			"apiVersion", "v1", "kind", "Pod",
@@ -382,6 +393,7 @@ static json_t *pod_body(const struct kube *k, const struct agent_dir *d, const s
 			"seccompProfile", "type", "Localhost", "localhostProfile", k->set.seccomp_profile,
 			"containers", "name", CONTAINER, "image", k->set.image, "imagePullPolicy", "Never",
 			"args", args_json(d), "env", env_json(d), "volumeMounts", b.mounts, "resources", "limits", limits,
+			"requests", requests,
 			"securityContext", "allowPrivilegeEscalation", 0, "privileged", 0, "readOnlyRootFilesystem", 1,
 			"procMount", "Unmasked", "capabilities", "drop", "ALL",
 			"volumes", b.volumes);
@@ -569,6 +581,26 @@ static int pod_create(const struct kube *k, json_t *body, struct ident *id, stru
 	return rc;
 }
 
+/* Why a pod has no container yet: its phase and the first condition that is not True (the
+ * scheduler's "0/1 nodes are available: 1 Insufficient cpu"). */
+static void pending_say(json_t *pod, char *out, size_t len)
+{
+	json_t *status = json_object_get(pod, "status"), *c;
+	size_t i;
+
+	snprintf(out, len, "; the pod is %s", json_string_value(json_object_get(status, "phase")) ?: "of no phase");
+	json_array_foreach(json_object_get(status, "conditions"), i, c)
+		if (json_is_string(json_object_get(c, "status")) &&
+		    strcmp(json_string_value(json_object_get(c, "status")), "True") != 0) {
+			snprintf(out, len, "; the pod is %s (%s %s: %s)",
+				 json_string_value(json_object_get(status, "phase")) ?: "of no phase",
+				 json_string_value(json_object_get(c, "type")) ?: "",
+				 json_string_value(json_object_get(c, "reason")) ?: "",
+				 json_string_value(json_object_get(c, "message")) ?: "");
+			return;
+		}
+}
+
 /* Read back, the boundary checked; then until the agent serves at the pod's IP, or the pod ends. */
 static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t iplen, struct sb_err *err)
 {
@@ -602,9 +634,8 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 			snprintf(waiting, sizeof waiting, "; the container waits: %s %s",
 				 json_string_value(json_object_get(json_object_get(st, "waiting"), "reason")) ?: "",
 				 json_string_value(json_object_get(json_object_get(st, "waiting"), "message")) ?: "");
-		else if (rc == 0 && json_object_get(json_object_get(r.body, "status"), "conditions") != NULL && cs == NULL)
-			snprintf(waiting, sizeof waiting, "; the pod is %s",
-				 json_string_value(json_object_get(json_object_get(r.body, "status"), "phase")) ?: "of no phase");
+		else if (rc == 0 && cs == NULL)
+			pending_say(r.body, waiting, sizeof waiting);
 		if (rc == 0 && json_object_get(st, "running") != NULL && cid != NULL && cid_valid(cid) && pod_ip != NULL) {
 			if (strchr(pod_ip, ':') != NULL)
 				rc = sb_fail(err, EAFNOSUPPORT, "pod %s has an IPv6 address (%s): this build reaches agents "

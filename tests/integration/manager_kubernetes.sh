@@ -62,7 +62,7 @@ k8s_cluster() {
 # out). As mgr_start, with a longer wait: the start's volume probe runs a pod, which the node may
 # take a while to schedule and start.
 k8s_mgr_start() {
-	local i vol
+	local vol
 	if [ -n "${K8S_HOSTPATH:-}" ]; then
 		MSTATE=$(mktemp -d "$K8S_HOSTPATH/sbm.XXXXXX")
 	else
@@ -73,8 +73,16 @@ k8s_mgr_start() {
 	MSOCK=$MSTATE/manager.sock
 	vol=$MSTATE/volume
 	trap k8s_cleanup EXIT
-	"${K8S_NET_CMD[@]}" "$MANAGER" serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$K8S_KUBECONFIG" \
-		--image infra-sandbox-agent:dev --k8s-volume "hostpath:$vol" --volume "$vol" "$@" >>"$TD/manager.log" 2>&1 &
+	K8S_ARGS=(serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$K8S_KUBECONFIG"
+		--image infra-sandbox-agent:dev --k8s-volume "hostpath:$vol" --volume "$vol" "$@")
+	k8s_restart
+}
+
+# The same manager again, on the same state.
+k8s_restart() {
+	local i
+	rm -f "$MSOCK"
+	"${K8S_NET_CMD[@]}" "$MANAGER" "${K8S_ARGS[@]}" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
 	for i in $(seq 1 1200); do
 		[ -S "$MSOCK" ] && return 0
@@ -128,3 +136,33 @@ test_kubernetes_session() {
 		"$(cat "$TD/manager.log")"
 }
 t kubernetes_session test_kubernetes_session
+
+# A manager killed with its pod up: the next start adopts the recorded pod UID, deletes it with
+# preconditions.uid and proves its end before it serves; the session gets a new pod.
+test_kubernetes_recovery() {
+	k8s_cluster
+	local rid uid
+	mgr_repo
+	k8s_mgr_start || return 1
+	mgr_session
+	mgr exec --session "$SID" -- 'echo before'
+	assert_eq "before the kill (stderr: $(head -c 300 "$ERR"))" before "$(cat "$OUT")"
+	mgr session show --session "$SID"
+	rid=$(jr .sandbox.runtime_id)
+	uid=$(echo "$rid" | cut -d/ -f2)
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	[ "$("${K8S_NET_CMD[@]}" kubectl --kubeconfig "$K8S_KUBECONFIG" get pod -o jsonpath='{.items[*].metadata.uid}' \
+		-l "infra-sandbox/session=$SID")" = "$uid" ] || bad "the pod of UID $uid does not outlive the killed manager"
+	k8s_restart || return 1
+	assert_match "the restart proved the pod's end" \
+		"the previous run's sandbox $rid is gone: after a manager restart: (pod terminated for UID $uid|pod UID $uid gone)" \
+		"$(jq -r .msg "$TD/manager.log" 2>/dev/null)"
+	mgr exec --session "$SID" -- 'echo after'
+	assert_eq "after the restart (stderr: $(head -c 300 "$ERR"))" after "$(cat "$OUT")"
+	mgr session show --session "$SID"
+	assert_json .sandbox.generation 2
+	kill -TERM "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+}
+t kubernetes_recovery test_kubernetes_recovery

@@ -776,6 +776,11 @@ static void prepare_makes_the_pod(void **state)
 						"cpu")), "1500m");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(c, "resources"), "limits"),
 						"memory")), "536870912");
+	/* what the scheduler reserves: small, so that a node holds more than one sandbox per CPU */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(c, "resources"), "requests"),
+						"cpu")), "100m");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(c, "resources"), "requests"),
+						"memory")), "134217728");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(pj, "metadata"), "labels"),
 						"infra-sandbox/session")), "abc123");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(pj, "metadata"), "labels"),
