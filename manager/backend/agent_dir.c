@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -184,23 +187,13 @@ int agent_dir_prepare(struct agent_dir *d, const struct sandbox_spec *spec, stru
  * half-closes without a byte (no TLS: the core speaks TLS), and waits for the agent's own end of
  * file: its TLS layer reads ours and closes, which only a serving agent's connection thread does.
  * A listener that closes with the connection still queued resets it (ECONNRESET) instead. */
-int agent_serving(const char *path, int64_t deadline)
+static int serving_probe(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	struct sb_err cut;
 	char byte;
 	int serving;
 
-	if (fd < 0)
-		return 0;
-	/* A cut path would probe another socket: refused (agent_dir_prepare already checks it). */
-	if (path_fmt(sa.sun_path, sizeof sa.sun_path, &cut, "%s", path) < 0) {
-		close(fd);
-		return 0;
-	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || shutdown(fd, SHUT_WR) < 0) {
+	if (connect(fd, sa, len) < 0 || shutdown(fd, SHUT_WR) < 0) {
 		close(fd);
 		return 0;
 	}
@@ -209,4 +202,39 @@ int agent_serving(const char *path, int64_t deadline)
 	serving = p.revents != 0 && read(fd, &byte, 1) == 0;
 	close(fd);
 	return serving ? 1 : 0;
+}
+
+int agent_serving(const char *path, int64_t deadline)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sb_err cut;
+
+	if (fd < 0)
+		return 0;
+	/* A cut path would probe another socket: refused (agent_dir_prepare already checks it). */
+	if (path_fmt(sa.sun_path, sizeof sa.sun_path, &cut, "%s", path) < 0) {
+		close(fd);
+		return 0;
+	}
+	return serving_probe(fd, (struct sockaddr *)&sa, sizeof sa, deadline);
+}
+
+int agent_serving_inet(const char *ipv4, uint16_t port, int64_t deadline)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct timeval tv = { .tv_sec = 1 };
+	int fd;
+
+	if (inet_pton(AF_INET, ipv4, &sa.sin_addr) != 1)
+		return 0;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	/* connect() is bounded by the send timeout on Linux: an unreachable address costs a second. */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
+		close(fd);
+		return 0;
+	}
+	return serving_probe(fd, (struct sockaddr *)&sa, sizeof sa, deadline);
 }

@@ -37,5 +37,7 @@ int agent_dir_prepare(struct agent_dir *d, const struct sandbox_spec *spec, stru
 
 /* Is the agent serving on its socket? 1: yes; 0: not yet (no listener, or dropped unaccepted). */
 int agent_serving(const char *sock_path, int64_t deadline_ms);
+/* The same probe over TCP, for an agent listening on a pod's IP (numeric IPv4 only). */
+int agent_serving_inet(const char *ipv4, uint16_t port, int64_t deadline_ms);
 
 #endif

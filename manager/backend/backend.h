@@ -131,4 +131,26 @@ struct podman_settings {
 /* Checks that the service answers and has the image, once, at start. */
 int backend_podman_create(struct backend **out, const struct podman_settings *set, struct sb_err *err);
 
+/* The kubernetes backend: the sandbox is one pod of the sandbox image (restartPolicy Never), made
+ * and proven gone through the API server (backend_kubernetes.c); the manager speaks mutual TLS to
+ * its agent at the pod's IP on KUBERNETES_AGENT_PORT. */
+#define KUBERNETES_AGENT_PORT 7443
+struct kubernetes_settings {
+	char kubeconfig[PATH_MAX];       /* "": the service account of the pod the manager runs in */
+	char namespace[64];              /* "": the kubeconfig context's, else "default" */
+	char image[256];
+	char volume_dir[PATH_MAX];       /* hostpath:DIR: where the node sees the manager's volume */
+	char manager_volume[PATH_MAX];   /* the manager's volume: the plan's sources lie below it */
+	char seccomp_profile[128];       /* localhostProfile below the kubelet's seccomp root; "":
+					  * infra-sandbox/seccomp.json (images/seccomp.json installed there) */
+	int64_t nano_cpus;
+	int64_t memory_bytes;
+	int64_t pids;                    /* not a pod field: the kubelet's podPidsLimit; limits() says -1 */
+	int64_t tmp_bytes;
+	int64_t shm_bytes;
+};
+
+/* Checks that the API server answers, and which version it is, once, at start. */
+int backend_kubernetes_create(struct backend **out, const struct kubernetes_settings *set, struct sb_err *err);
+
 #endif

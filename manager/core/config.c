@@ -147,13 +147,23 @@ static int cpus_set(int64_t *out, const char *value, struct sb_err *err)
 /* One setting by name, from the file or a flag: the same checks for both. */
 static int setting_apply(struct config *c, const char *key, const char *value, struct sb_err *err)
 {
-	static const char *const podman_keys[] = { "podman-socket", "image", "podman-seccomp", "podman-network", NULL };
+	static const char *const podman_keys[] = { "podman-socket", "podman-seccomp", "podman-network", NULL };
+	static const char *const k8s_keys[] = { "kubeconfig", "namespace", "k8s-volume", NULL };
 	static const char *const limit_keys[] = { "sandbox-cpus", "sandbox-memory-mib", "sandbox-pids", NULL };
 	unsigned long v;
 
 	for (size_t i = 0; podman_keys[i] != NULL; i++)
 		if (strcmp(key, podman_keys[i]) == 0)
 			snprintf(c->podman_only, sizeof c->podman_only, "%s", key);
+	for (size_t i = 0; k8s_keys[i] != NULL; i++)
+		if (strcmp(key, k8s_keys[i]) == 0)
+			snprintf(c->k8s_only, sizeof c->k8s_only, "%s", key);
+	if (strcmp(key, "kubeconfig") == 0)
+		return str_set(c->kubeconfig, sizeof c->kubeconfig, value, key, err);
+	if (strcmp(key, "namespace") == 0)
+		return str_set(c->k8s_namespace, sizeof c->k8s_namespace, value, key, err);
+	if (strcmp(key, "k8s-volume") == 0)
+		return str_set(c->k8s_volume, sizeof c->k8s_volume, value, key, err);
 	for (size_t i = 0; limit_keys[i] != NULL; i++)
 		if (strcmp(key, limit_keys[i]) == 0)
 			snprintf(c->limit_given, sizeof c->limit_given, "%s", key);
@@ -286,7 +296,7 @@ void config_usage(FILE *f)
 	      "  --state-dir DIR                records, CA, sandboxes' private directories, the socket\n"
 	      "  --volume DIR                   the persistent volume (default <state-dir>/volume)\n"
 	      "  --socket PATH                  the control socket (default <state-dir>/manager.sock)\n"
-	      "  --backend process|podman       where sandboxes run (default process)\n"
+	      "  --backend process|podman|kubernetes  where sandboxes run (default process)\n"
 	      "  --agent PATH                   the static sandbox-agent (default: beside this binary)\n"
 	      "  --default-timeout-seconds N    a call's timeout when it names none (default 120)\n"
 	      "  --max-timeout-seconds N        a call asking for more is refused (default 600)\n"
@@ -301,9 +311,12 @@ void config_usage(FILE *f)
 	      "  --sandbox-cpus N, --sandbox-memory-mib N, --sandbox-pids N\n"
 	      "                                 each sandbox's limits (podman, or process with --cgroup-parent)\n"
 	      "  --podman-socket PATH           podman: the service's unix socket\n"
-	      "  --image NAME                   podman: the sandbox image\n"
+	      "  --image NAME                   podman, kubernetes: the sandbox image\n"
 	      "  --podman-seccomp FILE          podman: a seccomp profile (images/seccomp.json)\n"
 	      "  --podman-network MODE          podman: the containers' network (default bridge)\n"
+	      "  --kubeconfig PATH              kubernetes: the API server and credentials (default: in-cluster)\n"
+	      "  --namespace NS                 kubernetes: the pods' namespace (default: the context's)\n"
+	      "  --k8s-volume hostpath:DIR      kubernetes: where the node sees the manager's volume\n"
 	      "  -h, --help                     this text\n"
 	      "\n"
 	      "Exit codes: 2 usage error or the state directory is in use by another manager; 125 any other\n"
@@ -323,6 +336,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "record-output-limit", 1, NULL, 0 },
 		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
+		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -381,6 +395,28 @@ static int podman_check(const struct config *c, struct sb_err *err)
 	return 0;
 }
 
+/* What the kubernetes backend needs: the image and where the node sees the volume. The
+ * kubeconfig's content is read when the backend starts. */
+static int kubernetes_check(const struct config *c, struct sb_err *err)
+{
+	if (c->podman_only[0] != '\0')
+		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only (the backend is kubernetes)",
+			       c->podman_only);
+	if (c->image[0] == '\0')
+		return sb_fail(err, EINVAL, "config: the kubernetes backend needs image, the sandbox image's name, present "
+			       "on the node (imagePullPolicy Never)");
+	if (strncmp(c->k8s_volume, "pvc:", 4) == 0)
+		return sb_fail(err, EOPNOTSUPP, "config: k8s-volume pvc:CLAIM is not in this build: the agent's receipt key "
+			       "and state directory must belong to its uid, which a Secret volume cannot give; use "
+			       "hostpath:DIR on a single node (docs/operations.md)");
+	if (strncmp(c->k8s_volume, "hostpath:/", 10) != 0)
+		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR (DIR absolute: "
+			       "where the node sees the manager's volume), not '%s'", c->k8s_volume);
+	if (c->kubeconfig[0] != '\0' && c->kubeconfig[0] != '/')
+		return sb_fail(err, EINVAL, "config: kubeconfig must be an absolute path, not '%s'", c->kubeconfig);
+	return 0;
+}
+
 /* The default state-dir's missing parents, as `mkdir -p` makes them (a fresh account has no
  * ~/.local/state): each one created 0700, as the XDG base directory spec asks; the state-dir itself
  * is the daemon's to create and check (daemon.c dir_private). Only the default: the parent of a
@@ -416,13 +452,18 @@ static int config_check(struct config *c, struct sb_err *err)
 	if (geteuid() != 0 && (c->sandbox_uid != geteuid() || c->sandbox_gid != getegid()))
 		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only");
 	if (strcmp(c->backend, "kubernetes") == 0)
-		return sb_fail(err, EOPNOTSUPP, "config: the kubernetes backend is not available in this build yet; use "
-			       "process or podman");
+		return kubernetes_check(c, err);
+	if (c->k8s_only[0] != '\0')
+		return sb_fail(err, EINVAL, "config: %s applies to the kubernetes backend only (the backend is %s)",
+			       c->k8s_only, c->backend);
 	if (c->cgroup_parent[0] != '\0' && (strcmp(c->backend, "process") != 0 || c->cgroup_parent[0] != '/'))
 		return sb_fail(err, EINVAL, "config: cgroup-parent is the absolute path of a cgroup v2 directory, and "
 			       "the process backend's only (the backend is %s)", c->backend);
 	if (strcmp(c->backend, "podman") == 0)
 		return podman_check(c, err);
+	if (c->image[0] != '\0')
+		return sb_fail(err, EINVAL, "config: image applies to the podman and kubernetes backends only (the backend "
+			       "is %s)", c->backend);
 	/* A limit that silently does nothing would be a surprise. */
 	if (c->podman_only[0] != '\0')
 		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only (the backend is %s)",

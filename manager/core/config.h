@@ -16,7 +16,7 @@ struct config {
 	char socket[PATH_MAX];
 	char backend[32];           /* "process" (default), "podman", "kubernetes" */
 	char podman_socket[PATH_MAX];
-	char image[256];            /* podman: the sandbox image (images/), the agent as entrypoint */
+	char image[256];            /* podman, kubernetes: the sandbox image (images/), the agent as entrypoint */
 	char podman_seccomp[PATH_MAX]; /* podman: seccomp profile (images/seccomp.json); "" = podman's */
 	char podman_network[64];    /* podman: the containers' network mode, default "bridge" */
 	int64_t sandbox_nano_cpus;  /* limits of each sandbox: podman's, or the process backend's cgroup */
@@ -27,6 +27,10 @@ struct config {
 	int64_t shm_bytes;          /* every sandbox's /dev/shm (tmpfs size; podman ShmSize) */
 	char cgroup_parent[PATH_MAX]; /* process: a delegated cgroup v2 directory, one child per sandbox */
 	char podman_only[32];       /* a podman-only setting that was given: refused on other backends */
+	char kubeconfig[PATH_MAX];  /* kubernetes: "" = the service account of the pod the manager runs in */
+	char k8s_namespace[64];     /* kubernetes: "" = the kubeconfig context's, else "default" */
+	char k8s_volume[PATH_MAX + 16]; /* kubernetes: "hostpath:DIR" (pvc:CLAIM is refused: docs/operations.md) */
+	char k8s_only[32];          /* a kubernetes-only setting that was given: refused on other backends */
 	char agent[PATH_MAX];       /* the static sandbox-agent binary */
 	unsigned default_timeout;   /* seconds, when a call names none */
 	unsigned max_timeout;       /* a call over it is refused */

@@ -162,6 +162,20 @@ static int backend_make(struct manager *m, struct sb_err *err)
 {
 	struct podman_settings set = { 0 };
 
+	if (strcmp(m->cfg.backend, "kubernetes") == 0) {
+		struct kubernetes_settings ks = {
+			.nano_cpus = m->cfg.sandbox_nano_cpus, .memory_bytes = m->cfg.sandbox_memory_mib * 1024 * 1024,
+			.pids = m->cfg.sandbox_pids, .tmp_bytes = m->cfg.tmp_bytes, .shm_bytes = m->cfg.shm_bytes,
+		};
+
+		if (path_fmt(ks.kubeconfig, sizeof ks.kubeconfig, err, "%s", m->cfg.kubeconfig) < 0 ||
+		    path_fmt(ks.namespace, sizeof ks.namespace, err, "%s", m->cfg.k8s_namespace) < 0 ||
+		    path_fmt(ks.image, sizeof ks.image, err, "%s", m->cfg.image) < 0 ||
+		    path_fmt(ks.volume_dir, sizeof ks.volume_dir, err, "%s", m->cfg.k8s_volume + strlen("hostpath:")) < 0 ||
+		    path_fmt(ks.manager_volume, sizeof ks.manager_volume, err, "%s", m->cfg.volume) < 0)
+			return -1;
+		return backend_kubernetes_create(&m->backend, &ks, err);
+	}
 	if (strcmp(m->cfg.backend, "podman") != 0) {
 		struct process_settings ps = {
 			.tmp_bytes = m->cfg.tmp_bytes, .shm_bytes = m->cfg.shm_bytes,

@@ -1,0 +1,168 @@
+# shellcheck shell=bash
+# sandbox-manager with the kubernetes backend (manager/backend/backend_kubernetes.c). The settings'
+# refusals run everywhere; the session on a real cluster runs only against the cluster `make cluster`
+# left up (its /tmp/cluster17.ready names KUBECONFIG and CLUSTER_NET, and optionally
+# CLUSTER_HOSTPATH, a directory the node sees at the same path), as root, with the manager inside
+# CLUSTER_NET so that it reaches the pods' IPs. Nothing here starts or stops a cluster; it talks to
+# the cluster's API server and pods only, in the cluster's own namespace.
+
+K8S_READY=${K8S_READY:-/tmp/cluster17.ready}
+
+# The kubernetes settings: what is missing or cannot hold is said at start, exit 125.
+test_kubernetes_settings() {
+	local st=$TD/st kc=$TD/kubeconfig
+	mkdir_user "$st"
+	chmod 0700 "$st"
+	# a root manager's sandboxes run as nobody and must walk to the state directory
+	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD" "$st"
+	as_user "$MANAGER" serve --state-dir "$st" --backend kubernetes --image infra-sandbox-agent:dev >"$OUT" 2>"$ERR"
+	assert_eq "no k8s-volume: exit code" 125 "$?"
+	assert_match "no k8s-volume: says" "needs k8s-volume hostpath:DIR" "$(cat "$ERR")"
+	as_user "$MANAGER" serve --state-dir "$st" --backend kubernetes --image x --k8s-volume pvc:claim >"$OUT" 2>"$ERR"
+	assert_eq "pvc: exit code" 125 "$?"
+	assert_match "pvc: says why" "pvc:CLAIM is not in this build: the agent's receipt key" "$(cat "$ERR")"
+	as_user "$MANAGER" serve --state-dir "$st" --kubeconfig /nonexistent >"$OUT" 2>"$ERR"
+	assert_eq "kubeconfig on the process backend: exit code" 125 "$?"
+	assert_match "kubeconfig on the process backend: says" "kubeconfig applies to the kubernetes backend only" "$(cat "$ERR")"
+	printf '%s\n' "current-context: x" "contexts:" "- name: x" "  context:" "    cluster: c" "    user: u" \
+		"clusters:" "- name: c" "  cluster:" "    server: https://127.0.0.1:9" "users:" "- name: u" "  user:" \
+		"    exec:" "      command: some-plugin" >"$kc"
+	chown "$RUN_USER:" "$kc"
+	as_user "$MANAGER" serve --state-dir "$st" --backend kubernetes --image x --k8s-volume "hostpath:$TD/v" \
+		--kubeconfig "$kc" >"$OUT" 2>"$ERR"
+	assert_eq "an exec user: exit code" 125 "$?"
+	assert_match "an exec user: says" "gets its credentials from a program .* which the manager never runs" "$(cat "$ERR")"
+	# a token user, and an API server that is not there (loopback port 9): said, bounded
+	sed -i 's/^    exec:$/    token: t/; /command: some-plugin/d' "$kc"
+	timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$st" --backend kubernetes --image x \
+		--k8s-volume "hostpath:$TD/v" --kubeconfig "$kc" >"$OUT" 2>"$ERR"
+	assert_eq "no API server: exit code" 125 "$?"
+	assert_match "no API server: says" "the Kubernetes API server https://127.0.0.1:9" "$(cat "$ERR")"
+}
+t kubernetes_settings test_kubernetes_settings
+
+# The ready file's KUBECONFIG, CLUSTER_NET (a command prefix that runs a program in the cluster's
+# network namespace: `ip netns exec NAME`) and CLUSTER_HOSTPATH, or a skip that says why.
+k8s_cluster() {
+	[ "$RUN_UID" -eq 0 ] || skip "root only: the manager joins the cluster's network namespace"
+	if [ ! -r "$K8S_READY" ]; then
+		[ "${CI:-}" = true ] && skip "no cluster: $K8S_READY is missing; under CI the kubernetes session needs \`make cluster\`, which CI does not run yet"
+		skip "no cluster is up on this machine ($K8S_READY is missing: \`make cluster\` writes it)"
+	fi
+	K8S_KUBECONFIG=$(sed -n 's/^KUBECONFIG=//p' "$K8S_READY" | tail -n 1)
+	K8S_NET=$(sed -n 's/^CLUSTER_NET=//p' "$K8S_READY" | tail -n 1)
+	K8S_HOSTPATH=$(sed -n 's/^CLUSTER_HOSTPATH=//p' "$K8S_READY" | tail -n 1)
+	[ -r "$K8S_KUBECONFIG" ] || skip "the cluster's kubeconfig '$K8S_KUBECONFIG' is not readable"
+	[ -n "$K8S_NET" ] || skip "$K8S_READY names no CLUSTER_NET"
+	read -r -a K8S_NET_CMD <<<"$K8S_NET"
+	"${K8S_NET_CMD[@]}" true 2>/dev/null || skip "CLUSTER_NET '$K8S_NET' does not run (the cluster is down?)"
+}
+
+# The manager inside the cluster's network (its control socket is a unix socket: the CLI stays
+# out). As mgr_start, with a longer wait: the start's volume probe runs a pod, which the node may
+# take a while to schedule and start.
+k8s_mgr_start() {
+	local vol
+	if [ -n "${K8S_HOSTPATH:-}" ]; then
+		MSTATE=$(mktemp -d "$K8S_HOSTPATH/sbm.XXXXXX")
+	else
+		MSTATE=$(mktemp -d /tmp/sbm.XXXXXX)
+	fi
+	echo "$MSTATE" >"$TD/mstate.path"
+	chmod 0711 "$MSTATE" "$TD"
+	MSOCK=$MSTATE/manager.sock
+	vol=$MSTATE/volume
+	trap k8s_cleanup EXIT
+	K8S_ARGS=(serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$K8S_KUBECONFIG"
+		--image infra-sandbox-agent:dev --k8s-volume "hostpath:$vol" --volume "$vol" "$@")
+	k8s_restart
+}
+
+# The same manager again, on the same state.
+k8s_restart() {
+	local i
+	rm -f "$MSOCK"
+	"${K8S_NET_CMD[@]}" "$MANAGER" "${K8S_ARGS[@]}" >>"$TD/manager.log" 2>&1 &
+	MGR_PID=$!
+	for i in $(seq 1 1200); do
+		[ -S "$MSOCK" ] && return 0
+		kill -0 "$MGR_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	bad "the manager did not start: $(tail -n 5 "$TD/manager.log")"
+	return 1
+}
+
+# The manager, then every pod this test's manager made (by the labels of its sessions), in the
+# cluster's namespace only.
+k8s_cleanup() {
+	local sids
+	mgr_cleanup
+	sids=$(sed -n 's/.*"msg":"session \([0-9a-z-]*\): .*/\1/p; s/.*preparing the pod of session \([0-9a-z-]*\) .*/\1/p' \
+		"$TD/manager.log" 2>/dev/null | sort -u)
+	for s in $sids $(sed -n 's/.*sandbox-\(volprobe-[0-9a-f]*\)-[0-9]*.*/\1/p' "$TD/manager.log" 2>/dev/null | sort -u); do
+		"${K8S_NET_CMD[@]}" kubectl --kubeconfig "$K8S_KUBECONFIG" delete pod -l "infra-sandbox/session=$s" \
+			--wait=false >/dev/null 2>&1
+	done
+}
+
+# One session: the pod as the backend made it, a call in it, and the pod's end proven by the API
+# server's word for the recorded UID.
+test_kubernetes_session() {
+	k8s_cluster
+	local rid uid
+	mgr_repo
+	k8s_mgr_start || return 1
+	mgr_session
+	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-pod > note.txt; ls /proc | grep -c "^[0-9]"'
+	assert_eq "exit code (stderr: $(head -c 400 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" 0 "$RC"
+	assert_lines "$(cat "$OUT")" "$WT" 65534 "[1-4]"
+	assert_eq "the file is in the worktree on the host" from-pod "$(cat "$WT/note.txt" 2>/dev/null)"
+	mgr session show --session "$SID"
+	rid=$(jr .sandbox.runtime_id)
+	assert_match "the sandbox's identity: pod name, UID, containerID" \
+		'^kubernetes:sandbox-[0-9a-f]+-1/[0-9a-f-]{36}/[a-z-]+://[0-9a-f]{64}$' "$rid"
+	uid=$(echo "$rid" | cut -d/ -f2)
+	mgr exec --session "$SID" --json -- 'echo receipt'
+	assert_json .receipt.verified true
+	# the agent's own port is closed to commands (--block-port: Landlock), on every address; the
+	# agent listens on 0.0.0.0, so the pod's loopback reaches it
+	mgr exec --session "$SID" -- "bash -c 'echo > /dev/tcp/127.0.0.1/7443' 2>&1; echo rc=\$?"
+	assert_match "a command connects to the agent's port" "Permission denied.*rc=1" "$(tr '\n' ' ' <"$OUT")"
+	kill -TERM "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	assert_match "the stop proved the pod's end" \
+		"is gone: (pod terminated for UID $uid \(container [a-z-]+://[0-9a-f]{64} exited -?[0-9]+\)|pod UID $uid gone \((404|watch DELETED) after delete with preconditions.uid\))" \
+		"$(cat "$TD/manager.log")"
+}
+t kubernetes_session test_kubernetes_session
+
+# A manager killed with its pod up: the next start adopts the recorded pod UID, deletes it with
+# preconditions.uid and proves its end before it serves; the session gets a new pod.
+test_kubernetes_recovery() {
+	k8s_cluster
+	local rid uid
+	mgr_repo
+	k8s_mgr_start || return 1
+	mgr_session
+	mgr exec --session "$SID" -- 'echo before'
+	assert_eq "before the kill (stderr: $(head -c 300 "$ERR"))" before "$(cat "$OUT")"
+	mgr session show --session "$SID"
+	rid=$(jr .sandbox.runtime_id)
+	uid=$(echo "$rid" | cut -d/ -f2)
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	[ "$("${K8S_NET_CMD[@]}" kubectl --kubeconfig "$K8S_KUBECONFIG" get pod -o jsonpath='{.items[*].metadata.uid}' \
+		-l "infra-sandbox/session=$SID")" = "$uid" ] || bad "the pod of UID $uid does not outlive the killed manager"
+	k8s_restart || return 1
+	assert_match "the restart proved the pod's end" \
+		"the previous run's sandbox $rid is gone: after a manager restart: (pod terminated for UID $uid|pod UID $uid gone)" \
+		"$(jq -r .msg "$TD/manager.log" 2>/dev/null)"
+	mgr exec --session "$SID" -- 'echo after'
+	assert_eq "after the restart (stderr: $(head -c 300 "$ERR"))" after "$(cat "$OUT")"
+	mgr session show --session "$SID"
+	assert_json .sandbox.generation 2
+	kill -TERM "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+}
+t kubernetes_recovery test_kubernetes_recovery
