@@ -137,7 +137,7 @@ static int call_record(struct manager *m, struct call *c, struct sb_err *err)
 	return records_exec_insert(m->rec, &e, err);
 }
 
-/* The stop's phase (daemon.c daemon_stop): once the manager is stopping no call takes a turn, and
+/* The stop's phase (stop.c daemon_stop): once the manager is stopping no call takes a turn, and
  * once its grace is over none is dispatched. */
 static bool stop_reached(struct manager *m, enum stop_phase phase)
 {

@@ -54,7 +54,7 @@ struct manager {
 	char tls_dir[PATH_MAX];        /* the manager's client certificate and the CA certificate */
 	pthread_mutex_t lock;
 	struct live_sandbox *live;
-	/* The stop (daemon.c daemon_stop), under `lock`: its phase; the control requests being
+	/* The stop (stop.c daemon_stop), under `lock`: its phase; the control requests being
 	 * answered (it waits for them); the sandboxes whose end could not be proven (sandbox.c). */
 	enum stop_phase { STOP_NONE, STOP_REFUSING, STOP_CANCELLING } stop_phase;
 	unsigned requests;
@@ -117,6 +117,17 @@ json_t *resolve_answer(struct manager *m, json_t *req, uid_t peer);
 /* pages.c: the paged answers (records, and the list of sessions). */
 json_t *pages_records(struct manager *m, json_t *req);
 json_t *pages_sessions(struct manager *m, json_t *req);
+
+/* connections.c: a thread for an accepted control connection (fd is taken), bounded. */
+void conn_start(struct manager *m, int fd);
+
+/* stop.c: the clean stop. stop_signals blocks SIGTERM and SIGINT (before any thread) and returns
+ * a signalfd for them; stop_signal_take reads one (its number, or 0); daemon_stop runs the stop on
+ * the listening socket fd bound at bound, and returns the exit code. */
+struct stat;
+int stop_signals(struct sb_err *err);
+int stop_signal_take(int sigfd);
+int daemon_stop(struct manager *m, int signo, int sigfd, int fd, const struct stat *bound);
 
 /* daemon.c */
 int daemon_serve(int argc, char **argv);

@@ -21,14 +21,23 @@ cluster_host() {
 	return 0
 }
 
+# The run's cluster lives from cluster_smoke to cluster_down: the Kubernetes backend's tests
+# (manager_kubernetes.sh, registered below) run on it in between, reading its lines from
+# $K8S_READY. A cluster someone else started is used, never brought down.
+K8S_READY=$IT_ROOT/cluster.ready
+CLUSTER_OURS=$IT_ROOT/cluster.ours     # this run brought the cluster up: cluster_down takes it down
+CLUSTER_BEFORE=$IT_ROOT/cluster.before # the host as it was before
+
 test_cluster_smoke() {
 	[ "$RUN_UID" -eq 0 ] || skip "the test cluster needs root (network, mount and PID namespaces, cgroups, containerd)"
 	need_podman # the sandbox image comes from root's podman storage
 	if [ -e "$CLUSTER_IT_STATE/node.pid" ]; then
-		skip "a test cluster is already running (state $CLUSTER_IT_STATE; someone's make cluster): not touching it"
+		printf 'KUBECONFIG=%s\nCLUSTER_NET=%s\n' "$CLUSTER_IT_STATE/admin.kubeconfig" \
+			"ip netns exec infra-sandbox-cluster" >"$K8S_READY"
+		skip "a test cluster is already running (state $CLUSTER_IT_STATE; someone's make cluster): used as it is, not brought up or down"
 	fi
-	local before after kc net rc
-	before=$(cluster_host)
+	local kc net rc
+	cluster_host >"$CLUSTER_BEFORE"
 
 	CLUSTER_STATE=$CLUSTER_IT_STATE IMAGE=$PODMAN_IMAGE CONTAINERS_CONF=$PODMAN_CONF \
 		bash "$IT_REPO/scripts/cluster/up.sh" >"$TD/up.out" 2>"$TD/up.err"
@@ -47,13 +56,26 @@ test_cluster_smoke() {
 		fi
 		grep -q '^cluster-smoke: all passed' "$TD/smoke.out" || bad "smoke test did not finish: $(tail -n 3 "$TD/smoke.out")"
 		cat "$TD/smoke.out"
+		tail -n 2 "$TD/up.out" >"$K8S_READY"
 	fi
+	: >"$CLUSTER_OURS"
+}
 
+test_cluster_down() {
+	[ "$RUN_UID" -eq 0 ] || skip "the test cluster needs root"
+	[ -e "$CLUSTER_OURS" ] || skip "this run did not bring a cluster up"
+	local after
 	if ! CLUSTER_STATE=$CLUSTER_IT_STATE bash "$IT_REPO/scripts/cluster/down.sh" >"$TD/down.out" 2>&1; then
 		bad "make cluster-down failed: $(tail -n 3 "$TD/down.out")"
 	fi
+	rm -f "$CLUSTER_OURS" "$K8S_READY"
 	after=$(cluster_host)
-	[ "$before" = "$after" ] || bad "the host changed: $(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -n 10)"
+	[ "$(cat "$CLUSTER_BEFORE")" = "$after" ] ||
+		bad "the host changed: $(diff "$CLUSTER_BEFORE" <(echo "$after") | grep '^[<>]' | head -n 10)"
 }
 
 IT_TEST_DEADLINE=900 t cluster_smoke test_cluster_smoke
+# The Kubernetes backend on the real cluster (the functions are in manager_kubernetes.sh).
+t kubernetes_session test_kubernetes_session
+t kubernetes_recovery test_kubernetes_recovery
+t cluster_down test_cluster_down

@@ -1,12 +1,12 @@
 # shellcheck shell=bash
 # sandbox-manager with the kubernetes backend (manager/backend/backend_kubernetes.c). The settings'
-# refusals run everywhere; the session on a real cluster runs only against the cluster `make cluster`
-# left up (its /tmp/cluster17.ready names KUBECONFIG and CLUSTER_NET, and optionally
-# CLUSTER_HOSTPATH, a directory the node sees at the same path), as root, with the manager inside
-# CLUSTER_NET so that it reaches the pods' IPs. Nothing here starts or stops a cluster; it talks to
+# refusals run everywhere; the session and recovery tests run on the run's own cluster: cluster_smoke.sh
+# brings it up (or finds one `make cluster` left up), writes its KUBECONFIG and CLUSTER_NET lines to
+# $K8S_READY, runs these tests, and cluster_down takes it down. Root only, with the manager inside
+# CLUSTER_NET so that it reaches the pods' IPs; nothing here starts or stops a cluster, and it talks to
 # the cluster's API server and pods only, in the cluster's own namespace.
 
-K8S_READY=${K8S_READY:-/tmp/cluster17.ready}
+K8S_READY=${K8S_READY:-/var/lib/infra-sandbox/cluster.ready} # cluster_smoke.sh sets the run's own
 
 # The kubernetes settings: what is missing or cannot hold is said at start, exit 125.
 test_kubernetes_settings() {
@@ -46,7 +46,10 @@ t kubernetes_settings test_kubernetes_settings
 k8s_cluster() {
 	[ "$RUN_UID" -eq 0 ] || skip "root only: the manager joins the cluster's network namespace"
 	if [ ! -r "$K8S_READY" ]; then
-		[ "${CI:-}" = true ] && skip "no cluster: $K8S_READY is missing; under CI the kubernetes session needs \`make cluster\`, which CI does not run yet"
+		if [ "${CI:-}" = true ]; then
+			bad "no cluster: $K8S_READY is missing (cluster_smoke brings the run's cluster up: did it fail?)"
+			exit 1
+		fi
 		skip "no cluster is up on this machine ($K8S_READY is missing: \`make cluster\` writes it)"
 	fi
 	K8S_KUBECONFIG=$(sed -n 's/^KUBECONFIG=//p' "$K8S_READY" | tail -n 1)
@@ -135,7 +138,7 @@ test_kubernetes_session() {
 		"is gone: (pod terminated for UID $uid \(container [a-z-]+://[0-9a-f]{64} exited -?[0-9]+\)|pod UID $uid gone \((404|watch DELETED) after delete with preconditions.uid\))" \
 		"$(cat "$TD/manager.log")"
 }
-t kubernetes_session test_kubernetes_session
+# registered in cluster_smoke.sh, which runs it while the run's cluster is up
 
 # A manager killed with its pod up: the next start adopts the recorded pod UID, deletes it with
 # preconditions.uid and proves its end before it serves; the session gets a new pod.
@@ -165,4 +168,4 @@ test_kubernetes_recovery() {
 	kill -TERM "$MGR_PID"
 	wait "$MGR_PID" 2>/dev/null
 }
-t kubernetes_recovery test_kubernetes_recovery
+# registered in cluster_smoke.sh, which runs it while the run's cluster is up
