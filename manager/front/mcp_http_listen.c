@@ -126,15 +126,15 @@ static int listen_tcp(struct mcp_http *h, const char *addr, struct sb_err *err)
 	return 0;
 }
 
+/* One listener per process, in static storage: connection threads read its token until the process
+ * ends (they are detached, and a stop drains calls, not threads), so it is never freed. */
 struct mcp_http *mcp_http_open(const char *addr, const char *token_file, struct sb_err *err)
 {
-	struct mcp_http *h = calloc(1, sizeof *h);
+	static struct mcp_http the_listener;
+	struct mcp_http *h = &the_listener;
 	int rc;
 
-	if (h == NULL) {
-		sb_fail(err, ENOMEM, "out of memory");
-		return NULL;
-	}
+	memset(h, 0, sizeof *h);
 	h->fd = -1;
 	rc = token_load(h, token_file, err);
 	if (rc == 0)
@@ -147,7 +147,6 @@ struct mcp_http *mcp_http_open(const char *addr, const char *token_file, struct 
 		if (h->unix_path[0] != '\0')
 			unlink(h->unix_path);
 		explicit_bzero(h->token, sizeof h->token);
-		free(h);
 		return NULL;
 	}
 	return h;
