@@ -148,9 +148,9 @@ test_manager_claude_sdk() {
 		{tool: "mcp__sandbox__bash", input: {command: "echo begun; sleep 15; echo finished"}},
 		{text: "done"}]' >"$TD/script.json"
 	chmod a+r "$TD/script.json"
-	mgr_bg_exec other "sleep 6; echo other-done" "$sid_b"
+	mgr_bg_exec other "sleep 12; echo other-done" "$sid_b" # spans the interrupt (5 s after the 5th call)
 	(cd "$TD" && claude_run "$log" "$TD/script.json" node "$FW/claude/sdk.mjs" --manager "$MANAGER" \
-		--session "$sid_a" --socket "$MSOCK" --max-output-chars 1000 --interrupt-after-ms 1500 --interrupt-at 5)
+		--session "$sid_a" --socket "$MSOCK" --max-output-chars 1000 --interrupt-after-ms 5000 --interrupt-at 5)
 	assert_eq "the SDK driver's exit code (stderr: $(tail -c 300 "$TD/fw.err"))" 0 "$RC"
 	grep -q '"event":"interrupt"' "$TD/fw.out" || bad "the driver never interrupted"
 	claude_offered "$log"
