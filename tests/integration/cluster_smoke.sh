@@ -24,7 +24,7 @@ cluster_host() {
 # The run's cluster lives from cluster_smoke to cluster_down: the Kubernetes backend's tests
 # (manager_kubernetes.sh, registered below) run on it in between, reading its lines from
 # $K8S_READY. A cluster someone else started is used, never brought down.
-K8S_READY=$IT_ROOT/cluster.ready
+K8S_READY=${K8S_READY:-$IT_ROOT/cluster.ready} # a focused run may name a cluster already up
 CLUSTER_OURS=$IT_ROOT/cluster.ours     # this run brought the cluster up: cluster_down takes it down
 CLUSTER_BEFORE=$IT_ROOT/cluster.before # the host as it was before
 
