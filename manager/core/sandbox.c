@@ -143,9 +143,11 @@ static int credentials_make(void *arg, const struct sandbox_bound *bound, struct
 static int credentials_plan(struct manager *m, struct credentials_job *job, struct sandbox_spec *spec,
 			    char *dir, size_t dir_len, char *account, size_t account_len, struct sb_err *err)
 {
-	if (!m->backend->ops->binds_credentials)
-		return credentials_make(job, NULL, err) < 0 ||
-		       path_fmt(dir, dir_len, err, "%s/credentials", job->l->private_dir) < 0 ? -1 : 0;
+	if (!m->backend->ops->binds_credentials) {
+		if (credentials_make(job, NULL, err) < 0)
+			return -1;
+		return path_fmt(dir, dir_len, err, "%s/credentials", job->l->private_dir);
+	}
 	if (snapshot_dir_make(job->l->private_dir, m->cfg.sandbox_uid, m->cfg.sandbox_gid, dir, dir_len, err) < 0 ||
 	    snapshot_service_account(job->grants, m->cfg.resources, account, account_len, err) < 0)
 		return -1;

@@ -26,13 +26,16 @@ ktoken_review() {
 ktoken_setup() {
 	KT=ktoken-$$
 	KT_NS=default # the backend's namespace: the admin kubeconfig names none
-	ktoken_kubectl create serviceaccount "$KT-read" >/dev/null &&
-		ktoken_kubectl create serviceaccount "$KT-write" >/dev/null &&
-		ktoken_kubectl create serviceaccount "$KT-manager" >/dev/null &&
+	if ! { ktoken_kubectl create serviceaccount "$KT-read" &&
+		ktoken_kubectl create serviceaccount "$KT-write" &&
+		ktoken_kubectl create serviceaccount "$KT-manager" &&
 		ktoken_kubectl create role "$KT-tokens" --verb=create --resource=serviceaccounts/token \
-			--resource-name="$KT-read" --resource-name="$KT-write" >/dev/null &&
+			--resource-name="$KT-read" --resource-name="$KT-write" &&
 		ktoken_kubectl create rolebinding "$KT-tokens" --role="$KT-tokens" \
-			--serviceaccount="$KT_NS:$KT-manager" >/dev/null || { bad "cannot make the service accounts and RBAC"; return 1; }
+			--serviceaccount="$KT_NS:$KT-manager"; } >"$TD/setup.out" 2>&1; then
+		bad "cannot make the service accounts and RBAC: $(tail -n 2 "$TD/setup.out")"
+		return 1
+	fi
 	echo '{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}' \
 		>"$TD/manager-request.json"
 	ktoken_kubectl create --raw "/api/v1/namespaces/$KT_NS/serviceaccounts/$KT-manager/token" \
@@ -67,7 +70,7 @@ ktoken_call() {
 	rid=$(jr .sandbox.runtime_id)
 	POD=$(echo "$rid" | sed 's/^kubernetes:\([^/]*\)\/.*/\1/')
 	POD_UID=$(echo "$rid" | cut -d/ -f2)
-	[ -n "$TOKEN" ] && [ -n "$POD_UID" ] || bad "no token or pod: $(head -c 300 "$OUT"); sandbox $rid"
+	if [ -z "$TOKEN" ] || [ -z "$POD_UID" ]; then bad "no token or pod: $(head -c 300 "$OUT"); sandbox $rid"; fi
 }
 
 # ktoken_assert_bound WHAT SA: the TokenReview of $TOKEN says the service account SA, bound to
