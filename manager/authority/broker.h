@@ -30,6 +30,16 @@
 #define BROKER_LIFETIME_MAX (7 * 24 * 3600)
 #define BROKER_TIMEOUT_DEFAULT 15    /* seconds for one API call, connection included */
 
+/* The object a token is bound to, so that it dies with it (a TokenRequest's spec.boundObjectRef):
+ * on the kubernetes backend the sandbox's pod, in the namespace of the token's service account. */
+struct broker_bound {
+	const char *kind;        /* "Pod" */
+	const char *api_version; /* "v1" */
+	const char *ns;
+	const char *name;
+	const char *uid;
+};
+
 struct broker_request {
 	const char *resource;  /* "kubernetes:staging": names the credential in messages and kubeconfigs */
 	const char *access;    /* "read" or "write" */
@@ -38,6 +48,7 @@ struct broker_request {
 	const char *path;      /* the file to create (O_EXCL, 0400) */
 	uid_t uid;             /* its owner: the sandbox's ids */
 	gid_t gid;
+	const struct broker_bound *bound; /* NULL: the credential is bound to nothing, and lives until its expiry */
 };
 
 struct broker_result {
@@ -45,8 +56,13 @@ struct broker_result {
 	char revoke_id[128];   /* non-empty: the broker can revoke the credential by this id (rancher) */
 };
 
-/* TokenRequest: a ServiceAccount token of the read or write service account, as a kubeconfig. */
+/* TokenRequest: a ServiceAccount token of the read or write service account, as a kubeconfig;
+ * bound to req->bound when given (which must be in the service account's namespace). */
 int broker_tokenrequest(const struct broker_request *req, struct broker_result *out, struct sb_err *err);
+
+/* The service account ("NS/NAME", into out) whose token broker_tokenrequest would request for
+ * req->access: what a pod the token is bound to must run as. Reads the config only; sends nothing. */
+int broker_tokenrequest_account(const struct broker_request *req, char *out, size_t len, struct sb_err *err);
 
 /* Rancher: a cluster-scoped Rancher token with a TTL, as a kubeconfig for <server>/k8s/clusters/<id>. */
 int broker_rancher(const struct broker_request *req, struct broker_result *out, struct sb_err *err);

@@ -1,7 +1,9 @@
 /* The tokenrequest broker: a short-lived Kubernetes ServiceAccount token from the TokenRequest API
  * (POST /api/v1/namespaces/NS/serviceaccounts/SA/token), written as a kubeconfig with the cluster's
- * CA. `read` and `write` map to different service accounts. The manager's own API credential
- * (token_file) is only ever sent to the API server; it never reaches a file a sandbox sees. */
+ * CA. `read` and `write` map to different service accounts. On the kubernetes backend the token is
+ * bound to the sandbox's pod (request_body), which runs as that service account. The manager's own
+ * API credential (token_file) is only ever sent to the API server; it never reaches a file a
+ * sandbox sees. */
 #include "broker.h"
 #include "clock.h"
 
@@ -67,21 +69,48 @@ static int config_read(const struct broker_request *req, json_t *cfg, struct tok
 	return 0;
 }
 
-/* The TokenRequest body. On the Kubernetes backend, spec.boundObjectRef will name the sandbox's Pod
- * ({"kind": "Pod", "apiVersion": "v1", "name": ..., "uid": ...}) so that the token dies with it;
- * the process and podman backends have no such object, so the token lives until its expiry. */
-static char *request_body(const struct tokenrequest_config *c)
+/* The TokenRequest body. With a bound object (the kubernetes backend's pod), spec.boundObjectRef
+ * names it by kind, name and UID: the API server refuses the request unless that object exists
+ * with that UID (409) and, for a pod, runs as this service account (400); the token then stops
+ * authenticating once the object is deleted. Without one (the process and podman backends, which
+ * have no such object) the token lives until its expiry. */
+static char *request_body(const struct tokenrequest_config *c, const struct broker_bound *bound)
 {
 	json_t *spec = json_pack("{s:I}", "expirationSeconds", (json_int_t)c->expiration), *doc;
 	char *text;
 
 	if (spec != NULL && c->audiences != NULL && json_array_size(c->audiences) > 0)
 		json_object_set(spec, "audiences", c->audiences);
+	if (spec != NULL && bound != NULL &&
+	    json_object_set_new(spec, "boundObjectRef", json_pack("{s:s, s:s, s:s, s:s}", "kind", bound->kind,
+								  "apiVersion", bound->api_version, "name",
+								  bound->name, "uid", bound->uid)) < 0) {
+		json_decref(spec);
+		return NULL;
+	}
 	doc = json_pack("{s:s, s:s, s:o}", "apiVersion", "authentication.k8s.io/v1", "kind", "TokenRequest", "spec",
 			spec);
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
 	return text;
+}
+
+/* A token bound to a pod is requested in the pod's namespace: the API server looks the pod up in
+ * the namespace of the service account. */
+static int bound_check(const struct broker_request *req, const struct tokenrequest_config *c, struct sb_err *err)
+{
+	const struct broker_bound *b = req->bound;
+
+	if (b == NULL)
+		return 0;
+	if (b->kind == NULL || b->api_version == NULL || b->ns == NULL || b->name == NULL || b->uid == NULL ||
+	    b->name[0] == '\0' || b->uid[0] == '\0')
+		return sb_fail(err, EINVAL, "resource %s: the object to bind the token to has no name or UID", req->resource);
+	if (strcmp(b->ns, c->ns) != 0)
+		return sb_fail(err, EINVAL, "resource %s: a token bound to the sandbox's %s %s must be of a service account "
+			       "in its namespace %s, not %s (the broker config's \"namespace\")", req->resource, b->kind,
+			       b->name, b->ns, c->ns);
+	return 0;
 }
 
 static int token_issue(const struct broker_request *req, const struct tokenrequest_config *c, const char *bearer,
@@ -93,10 +122,13 @@ static int token_issue(const struct broker_request *req, const struct tokenreque
 	struct broker_kubeconfig k = { .server = c->server, .ca_file = c->ca_file };
 	json_t *resp = NULL, *st;
 	const char *token, *expiry;
-	char *body = request_body(c);
+	char *body;
 	long status;
 	int rc;
 
+	if (bound_check(req, c, err) < 0)
+		return -1;
+	body = request_body(c, req->bound);
 	if (body == NULL)
 		return sb_fail(err, ENOMEM, "resource %s: building the TokenRequest", req->resource);
 	snprintf(api, sizeof api, "the TokenRequest API (service account %s/%s)", c->ns, c->sa);
@@ -104,6 +136,10 @@ static int token_issue(const struct broker_request *req, const struct tokenreque
 	h.body = body;
 	rc = broker_http_call(&h, &status, &resp, err);
 	free(body);
+	if (rc < 0 && status == 409 && req->bound != NULL)
+		/* The object under that name is another one (deleted and made again), or none: no token. */
+		sb_err_prefix(err, "the sandbox's %s %s is not the one of UID %s any more (deleted, or made again under "
+			      "its name)", req->bound->kind, req->bound->name, req->bound->uid);
 	if (rc < 0)
 		return -1;
 	st = json_object_get(resp, "status");
@@ -123,6 +159,24 @@ static int token_issue(const struct broker_request *req, const struct tokenreque
 		rc = broker_kubeconfig_write(req, &k, err);
 	}
 	json_decref(resp);
+	return rc;
+}
+
+int broker_tokenrequest_account(const struct broker_request *req, char *out, size_t len, struct sb_err *err)
+{
+	struct tokenrequest_config c;
+	json_t *cfg;
+	int rc;
+
+	memset(&c, 0, sizeof c);
+	cfg = broker_config_load(req->resource, req->arg, tokenrequest_keys, err);
+	if (cfg == NULL)
+		return -1;
+	rc = config_read(req, cfg, &c, err);
+	json_decref(cfg);
+	if (rc == 0 && snprintf(out, len, "%s/%s", c.ns, c.sa) >= (int)len)
+		rc = sb_fail(err, ENAMETOOLONG, "resource %s: the service account %s/%s is too long", req->resource, c.ns,
+			     c.sa);
 	return rc;
 }
 

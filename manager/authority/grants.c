@@ -77,6 +77,7 @@ static int revoke_list_write(const char *private_dir, json_t *list, struct sb_er
 
 struct snapshot_ctx {
 	struct snapshot *s;
+	const struct broker_bound *bound;
 	const char *private_dir;
 	const char *label;     /* "<session>.g<generation>": the private directory's name */
 	json_t *revoke;        /* [{"resource", "access", "broker", "arg", "id"}] */
@@ -90,7 +91,7 @@ static int grant_broker(struct snapshot_ctx *c, const char *resource, const char
 {
 	bool rancher = strncmp(broker, "rancher:", 8) == 0;
 	struct broker_request req = { .resource = resource, .access = access, .label = c->label, .path = path,
-				      .uid = c->uid, .gid = c->gid };
+				      .uid = c->uid, .gid = c->gid, .bound = rancher ? NULL : c->bound };
 	struct broker_result res;
 
 	if (strncmp(resource, "kubernetes:", 11) != 0)
@@ -140,23 +141,58 @@ static int grant_materialise(struct snapshot_ctx *c, const char *resource, const
 	return 0;
 }
 
+int snapshot_dir_make(const char *private_dir, uid_t uid, gid_t gid, char *out, size_t len, struct sb_err *err)
+{
+	if (path_fmt(out, len, err, "%s/credentials", private_dir) < 0)
+		return -1;
+	/* Readable by the sandbox's uid only; mounted read-only, outside the worktree. */
+	if (mkdir(out, 0500) < 0 && errno != EEXIST)
+		return sb_fail_errno(err, "creating %s", out);
+	if (chown(out, uid, gid) < 0 || chmod(out, 0500) < 0)
+		return sb_fail_errno(err, "preparing %s", out);
+	return 0;
+}
+
+int snapshot_service_account(json_t *grants, json_t *resources, char *out, size_t len, struct sb_err *err)
+{
+	const char *resource, *first = NULL;
+	char account[600], chosen[600] = ""; /* "NS/NAME" */
+	json_t *access;
+
+	out[0] = '\0';
+	json_object_foreach(grants, resource, access) {
+		const char *broker = json_string_value(json_object_get(resources, resource));
+		struct broker_request req = { .resource = resource, .access = json_string_value(access) ?: "" };
+
+		if (broker == NULL || strncmp(broker, "tokenrequest:", 13) != 0)
+			continue;
+		req.arg = broker + 13;
+		if (broker_tokenrequest_account(&req, account, sizeof account, err) < 0)
+			return -1;
+		if (first != NULL && strcmp(account, chosen) != 0)
+			return sb_fail(err, EINVAL, "grants %s and %s need the service accounts %s and %s: the sandbox's pod "
+				       "runs as one, to which their tokens are bound", first, resource, chosen, account);
+		memcpy(chosen, account, sizeof chosen);
+		first = resource;
+	}
+	/* The name only: the pod's own namespace is the account's (the broker refuses another one). */
+	return first == NULL ? 0 : path_fmt(out, len, err, "%s", strchr(chosen, '/') + 1);
+}
+
 int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
-		  struct snapshot *out, struct sb_err *err)
+		  const struct broker_bound *bound, struct snapshot *out, struct sb_err *err)
 {
 	const char *resource, *slash = strrchr(private_dir, '/');
-	struct snapshot_ctx c = { .s = out, .private_dir = private_dir, .label = slash ? slash + 1 : private_dir,
-				  .uid = uid, .gid = gid };
+	struct snapshot_ctx c = { .s = out, .bound = bound, .private_dir = private_dir,
+				  .label = slash ? slash + 1 : private_dir, .uid = uid, .gid = gid };
 	json_t *access;
 	int rc = 0;
 
 	memset(out, 0, sizeof *out);
-	if (path_fmt(out->dir, sizeof out->dir, err, "%s/credentials", private_dir) < 0)
+	if (snapshot_dir_make(private_dir, uid, gid, out->dir, sizeof out->dir, err) < 0)
 		return -1;
-	/* Readable by the sandbox's uid only; mounted read-only, outside the worktree. */
-	if (mkdir(out->dir, 0500) < 0 && errno != EEXIST)
-		return sb_fail_errno(err, "creating %s", out->dir);
-	if (chown(out->dir, uid, gid) < 0 || chmod(out->dir, 0700) < 0)
-		return sb_fail_errno(err, "preparing %s", out->dir);
+	if (chmod(out->dir, 0700) < 0)
+		return sb_fail_errno(err, "opening %s", out->dir);
 	c.revoke = json_array();
 	json_object_foreach(grants, resource, access)
 		if (rc == 0)

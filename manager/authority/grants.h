@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "broker.h"
 #include "error.h"
 
 struct snapshot {
@@ -20,10 +21,21 @@ struct snapshot {
 
 /* Materialise grants ({"resource": "access"}) declared in resources ({"NAME": "BROKER:ARG"})
  * under private_dir; files are 0400, owned by uid/gid (the sandbox's ids). Brokers: file:PATH,
- * tokenrequest:CONFIG.json, rancher:CONFIG.json (broker.h). On failure nothing it made stays valid:
+ * tokenrequest:CONFIG.json, rancher:CONFIG.json (broker.h). bound: the sandbox's object that
+ * tokenrequest tokens are bound to (its pod), or NULL. On failure nothing it made stays valid:
  * credentials that can be revoked are revoked (snapshot_release). */
 int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
-		  struct snapshot *out, struct sb_err *err);
+		  const struct broker_bound *bound, struct snapshot *out, struct sb_err *err);
+
+/* Its directory, <private_dir>/credentials, empty and sealed, for a sandbox that mounts it before
+ * snapshot_make fills it (out: its path). */
+int snapshot_dir_make(const char *private_dir, uid_t uid, gid_t gid, char *out, size_t len, struct sb_err *err);
+
+/* The service account a pod that tokenrequest grants bind their tokens to must run as (its
+ * serviceAccountName): the one of the grants' tokenrequest resources at their accesses, into out;
+ * "" when no grant is a tokenrequest one. Grants that need two service accounts are refused: a pod
+ * runs as one. */
+int snapshot_service_account(json_t *grants, json_t *resources, char *out, size_t len, struct sb_err *err);
 
 /* Revoke what the snapshot under private_dir made that can be revoked (Rancher tokens, listed in
  * <private_dir>/credentials.revoke), so that no credential outlives its sandbox. Call it once the

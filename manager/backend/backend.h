@@ -14,6 +14,16 @@
 #include "error.h"
 #include "mount_plan.h"
 
+/* The sandbox's own object in its runtime that credentials can be bound to, so that they stop
+ * working when it is deleted (a TokenRequest's boundObjectRef): the kubernetes backend's pod. */
+struct sandbox_bound {
+	const char *kind;                /* "Pod" */
+	const char *api_version;         /* "v1" */
+	const char *ns;
+	const char *name;
+	const char *uid;
+};
+
 /* Everything a backend needs to start one sandbox generation. The manager core has already
  * issued the agent's certificate and written the receipt key into private_dir. */
 struct sandbox_spec {
@@ -27,6 +37,14 @@ struct sandbox_spec {
 	const char *manager_name;        /* the agent's --manager-name */
 	uid_t host_uid;                  /* the sandbox's uid and gid, the same inside as on the host */
 	gid_t host_gid;                  /* (mapped 1:1); never 0 (see config.h sandbox_uid) */
+	const char *service_account;     /* what the sandbox runs as where its runtime has identities (a
+					  * pod's serviceAccountName: the grants' tokenrequest account);
+					  * NULL or "": the runtime's default */
+	/* For a backend with binds_credentials: fills credentials_dir, its credentials bound to the
+	 * object given. prepare() calls it once, after that object exists and before any command
+	 * can run; a failure fails prepare(). */
+	int (*credentials)(void *ctx, const struct sandbox_bound *bound, struct sb_err *err);
+	void *credentials_ctx;
 };
 
 /* Which limits hold for one sandbox, as the backend measured or set them; for `session show` and
@@ -62,6 +80,9 @@ struct backend;
 
 struct backend_ops {
 	const char *name;
+	/* true: prepare() makes the credentials through spec->credentials, bound to the sandbox's
+	 * object (kubernetes: its pod); false: the core makes them before prepare(). */
+	bool binds_credentials;
 	/* Start the sandbox; return once its agent accepts connections (bounded), or fail and
 	 * leave nothing running. */
 	int (*prepare)(struct backend *be, const struct sandbox_spec *spec, struct sandbox_handle *h,

@@ -5,7 +5,8 @@
  *
  * What the pod gets (pod_body()):
  *   restartPolicy Never, the configured image with imagePullPolicy Never, labels session and
- *   generation, no service account token, no service links;
+ *   generation, the grants' service account (serviceAccountName, credentials_bind()) but no token
+ *   of it mounted, no service links;
  *   securityContext runAsNonRoot with the sandbox's uid:gid, seccomp Localhost (images/seccomp.json
  *   installed under the kubelet's seccomp root), hostUsers false on servers that know the field
  *   (1.25 on); the container's allowPrivilegeEscalation false, every capability dropped, procMount
@@ -347,6 +348,21 @@ static json_t *env_json(const struct agent_dir *d)
 	return a;
 }
 
+/* The pod runs as the grants' service account (sandbox_spec), because a token bound to a pod must
+ * be of the pod's serviceAccountName (the API server refuses any other); no token of it is mounted
+ * (automountServiceAccountToken false): the sandbox's only tokens are the bound ones its grants give. */
+static int service_account_set(json_t *pod, const struct sandbox_spec *spec, struct sb_err *err)
+{
+	const char *sa = spec->service_account;
+
+	if (sa == NULL || sa[0] == '\0')
+		return 0;
+	if (strlen(sa) > 253 || strspn(sa, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(sa))
+		return sb_fail(err, EINVAL, "service account '%s' is not a Kubernetes name", sa);
+	return json_object_set_new(json_object_get(pod, "spec"), "serviceAccountName", json_string(sa)) == 0 ? 0 :
+	       sb_fail(err, ENOMEM, "describing the pod");
+}
+
 static json_t *pod_body(const struct kube *k, const struct agent_dir *d, const struct sandbox_spec *spec,
 			const char *name, struct sb_err *err)
 {
@@ -404,6 +420,10 @@ static json_t *pod_body(const struct kube *k, const struct agent_dir *d, const s
 	}
 	if (k->host_users)
 		json_object_set_new(json_object_get(pod, "spec"), "hostUsers", json_false());
+	if (service_account_set(pod, spec, err) < 0) {
+		json_decref(pod);
+		pod = NULL;
+	}
 out:
 	json_decref(b.volumes);
 	json_decref(b.mounts);
@@ -677,6 +697,23 @@ static void prepare_abort(struct backend *be, struct sandbox_handle *h, struct s
 	memset(h, 0, sizeof *h);
 }
 
+/* The credentials, bound to the pod just created: a TokenRequest names it by UID, so it must exist
+ * first, and they must be in place before any command runs, which is after prepare() returns. The
+ * kubelet may start the agent meanwhile: it does not read them. */
+static int credentials_bind(const struct kube *k, const struct sandbox_spec *spec, const struct ident *id,
+			    struct sb_err *err)
+{
+	struct sandbox_bound pod = { .kind = "Pod", .api_version = "v1", .ns = k->ns, .name = id->name, .uid = id->uid };
+
+	if (spec->credentials == NULL)
+		return 0;
+	if (spec->credentials(spec->credentials_ctx, &pod, err) < 0) {
+		sb_err_prefix(err, "the credentials of pod %s (UID %s)", id->name, id->uid);
+		return -1;
+	}
+	return 0;
+}
+
 /* "sandbox-<session>-<generation>": session ids are hex, so this is a DNS label. */
 static int pod_name(const struct sandbox_spec *spec, char *out, size_t len, struct sb_err *err)
 {
@@ -707,7 +744,7 @@ static int kube_prepare(struct backend *be, const struct sandbox_spec *spec, str
 	else if (pod_name(spec, id.name, sizeof id.name, err) == 0 && agent_dir_prepare(d, spec, err) == 0 &&
 		 (body = pod_body(k, d, spec, id.name, err)) != NULL && pod_create(k, body, &id, err) == 0) {
 		ident_set(h, &id);
-		if (pod_ready(k, &id, ip, sizeof ip, err) == 0) {
+		if (credentials_bind(k, spec, &id, err) == 0 && pod_ready(k, &id, ip, sizeof ip, err) == 0) {
 			ident_set(h, &id);
 			snprintf(h->address, sizeof h->address, "%s:%d", ip, KUBERNETES_AGENT_PORT);
 			rc = 0;
@@ -948,6 +985,7 @@ static void kube_destroy(struct backend *be)
 
 static const struct backend_ops kube_ops = {
 	.name = "kubernetes",
+	.binds_credentials = true,
 	.prepare = kube_prepare,
 	.stop = kube_stop,
 	.evidence = kube_evidence,

@@ -77,57 +77,107 @@ struct start_stage {
 	bool started;  /* the backend prepared it: it runs until stopped with evidence */
 };
 
+/* The session's grants as they are now, for this generation only, kept as the sandbox's
+ * authority (its record and execpath.c authority_current compare against it). */
+static json_t *authority_load(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	json_t *grants = records_grants(m->rec, l->session, err);
+	char *text;
+
+	if (grants == NULL)
+		return NULL;
+	text = json_dumps(grants, JSON_COMPACT | JSON_SORT_KEYS);
+	/* A cut authority would be a record that is not JSON: refused. */
+	if (text == NULL || strlen(text) >= sizeof l->authority) {
+		if (text == NULL)
+			sb_fail(err, ENOMEM, "serialising the session's grants");
+		else
+			sb_fail(err, E2BIG, "the session's grants are %zu bytes as JSON, over %zu", strlen(text),
+				sizeof l->authority - 1);
+		json_decref(grants);
+		grants = NULL;
+	} else {
+		memcpy(l->authority, text, strlen(text) + 1);
+	}
+	free(text);
+	return grants;
+}
+
+/* One generation's authority snapshot, made once by credentials_make. */
+struct credentials_job {
+	struct manager *m;
+	struct live_sandbox *l;
+	json_t *grants;
+	bool made;
+};
+
+static int credentials_make(void *arg, const struct sandbox_bound *bound, struct sb_err *err)
+{
+	struct credentials_job *j = arg;
+	struct broker_bound b = { 0 };
+	struct snapshot snap;
+
+	if (j->made)
+		return sb_fail(err, EALREADY, "the credentials of sandbox generation %llu are made already",
+			       (unsigned long long)j->l->generation);
+	if (bound != NULL)
+		b = (struct broker_bound){ .kind = bound->kind, .api_version = bound->api_version, .ns = bound->ns,
+					   .name = bound->name, .uid = bound->uid };
+	if (snapshot_make(j->l->private_dir, j->grants, j->m->cfg.resources, j->m->cfg.sandbox_uid,
+			  j->m->cfg.sandbox_gid, bound ? &b : NULL, &snap, err) < 0)
+		return -1;
+	j->made = true;
+	j->l->credentials_expire_ms = snap.expires_ms;
+	/* A path every call uses: a cut one would name another place (common/pathfmt.c). */
+	return path_fmt(j->l->kubeconfig, sizeof j->l->kubeconfig, err, "%s", snap.kubeconfig);
+}
+
+/* The order of a sandbox and its credentials. On a backend that binds them to the sandbox's own
+ * object (kubernetes: a TokenRequest's boundObjectRef names the pod by UID, so the pod must exist
+ * first), prepare() makes them through spec.credentials once the pod is created, into the
+ * directory made empty here, and the pod runs as the grants' service account. That account is
+ * fixed for the pod's life: a grant change retires the sandbox (sessions.c), expiring credentials
+ * too (sandbox_acquire), and the next generation is a new pod with a new snapshot. On the other
+ * backends the snapshot is made first and the sandbox mounts it. Either way no command runs
+ * before prepare() returns. */
+static int credentials_plan(struct manager *m, struct credentials_job *job, struct sandbox_spec *spec,
+			    char *dir, size_t dir_len, char *account, size_t account_len, struct sb_err *err)
+{
+	if (!m->backend->ops->binds_credentials) {
+		if (credentials_make(job, NULL, err) < 0)
+			return -1;
+		return path_fmt(dir, dir_len, err, "%s/credentials", job->l->private_dir);
+	}
+	if (snapshot_dir_make(job->l->private_dir, m->cfg.sandbox_uid, m->cfg.sandbox_gid, dir, dir_len, err) < 0 ||
+	    snapshot_service_account(job->grants, m->cfg.resources, account, account_len, err) < 0)
+		return -1;
+	spec->service_account = account;
+	spec->credentials = credentials_make;
+	spec->credentials_ctx = job;
+	return 0;
+}
+
 static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct workspace *ws,
 			 struct start_stage *stage, struct sb_err *err)
 {
 	struct mount_plan plan = { 0 };
 	struct sandbox_spec spec = { 0 };
-	struct snapshot snap;
-	char private_sub[PATH_MAX];
-	json_t *grants;
+	struct credentials_job job = { .m = m, .l = l };
+	char private_sub[PATH_MAX], credentials[PATH_MAX], account[254];
 	int rc;
 
 	if (private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0 ||
-	    mount_plan_build(ws, &plan, err) < 0) {
-		mount_plan_free(&plan);
-		return -1;
-	}
-	/* The authority snapshot: the session's grants as they are now, for this generation only. */
-	grants = records_grants(m->rec, l->session, err);
-	if (grants != NULL) {
-		char *text = json_dumps(grants, JSON_COMPACT | JSON_SORT_KEYS);
-
-		/* A cut authority would be a record that is not JSON: refused. */
-		if (text == NULL || strlen(text) >= sizeof l->authority) {
-			if (text == NULL)
-				sb_fail(err, ENOMEM, "serialising the session's grants");
-			else
-				sb_fail(err, E2BIG, "the session's grants are %zu bytes as JSON, over %zu", strlen(text),
-					sizeof l->authority - 1);
-			json_decref(grants);
-			grants = NULL;
-		} else {
-			memcpy(l->authority, text, strlen(text) + 1);
-		}
-		free(text);
-	}
-	rc = grants ? snapshot_make(l->private_dir, grants, m->cfg.resources, m->cfg.sandbox_uid, m->cfg.sandbox_gid,
-				    &snap, err) : -1;
-	json_decref(grants);
-	if (rc < 0) {
-		mount_plan_free(&plan);
-		return -1;
-	}
-	l->credentials_expire_ms = snap.expires_ms;
-	/* Paths every call uses: a cut one would name another place (common/pathfmt.c). */
-	if (path_fmt(l->kubeconfig, sizeof l->kubeconfig, err, "%s", snap.kubeconfig) < 0 ||
+	    mount_plan_build(ws, &plan, err) < 0 || (job.grants = authority_load(m, l, err)) == NULL ||
+	    credentials_plan(m, &job, &spec, credentials, sizeof credentials, account, sizeof account, err) < 0 ||
+	    /* Paths every call uses: a cut one would name another place (common/pathfmt.c). */
 	    path_fmt(l->workdir, sizeof l->workdir, err, "%s", plan.workdir) < 0 ||
 	    path_fmt(l->scratch, sizeof l->scratch, err, "%s", plan.scratch) < 0 ||
 	    path_fmt(private_sub, sizeof private_sub, err, "%s", l->private_dir) < 0) {
+		json_decref(job.grants);
 		mount_plan_free(&plan);
 		return -1;
 	}
-	spec.credentials_dir = snap.dir;
+	spec.credentials_dir = credentials;
 	spec.session = l->session;
 	spec.generation = l->generation;
 	spec.plan = &plan;
@@ -143,9 +193,13 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	if (rc == 0)
 		rc = m->backend->ops->prepare(m->backend, &spec, &l->h, err);
 	mount_plan_free(&plan);
+	json_decref(job.grants);
 	if (rc == 0) {
 		stage->started = true;
-		rc = sandbox_record(m, l, "running", err);
+		/* A sandbox without its snapshot would run with no credentials, or stale ones: retired. */
+		rc = job.made ? sandbox_record(m, l, "running", err) :
+		     sb_fail(err, EPROTO, "the %s backend started the sandbox without making its credentials",
+			     m->backend->ops->name);
 	}
 	return rc;
 }

@@ -75,7 +75,8 @@ test_cluster_down() {
 }
 
 IT_TEST_DEADLINE=900 t cluster_smoke test_cluster_smoke
-# The Kubernetes backend on the real cluster (the functions are in manager_kubernetes.sh).
+# The Kubernetes backend on the real cluster (the functions are in manager_kubernetes*.sh).
 t kubernetes_session test_kubernetes_session
+t kubernetes_tokens test_kubernetes_tokens # manager_kubernetes_tokens.sh
 t kubernetes_recovery test_kubernetes_recovery
 t cluster_down test_cluster_down

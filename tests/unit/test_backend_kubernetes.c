@@ -810,6 +810,108 @@ static void prepare_makes_the_pod(void **state)
 	be->ops->destroy(be);
 }
 
+/* The credentials bound to the pod (broker_tokenrequest.c's boundObjectRef): prepare() makes them
+ * through spec.credentials once, with the created pod's kind, name, UID and namespace, after its
+ * create and before it waits for the agent; the pod runs as the grants' service account, with no
+ * token of it mounted. A failure there fails prepare() and the pod is deleted with evidence. */
+struct bind_seen {
+	int calls, requests_before;
+	char kind[16], api_version[16], ns[64], name[64], uid[40];
+	int fail;
+};
+
+static int bind_record(void *ctx, const struct sandbox_bound *b, struct sb_err *err)
+{
+	struct bind_seen *s = ctx;
+
+	s->calls++;
+	pthread_mutex_lock(&F.lock);
+	s->requests_before = F.n;
+	pthread_mutex_unlock(&F.lock);
+	snprintf(s->kind, sizeof s->kind, "%s", b->kind);
+	snprintf(s->api_version, sizeof s->api_version, "%s", b->api_version);
+	snprintf(s->ns, sizeof s->ns, "%s", b->ns);
+	snprintf(s->name, sizeof s->name, "%s", b->name);
+	snprintf(s->uid, sizeof s->uid, "%s", b->uid);
+	return s->fail ? sb_fail(err, 0, "resource kubernetes:ci: the TokenRequest API answered 409 Conflict") : 0;
+}
+
+static void prepare_binds_the_credentials_to_the_pod(void **state)
+{
+	struct backend *be;
+	struct sandbox_handle h;
+	struct sb_err err = { 0 };
+	struct prep p;
+	struct bind_seen seen_bind = { 0 };
+	const char *body = NULL;
+	char *created = pod(UID, true, "Unmasked", "Pending", "", "");
+	json_t *pj, *spec;
+
+	(void)state;
+	agent_stand_in();
+	prep_make(&p);
+	p.spec.service_account = "deployer";
+	p.spec.credentials = bind_record;
+	p.spec.credentials_ctx = &seen_bind;
+	route("POST " PODS, 201, created);
+	route_pod(200, pod(UID, true, "Unmasked", "Running", RUNNING, ""));
+	free(created);
+	be = backend_new();
+	assert_true(be->ops->binds_credentials);
+	if (be->ops->prepare(be, &p.spec, &h, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(seen_bind.calls, 1);
+	assert_string_equal(seen_bind.kind, "Pod");
+	assert_string_equal(seen_bind.api_version, "v1");
+	assert_string_equal(seen_bind.ns, "sbtest");
+	assert_string_equal(seen_bind.name, NAME);
+	assert_string_equal(seen_bind.uid, UID);
+	/* right after the create (the version, the start's list, the create), before any read-back */
+	assert_int_equal(seen_bind.requests_before, 3);
+	assert_int_equal(seen("POST " PODS, &body), 1);
+	pj = json_loads(body, 0, NULL);
+	spec = json_object_get(pj, "spec");
+	assert_string_equal(json_string_value(json_object_get(spec, "serviceAccountName")), "deployer");
+	assert_true(json_is_false(json_object_get(spec, "automountServiceAccountToken")));
+	json_decref(pj);
+	be->ops->destroy(be);
+}
+
+static void failed_credentials_delete_the_pod(void **state)
+{
+	struct backend *be;
+	struct sandbox_handle h;
+	struct sb_err err = { 0 };
+	struct prep p;
+	struct bind_seen seen_bind = { .fail = 1 };
+	const char *body = NULL;
+	char *created = pod(UID, true, "Unmasked", "Pending", "", "");
+	json_t *pj;
+
+	(void)state;
+	prep_make(&p);
+	p.spec.credentials = bind_record;
+	p.spec.credentials_ctx = &seen_bind;
+	route("POST " PODS, 201, created);
+	route("DELETE " PODS "/" NAME, 200, "{}");
+	route("GET " PODS "?fieldSelector", 200, "{\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[]}");
+	free(created);
+	be = backend_new();
+	assert_int_equal(be->ops->prepare(be, &p.spec, &h, &err), -1);
+	assert_non_null(strstr(err.msg, "the credentials of pod " NAME " (UID " UID ")"));
+	assert_non_null(strstr(err.msg, "409 Conflict"));
+	assert_null(strstr(err.msg, "NOT proven"));
+	assert_string_equal(h.runtime_id, "");
+	assert_int_equal(seen("DELETE " PODS "/" NAME, &body), 1);
+	assert_non_null(strstr(body, UID));
+	/* no grant needs a service account: the pod has none named */
+	assert_int_equal(seen("POST " PODS, &body), 1);
+	pj = json_loads(body, 0, NULL);
+	assert_null(json_object_get(json_object_get(pj, "spec"), "serviceAccountName"));
+	json_decref(pj);
+	be->ops->destroy(be);
+}
+
 /* 1.20 has no hostUsers: it is not sent; a server that kept procMount Default is refused. */
 static void server_120_without_unmasked_is_refused(void **state)
 {
@@ -964,6 +1066,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(adopt_refuses_other_ids, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(lookup_by_labels, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(prepare_makes_the_pod, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(prepare_binds_the_credentials_to_the_pod, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(failed_credentials_delete_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(server_120_without_unmasked_is_refused, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(dropped_host_users_is_refused, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(kubeconfig_forms, fake_start, fake_stop),

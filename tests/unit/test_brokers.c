@@ -438,6 +438,122 @@ static void tokenrequest_bad_configs(void **state)
 	json_decref(reqs);
 }
 
+/* On the kubernetes backend: the token is bound to the sandbox's pod (spec.boundObjectRef with its
+ * kind, apiVersion, name and UID); the API server's 409 for a UID that is not the pod's any more
+ * (a 1.20 server's answer, recorded) is said as such; a pod of another namespace than the service
+ * account's is refused before anything is sent. */
+#define POD_UID "6f2c1a9e-4b1d-4c55-9a55-0d7d1c2e3f40"
+
+static int run_bound(const char *arg, const char *access, const char *ns, char *path, size_t len,
+		     struct broker_result *res, struct sb_err *err)
+{
+	struct broker_bound pod = { .kind = "Pod", .api_version = "v1", .ns = ns, .name = "sandbox-abc123-1",
+				    .uid = POD_UID };
+	struct broker_request req = { .resource = "kubernetes:staging", .access = access, .arg = arg,
+				      .label = "s0123.g1", .path = path, .uid = getuid(), .gid = getgid(), .bound = &pod };
+
+	snprintf(path, len, "%s/cred-%d.kubeconfig", T.out, T.n++);
+	memset(err, 0, sizeof *err);
+	return broker_tokenrequest(&req, res, err);
+}
+
+static void tokenrequest_bound_to_the_pod(void **state)
+{
+	struct broker_result res;
+	struct sb_err err;
+	char path[256];
+	json_t *reqs, *body, *ref;
+
+	(void)state;
+	assert_int_equal(run_bound(tokenrequest_config(""), "write", "ci", path, sizeof path, &res, &err), 0);
+	json_decref(kubeconfig_load(path));
+	reqs = log_requests();
+	assert_int_equal(json_array_size(reqs), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 0), "path")),
+			    "/api/v1/namespaces/ci/serviceaccounts/deployer/token");
+	body = json_loads(json_string_value(json_object_get(json_array_get(reqs, 0), "body")), 0, NULL);
+	ref = json_object_get(json_object_get(body, "spec"), "boundObjectRef");
+	assert_string_equal(json_string_value(json_object_get(ref, "kind")), "Pod");
+	assert_string_equal(json_string_value(json_object_get(ref, "apiVersion")), "v1");
+	assert_string_equal(json_string_value(json_object_get(ref, "name")), "sandbox-abc123-1");
+	assert_string_equal(json_string_value(json_object_get(ref, "uid")), POD_UID);
+	assert_int_equal(json_object_size(ref), 4);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(body, "spec"), "expirationSeconds")), 3600);
+	json_decref(body);
+	json_decref(reqs);
+
+	/* Unbound (the process and podman backends): no boundObjectRef at all. */
+	assert_int_equal(truncate(T.log, 0), 0);
+	assert_int_equal(run(broker_tokenrequest, tokenrequest_config(""), "read", path, sizeof path, &res, &err), 0);
+	reqs = log_requests();
+	body = json_loads(json_string_value(json_object_get(json_array_get(reqs, 0), "body")), 0, NULL);
+	assert_null(json_object_get(json_object_get(body, "spec"), "boundObjectRef"));
+	json_decref(body);
+	json_decref(reqs);
+}
+
+static void tokenrequest_bound_uid_conflict(void **state)
+{
+	struct broker_result res;
+	struct sb_err err;
+	char path[256];
+	json_t *reqs;
+
+	(void)state;
+	responses_set("POST /api/v1/namespaces/ci/serviceaccounts/viewer/token", 409,
+		      "Operation cannot be fulfilled on Pod \"sandbox-abc123-1\": the UID in the bound object reference "
+		      "(" POD_UID ") does not match the UID in record. The object might have been deleted and then recreated",
+		      0);
+	assert_int_equal(run_bound(tokenrequest_config(""), "read", "ci", path, sizeof path, &res, &err), -1);
+	assert_contains(err.msg, "the sandbox's Pod sandbox-abc123-1 is not the one of UID " POD_UID " any more");
+	assert_contains(err.msg, "409");
+	assert_contains(err.msg, "does not match the UID in record");
+	assert_int_equal(access(path, F_OK), -1); /* nothing written */
+
+	/* A pod of another namespace than the service account's: refused, nothing sent. */
+	unlink(T.responses);
+	assert_int_equal(truncate(T.log, 0), 0);
+	assert_int_equal(run_bound(tokenrequest_config(""), "read", "sandboxes", path, sizeof path, &res, &err), -1);
+	assert_contains(err.msg, "must be of a service account in its namespace sandboxes, not ci");
+	assert_int_equal(access(path, F_OK), -1);
+	reqs = log_requests();
+	assert_int_equal(json_array_size(reqs), 0);
+	json_decref(reqs);
+}
+
+/* The pod's serviceAccountName: the grants' tokenrequest account at their access; two grants that
+ * need two accounts are refused (a pod runs as one); other brokers need none. */
+static void service_account_of_the_grants(void **state)
+{
+	struct sb_err err;
+	char sa[254];
+	json_t *resources = json_object(), *grants;
+
+	(void)state;
+	json_object_set_new(resources, "kubernetes:staging", json_sprintf("tokenrequest:%s", tokenrequest_config("")));
+	json_object_set_new(resources, "kubernetes:prod", json_sprintf("rancher:%s", rancher_config("")));
+	json_object_set_new(resources, "kubernetes:other", json_sprintf("tokenrequest:%s",
+		config_write("other", "{\"server\": \"%s\", \"ca_file\": \"%s/ca.crt\", \"namespace\": \"ci\", "
+			     "\"read_service_account\": \"viewer\", \"token_file\": \"%s\"}", T.server, T.tls, T.token)));
+	grants = json_pack("{s:s}", "kubernetes:prod", "read");
+	assert_int_equal(snapshot_service_account(grants, resources, sa, sizeof sa, &err), 0);
+	assert_string_equal(sa, "");
+	json_object_set_new(grants, "kubernetes:staging", json_string("write"));
+	assert_int_equal(snapshot_service_account(grants, resources, sa, sizeof sa, &err), 0);
+	assert_string_equal(sa, "deployer");
+	json_object_set_new(grants, "kubernetes:staging", json_string("read"));
+	json_object_set_new(grants, "kubernetes:other", json_string("read"));
+	assert_int_equal(snapshot_service_account(grants, resources, sa, sizeof sa, &err), 0);
+	assert_string_equal(sa, "viewer"); /* the same account twice */
+	json_object_set_new(grants, "kubernetes:staging", json_string("write"));
+	assert_int_equal(snapshot_service_account(grants, resources, sa, sizeof sa, &err), -1);
+	assert_contains(err.msg, "need the service accounts");
+	assert_contains(err.msg, "ci/deployer");
+	assert_contains(err.msg, "ci/viewer");
+	json_decref(grants);
+	json_decref(resources);
+}
+
 /* ---- rancher ---- */
 
 static void rancher_read(void **state)
@@ -539,7 +655,7 @@ static void snapshot_with_brokers(void **state)
 	json_object_set_new(resources, "kubernetes:lab", json_sprintf("file:%s", file_cred));
 	grants = json_pack("{s:s, s:s, s:s}", "kubernetes:staging", "write", "kubernetes:prod", "read", "kubernetes:lab",
 			   "read");
-	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), &snap, &err), 0);
+	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), NULL, &snap, &err), 0);
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-staging.kubeconfig");
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-prod.kubeconfig");
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-lab.kubeconfig");
@@ -567,7 +683,7 @@ static void snapshot_with_brokers(void **state)
 	assert_int_equal(mkdir(private_dir, 0700), 0);
 	responses_set("POST /api/v1/namespaces/ci/serviceaccounts/deployer/token", 500, "etcdserver: request timed out", 0);
 	assert_int_equal(truncate(T.log, 0), 0);
-	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), &snap, &err), -1);
+	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), NULL, &snap, &err), -1);
 	assert_contains(err.msg, "500");
 	assert_contains(err.msg, "etcdserver: request timed out");
 	reqs = log_requests();
@@ -584,7 +700,7 @@ static void snapshot_with_brokers(void **state)
 	json_object_del(grants, "kubernetes:prod");
 	snprintf(private_dir, sizeof private_dir, "%s/sandboxes-s0123.g%d", T.base, T.n++);
 	assert_int_equal(mkdir(private_dir, 0700), 0);
-	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), &snap, &err), -1);
+	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), NULL, &snap, &err), -1);
 	assert_contains(err.msg, "unknown broker 'vault'");
 	json_decref(grants);
 	json_decref(resources);
@@ -616,6 +732,9 @@ int main(void)
 		cmocka_unit_test_setup(tokenrequest_untrusted_server, test_setup),
 		cmocka_unit_test_setup(tokenrequest_timeout, test_setup),
 		cmocka_unit_test_setup(tokenrequest_bad_configs, test_setup),
+		cmocka_unit_test_setup(tokenrequest_bound_to_the_pod, test_setup),
+		cmocka_unit_test_setup(tokenrequest_bound_uid_conflict, test_setup),
+		cmocka_unit_test_setup(service_account_of_the_grants, test_setup),
 		cmocka_unit_test_setup(rancher_read, test_setup),
 		cmocka_unit_test_setup(rancher_write_refused_and_forbidden, test_setup),
 		cmocka_unit_test_setup(snapshot_with_brokers, test_setup),
