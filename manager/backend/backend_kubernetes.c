@@ -11,15 +11,20 @@
  *   (1.25 on); the container's allowPrivilegeEscalation false, every capability dropped, procMount
  *   Unmasked (the agent mounts a fresh /proc per command: backend_podman.c says why), a read-only
  *   root; CPU and memory limits; /tmp and /dev/shm as memory emptyDirs of their sizes.
- *   Volumes (hostpath:DIR, one node): every plan entry by hostPath at its own path, the node's path
- *   being DIR + the source's path below the manager's volume; read-only ones readOnly; hidden ones
- *   over an empty directory (emptyDir, readOnly) or the private directory's empty file; each
- *   directory between a writable entry and an entry inside it mounted onto itself, as podman's
- *   anchors are (a mount point cannot be renamed).
- *   The agent's private directory (tls/ read-only, state/) by hostPath at PRIVATE_INSIDE: the
- *   agent refuses a receipt key or state directory that is not its own uid's with mode 0600/0700
- *   (sandbox-agent/secret.c, privdir.c), and the files of a Secret volume belong to the kubelet,
- *   so a Secret cannot carry them without an init step the static image does not have.
+ *   Volumes, from the mount plan, at the entries' own paths: with hostpath:DIR (one node) each
+ *   entry by hostPath, the node's path being DIR + the source's path below the manager's volume;
+ *   with pvc:CLAIM (any node) one volume of the claim and each entry a subPath of it, the source's
+ *   path below the manager's volume (the claim holds the volume at its root: the start's volume
+ *   probe proves it, a file the manager wrote read in a pod). Read-only ones readOnly; hidden ones
+ *   over an empty directory (emptyDir, readOnly) or the agent Secret's empty item; each directory
+ *   between a writable entry and an entry inside it mounted onto itself, as podman's anchors are
+ *   (a mount point cannot be renamed).
+ *   No part of the manager's private directory (k8s_secrets.c): the agent's certificate, key, CA
+ *   and receipt key from the Secret <pod>-agent at PRIVATE_INSIDE/tls, read-only, hidden by the
+ *   agent from every command (its files are root's, mode 0440, group the fsGroup: the agent takes
+ *   them by sandbox-agent/sealed.c's rule for a read-only mount); the agent's state directory made
+ *   by the agent in a memory emptyDir at PRIVATE_INSIDE/run; the snapshot's credentials from the
+ *   Secret <pod>-credentials at their own path. Both Secrets are created after the pod, owned by it.
  * After create the pod is read back, and a server that dropped or changed a field the boundary
  * needs is refused (the pod is deleted): boundary_check().
  *
