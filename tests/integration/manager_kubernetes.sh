@@ -38,6 +38,11 @@ test_kubernetes_settings() {
 		--k8s-volume "hostpath:$TD/v" --kubeconfig "$kc" >"$OUT" 2>"$ERR"
 	assert_eq "no API server: exit code" 125 "$?"
 	assert_match "no API server: says" "the Kubernetes API server https://127.0.0.1:9" "$(cat "$ERR")"
+	# pvc:CLAIM passes the settings: the start goes on to the API server
+	timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$st" --backend kubernetes --image x \
+		--k8s-volume pvc:ws-claim --kubeconfig "$kc" >"$OUT" 2>"$ERR"
+	assert_eq "pvc: exit code" 125 "$?"
+	assert_match "pvc: the settings hold, the server is asked" "the Kubernetes API server https://127.0.0.1:9" "$(cat "$ERR")"
 }
 t kubernetes_settings test_kubernetes_settings
 
