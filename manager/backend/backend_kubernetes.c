@@ -277,12 +277,14 @@ static int empty_file_mount(struct pod_build *b, const char *target, struct sb_e
 /* The agent's own paths (PRIVATE_INSIDE): tls/ is the agent Secret, read-only, which the agent
  * hides from every command (it checks the files by sealed.c's rule: root's, group the fsGroup,
  * on a read-only mount); run/ a memory emptyDir in which the agent makes its state directory
- * (0700, its own: privdir.c's rule holds unchanged). The state (receipts, journal) lives as long
- * as the pod, which is as long as the agent: restartPolicy Never, so no container restart ever
- * sees an older state, and a new generation is a new pod with a new key. A manager restart does
- * not end the pod, so recovery still asks the same agent its journal; the manager keeps its own
- * copy of the receipt key in the private directory. The snapshot's credentials: their Secret at
- * the path the plan's KUBECONFIG names. */
+ * (0700, its own: privdir.c's rule holds unchanged). What outlives the pod: the workspace (the
+ * node's path or the claim) and the manager's own copy of the receipt key in its private
+ * directory; not the agent's state (receipts, journal: memory, gone with the pod UID) nor its
+ * Secrets (owned by the pod). That is fine: restartPolicy Never, so a container is never started
+ * again on an older state, and a new generation is a new pod with a new key and a new state; a
+ * manager restart does not end the pod, so recovery still asks the same agent its journal, with
+ * the key the manager kept. The snapshot's credentials: their Secret at the path the calls'
+ * KUBECONFIG names. */
 static int agent_volumes(struct pod_build *b, struct sb_err *err)
 {
 	char secret[128], size[32];
