@@ -71,6 +71,7 @@ k8s_pvc_start() {
 	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX)
 	echo "$MSTATE" >"$TD/mstate.path"
 	chmod 0711 "$MSTATE" "$TD"
+	# shellcheck disable=SC2034 # read by mgr (lib_manager.sh)
 	MSOCK=$MSTATE/manager.sock
 	vol=$MSTATE/volume
 	mkdir -m 0755 "$vol"
@@ -104,7 +105,7 @@ EOT
 	done
 	assert_eq "the claim is bound" Bound "$phase"
 	K8S_ARGS=(serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$K8S_KUBECONFIG"
-		--image "${K8S_IMAGE:-infra-sandbox-agent:dev}" --k8s-volume "pvc:$K8S_CLAIM" --volume "$vol" "$@")
+		--image "${K8S_IMAGE:-infra-sandbox-agent:dev}" --k8s-volume "pvc:$K8S_CLAIM" --volume "$vol")
 	k8s_restart
 }
 
