@@ -10,6 +10,7 @@
 
 #include "fdio.h"
 #include "mountfd.h"
+#include "sealed.h"
 
 static int privdir_check(struct privdir *d, mode_t forbidden_mode, struct sb_err *err)
 {
@@ -62,6 +63,36 @@ int privdir_open_at(struct privdir *d, const struct privdir *parent, const char 
 	if (create && mkdirat(parent->fd, name, 0700) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating %s", d->path);
 	return privdir_finish(d, mfd_open_nofollow(parent->fd, name, O_RDONLY | O_DIRECTORY), forbidden_mode, err);
+}
+
+int privdir_open_readable(struct privdir *d, const char *path, struct sb_err *err)
+{
+	struct stat st;
+	struct sb_err why;
+
+	if (privdir_open(d, path, false, 022, err) == 0)
+		return 0;
+	/* Not this uid's: a Secret volume's directory may still do, by sealed.c's rule. */
+	d->fd = mfd_open_nofollow(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
+	if (d->fd < 0)
+		return -1; /* err says why already */
+	if (fstat(d->fd, &st) < 0) {
+		sb_fail_errno(err, "checking %s", path);
+		privdir_close(d);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode) || sealed_check(d->fd, &st, path, &why) < 0) {
+		/* the agent keeps its keys there; why.msg ends in its errno's text already */
+		sb_fail(err, 0, "%s must be a directory owned by uid %u and not writable by group or others, or lie on a "
+			"read-only mount as sealed.c says: %s", path, (unsigned)geteuid(),
+			S_ISDIR(st.st_mode) ? why.msg : "not a directory");
+		err->errnum = EPERM;
+		privdir_close(d);
+		return -1;
+	}
+	d->dev = st.st_dev;
+	d->ino = st.st_ino;
+	return 0;
 }
 
 void privdir_close(struct privdir *d)

@@ -27,6 +27,9 @@ int privdir_open(struct privdir *d, const char *path, bool create, mode_t forbid
 int privdir_open_at(struct privdir *d, const struct privdir *parent, const char *name, bool create,
 		    mode_t forbidden_mode, struct sb_err *err);
 
+/* A directory the agent only reads and hides (the one holding its TLS key): privdir_open with
+ * 022, or, when it is not this uid's, one under a read-only mount that sealed.c accepts. */
+int privdir_open_readable(struct privdir *d, const char *path, struct sb_err *err);
 void privdir_close(struct privdir *d);
 
 /* Write len bytes to a new file name in dir (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), fsync it

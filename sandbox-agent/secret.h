@@ -23,5 +23,9 @@ void secrets_free(struct secrets *s);
 /* Load the receipt key receipt.key from the held directory, creating it (0600, O_EXCL, from
  * getrandom) if absent. */
 int secrets_key_load(struct secrets *s, const struct privdir *dir, struct sb_err *err);
+/* Load the receipt key the manager put at path (serve --receipt-key: a Secret volume's file on
+ * Kubernetes). Never created: the manager holds the same key. Owned by this uid with mode 0600,
+ * or under a read-only mount by sealed.c's rule; exactly SECRET_KEY_BYTES bytes. */
+int secrets_key_load_file(struct secrets *s, const char *path, struct sb_err *err);
 
 #endif

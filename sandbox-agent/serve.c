@@ -49,6 +49,7 @@
 
 struct serve_config {
 	const char *listen, *cert, *key, *ca, *manager_name, *state_dir;
+	const char *receipt_key;   /* --receipt-key, or NULL: state_dir/receipt.key */
 	uint16_t ports[BOUNDARY_MAX_PORTS];
 	size_t n_ports;
 	uint64_t generation;
@@ -578,16 +579,24 @@ static int listen_tcp(const char *hostport, uint16_t *port, struct sb_err *err)
 	return fd;
 }
 
-/* A directory to hide from commands: it must be private to us, or hiding it is theatre. */
-static int hidden_add_dirname(const char *path, struct boundary_options *bo, struct sb_err *err)
+/* A directory to hide from commands: it must be private to us, or hiding it is theatre. The
+ * directory of a key is the one its file really lies in (follow): a Secret volume's names are
+ * links into the kubelet's ..<timestamp> directory, which is what must be hidden (sealed.c). */
+static int hidden_add_dirname(const char *path, bool follow, struct boundary_options *bo, struct sb_err *err)
 {
 	char copy[PATH_MAX], real[PATH_MAX];
 	struct privdir d;
 
 	if ((size_t)snprintf(copy, sizeof copy, "%s", path) >= sizeof copy)
 		return sb_fail(err, ENAMETOOLONG, "path too long: %s", path);
-	if (realpath(dirname(copy), real) == NULL)
+	if (follow) {
+		if (realpath(path, real) == NULL)
+			return sb_fail_errno(err, "resolving %s", path);
+		snprintf(copy, sizeof copy, "%s", dirname(real));
+		snprintf(real, sizeof real, "%s", copy);
+	} else if (realpath(dirname(copy), real) == NULL) {
 		return sb_fail_errno(err, "resolving the directory of %s", path);
+	}
 	for (size_t i = 0; i < bo->n_hidden; i++)
 		if (strcmp(bo->hidden[i].path, real) == 0)
 			return 0;
@@ -597,7 +606,7 @@ static int hidden_add_dirname(const char *path, struct boundary_options *bo, str
 	 * (hiding / or a shared directory would break every command). */
 	if (strcmp(real, "/") == 0)
 		return sb_fail(err, EPERM, "%s holds the agent's keys or socket: it must be a directory of its own", path);
-	if (privdir_open(&d, real, false, 022, err) < 0)
+	if (privdir_open_readable(&d, real, err) < 0)
 		return -1;
 	hidden_dir_from_privdir(&bo->hidden[bo->n_hidden++], &d);
 	privdir_close(&d);
@@ -633,10 +642,11 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	if (agent_paths(a, cfg, err) < 0)
 		return -1;
 	hidden_dir_from_privdir(&bo.hidden[bo.n_hidden++], &a->state);
-	if (hidden_add_dirname(cfg->key, &bo, err) < 0)
+	if (hidden_add_dirname(cfg->key, true, &bo, err) < 0 ||
+	    (cfg->receipt_key != NULL && hidden_add_dirname(cfg->receipt_key, true, &bo, err) < 0))
 		return -1;
 	if (strncmp(cfg->listen, "unix:", 5) == 0) {
-		if (hidden_add_dirname(cfg->listen + 5, &bo, err) < 0)
+		if (hidden_add_dirname(cfg->listen + 5, false, &bo, err) < 0)
 			return -1;
 	} else {
 		struct sockaddr_storage ss;
@@ -650,7 +660,9 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	}
 	bo.n_block_ports = cfg->n_ports;
 	a->sec = secrets_alloc(err);
-	if (a->sec == NULL || secrets_key_load(a->sec, &a->state, err) < 0)
+	/* --receipt-key: the manager's copy (a Secret on Kubernetes); else state/receipt.key. */
+	if (a->sec == NULL || (cfg->receipt_key != NULL ? secrets_key_load_file(a->sec, cfg->receipt_key, err) :
+			       secrets_key_load(a->sec, &a->state, err)) < 0)
 		return -1;
 	if (tls_config_server(&a->tls, cfg->cert, cfg->key, cfg->ca, cfg->manager_name, err) < 0)
 		return -1;
@@ -678,7 +690,7 @@ static int serve_usage(const char *msg)
 {
 	fprintf(stderr, "sandbox-agent serve: %s\n"
 			"usage: sandbox-agent serve --listen HOST:PORT|unix:PATH --tls-cert F --tls-key F --tls-ca F\n"
-			"         --manager-name NAME --state-dir DIR [--generation N] [--block-port PORT]...\n", msg);
+			"         --manager-name NAME --state-dir DIR [--receipt-key F] [--generation N] [--block-port PORT]...\n", msg);
 	return CLI_USAGE;
 }
 
@@ -689,6 +701,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 		{ "tls-key", required_argument, NULL, 'k' },  { "tls-ca", required_argument, NULL, 'a' },
 		{ "manager-name", required_argument, NULL, 'm' }, { "state-dir", required_argument, NULL, 's' },
 		{ "block-port", required_argument, NULL, 'p' }, { "generation", required_argument, NULL, 'g' },
+		{ "receipt-key", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -705,6 +718,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 		case 'a': cfg->ca = optarg; break;
 		case 'm': cfg->manager_name = optarg; break;
 		case 's': cfg->state_dir = optarg; break;
+		case 'r': cfg->receipt_key = optarg; break;
 		case 'p':
 			v = strtoul(optarg, &end, 10);
 			if (*end != '\0' || v == 0 || v > 65535 || cfg->n_ports >= BOUNDARY_MAX_PORTS - 1)

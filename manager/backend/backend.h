@@ -161,6 +161,7 @@ struct kubernetes_settings {
 	char namespace[64];              /* "": the kubeconfig context's, else "default" */
 	char image[256];
 	char volume_dir[PATH_MAX];       /* hostpath:DIR: where the node sees the manager's volume */
+	char claim[254];                 /* pvc:CLAIM: the claim holding the manager's volume at its root */
 	char manager_volume[PATH_MAX];   /* the manager's volume: the plan's sources lie below it */
 	char seccomp_profile[128];       /* localhostProfile below the kubelet's seccomp root; "":
 					  * infra-sandbox/seccomp.json (images/seccomp.json installed there) */

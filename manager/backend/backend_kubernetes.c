@@ -12,15 +12,20 @@
  *   (1.25 on); the container's allowPrivilegeEscalation false, every capability dropped, procMount
  *   Unmasked (the agent mounts a fresh /proc per command: backend_podman.c says why), a read-only
  *   root; CPU and memory limits; /tmp and /dev/shm as memory emptyDirs of their sizes.
- *   Volumes (hostpath:DIR, one node): every plan entry by hostPath at its own path, the node's path
- *   being DIR + the source's path below the manager's volume; read-only ones readOnly; hidden ones
- *   over an empty directory (emptyDir, readOnly) or the private directory's empty file; each
- *   directory between a writable entry and an entry inside it mounted onto itself, as podman's
- *   anchors are (a mount point cannot be renamed).
- *   The agent's private directory (tls/ read-only, state/) by hostPath at PRIVATE_INSIDE: the
- *   agent refuses a receipt key or state directory that is not its own uid's with mode 0600/0700
- *   (sandbox-agent/secret.c, privdir.c), and the files of a Secret volume belong to the kubelet,
- *   so a Secret cannot carry them without an init step the static image does not have.
+ *   Volumes, from the mount plan, at the entries' own paths: with hostpath:DIR (one node) each
+ *   entry by hostPath, the node's path being DIR + the source's path below the manager's volume;
+ *   with pvc:CLAIM (any node) one volume of the claim and each entry a subPath of it, the source's
+ *   path below the manager's volume (the claim holds the volume at its root: the start's volume
+ *   probe proves it, a file the manager wrote read in a pod). Read-only ones readOnly; hidden ones
+ *   over an empty directory (emptyDir, readOnly) or the agent Secret's empty item; each directory
+ *   between a writable entry and an entry inside it mounted onto itself, as podman's anchors are
+ *   (a mount point cannot be renamed).
+ *   No part of the manager's private directory (k8s_secrets.c): the agent's certificate, key, CA
+ *   and receipt key from the Secret <pod>-agent at PRIVATE_INSIDE/tls, read-only, hidden by the
+ *   agent from every command (its files are root's, mode 0440, group the fsGroup: the agent takes
+ *   them by sandbox-agent/sealed.c's rule for a read-only mount); the agent's state directory made
+ *   by the agent in a memory emptyDir at PRIVATE_INSIDE/run; the snapshot's credentials from the
+ *   Secret <pod>-credentials at their own path. Both Secrets are created after the pod, owned by it.
  * After create the pod is read back, and a server that dropped or changed a field the boundary
  * needs is refused (the pod is deleted): boundary_check().
  *
@@ -34,6 +39,7 @@
 #include "backend.h"
 #include "clock.h"
 #include "k8s_api.h"
+#include "k8s_secrets.h"
 #include "log.h"
 #include "pathfmt.h"
 
@@ -60,6 +66,7 @@
 #define RUNTIME_PREFIX "kubernetes:"
 #define CONTAINER "agent"
 #define PRIVATE_INSIDE "/.sandbox/agent"
+#define AGENT_STATE_BYTES (64LL << 20) /* run/: the agent's receipts and journal, in memory */
 #define LABEL_SESSION "infra-sandbox/session"
 #define LABEL_GENERATION "infra-sandbox/generation"
 #define LABEL_MANAGED "app.kubernetes.io/managed-by"
@@ -160,7 +167,8 @@ struct pod_build {
 	const struct kube *k;
 	const struct agent_dir *d;
 	const struct sandbox_spec *spec;
-	char empty_file[PATH_MAX];
+	const char *pod;        /* the pod's name: its Secrets are named after it */
+	bool claim_added, empty_added;
 };
 
 static int mount_add(struct pod_build *b, json_t *volume, const char *target, bool ro, struct sb_err *err)
@@ -196,6 +204,112 @@ static int host_mount(struct pod_build *b, const char *node, bool file, const ch
 	return mount_add(b, v, target, ro, err);
 }
 
+/* A mount of the already described volume name (the claim's, a Secret's). */
+static int volume_mount(struct pod_build *b, const char *volume, const char *target, const char *subpath, bool ro,
+			struct sb_err *err)
+{
+	json_t *m = json_pack("{s:s, s:s, s:b}", "name", volume, "mountPath", target, "readOnly", ro);
+
+	if (m == NULL || (subpath != NULL && subpath[0] != '\0' &&
+			  json_object_set_new(m, "subPath", json_string(subpath)) < 0) ||
+	    json_array_append_new(b->mounts, m) < 0)
+		return sb_fail(err, ENOMEM, "describing the pod's volumes");
+	return 0;
+}
+
+static int volume_add(struct pod_build *b, const char *name, json_t *volume, struct sb_err *err)
+{
+	if (volume == NULL || json_object_set_new(volume, "name", json_string(name)) < 0 ||
+	    json_array_append_new(b->volumes, volume) < 0)
+		return sb_fail(err, ENOMEM, "describing the pod's volumes");
+	return 0;
+}
+
+/* pvc:CLAIM: the claim holds the manager's volume at its root, so a plan source is the subPath
+ * of its path below the volume (the start's volume probe checks it: a file the manager writes
+ * is read in a pod). One volume of the claim, one subPath mount per entry, read-only ones
+ * readOnly (the kubelet bind-mounts a subPath read-only; it resolves it without following a
+ * link out of the volume). */
+static int claim_mount(struct pod_build *b, const char *source, const char *target, bool ro, struct sb_err *err)
+{
+	const char *vol = b->k->set.manager_volume;
+	size_t n = strlen(vol);
+
+	if (strncmp(source, vol, n) != 0 || (source[n] != '/' && source[n] != '\0'))
+		return sb_fail(err, EINVAL, "mount source %s is not below the manager's volume %s", source, vol);
+	if (!b->claim_added &&
+	    volume_add(b, "workspace", json_pack("{s:{s:s}}", "persistentVolumeClaim", "claimName", b->k->set.claim),
+		       err) < 0)
+		return -1;
+	b->claim_added = true;
+	return volume_mount(b, "workspace", target, source[n] == '/' ? source + n + 1 : "", ro, err);
+}
+
+/* A plan source at target: from the claim (pvc:CLAIM), or from the node's path (hostpath:DIR). */
+static int source_mount(struct pod_build *b, const char *source, bool file, const char *target, bool ro,
+			struct sb_err *err)
+{
+	char node[PATH_MAX];
+
+	if (b->k->set.claim[0] != '\0')
+		return claim_mount(b, source, target, ro, err);
+	if (node_path(b, source, node, sizeof node, err) < 0)
+		return -1;
+	return host_mount(b, node, file, target, ro, err);
+}
+
+/* A hidden file: the agent Secret's empty item, alone in a volume of its own (the volume holds
+ * nothing else of the Secret), by subPath, read-only. */
+static int empty_file_mount(struct pod_build *b, const char *target, struct sb_err *err)
+{
+	char secret[128];
+
+	if (!b->empty_added) {
+		if (k8s_secret_name(secret, sizeof secret, b->pod, K8S_SECRET_AGENT, err) < 0 ||
+		    volume_add(b, "empty", json_pack("{s:{s:s, s:i, s:[{s:s, s:s}]}}", "secret", "secretName", secret,
+						     "defaultMode", 0444, "items", "key", K8S_KEY_EMPTY, "path", K8S_KEY_EMPTY),
+			       err) < 0)
+			return -1;
+		b->empty_added = true;
+	}
+	return volume_mount(b, "empty", target, K8S_KEY_EMPTY, true, err);
+}
+
+/* The agent's own paths (PRIVATE_INSIDE): tls/ is the agent Secret, read-only, which the agent
+ * hides from every command (it checks the files by sealed.c's rule: root's, group the fsGroup,
+ * on a read-only mount); run/ a memory emptyDir in which the agent makes its state directory
+ * (0700, its own: privdir.c's rule holds unchanged). What outlives the pod: the workspace (the
+ * node's path or the claim) and the manager's own copy of the receipt key in its private
+ * directory; not the agent's state (receipts, journal: memory, gone with the pod UID) nor its
+ * Secrets (owned by the pod). That is fine: restartPolicy Never, so a container is never started
+ * again on an older state, and a new generation is a new pod with a new key and a new state; a
+ * manager restart does not end the pod, so recovery still asks the same agent its journal, with
+ * the key the manager kept. The snapshot's credentials: their Secret at the path the calls'
+ * KUBECONFIG names. */
+static int agent_volumes(struct pod_build *b, struct sb_err *err)
+{
+	char secret[128], size[32];
+
+	snprintf(size, sizeof size, "%lld", (long long)AGENT_STATE_BYTES);
+	if (k8s_secret_name(secret, sizeof secret, b->pod, K8S_SECRET_AGENT, err) < 0 ||
+	    volume_add(b, "agent", json_pack("{s:{s:s, s:i, s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}, {s:s, s:s}]}}",
+					     "secret", "secretName", secret, "defaultMode", 0400, "items",
+					     "key", K8S_KEY_CERT, "path", K8S_KEY_CERT, "key", K8S_KEY_KEY, "path", K8S_KEY_KEY,
+					     "key", K8S_KEY_CA, "path", K8S_KEY_CA, "key", K8S_KEY_RECEIPT, "path",
+					     K8S_KEY_RECEIPT), err) < 0 ||
+	    volume_mount(b, "agent", PRIVATE_INSIDE "/tls", NULL, true, err) < 0 ||
+	    volume_add(b, "run", json_pack("{s:{s:s, s:s}}", "emptyDir", "medium", "Memory", "sizeLimit", size), err) < 0 ||
+	    volume_mount(b, "run", PRIVATE_INSIDE "/run", NULL, false, err) < 0)
+		return -1;
+	if (b->d->credentials[0] == '\0')
+		return 0;
+	if (k8s_secret_name(secret, sizeof secret, b->pod, K8S_SECRET_CREDENTIALS, err) < 0 ||
+	    volume_add(b, "credentials", json_pack("{s:{s:s, s:i}}", "secret", "secretName", secret, "defaultMode", 0440),
+		       err) < 0)
+		return -1;
+	return volume_mount(b, "credentials", b->d->credentials, NULL, true, err);
+}
+
 /* The writable plan entry whose mount holds path (the deepest above it), or NULL. */
 static const struct mount_entry *rw_holder(const struct mount_plan *plan, const char *path)
 {
@@ -215,7 +329,7 @@ static const struct mount_entry *rw_holder(const struct mount_plan *plan, const 
  * kubelet mounts in the order given, so the anchor comes first. */
 static int anchors_add(struct pod_build *b, const char *target, struct sb_err *err)
 {
-	char anc[PATH_MAX], src[PATH_MAX], node[PATH_MAX];
+	char anc[PATH_MAX], src[PATH_MAX];
 	size_t len = strlen(target);
 
 	if (len >= sizeof anc)
@@ -231,8 +345,7 @@ static int anchors_add(struct pod_build *b, const char *target, struct sb_err *e
 		if (e == NULL || json_object_get(b->seen, anc) != NULL)
 			continue;
 		if (path_fmt(src, sizeof src, err, "%s%s", e->source, anc + strlen(e->target)) < 0 ||
-		    node_path(b, src, node, sizeof node, err) < 0 || host_mount(b, node, false, anc, false, err) < 0 ||
-		    json_object_set_new(b->seen, anc, json_true()) < 0)
+		    source_mount(b, src, false, anc, false, err) < 0 || json_object_set_new(b->seen, anc, json_true()) < 0)
 			return -1;
 	}
 	return 0;
@@ -252,8 +365,6 @@ static int memory_dir(struct pod_build *b, const char *target, int64_t bytes, st
 
 static int plan_volumes(struct pod_build *b, struct sb_err *err)
 {
-	char node[PATH_MAX];
-
 	for (size_t i = 0; i < b->spec->plan->n; i++) {
 		const struct mount_entry *e = &b->spec->plan->entries[i];
 		int rc = anchors_add(b, e->target, err);
@@ -262,11 +373,10 @@ static int plan_volumes(struct pod_build *b, struct sb_err *err)
 			switch (e->mode) {
 			case MOUNT_RW:
 			case MOUNT_RO:
-				rc = node_path(b, e->source, node, sizeof node, err) == 0 ?
-				     host_mount(b, node, e->is_file, e->target, e->mode == MOUNT_RO, err) : -1;
+				rc = source_mount(b, e->source, e->is_file, e->target, e->mode == MOUNT_RO, err);
 				break;
 			case MOUNT_HIDDEN:
-				rc = e->is_file ? host_mount(b, b->empty_file, true, e->target, true, err) :
+				rc = e->is_file ? empty_file_mount(b, e->target, err) :
 				     mount_add(b, json_pack("{s:{}}", "emptyDir"), e->target, true, err);
 				break;
 			case MOUNT_TMPFS:
@@ -282,26 +392,10 @@ static int plan_volumes(struct pod_build *b, struct sb_err *err)
 	return 0;
 }
 
-static int empty_file_make(struct pod_build *b, struct sb_err *err)
-{
-	int fd;
-
-	if (path_fmt(b->empty_file, sizeof b->empty_file, err, "%s/empty", b->d->private_dir) < 0)
-		return -1;
-	fd = open(b->empty_file, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
-	if (fd < 0)
-		return sb_fail_errno(err, "creating %s", b->empty_file);
-	close(fd);
-	return 0;
-}
-
 static int volumes_build(struct pod_build *b, struct sb_err *err)
 {
-	if (empty_file_make(b, err) < 0 || memory_dir(b, "/tmp", b->k->set.tmp_bytes, err) < 0 ||
-	    memory_dir(b, "/dev/shm", b->k->set.shm_bytes, err) < 0 || plan_volumes(b, err) < 0 ||
-	    (b->d->credentials[0] != '\0' && host_mount(b, b->d->credentials, false, b->d->credentials, true, err) < 0) ||
-	    host_mount(b, b->d->tls, false, PRIVATE_INSIDE "/tls", true, err) < 0 ||
-	    host_mount(b, b->d->state, false, PRIVATE_INSIDE "/state", false, err) < 0)
+	if (memory_dir(b, "/tmp", b->k->set.tmp_bytes, err) < 0 || memory_dir(b, "/dev/shm", b->k->set.shm_bytes, err) < 0 ||
+	    plan_volumes(b, err) < 0 || agent_volumes(b, err) < 0)
 		return -1;
 	return 0;
 }
@@ -310,8 +404,8 @@ static int volumes_build(struct pod_build *b, struct sb_err *err)
 static json_t *args_json(const struct agent_dir *d)
 {
 	static const char *const inside[] = {
-		"0.0.0.0:7443", PRIVATE_INSIDE "/tls/agent.crt", PRIVATE_INSIDE "/tls/agent.key",
-		PRIVATE_INSIDE "/tls/ca.crt", PRIVATE_INSIDE "/state",
+		"0.0.0.0:7443", PRIVATE_INSIDE "/tls/" K8S_KEY_CERT, PRIVATE_INSIDE "/tls/" K8S_KEY_KEY,
+		PRIVATE_INSIDE "/tls/" K8S_KEY_CA, PRIVATE_INSIDE "/run/state",
 	};
 	const char *host[] = { d->listen, d->cert, d->key, d->ca, d->state };
 	json_t *a = json_array();
@@ -327,6 +421,12 @@ static json_t *args_json(const struct agent_dir *d)
 			json_decref(a);
 			return NULL;
 		}
+	}
+	/* The manager's receipt key, from the agent Secret (the state directory starts empty). */
+	if (a != NULL && (json_array_append_new(a, json_string("--receipt-key")) < 0 ||
+			  json_array_append_new(a, json_string(PRIVATE_INSIDE "/tls/" K8S_KEY_RECEIPT)) < 0)) {
+		json_decref(a);
+		return NULL;
 	}
 	return a;
 }
@@ -367,7 +467,7 @@ static json_t *pod_body(const struct kube *k, const struct agent_dir *d, const s
 			const char *name, struct sb_err *err)
 {
 	struct pod_build b = { .volumes = json_array(), .mounts = json_array(), .seen = json_object(), .k = k, .d = d,
-			       .spec = spec };
+			       .spec = spec, .pod = name };
 	char cpu[32], memory[32];
 	json_t *pod = NULL, *limits, *requests;
 
@@ -744,7 +844,12 @@ static int kube_prepare(struct backend *be, const struct sandbox_spec *spec, str
 	else if (pod_name(spec, id.name, sizeof id.name, err) == 0 && agent_dir_prepare(d, spec, err) == 0 &&
 		 (body = pod_body(k, d, spec, id.name, err)) != NULL && pod_create(k, body, &id, err) == 0) {
 		ident_set(h, &id);
-		if (credentials_bind(k, spec, &id, err) == 0 && pod_ready(k, &id, ip, sizeof ip, err) == 0) {
+		/* The pod first (its UID owns its Secrets and binds its tokens), then the pod-bound
+		 * tokens, then the Secrets built from them, which the pod waits for. */
+		if (credentials_bind(k, spec, &id, err) == 0 &&
+		    k8s_secrets_create(&k->conn, k->ns, id.name, id.uid, json_object_get(json_object_get(body, "metadata"),
+											 "labels"), d, REQUEST_MS, err) == 0 &&
+		    pod_ready(k, &id, ip, sizeof ip, err) == 0) {
 			ident_set(h, &id);
 			snprintf(h->address, sizeof h->address, "%s:%d", ip, KUBERNETES_AGENT_PORT);
 			rc = 0;
@@ -895,6 +1000,9 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 		return sb_fail(err, ETIMEDOUT, "pod %s (UID %s) is %s after %d ms: not proven gone%s%s", id.name, id.uid,
 			       w.v.state[0] ? w.v.state : "of unknown state", timeout_ms, why[0] ? "; " : "", why);
 	}
+	/* The pod is gone or its container ended: its Secrets go now, not only when the garbage
+	 * collector gets to them (k8s_secrets.c says why both). */
+	k8s_secrets_delete(&k->conn, k->ns, id.name, STOP_MS);
 	/* Evidence by a terminated container: the object goes too (evidence stands whatever the delete). */
 	if (strncmp(h->evidence, "pod terminated", 14) == 0 && !w.deleted) {
 		struct sb_err ignored;
@@ -1052,10 +1160,11 @@ int backend_kubernetes_create(struct backend **out, const struct kubernetes_sett
 			free(k);
 			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", set->image);
 		}
-	if (set->volume_dir[0] != '/' || set->manager_volume[0] != '/') {
+	if ((set->volume_dir[0] != '/' && set->claim[0] == '\0') || set->manager_volume[0] != '/') {
 		free(k);
-		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR, the absolute "
-			       "path where the node sees the manager's volume");
+		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR (the absolute "
+			       "path where the node sees the manager's volume) or pvc:CLAIM (a claim holding the manager's "
+			       "volume at its root)");
 	}
 	if (k8s_conn_load(&k->conn, set->kubeconfig, err) < 0) {
 		free(k);

@@ -316,7 +316,8 @@ void config_usage(FILE *f)
 	      "  --podman-network MODE          podman: the containers' network (default bridge)\n"
 	      "  --kubeconfig PATH              kubernetes: the API server and credentials (default: in-cluster)\n"
 	      "  --namespace NS                 kubernetes: the pods' namespace (default: the context's)\n"
-	      "  --k8s-volume hostpath:DIR      kubernetes: where the node sees the manager's volume\n"
+	      "  --k8s-volume hostpath:DIR|pvc:CLAIM  kubernetes: where the node sees the manager's volume, or\n"
+	      "                                 the claim holding it at its root\n"
 	      "  -h, --help                     this text\n"
 	      "\n"
 	      "Exit codes: 2 usage error or the state directory is in use by another manager; 125 any other\n"
@@ -405,13 +406,19 @@ static int kubernetes_check(const struct config *c, struct sb_err *err)
 	if (c->image[0] == '\0')
 		return sb_fail(err, EINVAL, "config: the kubernetes backend needs image, the sandbox image's name, present "
 			       "on the node (imagePullPolicy Never)");
-	if (strncmp(c->k8s_volume, "pvc:", 4) == 0)
-		return sb_fail(err, EOPNOTSUPP, "config: k8s-volume pvc:CLAIM is not in this build: the agent's receipt key "
-			       "and state directory must belong to its uid, which a Secret volume cannot give; use "
-			       "hostpath:DIR on a single node (docs/operations.md)");
-	if (strncmp(c->k8s_volume, "hostpath:/", 10) != 0)
+	if (strncmp(c->k8s_volume, "pvc:", 4) == 0) {
+		const char *claim = c->k8s_volume + 4;
+		size_t n = strlen(claim);
+
+		/* a PersistentVolumeClaim's name: a DNS subdomain */
+		if (n == 0 || n > 253 || strspn(claim, "abcdefghijklmnopqrstuvwxyz0123456789-.") != n ||
+		    strchr("-.", claim[0]) != NULL || strchr("-.", claim[n - 1]) != NULL)
+			return sb_fail(err, EINVAL, "config: k8s-volume pvc:CLAIM: '%s' is not a claim's name (lower-case "
+				       "letters, digits, '-' and '.')", claim);
+	} else if (strncmp(c->k8s_volume, "hostpath:/", 10) != 0) {
 		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR (DIR absolute: "
-			       "where the node sees the manager's volume), not '%s'", c->k8s_volume);
+			       "where the node sees the manager's volume) or pvc:CLAIM, not '%s'", c->k8s_volume);
+	}
 	if (c->kubeconfig[0] != '\0' && c->kubeconfig[0] != '/')
 		return sb_fail(err, EINVAL, "config: kubeconfig must be an absolute path, not '%s'", c->kubeconfig);
 	return 0;

@@ -29,7 +29,7 @@ struct config {
 	char podman_only[32];       /* a podman-only setting that was given: refused on other backends */
 	char kubeconfig[PATH_MAX];  /* kubernetes: "" = the service account of the pod the manager runs in */
 	char k8s_namespace[64];     /* kubernetes: "" = the kubeconfig context's, else "default" */
-	char k8s_volume[PATH_MAX + 16]; /* kubernetes: "hostpath:DIR" (pvc:CLAIM is refused: docs/operations.md) */
+	char k8s_volume[PATH_MAX + 16]; /* kubernetes: "hostpath:DIR" or "pvc:CLAIM" */
 	char k8s_only[32];          /* a kubernetes-only setting that was given: refused on other backends */
 	char agent[PATH_MAX];       /* the static sandbox-agent binary */
 	unsigned default_timeout;   /* seconds, when a call names none */

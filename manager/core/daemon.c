@@ -170,7 +170,9 @@ static int backend_make(struct manager *m, struct sb_err *err)
 		if (path_fmt(ks.kubeconfig, sizeof ks.kubeconfig, err, "%s", m->cfg.kubeconfig) < 0 ||
 		    path_fmt(ks.namespace, sizeof ks.namespace, err, "%s", m->cfg.k8s_namespace) < 0 ||
 		    path_fmt(ks.image, sizeof ks.image, err, "%s", m->cfg.image) < 0 ||
-		    path_fmt(ks.volume_dir, sizeof ks.volume_dir, err, "%s", m->cfg.k8s_volume + strlen("hostpath:")) < 0 ||
+		    (strncmp(m->cfg.k8s_volume, "pvc:", 4) == 0 ?
+		     path_fmt(ks.claim, sizeof ks.claim, err, "%s", m->cfg.k8s_volume + strlen("pvc:")) :
+		     path_fmt(ks.volume_dir, sizeof ks.volume_dir, err, "%s", m->cfg.k8s_volume + strlen("hostpath:"))) < 0 ||
 		    path_fmt(ks.manager_volume, sizeof ks.manager_volume, err, "%s", m->cfg.volume) < 0)
 			return -1;
 		return backend_kubernetes_create(&m->backend, &ks, err);

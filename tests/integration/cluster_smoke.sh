@@ -79,4 +79,7 @@ IT_TEST_DEADLINE=900 t cluster_smoke test_cluster_smoke
 t kubernetes_session test_kubernetes_session
 t kubernetes_tokens test_kubernetes_tokens # manager_kubernetes_tokens.sh
 t kubernetes_recovery test_kubernetes_recovery
+# The Secrets and pvc:CLAIM (manager_kubernetes_volumes.sh).
+t kubernetes_secrets test_kubernetes_secrets
+t kubernetes_pvc test_kubernetes_pvc
 t cluster_down test_cluster_down

@@ -18,9 +18,9 @@ test_kubernetes_settings() {
 	as_user "$MANAGER" serve --state-dir "$st" --backend kubernetes --image infra-sandbox-agent:dev >"$OUT" 2>"$ERR"
 	assert_eq "no k8s-volume: exit code" 125 "$?"
 	assert_match "no k8s-volume: says" "needs k8s-volume hostpath:DIR" "$(cat "$ERR")"
-	as_user "$MANAGER" serve --state-dir "$st" --backend kubernetes --image x --k8s-volume pvc:claim >"$OUT" 2>"$ERR"
-	assert_eq "pvc: exit code" 125 "$?"
-	assert_match "pvc: says why" "pvc:CLAIM is not in this build: the agent's receipt key" "$(cat "$ERR")"
+	as_user "$MANAGER" serve --state-dir "$st" --backend kubernetes --image x --k8s-volume pvc:Bad_Claim >"$OUT" 2>"$ERR"
+	assert_eq "pvc: a claim's name: exit code" 125 "$?"
+	assert_match "pvc: says why" "k8s-volume pvc:CLAIM: 'Bad_Claim' is not a claim's name" "$(cat "$ERR")"
 	as_user "$MANAGER" serve --state-dir "$st" --kubeconfig /nonexistent >"$OUT" 2>"$ERR"
 	assert_eq "kubeconfig on the process backend: exit code" 125 "$?"
 	assert_match "kubeconfig on the process backend: says" "kubeconfig applies to the kubernetes backend only" "$(cat "$ERR")"
@@ -38,6 +38,11 @@ test_kubernetes_settings() {
 		--k8s-volume "hostpath:$TD/v" --kubeconfig "$kc" >"$OUT" 2>"$ERR"
 	assert_eq "no API server: exit code" 125 "$?"
 	assert_match "no API server: says" "the Kubernetes API server https://127.0.0.1:9" "$(cat "$ERR")"
+	# pvc:CLAIM passes the settings: the start goes on to the API server
+	timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$st" --backend kubernetes --image x \
+		--k8s-volume pvc:ws-claim --kubeconfig "$kc" >"$OUT" 2>"$ERR"
+	assert_eq "pvc: exit code" 125 "$?"
+	assert_match "pvc: the settings hold, the server is asked" "the Kubernetes API server https://127.0.0.1:9" "$(cat "$ERR")"
 }
 t kubernetes_settings test_kubernetes_settings
 
@@ -77,7 +82,7 @@ k8s_mgr_start() {
 	vol=$MSTATE/volume
 	trap k8s_cleanup EXIT
 	K8S_ARGS=(serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$K8S_KUBECONFIG"
-		--image infra-sandbox-agent:dev --k8s-volume "hostpath:$vol" --volume "$vol" "$@")
+		--image "${K8S_IMAGE:-infra-sandbox-agent:dev}" --k8s-volume "hostpath:$vol" --volume "$vol" "$@")
 	k8s_restart
 }
 

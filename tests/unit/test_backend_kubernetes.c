@@ -38,6 +38,7 @@
 #define NAME "sandbox-abc123-1"
 #define RID "kubernetes:" NAME "/" UID "/" CID
 #define PODS "/api/v1/namespaces/sbtest/pods"
+#define SECRETS "/api/v1/namespaces/sbtest/secrets"
 #define MAX_REQUESTS 256
 
 /* ---- the stand-in API server: one request per connection, answered from the script ---- */
@@ -262,6 +263,8 @@ static int fake_start(void **state)
 	kubeconfig_write("kubeconfig", text);
 	route("GET /version", 200, VERSION_133);
 	route("GET " PODS "?labelSelector=app.kubernetes.io", 200, "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"1\"},\"items\":[]}");
+	route("POST " SECRETS, 201, "{\"kind\":\"Secret\"}");
+	route("DELETE " SECRETS "/", 200, "{\"kind\":\"Status\"}");
 	return pthread_create(&F.thread, NULL, fake_main, NULL) == 0 ? 0 : -1;
 }
 
@@ -285,7 +288,7 @@ static int fake_stop(void **state)
 	return 0;
 }
 
-static struct backend *backend_new(void)
+static struct backend *backend_new_with(const char *claim)
 {
 	struct kubernetes_settings set = { .image = "infra-sandbox-agent:dev", .nano_cpus = 1500000000,
 					   .memory_bytes = 512LL << 20, .pids = 256, .tmp_bytes = 32LL << 20,
@@ -295,10 +298,18 @@ static struct backend *backend_new(void)
 
 	snprintf(set.kubeconfig, sizeof set.kubeconfig, "%s/kubeconfig", F.dir);
 	snprintf(set.manager_volume, sizeof set.manager_volume, "%s/vol", F.dir);
-	snprintf(set.volume_dir, sizeof set.volume_dir, "/node/vol");
+	if (claim != NULL)
+		snprintf(set.claim, sizeof set.claim, "%s", claim);
+	else
+		snprintf(set.volume_dir, sizeof set.volume_dir, "/node/vol");
 	if (backend_kubernetes_create(&be, &set, &err) < 0)
 		fail_msg("%s", err.msg);
 	return be;
+}
+
+static struct backend *backend_new(void)
+{
+	return backend_new_with(NULL);
 }
 
 /* A pod as a server answers it: shape "1.20" (no hostUsers, procMount as the server kept it) or
@@ -372,6 +383,9 @@ static void terminated_with_recorded_cid_is_evidence(void **state)
 	assert_string_equal(h.evidence, "pod terminated for UID " UID " (container " CID " exited 137)");
 	/* the ended pod is deleted, with its UID as precondition */
 	assert_int_equal(seen("DELETE " PODS "/" NAME, NULL), 1);
+	/* and its Secrets by the backend itself, not only by the garbage collector */
+	assert_int_equal(seen("DELETE " SECRETS "/" NAME "-agent", NULL), 1);
+	assert_int_equal(seen("DELETE " SECRETS "/" NAME "-credentials", NULL), 1);
 	be->ops->destroy(be);
 }
 
@@ -658,7 +672,7 @@ static void lookup_by_labels(void **state)
 /* ---- the pod ---- */
 
 struct prep {
-	char vol[128], ws[160], git[200], hidden[200], hfile[200], priv[160], tls[200];
+	char vol[128], ws[160], git[200], hidden[200], hfile[200], priv[160], tls[200], file[260];
 	struct mount_entry e[5];
 	struct mount_plan plan;
 	struct sandbox_spec spec;
@@ -686,6 +700,20 @@ static void prep_make(struct prep *p)
 	fclose(f);
 	assert_int_equal(mkdir(p->priv, 0700), 0);
 	assert_int_equal(mkdir(p->tls, 0700), 0);
+	/* what private_dir.c puts there: the agent's certificate and key, the CA, the receipt key */
+	for (int i = 0; i < 4; i++) {
+		static const char *const names[] = { "tls/agent.crt", "tls/agent.key", "tls/ca.crt", "state/receipt.key" };
+
+		if (i == 3) {
+			snprintf(p->file, sizeof p->file, "%s/state", p->priv);
+			assert_int_equal(mkdir(p->file, 0700), 0);
+		}
+		snprintf(p->file, sizeof p->file, "%s/%s", p->priv, names[i]);
+		f = fopen(p->file, "w");
+		assert_non_null(f);
+		fputs(i == 3 ? "0123456789abcdef0123456789abcdef" : names[i], f);
+		fclose(f);
+	}
 	p->e[0] = (struct mount_entry){ p->ws, p->ws, MOUNT_RW, false, "worktree" };
 	p->e[1] = (struct mount_entry){ p->git, p->git, MOUNT_RO, false, "git metadata" };
 	p->e[2] = (struct mount_entry){ p->hidden, p->hidden, MOUNT_HIDDEN, false, "hidden" };
@@ -799,13 +827,109 @@ static void prepare_makes_the_pod(void **state)
 	m = mount_of(pj, p.hidden, &v);
 	assert_true(json_is_true(json_object_get(m, "readOnly")));
 	assert_non_null(json_object_get(v, "emptyDir"));
+	/* a hidden file: the agent Secret's empty item, alone in its volume, by subPath */
 	m = mount_of(pj, p.hfile, &v);
 	assert_true(json_is_true(json_object_get(m, "readOnly")));
-	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "hostPath"), "type")), "File");
+	assert_string_equal(json_string_value(json_object_get(m, "subPath")), "empty");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "secret"), "secretName")), NAME "-agent");
+	assert_int_equal(json_array_size(json_object_get(json_object_get(v, "secret"), "items")), 1);
 	m = mount_of(pj, "/scratch", &v);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "emptyDir"), "medium")), "Memory");
+	/* the agent's material from its Secret, read-only; its state in memory; no hostPath of the
+	 * private directory */
 	m = mount_of(pj, "/.sandbox/agent/tls", &v);
 	assert_true(json_is_true(json_object_get(m, "readOnly")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "secret"), "secretName")), NAME "-agent");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(v, "secret"), "defaultMode")), 0400);
+	m = mount_of(pj, "/.sandbox/agent/run", &v);
+	assert_true(json_is_false(json_object_get(m, "readOnly")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "emptyDir"), "medium")), "Memory");
+	assert_null(strstr(body, p.priv));
+	assert_string_equal(json_string_value(json_array_get(json_object_get(c, "args"), 12)), "/.sandbox/agent/run/state");
+	{
+		json_t *args = json_object_get(c, "args");
+		size_t n = json_array_size(args);
+
+		assert_string_equal(json_string_value(json_array_get(args, n - 2)), "--receipt-key");
+		assert_string_equal(json_string_value(json_array_get(args, n - 1)), "/.sandbox/agent/tls/receipt.key");
+	}
+	json_decref(pj);
+	/* the agent Secret: after the pod, owned by it (not its controller, never blocking its
+	 * deletion), with the four files and the empty item; no credentials Secret without a snapshot */
+	assert_int_equal(seen("POST " SECRETS, &body), 1);
+	pj = json_loads(body, 0, NULL);
+	assert_non_null(pj);
+	v = json_array_get(json_object_get(json_object_get(pj, "metadata"), "ownerReferences"), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pj, "metadata"), "name")), NAME "-agent");
+	assert_string_equal(json_string_value(json_object_get(v, "kind")), "Pod");
+	assert_string_equal(json_string_value(json_object_get(v, "name")), NAME);
+	assert_string_equal(json_string_value(json_object_get(v, "uid")), UID);
+	assert_true(json_is_false(json_object_get(v, "blockOwnerDeletion")));
+	assert_null(json_object_get(v, "controller"));
+	/* base64 of the 32 bytes written above */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pj, "data"), "receipt.key")),
+			    "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pj, "data"), "agent.key")), "dGxzL2FnZW50LmtleQ==");
+	assert_int_equal(json_object_size(json_object_get(pj, "data")), 5);
+	json_decref(pj);
+	be->ops->destroy(be);
+}
+
+/* pvc:CLAIM: one volume of the claim, each plan entry a subPath of it (the source's path below
+ * the manager's volume), git metadata read-only; the snapshot's credentials from a Secret of
+ * their own at their path. */
+static void pvc_mounts_subpaths(void **state)
+{
+	struct backend *be;
+	struct sandbox_handle h;
+	struct sb_err err = { 0 };
+	struct prep p;
+	const char *body = NULL;
+	char *created = pod(UID, true, "Unmasked", "Pending", "", "");
+	char creds[200];
+	FILE *f;
+	json_t *pj, *m, *v = NULL;
+
+	(void)state;
+	agent_stand_in();
+	prep_make(&p);
+	snprintf(creds, sizeof creds, "%s/credentials", p.priv);
+	assert_int_equal(mkdir(creds, 0700), 0);
+	snprintf(p.file, sizeof p.file, "%s/kubernetes-x.kubeconfig", creds);
+	f = fopen(p.file, "w");
+	assert_non_null(f);
+	fputs("kind: Config\n", f);
+	fclose(f);
+	p.spec.credentials_dir = creds;
+	route("POST " PODS, 201, created);
+	route_pod(200, pod(UID, true, "Unmasked", "Running", RUNNING, ""));
+	free(created);
+	be = backend_new_with("ws-claim");
+	if (be->ops->prepare(be, &p.spec, &h, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(seen("POST " PODS, &body), 1);
+	pj = json_loads(body, 0, NULL);
+	m = mount_of(pj, p.ws, &v);
+	assert_non_null(m);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "persistentVolumeClaim"), "claimName")),
+			    "ws-claim");
+	assert_string_equal(json_string_value(json_object_get(m, "subPath")), "ws");
+	assert_true(json_is_false(json_object_get(m, "readOnly")));
+	m = mount_of(pj, p.git, &v);
+	assert_string_equal(json_string_value(json_object_get(m, "subPath")), "ws/.git");
+	assert_true(json_is_true(json_object_get(m, "readOnly")));
+	assert_null(strstr(body, "hostPath"));
+	m = mount_of(pj, creds, &v);
+	assert_true(json_is_true(json_object_get(m, "readOnly")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "secret"), "secretName")),
+			    NAME "-credentials");
+	json_decref(pj);
+	/* two Secrets: the agent's, then the credentials' with the snapshot's file */
+	assert_int_equal(seen("POST " SECRETS, &body), 2);
+	pj = json_loads(body, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pj, "metadata"), "name")), NAME "-credentials");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pj, "data"), "kubernetes-x.kubeconfig")),
+			    "a2luZDogQ29uZmlnCg==");
 	json_decref(pj);
 	be->ops->destroy(be);
 }
@@ -1068,6 +1192,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(prepare_makes_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(prepare_binds_the_credentials_to_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(failed_credentials_delete_the_pod, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(pvc_mounts_subpaths, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(server_120_without_unmasked_is_refused, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(dropped_host_users_is_refused, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(kubeconfig_forms, fake_start, fake_stop),
