@@ -7,7 +7,8 @@ feature gate does. Used by manager_kubernetes_faults.sh (kubernetes_drops_procmo
 Usage: k8s_dropping_proxy.py PORTFILE CERT KEY UPSTREAM_URL UPSTREAM_CA CLIENT_CERT CLIENT_KEY
 It listens on 127.0.0.1 (a free port, written to PORTFILE when it serves), serves TLS with CERT/KEY,
 and speaks to UPSTREAM_URL as the holder of CLIENT_CERT (the client's own credentials are not passed
-on). Each pod it changed is logged on stderr ("dropped procMount: NAME")."""
+on). Each pod it changed is logged on stderr ("dropped procMount: NAME"), and each watch event it
+passed on ("watch event: TYPE NAME")."""
 import http.client
 import http.server
 import json
@@ -76,6 +77,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 try:
                     doc = json.loads(line)
                     drop(doc)
+                    sys.stderr.write("watch event: %s %s\n" % (doc.get("type"),
+                                     doc.get("object", {}).get("metadata", {}).get("name", "?")))
+                    sys.stderr.flush()
                     line = (json.dumps(doc) + "\n").encode()
                 except ValueError:
                     pass

@@ -276,7 +276,7 @@ EOF
 # it, proves its end through the same server (its watch included), and does not serve.
 test_kubernetes_drops_procmount() {
 	kd_setup
-	local pki=$TD/proxy-pki kc=$TD/proxy.kubeconfig port pods sess
+	local pki=$TD/proxy-pki kc=$TD/proxy.kubeconfig port pods sess rc
 	mkdir -p "$pki"
 	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kdeploy-proxy-ca -keyout "$pki/ca.key" \
 		-out "$pki/ca.crt" >/dev/null 2>&1 &&
@@ -297,7 +297,8 @@ test_kubernetes_drops_procmount() {
 	timeout 150 "${K8S_NET_CMD[@]}" "$MANAGER" serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$kc" \
 		--image infra-sandbox-agent:dev --k8s-volume "hostpath:$MSTATE/volume" --volume "$MSTATE/volume" \
 		>"$OUT" 2>"$ERR"
-	assert_eq "a server without procMount: exit code (stderr: $(tail -c 600 "$ERR"))" 125 "$?"
+	rc=$?
+	assert_eq "a server without procMount: exit code (stderr: $(tail -c 600 "$ERR"))" 125 "$rc"
 	assert_match "it says which field" \
 		"the API server \(1\.[0-9]+\) did not keep procMount Unmasked \(the ProcMountType feature; on current versions it needs hostUsers false\): the boundary does not hold on this cluster, refused" \
 		"$(cat "$ERR")"
@@ -313,6 +314,9 @@ test_kubernetes_drops_procmount() {
 		sleep 0.1
 	done
 	assert_eq "pods of session $sess left" "" "$pods"
+	# its end was proven through the same server: the watch streamed through the proxy
+	grep -q "^watch event: [A-Z]* sandbox-$sess-1$" "$TD/proxy.log" ||
+		bad "no watch event of sandbox-$sess-1 passed the proxy: $(tail -n 5 "$TD/proxy.log")"
 	rm -rf "$MSTATE"
 	MSTATE=
 }
