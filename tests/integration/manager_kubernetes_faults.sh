@@ -382,7 +382,7 @@ test_kubernetes_cancel() {
 # delete pod; or kill, SIGKILL to the container's main process on the node). The call answers
 # uncertain; the next call gets a new pod (new UID, generation 2) on the same workspace.
 kd_midcall() {
-	local m uid pid p main
+	local m uid pid p main t0
 	m=$(unique_marker)
 	mgr_repo
 	k8s_mgr_start || return 1
@@ -395,6 +395,7 @@ kd_midcall() {
 	mgr_bg_exec k "echo run >> runs.$m; sleep 60.$m"
 	for _ in $(seq 1 100); do pid=$(kd_host_pids "^sleep 60\\.$m") && break; sleep 0.1; done
 	[ -n "$pid" ] || { bad "the long call did not start"; return 1; }
+	t0=$(now_ms)
 	if [ "$1" = delete ]; then
 		kd delete pod "$KD_POD" --wait=false >/dev/null || bad "kubectl delete pod $KD_POD failed"
 	else
@@ -409,10 +410,15 @@ kd_midcall() {
 		kill -KILL "$main" || bad "kill -KILL $main failed"
 	fi
 	wait_bg_execs_allow_fail
+	echo "    ($1: $(($(now_ms) - t0)) ms to the call's answer)"
 	assert_match "the call's answer" "uncertain" "$(cat "$TD/bg-k.out")"
 	mgr records --session "$SID"
 	assert_json '[.records[].state]' '["uncertain","exited"]'
 	echo "    (the lost call's record: $(jr '.records[0].reason'))"
+	# the old pod's end is proven (the record says nothing unproven) and the session is not reserved
+	assert_json '.records[0].reason | test("not proven")' false
+	assert_match "the old sandbox's end" "is gone: pod terminated for UID $uid|is gone: pod UID $uid gone" \
+		"$(jq -r .msg "$TD/manager.log" 2>/dev/null)"
 	mgr exec --session "$SID" -- "cat kept.txt; cat runs.$m"
 	assert_eq "the next call (stderr: $(head -c 300 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" 0 "$RC"
 	assert_lines "$(cat "$OUT")" kept run
