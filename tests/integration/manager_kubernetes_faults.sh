@@ -63,7 +63,10 @@ kd_token() {
 		>"$TD/tokenrequest.json"
 	KD_TOKEN=$(kd create --raw "/api/v1/namespaces/$KD_NS/serviceaccounts/$1/token" -f "$TD/tokenrequest.json" |
 		jq -r .status.token)
-	[ -n "$KD_TOKEN" ] && [ "$KD_TOKEN" != null ] || { bad "no token for $KD_NS/$1"; return 1; }
+	if [ -z "$KD_TOKEN" ] || [ "$KD_TOKEN" = null ]; then
+		bad "no token for $KD_NS/$1"
+		return 1
+	fi
 }
 
 # kd_kubeconfig FILE SERVER CA TOKEN: a kubeconfig of one token user.
@@ -278,13 +281,16 @@ test_kubernetes_drops_procmount() {
 	kd_setup
 	local pki=$TD/proxy-pki kc=$TD/proxy.kubeconfig port pods sess rc
 	mkdir -p "$pki"
-	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kdeploy-proxy-ca -keyout "$pki/ca.key" \
-		-out "$pki/ca.crt" >/dev/null 2>&1 &&
-		openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$pki/srv.key" -out "$pki/srv.csr" \
-			>/dev/null 2>&1 &&
-		printf 'subjectAltName=IP:127.0.0.1\n' >"$pki/ext" &&
-		openssl x509 -req -in "$pki/srv.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 1 \
-			-extfile "$pki/ext" -out "$pki/srv.crt" >/dev/null 2>&1 || { bad "openssl could not make the proxy's certificates"; return 1; }
+	printf 'subjectAltName=IP:127.0.0.1\n' >"$pki/ext"
+	if ! openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kdeploy-proxy-ca -keyout "$pki/ca.key" \
+		-out "$pki/ca.crt" >/dev/null 2>&1 ||
+		! openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$pki/srv.key" -out "$pki/srv.csr" \
+			>/dev/null 2>&1 ||
+		! openssl x509 -req -in "$pki/srv.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 1 \
+			-extfile "$pki/ext" -out "$pki/srv.crt" >/dev/null 2>&1; then
+		bad "openssl could not make the proxy's certificates"
+		return 1
+	fi
 	"${K8S_NET_CMD[@]}" python3 "$KD_PROXY" "$TD/proxy.port" "$pki/srv.crt" "$pki/srv.key" "$K8S_SERVER" "$K8S_CA" \
 		"$(dirname "$K8S_ADMIN")/pki/admin.crt" "$(dirname "$K8S_ADMIN")/pki/admin.key" 2>"$TD/proxy.log" &
 	KD_PIDS+=("$!")
