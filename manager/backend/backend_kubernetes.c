@@ -86,6 +86,7 @@ struct kstate {
  * the container has none, as lookup() may find it). */
 struct ident {
 	char name[64], uid[40], cid[128];
+	char created_rv[32];   /* not in the identity: pod_create()'s, kept in the handle (struct kstate) */
 };
 
 static struct kube *kube_of(struct backend *be)
@@ -153,6 +154,8 @@ bad:
 static void ident_set(struct sandbox_handle *h, const struct ident *id)
 {
 	snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s/%s/%s", id->name, id->uid, id->cid);
+	if (id->created_rv[0] != '\0')
+		snprintf(kstate_of(h)->created_rv, sizeof kstate_of(h)->created_rv, "%s", id->created_rv);
 }
 
 /* ---------------------------------------------------------------- the pod's description */
@@ -565,8 +568,7 @@ static int pod_delete(const struct kube *k, const struct ident *id, long timeout
 	return rc;
 }
 
-static int pod_create(const struct kube *k, json_t *body, struct ident *id, char *rv, size_t rvlen,
-		      struct sb_err *err)
+static int pod_create(const struct kube *k, json_t *body, struct ident *id, struct sb_err *err)
 {
 	struct k8s_reply r;
 	char path[256];
@@ -584,8 +586,9 @@ static int pod_create(const struct kube *k, json_t *body, struct ident *id, char
 	else
 		snprintf(id->uid, sizeof id->uid, "%s", uid);
 	/* a version that does not fit, or is not a plain number, is not kept: no replay then */
-	if (rc == 0 && version != NULL && strlen(version) < rvlen && strspn(version, "0123456789") == strlen(version))
-		snprintf(rv, rvlen, "%s", version);
+	if (rc == 0 && version != NULL && strlen(version) < sizeof id->created_rv &&
+	    strspn(version, "0123456789") == strlen(version))
+		snprintf(id->created_rv, sizeof id->created_rv, "%s", version);
 	k8s_reply_free(&r);
 	return rc;
 }
@@ -714,8 +717,7 @@ static int kube_prepare(struct backend *be, const struct sandbox_spec *spec, str
 		sb_fail(err, EINVAL, "the sandbox spec needs a session, a mount plan, a private directory and the "
 			"manager's name");
 	else if (pod_name(spec, id.name, sizeof id.name, err) == 0 && agent_dir_prepare(d, spec, err) == 0 &&
-		 (body = pod_body(k, d, spec, id.name, err)) != NULL &&
-		 pod_create(k, body, &id, kstate_of(h)->created_rv, sizeof kstate_of(h)->created_rv, err) == 0) {
+		 (body = pod_body(k, d, spec, id.name, err)) != NULL && pod_create(k, body, &id, err) == 0) {
 		ident_set(h, &id);
 		if (pod_ready(k, &id, ip, sizeof ip, err) == 0) {
 			ident_set(h, &id);
