@@ -28,7 +28,9 @@
  * was accepted, a 404 or a watch DELETED event for that UID. Never evidence: an accepted delete, a
  * deletionTimestamp, a pod of the same name under another UID, ContainerStatusUnknown without a
  * containerID, a timeout. stop() is a delete with preconditions.uid and a grace period, never a
- * force delete; no activeDeadlineSeconds. */
+ * force delete; no activeDeadlineSeconds. A pod someone else deleted may be out of the API before
+ * the manager looks: one watch from its create's resourceVersion replays its last state, which is
+ * evidence only when it says the recorded container terminated. */
 #include "agent_dir.h"
 #include "backend.h"
 #include "clock.h"
