@@ -34,7 +34,9 @@
  * was accepted, a 404 or a watch DELETED event for that UID. Never evidence: an accepted delete, a
  * deletionTimestamp, a pod of the same name under another UID, ContainerStatusUnknown without a
  * containerID, a timeout. stop() is a delete with preconditions.uid and a grace period, never a
- * force delete; no activeDeadlineSeconds. */
+ * force delete; no activeDeadlineSeconds. A pod someone else deleted may be out of the API before
+ * the manager looks: one watch from its create's resourceVersion replays its last state, which is
+ * evidence only when it says the recorded container terminated. */
 #include "agent_dir.h"
 #include "backend.h"
 #include "clock.h"
@@ -84,12 +86,17 @@ struct kube {
 /* The backend's own bytes of a handle. */
 struct kstate {
 	bool deleted;          /* a delete with preconditions.uid of this pod was accepted */
+	/* The pod's resourceVersion at its create: a watch from it replays the pod's states, its last
+	 * one (the kubelet's word that the container terminated) included, should someone else's
+	 * delete take the pod out of the API before the manager looks (evidence()). */
+	char created_rv[32];
 };
 
 /* The recorded identity: "kubernetes:<pod name>/<pod UID>/<containerID>" (containerID "" while
  * the container has none, as lookup() may find it). */
 struct ident {
 	char name[64], uid[40], cid[128];
+	char created_rv[32];   /* not in the identity: pod_create()'s, kept in the handle (struct kstate) */
 };
 
 static struct kube *kube_of(struct backend *be)
@@ -157,6 +164,8 @@ bad:
 static void ident_set(struct sandbox_handle *h, const struct ident *id)
 {
 	snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s/%s/%s", id->name, id->uid, id->cid);
+	if (id->created_rv[0] != '\0')
+		snprintf(kstate_of(h)->created_rv, sizeof kstate_of(h)->created_rv, "%s", id->created_rv);
 }
 
 /* ---------------------------------------------------------------- the pod's description */
@@ -685,18 +694,23 @@ static int pod_create(const struct kube *k, json_t *body, struct ident *id, stru
 {
 	struct k8s_reply r;
 	char path[256];
-	const char *uid;
+	const char *uid, *version;
 	int rc = 0;
 
 	pods_path(k, path, sizeof path, NULL);
 	if (k8s_request(&k->conn, "POST", path, body, REQUEST_MS, &r, err) < 0)
 		return -1;
 	uid = json_string_value(json_object_get(json_object_get(r.body, "metadata"), "uid"));
+	version = json_string_value(json_object_get(json_object_get(r.body, "metadata"), "resourceVersion"));
 	if (r.status != 201 || uid == NULL || !uid_valid(uid))
 		rc = sb_fail(err, EIO, "the API server refused to create pod %s (HTTP %ld): %s", id->name, r.status,
 			     k8s_reply_message(&r));
 	else
 		snprintf(id->uid, sizeof id->uid, "%s", uid);
+	/* a version that does not fit, or is not a plain number, is not kept: no replay then */
+	if (rc == 0 && version != NULL && strlen(version) < sizeof id->created_rv &&
+	    strspn(version, "0123456789") == strlen(version))
+		snprintf(id->created_rv, sizeof id->created_rv, "%s", version);
 	k8s_reply_free(&r);
 	return rc;
 }
@@ -884,6 +898,7 @@ static int kube_stop(struct backend *be, struct sandbox_handle *h, struct sb_err
 struct watching {
 	const struct ident *id;
 	bool deleted;
+	bool found;             /* the last list held the name */
 	struct verdict v;
 	char *evidence;
 	size_t len;
@@ -903,6 +918,11 @@ static int watch_event(void *user, const char *type, json_t *pod)
 				 w->id->uid);
 			return 1;
 		}
+		/* Someone else's delete: the object's last state may still be the kubelet's word that the
+		 * recorded container terminated (a graceful delete); a force delete's is not. */
+		pod_judge(pod, w->id, &w->v, w->evidence, w->len);
+		if (w->v.proven)
+			return 1;
 		snprintf(w->v.state, sizeof w->v.state, "deleted, by no delete of this manager's");
 		return 0;
 	}
@@ -939,6 +959,7 @@ static int pod_list_one(const struct kube *k, struct watching *w, long timeout_m
 		found = true;
 		pod_judge(item, w->id, &w->v, w->evidence, w->len);
 	}
+	w->found = found;
 	if (!found && w->deleted) {
 		w->v.proven = true;
 		snprintf(w->evidence, w->len, "pod UID %s gone (404 after delete with preconditions.uid)", w->id->uid);
@@ -957,6 +978,7 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 	struct ident id;
 	struct watching w = { .id = &id, .evidence = h->evidence, .len = sizeof h->evidence };
 	char rv[64] = "", path[600];
+	bool replayed = false;
 
 	if (ident_parse(h->runtime_id, &id, err) < 0)
 		return -1;
@@ -973,6 +995,12 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 				break;
 			if (w.v.proven)
 				break;
+			/* Gone by no delete of ours: once, the pod's own history from its create (410 Gone when
+			 * the server no longer holds it: then not proven, as before). */
+			if (rv[0] != '\0' && !w.found && !w.deleted && !replayed && kstate_of(h)->created_rv[0] != '\0') {
+				snprintf(rv, sizeof rv, "%s", kstate_of(h)->created_rv);
+				replayed = true;
+			}
 		}
 		left = clock_remaining_ms(deadline);
 		if (left == 0)

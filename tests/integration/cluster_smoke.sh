@@ -82,4 +82,15 @@ t kubernetes_recovery test_kubernetes_recovery
 # The Secrets and pvc:CLAIM (manager_kubernetes_volumes.sh).
 t kubernetes_secrets test_kubernetes_secrets
 t kubernetes_pvc test_kubernetes_pvc
+# deploy/kubernetes/, RBAC, the in-cluster account, a server that drops procMount, and the pod's life
+# from outside (the functions are in manager_kubernetes_faults.sh).
+t kubernetes_deploy_dryrun test_kubernetes_deploy_dryrun
+t kubernetes_rbac test_kubernetes_rbac
+t kubernetes_incluster test_kubernetes_incluster
+t kubernetes_drops_procmount test_kubernetes_drops_procmount
+t kubernetes_detached test_kubernetes_detached
+t kubernetes_cancel test_kubernetes_cancel
+t kubernetes_pod_deleted test_kubernetes_pod_deleted
+t kubernetes_container_killed test_kubernetes_container_killed
+t kubernetes_idle test_kubernetes_idle
 t cluster_down test_cluster_down

@@ -1097,6 +1097,59 @@ static void dropped_host_users_is_refused(void **state)
 
 /* ---- the kubeconfig ---- */
 
+/* A pod deleted by someone else (kubectl delete pod: graceful) is out of the API before the manager
+ * looks: a watch from the create's resourceVersion replays its last state, the kubelet's word that the
+ * recorded container terminated, which is evidence; a force delete's last state (Running) is not. */
+static void deleted_by_another(bool graceful)
+{
+	struct backend *be;
+	struct sandbox_handle h;
+	struct sb_err err = { 0 };
+	struct prep p;
+	char *created = pod(UID, true, "Unmasked", "Pending", "", "");
+	char *gone = pod(UID, true, "Unmasked", graceful ? "Failed" : "Running", graceful ? TERMINATED : RUNNING,
+			 "\"deletionTimestamp\":\"2026-12-01T15:01:00Z\"");
+	char *events = NULL;
+
+	agent_stand_in();
+	prep_make(&p);
+	route("POST " PODS, 201, created);
+	route_pod(200, pod(UID, true, "Unmasked", "Running", RUNNING, ""));
+	free(created);
+	be = backend_new();
+	if (be->ops->prepare(be, &p.spec, &h, &err) < 0)
+		fail_msg("%s", err.msg);
+	/* now: no such pod; its history from the create (resourceVersion 1234) ends in DELETED */
+	route_pod(404, strdup("{}"));
+	assert_true(asprintf(&events, "{\"type\":\"DELETED\",\"object\":%s}\n", gone) > 0);
+	route("GET " PODS "?fieldSelector=metadata.name%3D" NAME "&watch=1&resourceVersion=1234", 200, events);
+	free(events);
+	free(gone);
+	if (graceful) {
+		assert_int_equal(be->ops->evidence(be, &h, 3000, &err), 0);
+		assert_string_equal(h.evidence, "pod terminated for UID " UID " (container " CID " exited 137)");
+	} else {
+		assert_int_equal(be->ops->evidence(be, &h, 800, &err), -1);
+		assert_non_null(strstr(err.msg, "not proven gone"));
+		assert_string_equal(h.evidence, "");
+	}
+	/* the history is asked for once, not in a loop */
+	assert_int_equal(seen("GET " PODS "?fieldSelector=metadata.name%3D" NAME "&watch=1&resourceVersion=1234", NULL), 1);
+	be->ops->destroy(be);
+}
+
+static void deleted_by_another_gracefully_is_evidence(void **state)
+{
+	(void)state;
+	deleted_by_another(true);
+}
+
+static void force_deleted_by_another_is_not_evidence(void **state)
+{
+	(void)state;
+	deleted_by_another(false);
+}
+
 static void kubeconfig_forms(void **state)
 {
 	struct k8s_conn c;
@@ -1197,6 +1250,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(dropped_host_users_is_refused, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(kubeconfig_forms, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(token_is_sent_at_start, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(deleted_by_another_gracefully_is_evidence, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(force_deleted_by_another_is_not_evidence, fake_start, fake_stop),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
