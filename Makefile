@@ -57,7 +57,7 @@ ESCAPE_BIN := $(patsubst tests/escape/%.c,$(BUILD)/tests/escape/%,$(ESCAPE_SRC))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps test test-unit test-integration test-asan demo demo-agent bench load soak fuzz image clean
+.PHONY: cluster-image all deps test test-unit test-integration test-asan demo demo-agent bench load soak fuzz image clean
 
 all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager
 
@@ -166,6 +166,10 @@ cluster: $(BUILD)/sandbox-agent
 
 cluster-down:
 	bash scripts/cluster/down.sh
+
+# The image `make image` built, into the running test cluster (new pods run the new agent).
+cluster-image:
+	bash scripts/cluster/image.sh
 
 # libFuzzer targets (clang): every tests/fuzz/fuzz_*.c, linked with all non-main sources,
 # run FUZZ_SECONDS each on a copy of its seed corpus tests/fuzz/corpus/<name>/.
