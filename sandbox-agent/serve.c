@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <malloc.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -211,6 +212,8 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
 	}
 	obj = result_to_json(req, &out, &info);
+	/* The captured bytes are in obj now: free them before the dump makes one more copy. */
+	exec_outcome_free(&out);
 	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	/* A Receipt follows the Result exactly when the result names one (written to disk). */
 	if (info.written) {
@@ -219,7 +222,6 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 	}
 	receipt_info_free(&info);
 	json_decref(obj);
-	exec_outcome_free(&out);
 }
 
 static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const char *result, const char *receipt)
@@ -727,6 +729,18 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 	return 0;
 }
 
+/* An exec's result passes through a few buffers of up to 2 MiB each (capture, render, JSON, frame),
+ * allocated and freed once per exec, on the connection's thread. glibc would serve them from a
+ * per-thread arena and, after the first free of a mapped chunk, raise its mmap threshold so that
+ * later ones stay in that arena's heap: the agent then keeps its peak for good (8-9 MB after one
+ * flood). A fixed threshold keeps every large buffer a mapping of its own, returned whole on
+ * free; one arena because execs run one at a time. Refusals change nothing but memory use. */
+static void memory_bound(void)
+{
+	(void)mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	(void)mallopt(M_ARENA_MAX, 1);
+}
+
 int cli_serve(int argc, char **argv)
 {
 	static struct agent a;
@@ -739,6 +753,7 @@ int cli_serve(int argc, char **argv)
 	/* Writes to a connection the manager closed must fail with EPIPE, not kill the agent.
 	 * init puts every disposition back to the default before a command exists. */
 	signal(SIGPIPE, SIG_IGN);
+	memory_bound();
 	sb_err_clear(&err);
 	if (agent_prepare(&a, &cfg, &fd, &err) < 0) {
 		sb_error("cannot serve: %s", err.msg);
