@@ -18,6 +18,7 @@
 #include "mounts.h"
 #include "privileges.h"
 #include "seccomp.h"
+#include "steptime.h"
 #include "nsspawn.h"
 
 /* Report a failed setup step to the agent and die at once: the agent turns the message into
@@ -94,6 +95,7 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 	const struct boundary *b = ctx->b;
 	struct sb_err err;
 
+	steptime_mark(STEP_CMD_START);
 	/* A session of its own: no controlling terminal, and no signal aimed at the agent's
 	 * process group can reach it (nor the reverse). */
 	if (setsid() < 0) {
@@ -104,6 +106,7 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 		die_report(ctx->error_fd, "command", &err);
 	if (landlock_command(ctx, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
+	steptime_mark(STEP_CMD_LANDLOCK);
 	/* Everything above 2 closes at execve (the error pipe stays usable until then), so the
 	 * command starts with exactly stdin, stdout and stderr. */
 	if (spawn_fds_cloexec_above_stdio(&err) < 0)
@@ -111,6 +114,7 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 	/* Seccomp last: it denies calls that the steps above make. */
 	if (seccomp_load_prog(&b->seccomp, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
+	steptime_mark(STEP_CMD_EXEC);
 	execve(ctx->argv[0], ctx->argv, ctx->envp);
 	sb_fail_errno(&err, "executing %s", ctx->argv[0]);
 	die_report(ctx->error_fd, "command", &err);
@@ -161,6 +165,7 @@ void init_main(const struct init_context *ctx)
 	if (read(ctx->go_fd, &go, 1) != 1)
 		_exit(INIT_EXIT_SETUP_FAILED);
 	close(ctx->go_fd);
+	steptime_mark(STEP_INIT_GO);
 	/* The view first, while init holds the namespace's CAP_SYS_ADMIN. */
 	if (mounts_build_view(ctx->b, ctx->cwd, ctx->uid, ctx->gid, &pid_max_set, &err) < 0)
 		die_report(ctx->error_fd, "init", &err);
@@ -179,6 +184,7 @@ void init_main(const struct init_context *ctx)
 	 * it. An agent that died in between no longer holds the report pipe, so the report below
 	 * fails and init leaves before any command exists: no window is left unguarded. */
 	parent_death_arm(ctx);
+	steptime_mark(STEP_INIT_DROPPED);
 	if (report(ctx->report_fd, INIT_REPORT_READY, (int32_t)pid_max_set) < 0)
 		_exit(INIT_EXIT_SETUP_FAILED);
 	command = command_start(ctx);
@@ -191,6 +197,7 @@ void init_main(const struct init_context *ctx)
 	close(ctx->stderr_fd);
 	close(ctx->error_fd);
 	status = reap_until_command_ends(command);
+	steptime_mark(STEP_INIT_REAPED);
 	/* The receipt states what was measured: pid_max as the command left it, read before the
 	 * status so the agent holds both when it decides. A failed report means the agent is
 	 * gone; exiting below is the teardown either way. */

@@ -36,6 +36,7 @@
 #include "result.h"
 #include "secret.h"
 #include "thread.h"
+#include "steptime.h"
 #include "tls.h"
 
 #define SERVE_FRAME_CAP SB_FRAME_CAP_DEFAULT
@@ -211,6 +212,7 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 		/* For people: the cause is cut to fit detail on purpose. */
 		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
 	}
+	steptime_mark(STEP_RECEIPT);
 	obj = result_to_json(req, &out, &info);
 	/* The captured bytes are in obj now: free them before the dump makes one more copy. */
 	exec_outcome_free(&out);
@@ -275,13 +277,18 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	memcpy(a->sec->nonce, e->nonce.data, SECRET_NONCE_BYTES);
 	explicit_bzero(e->nonce.data, e->nonce.len);
 	request_from_exec(e, &req, env_store);
+	steptime_reset();
+	steptime_mark(STEP_PREPARED);
 	sb_info("exec %s: running", e->exec_id);
 	exec_run(a, &req, &result, &receipt);
 	if (result == NULL || journal_finish(&a->journal, e->exec_id, e->generation, result, receipt, &err) < 0)
 		sb_error("exec %s: journal: %s", e->exec_id, result ? err.msg : "no result");
+	steptime_mark(STEP_JOURNAL);
 	exec_release(a);
 	/* The connection may be gone by now; the journal answers a later Query either way. */
 	rc = result ? send_result(c, e->exec_id, e->generation, result, receipt) : -1;
+	steptime_mark(STEP_END);
+	steptime_report("serve exec");
 	free(result);
 	free(receipt);
 	return rc;
