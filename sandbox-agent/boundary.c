@@ -223,8 +223,7 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 	b->no_caps = cap_init();
 	if (b->no_caps == NULL)
 		return sb_fail_errno(err, "cap_init");
-	if (seccomp_compile(&b->seccomp, b->readonly_world, err) < 0)
-		return -1;
+	b->seccomp = b->readonly_world ? &seccomp_program_readonly_world : &seccomp_program_host_world;
 	return landlock_prepare(b, opts, err);
 }
 
@@ -236,8 +235,6 @@ void boundary_free(struct boundary *b)
 	free(b->hidden);
 	b->hidden = NULL;
 	b->n_hidden = 0;
-	free(b->seccomp.filter);
-	b->seccomp.filter = NULL;
 	if (b->no_caps != NULL)
 		cap_free(b->no_caps);
 	b->no_caps = NULL;

@@ -112,7 +112,7 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 	if (spawn_fds_cloexec_above_stdio(&err) < 0)
 		die_report(ctx->error_fd, "command", &err);
 	/* Seccomp last: it denies calls that the steps above make. */
-	if (seccomp_load_prog(&b->seccomp, &err) < 0)
+	if (seccomp_load_prog(b->seccomp, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
 	steptime_mark(STEP_CMD_EXEC);
 	execve(ctx->argv[0], ctx->argv, ctx->envp);
