@@ -65,10 +65,12 @@ block() {
 		agent) for ((i = 0; i < n; i++)); do "$agent" exec --receipt-dir "$rdir" -- true >/dev/null || exit 1; done ;;
 		esac
 		e=${EPOCHREALTIME/./}
-		# times: line 2 is the children, "XmY.YYYs XmY.YYYs" (user, sys)
-		times | awk -v w=$((e - s)) -v n="$n" "NR == 2 { split(\$1, u, /[ms]/); split(\$2, y, /[ms]/)
-			printf \"%d %d\\n\", w / n, ((u[1] + y[1]) * 60 + u[2] + y[2]) * 1e6 / n }"
-	' _ "$kind" "$n" "$agent" "$3"
+		# times: line 2 is the children, "XmY.YYYs XmY.YYYs" (user, sys); into a file, since in a
+		# pipe it would run in a subshell, which has no children of its own
+		times >"$5"
+		awk -v w=$((e - s)) -v n="$n" "NR == 2 { split(\$1, u, /[ms]/); split(\$2, y, /[ms]/)
+			printf \"%d %d\\n\", w / n, ((u[1] + y[1]) * 60 + u[2] + y[2]) * 1e6 / n }" "$5"
+	' _ "$kind" "$n" "$agent" "$3" "$work/times"
 }
 
 echo "sandbox-agent bench: $(uname -r), $(nproc) cores, uid $(id -u), load $(cut -d' ' -f1-3 /proc/loadavg)"
