@@ -76,7 +76,7 @@ $(BUILD)/obj/gen/sandbox.pb-c.o: $(BUILD)/gen/sandbox.pb-c.c
 
 # The commands' seccomp filters, compiled once at build time by libseccomp from sandbox-agent/seccomp.c's
 # rules into the BPF the agent loads as it is: no compile per call (docs/performance.md).
-$(BUILD)/seccomp-gen: sandbox-agent/gen/seccomp_gen.c sandbox-agent/seccomp.c common/error.c sandbox-agent/seccomp.h
+$(BUILD)/seccomp-gen: sandbox-agent/gen/seccomp_gen.c sandbox-agent/seccomp.c common/error.c sandbox-agent/seccomp.h | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c,$^) -lseccomp
 
