@@ -48,7 +48,7 @@ archive = rm -f $@ && if [ -n "$^" ]; then ar rcs $@ $^; else printf '!<arch>\n'
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(BUILD)/obj/gen/sandbox.pb-c.o
-AGENT_OBJ  := $(call obj,$(AGENT_SRC))
+AGENT_OBJ  := $(call obj,$(AGENT_SRC)) $(BUILD)/obj/gen/seccomp_bpf.o
 MANAGER_OBJ:= $(call obj,$(MANAGER_SRC) $(SANDBOX_INIT_SRC))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 ITEST_BIN  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(ITEST_SRC))
@@ -73,6 +73,20 @@ $(BUILD)/gen/sandbox.pb-c.c $(BUILD)/gen/sandbox.pb-c.h: common/proto/sandbox.pr
 $(BUILD)/obj/gen/sandbox.pb-c.o: $(BUILD)/gen/sandbox.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-shadow -c -o $@ $<
+
+# The commands' seccomp filters, compiled once at build time by libseccomp from sandbox-agent/seccomp.c's
+# rules into the BPF the agent loads as it is: no compile per call (docs/performance.md).
+$(BUILD)/seccomp-gen: sandbox-agent/gen/seccomp_gen.c sandbox-agent/seccomp.c common/error.c sandbox-agent/seccomp.h | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c,$^) -lseccomp
+
+$(BUILD)/gen/seccomp_bpf.c: $(BUILD)/seccomp-gen
+	@mkdir -p $(dir $@)
+	$< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/gen/seccomp_bpf.o: $(BUILD)/gen/seccomp_bpf.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -iquote sandbox-agent -c -o $@ $<
 
 # Every object waits for the generated header, since common/ includes it.
 $(BUILD)/obj/%.o: %.c $(BUILD)/gen/sandbox.pb-c.h | $(DEPS_STAMP)
@@ -176,7 +190,7 @@ cluster-image:
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -iquote sandbox-agent $(patsubst -I%,-iquote %,$(MANAGER_INC)) \
                 -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
-build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(SANDBOX_INIT_SRC) $(GEN_SRC)
+build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(SANDBOX_INIT_SRC) $(GEN_SRC) $(BUILD)/gen/seccomp_bpf.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(TEST_LIBS:-lcmocka=)
 

@@ -26,6 +26,7 @@
 #include "init.h"
 #include "landlock.h"
 #include "seccomp.h"
+#include "steptime.h"
 #include "mountfd.h"
 #include "nsspawn.h"
 #include "privdir.h"
@@ -222,8 +223,7 @@ int boundary_prepare(struct boundary *b, const struct boundary_options *opts, st
 	b->no_caps = cap_init();
 	if (b->no_caps == NULL)
 		return sb_fail_errno(err, "cap_init");
-	if (seccomp_compile(&b->seccomp, b->readonly_world, err) < 0)
-		return -1;
+	b->seccomp = b->readonly_world ? &seccomp_program_readonly_world : &seccomp_program_host_world;
 	return landlock_prepare(b, opts, err);
 }
 
@@ -235,8 +235,6 @@ void boundary_free(struct boundary *b)
 	free(b->hidden);
 	b->hidden = NULL;
 	b->n_hidden = 0;
-	free(b->seccomp.filter);
-	b->seccomp.filter = NULL;
 	if (b->no_caps != NULL)
 		cap_free(b->no_caps);
 	b->no_caps = NULL;
@@ -840,6 +838,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		run_view_free(&view);
 		return -1;
 	}
+	steptime_mark(STEP_VIEW);
 	/* init hides what this view found: the boundary's own list plus the aliases of now. A shallow
 	 * copy: everything else stays the boundary's, and init reads it from clone()'s copy of memory. */
 	run = *b;
@@ -860,6 +859,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 	out->started_ms = clock_real_ms();
 	t0 = clock_mono_ms();
 	st.pid = init_spawn(&ctx, &st.pidfd, err);
+	steptime_mark(STEP_CLONED);
 	/* agent: the child's ends are init's business now. */
 	fd_close(&f.go[0]);
 	fd_close(&f.report[1]);
@@ -882,8 +882,10 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		snprintf(out->detail, sizeof out->detail, "%s", err->msg);
 	}
 	fd_close(&f.go[1]);
+	steptime_mark(STEP_RELEASED);
 	st.deadline = t0 + (int64_t)req->timeout_seconds * 1000;
 	wait_loop(b, &f, cancel_fd, &st, out);
+	steptime_mark(STEP_AGENT_REAPED);
 	run_finish(&f, &st, out, t0);
 	run_fds_close(&f);
 	close(st.pidfd);

@@ -58,7 +58,7 @@ struct boundary {
 	unsigned long max_processes;       /* RLIMIT_NPROC and the namespace's pid_max */
 	unsigned teardown_ms;              /* bound on waiting for an emptied namespace */
 	const char *shell;                 /* /bin/bash, or /bin/sh where there is no bash */
-	struct sock_fprog seccomp;         /* compiled once (seccomp.c) */
+	const struct sock_fprog *seccomp;  /* compiled at build time (seccomp.h) */
 	int landlock_abi;                  /* 0 when Landlock is unavailable */
 	bool landlock_per_call;            /* scope layer per command (no agent-wide domain) */
 	cap_t no_caps;                     /* empty capability state, made before any clone */

@@ -20,6 +20,7 @@
 #include "receipt.h"
 #include "result.h"
 #include "secret.h"
+#include "steptime.h"
 
 #define DEFAULT_TIMEOUT 120
 #define MAX_TIMEOUT 86400
@@ -288,6 +289,7 @@ static int exec_run(struct exec_cli *c, struct secrets *sec)
 		boundary_free(&b);
 		return print_refused(c, &err);
 	}
+	steptime_mark(STEP_PREPARED);
 	env_build(c, b.shell);
 	if (boundary_run(&b, &c->req, -1, &out, &err) < 0) {
 		boundary_free(&b);
@@ -301,7 +303,10 @@ static int exec_run(struct exec_cli *c, struct secrets *sec)
 		/* For people: the cause is cut to fit detail on purpose. */
 		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
 	}
+	steptime_mark(STEP_RECEIPT);
 	rc = print_json(result_to_json(&c->req, &out, &receipt));
+	steptime_mark(STEP_END);
+	steptime_report("exec");
 	receipt_info_free(&receipt);
 	exec_outcome_free(&out);
 	return rc;

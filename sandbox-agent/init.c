@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -18,6 +19,7 @@
 #include "mounts.h"
 #include "privileges.h"
 #include "seccomp.h"
+#include "steptime.h"
 #include "nsspawn.h"
 
 /* Report a failed setup step to the agent and die at once: the agent turns the message into
@@ -94,6 +96,7 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 	const struct boundary *b = ctx->b;
 	struct sb_err err;
 
+	steptime_mark(STEP_CMD_START);
 	/* A session of its own: no controlling terminal, and no signal aimed at the agent's
 	 * process group can reach it (nor the reverse). */
 	if (setsid() < 0) {
@@ -104,26 +107,40 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 		die_report(ctx->error_fd, "command", &err);
 	if (landlock_command(ctx, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
+	steptime_mark(STEP_CMD_LANDLOCK);
 	/* Everything above 2 closes at execve (the error pipe stays usable until then), so the
 	 * command starts with exactly stdin, stdout and stderr. */
 	if (spawn_fds_cloexec_above_stdio(&err) < 0)
 		die_report(ctx->error_fd, "command", &err);
 	/* Seccomp last: it denies calls that the steps above make. */
-	if (seccomp_load_prog(&b->seccomp, &err) < 0)
+	if (seccomp_load_prog(b->seccomp, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
+	steptime_mark(STEP_CMD_EXEC);
 	execve(ctx->argv[0], ctx->argv, ctx->envp);
 	sb_fail_errno(&err, "executing %s", ctx->argv[0]);
 	die_report(ctx->error_fd, "command", &err);
 }
 
+static int command_entry(void *arg)
+{
+	command_main(arg);
+}
+
+/* The command's stack until its execve: init's own memory (init is a copy of the agent per command),
+ * never the agent's, and used by one command at a time. */
+static char command_stack[64 * 1024] __attribute__((aligned(16)));
+
+/* init: the command as a vfork-style clone. CLONE_VM shares init's memory until the command's execve
+ * or death, so init's page tables are not copied (the copy was most of a fork's cost); CLONE_VFORK
+ * suspends init for that time, so the two never run on the same memory at once. Safe because the
+ * command's steps before execve allocate nothing and write only their own stack (command_stack), the
+ * pipes and their own kernel state: the session, descriptors, limits, Landlock and seccomp are per
+ * process (no CLONE_THREAD, CLONE_FILES or CLONE_SIGHAND), so none of them reaches init. glibc's
+ * clone() runs no atfork handlers. */
 static pid_t command_start(const struct init_context *ctx)
 {
-	/* A raw clone with only SIGCHLD is fork() without glibc's atfork machinery. */
-	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
-
-	if (pid == 0)
-		command_main(ctx);
-	return pid;
+	return (pid_t)clone(command_entry, command_stack + sizeof command_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+			    (void *)ctx);
 }
 
 /* Reap every process re-parented to us; return when the command itself ends. */
@@ -161,6 +178,7 @@ void init_main(const struct init_context *ctx)
 	if (read(ctx->go_fd, &go, 1) != 1)
 		_exit(INIT_EXIT_SETUP_FAILED);
 	close(ctx->go_fd);
+	steptime_mark(STEP_INIT_GO);
 	/* The view first, while init holds the namespace's CAP_SYS_ADMIN. */
 	if (mounts_build_view(ctx->b, ctx->cwd, ctx->uid, ctx->gid, &pid_max_set, &err) < 0)
 		die_report(ctx->error_fd, "init", &err);
@@ -179,6 +197,7 @@ void init_main(const struct init_context *ctx)
 	 * it. An agent that died in between no longer holds the report pipe, so the report below
 	 * fails and init leaves before any command exists: no window is left unguarded. */
 	parent_death_arm(ctx);
+	steptime_mark(STEP_INIT_DROPPED);
 	if (report(ctx->report_fd, INIT_REPORT_READY, (int32_t)pid_max_set) < 0)
 		_exit(INIT_EXIT_SETUP_FAILED);
 	command = command_start(ctx);
@@ -191,6 +210,7 @@ void init_main(const struct init_context *ctx)
 	close(ctx->stderr_fd);
 	close(ctx->error_fd);
 	status = reap_until_command_ends(command);
+	steptime_mark(STEP_INIT_REAPED);
 	/* The receipt states what was measured: pid_max as the command left it, read before the
 	 * status so the agent holds both when it decides. A failed report means the agent is
 	 * gone; exiting below is the teardown either way. */

@@ -27,24 +27,30 @@ static int entry_name(const char *exec_id, const char *suffix, char *out, size_t
 }
 
 /* Everything goes through the journal's descriptor, opened before any command ran (R1). */
-static int entry_store(const struct privdir *dir, const char *exec_id, json_t *obj, struct sb_err *err)
+static int entry_write(const struct privdir *dir, const char *exec_id, const char *text, size_t len,
+		       struct sb_err *err)
 {
 	char tmp[NAME_MAX + 1], final[NAME_MAX + 1];
+
+	if (entry_name(exec_id, ".tmp", tmp, sizeof tmp, err) < 0 || entry_name(exec_id, "", final, sizeof final, err) < 0)
+		return -1;
+	/* common/fdio.c: the temporary written whole and fsynced, renamed, the directory fsynced. */
+	if (fd_file_replace(dir->fd, dir->path, final, tmp, 0600, text, len, err) < 0) {
+		sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
+		return -1;
+	}
+	return 0;
+}
+
+static int entry_store(const struct privdir *dir, const char *exec_id, json_t *obj, struct sb_err *err)
+{
 	char *text = json_dumps(obj, JSON_COMPACT);
-	size_t len = text ? strlen(text) : 0;
 	int rc;
 
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "serialising journal entry");
-	if (entry_name(exec_id, ".tmp", tmp, sizeof tmp, err) < 0 || entry_name(exec_id, "", final, sizeof final, err) < 0) {
-		free(text);
-		return -1;
-	}
-	/* common/fdio.c: the temporary written whole and fsynced, renamed, the directory fsynced. */
-	rc = fd_file_replace(dir->fd, dir->path, final, tmp, 0600, text, len, err);
+	rc = entry_write(dir, exec_id, text, strlen(text), err);
 	free(text);
-	if (rc < 0)
-		sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
 	return rc;
 }
 
@@ -194,25 +200,52 @@ static void journal_prune(const struct privdir *dir, const char *keep)
 	free(all);
 }
 
+/* The entry's text is built around the result's own text, not from a parse of it: the result is
+ * the JSON object this process just serialised (serve.c exec_run), up to 2 MiB of it, and a parse,
+ * a tree and a second dump of that would hold three more copies of every output byte at once
+ * (docs/performance.md, "Memory"). Only the small members go through jansson. */
+static char *entry_finished_text(const char *exec_id, uint64_t generation, const char *result_json,
+				 const char *receipt_text, size_t *len)
+{
+	json_t *head = json_pack("{s:s, s:I, s:s, s:s?}", "exec_id", exec_id, "generation", (json_int_t)generation,
+				 "state", "finished", "receipt", receipt_text);
+	char *head_text = head ? json_dumps(head, JSON_COMPACT) : NULL;
+	size_t head_len = head_text ? strlen(head_text) : 0, result_len = strlen(result_json);
+	char *text = NULL;
+
+	json_decref(head);
+	/* head_text is "{...}": the result goes in before its closing brace. */
+	if (head_len >= 2 && head_text[head_len - 1] == '}' && (text = malloc(head_len + result_len + 12)) != NULL) {
+		memcpy(text, head_text, head_len - 1);
+		*len = head_len - 1;
+		memcpy(text + *len, ",\"result\":", 10);
+		*len += 10;
+		memcpy(text + *len, result_json, result_len);
+		*len += result_len;
+		text[(*len)++] = '}';
+		text[*len] = '\0';
+	}
+	free(head_text);
+	return text;
+}
+
 int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err)
 {
-	json_error_t jerr;
-	/* Without JSON_ALLOW_NUL: result.c's streams never hold NUL (output.c escapes it). */
-	json_t *result = json_loads(result_json, 0, &jerr);
-	json_t *obj;
+	size_t len = 0;
+	char *text;
 	int rc;
 
-	if (result == NULL)
-		return sb_fail(err, EINVAL, "journal: result is not JSON: %s", jerr.text);
-	if (strlen(result_json) + (receipt_text ? strlen(receipt_text) : 0) > ENTRY_MAX_BYTES) {
-		json_decref(result);
+	/* The cheap half of what a parse checked: an object, not some other value or nothing. */
+	if (result_json[0] != '{')
+		return sb_fail(err, EINVAL, "journal: the result of exec '%s' is not a JSON object", exec_id);
+	if (strlen(result_json) + (receipt_text ? strlen(receipt_text) : 0) > ENTRY_MAX_BYTES)
 		return sb_fail(err, EFBIG, "journal: entry for exec '%s' is over %u bytes", exec_id, ENTRY_MAX_BYTES);
-	}
-	obj = json_pack("{s:s, s:I, s:s, s:o, s:s?}", "exec_id", exec_id, "generation", (json_int_t)generation,
-			"state", "finished", "result", result, "receipt", receipt_text);
-	rc = obj ? entry_store(dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
-	json_decref(obj);
+	text = entry_finished_text(exec_id, generation, result_json, receipt_text, &len);
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "building journal entry");
+	rc = entry_write(dir, exec_id, text, len, err);
+	free(text);
 	if (rc == 0)
 		journal_prune(dir, exec_id);
 	return rc;

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "steptime.h"
 
 static void usage(FILE *f)
 {
@@ -32,6 +33,7 @@ int main(int argc, char **argv)
 
 	if (stdio_ensure() < 0)
 		return CLI_FAILED;
+	steptime_init();
 	sb_log_init("sandbox-agent");
 	if (strcmp(cmd, "exec") == 0)
 		return cli_exec(argc - 1, argv + 1);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "mountfd.h"
+#include "steptime.h"
 
 /* pid numbers below 300 are not reused after wrap-around, and the kernel refuses a
  * pid_max at or below that (RESERVED_PIDS). */
@@ -273,12 +274,17 @@ int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, g
 	for (size_t i = 0; i < b->n_hidden; i++)
 		if (hide_dir(&b->hidden[i], err) < 0)
 			return -1;
+	steptime_mark(STEP_INIT_HIDDEN);
 	if (b->readonly_world && (fs_ids_take(fs_uid, fs_gid, err) < 0 || world_build(b, cwd, err) < 0))
 		return -1;
+	steptime_mark(STEP_INIT_WORLD);
 	/* After the read-only step, so the fresh procfs stays writable where the kernel allows
 	 * (the command's own /proc/self files, and pid_max for init just below). */
 	if (mount_proc(err) < 0)
 		return -1;
 	*pid_max_set = pid_max_apply(b->max_processes);
-	return mfd_cwd_enter(cwd, err);
+	if (mfd_cwd_enter(cwd, err) < 0)
+		return -1;
+	steptime_mark(STEP_INIT_PROC);
+	return 0;
 }

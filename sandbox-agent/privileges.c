@@ -22,12 +22,15 @@
 
 static int caps_drop_bounding(struct sb_err *err)
 {
-	/* CAP_LAST_CAP of the headers may lag the kernel: walk until the kernel says EINVAL. */
+	/* CAP_LAST_CAP of the headers may lag the kernel: walk until the kernel says EINVAL, which
+	 * PR_CAPBSET_DROP returns only for a capability it does not know (one call per capability, not
+	 * a read and a drop). Any other failure (EPERM: no CAP_SETPCAP) fails closed. */
 	for (int cap = 0; cap < 64; cap++) {
-		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL && cap > 0)
 			break;
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-			return sb_fail_errno(err, "dropping capability %d from the bounding set", cap);
+		return sb_fail_errno(err, "dropping capability %d from the bounding set", cap);
 	}
 	return 0;
 }

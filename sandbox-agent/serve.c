@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <malloc.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,6 +36,7 @@
 #include "result.h"
 #include "secret.h"
 #include "thread.h"
+#include "steptime.h"
 #include "tls.h"
 
 #define SERVE_FRAME_CAP SB_FRAME_CAP_DEFAULT
@@ -211,7 +213,10 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 		/* For people: the cause is cut to fit detail on purpose. */
 		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
 	}
+	steptime_mark(STEP_RECEIPT);
 	obj = result_to_json(req, &out, &info);
+	/* The captured bytes are in obj now: free them before the dump makes one more copy. */
+	exec_outcome_free(&out);
 	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	/* A Receipt follows the Result exactly when the result names one (written to disk). */
 	if (info.written) {
@@ -220,7 +225,6 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 	}
 	receipt_info_free(&info);
 	json_decref(obj);
-	exec_outcome_free(&out);
 }
 
 static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const char *result, const char *receipt)
@@ -274,13 +278,18 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	memcpy(a->sec->nonce, e->nonce.data, SECRET_NONCE_BYTES);
 	explicit_bzero(e->nonce.data, e->nonce.len);
 	request_from_exec(e, &req, env_store);
+	steptime_reset();
+	steptime_mark(STEP_PREPARED);
 	sb_info("exec %s: running", e->exec_id);
 	exec_run(a, &req, &result, &receipt);
 	if (result == NULL || journal_finish(&a->journal, e->exec_id, e->generation, result, receipt, &err) < 0)
 		sb_error("exec %s: journal: %s", e->exec_id, result ? err.msg : "no result");
+	steptime_mark(STEP_JOURNAL);
 	exec_release(a);
 	/* The connection may be gone by now; the journal answers a later Query either way. */
 	rc = result ? send_result(c, e->exec_id, e->generation, result, receipt) : -1;
+	steptime_mark(STEP_END);
+	steptime_report("serve exec");
 	free(result);
 	free(receipt);
 	return rc;
@@ -741,6 +750,18 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 	return 0;
 }
 
+/* An exec's result passes through a few buffers of up to 2 MiB each (capture, render, JSON, frame),
+ * allocated and freed once per exec, on the connection's thread. glibc would serve them from a
+ * per-thread arena and, after the first free of a mapped chunk, raise its mmap threshold so that
+ * later ones stay in that arena's heap: the agent then keeps its peak for good (8-9 MB after one
+ * flood). A fixed threshold keeps every large buffer a mapping of its own, returned whole on
+ * free; one arena because execs run one at a time. Refusals change nothing but memory use. */
+static void memory_bound(void)
+{
+	(void)mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	(void)mallopt(M_ARENA_MAX, 1);
+}
+
 int cli_serve(int argc, char **argv)
 {
 	static struct agent a;
@@ -753,6 +774,7 @@ int cli_serve(int argc, char **argv)
 	/* Writes to a connection the manager closed must fail with EPIPE, not kill the agent.
 	 * init puts every disposition back to the default before a command exists. */
 	signal(SIGPIPE, SIG_IGN);
+	memory_bound();
 	sb_err_clear(&err);
 	if (agent_prepare(&a, &cfg, &fd, &err) < 0) {
 		sb_error("cannot serve: %s", err.msg);

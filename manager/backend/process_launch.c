@@ -238,6 +238,7 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 	struct process_handle *ph = process_handle_of(h);
 	int64_t deadline = clock_mono_ms() + READY_MS;
 	char tail[LOG_TAIL_BYTES + 32];
+	int pause_ms = 1;
 
 	for (;;) {
 		struct pollfd p = { .fd = ph->pidfd, .events = POLLIN };
@@ -245,7 +246,10 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 
 		if (agent_serving(l->d.sock, deadline) == 1)
 			return 0;
-		if (poll(&p, 1, 20) > 0) {
+		/* A probe of a socket that is not there yet costs microseconds, and the agent listens
+		 * some 10-20 ms after its execve: probe after 1, 2, 4 ms, then every 4 ms, so the first
+		 * call does not wait up to a whole fixed 20 ms step for a socket that is ready. */
+		if (poll(&p, 1, pause_ms) > 0) {
 			memset(&info, 0, sizeof info);
 			if (waitid((idtype_t)P_PIDFD, (id_t)ph->pidfd, &info, WEXITED) == 0) {
 				close(ph->pidfd);
@@ -263,6 +267,7 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 			return sb_fail(err, ETIMEDOUT, "the agent did not serve on %s within %d ms%s", l->d.sock,
 				       READY_MS, tail);
 		}
+		pause_ms = pause_ms < 4 ? pause_ms * 2 : 4;
 	}
 }
 

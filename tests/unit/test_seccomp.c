@@ -50,12 +50,12 @@ static pid_t victim_start(void)
 /* Runs `probe` in a child under the filter; returns the errno it saw (0 = success). */
 static int errno_under_filter(long (*probe)(void))
 {
-	struct sock_fprog prog;
+	/* The program the agent loads: the one compiled at build time (test_build_time_programs). */
+	const struct sock_fprog prog = seccomp_program_host_world;
 	struct sb_err err;
 	int fds[2], seen = -1, status;
 	pid_t pid;
 
-	assert_int_equal(seccomp_compile(&prog, false, &err), 0);
 	assert_int_equal(pipe(fds), 0);
 	pid = fork();
 	assert_true(pid >= 0);
@@ -77,7 +77,6 @@ static int errno_under_filter(long (*probe)(void))
 	close(fds[0]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	free(prog.filter);
 	return seen;
 }
 
@@ -337,9 +336,34 @@ static void test_ordinary_calls_allowed(void **state)
 	assert_int_equal(errno_under_filter(do_tcp_socket), 0);
 }
 
+/* What the agent loads is what the rules make now: the build-time programs equal a compile of
+ * seccomp.c's rules, instruction for instruction, for both worlds (a stale build/gen file, or a
+ * rule that changed without the generator running again, fails here). */
+static void program_equals_compile(const struct sock_fprog *built, bool no_unix_sockets)
+{
+	struct sock_fprog now;
+	struct sb_err err;
+
+	assert_int_equal(seccomp_compile(&now, no_unix_sockets, &err), 0);
+	assert_true(now.len > 20);
+	assert_int_equal(built->len, now.len);
+	assert_memory_equal(built->filter, now.filter, now.len * sizeof now.filter[0]);
+	free(now.filter);
+}
+
+static void test_build_time_programs(void **state)
+{
+	(void)state;
+	program_equals_compile(&seccomp_program_host_world, false);
+	program_equals_compile(&seccomp_program_readonly_world, true);
+	/* The read-only world's program is the longer one: it also refuses unix sockets. */
+	assert_true(seccomp_program_readonly_world.len > seccomp_program_host_world.len);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_build_time_programs),
 		cmocka_unit_test(test_denied_calls),
 		cmocka_unit_test(test_other_pids_refused),
 		cmocka_unit_test(test_own_process_allowed),

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The agent part of `make bench` (called by scripts/bench.sh): a timing report, not a test.
+#   1. per call: `sandbox-agent exec -- true` beside bare `bash -c true`, in interleaved blocks (the
+#      machine is shared: load hits both alike), wall time and CPU time (user + sys of the children);
+#   2. where one call goes: the boundary's steps, from the timestamps the agent records
+#      (SANDBOX_AGENT_TIMING=1, sandbox-agent/steptime.h), mean of the calls;
+#   3. memory: the agent's peak RSS (VmHWM) while 1 GiB of output goes through it, by `exec` and by
+#      `serve` (the manager's path, process backend);
+#   4. cold start: the first call of a new session on the process backend (sandbox init builds the
+#      root, the agent starts and serves, TLS, the call), beside the second (warm) call.
+# Rows for the final table go to $BENCH_TABLE (one "path|measured|target|met" per line) when set.
+#
+# Sizes (environment): BENCH_RUNS (calls per block, default 100), BENCH_BLOCKS (blocks, default 4),
+# BENCH_COLD (cold starts, default 5), BENCH_FLOOD_BYTES (default 1073741824).
+set -euo pipefail
+build=$(cd "${1:-build}" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)
+runs=${BENCH_RUNS:-100}
+blocks=${BENCH_BLOCKS:-4}
+colds=${BENCH_COLD:-5}
+flood=${BENCH_FLOOD_BYTES:-1073741824}
+table=${BENCH_TABLE:-/dev/null}
+
+work=$(mktemp -d /tmp/infra-sandbox-ba.XXXXXX)
+chmod 0711 "$work"
+manager_pid=
+cleanup() {
+	local i
+	if [ -n "$manager_pid" ] && kill -TERM "$manager_pid" 2>/dev/null; then
+		for ((i = 0; i < 50; i++)); do kill -0 "$manager_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$manager_pid" 2>/dev/null || true
+		wait "$manager_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work" ${shm:+"$shm"}
+}
+shm=
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+BENCH_NAME=bench-agent
+# shellcheck source=scripts/bench-lib.sh
+. "$here/scripts/bench-lib.sh"
+row() { echo "$1|$2|$3|$4" >>"$table"; }
+met() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "yes" : "no" }'; }
+
+# The agent refuses a binary inside a writable root (the working directory is one): a copy outside,
+# and the calls run from a directory of their own. Receipts on tmpfs: an fsync there costs what the
+# boundary costs, not what the VM's disk does (the disk figure is printed beside it).
+mkdir -p "$work/bin" "$work/cwd"
+chmod 0755 "$work/bin" "$work/cwd"
+cp "$build/sandbox-agent" "$work/bin/"
+agent=$work/bin/sandbox-agent
+shm=$(mktemp -d -p /dev/shm infra-sandbox-ba.XXXXXX)
+mkdir -m 700 "$work/receipts"
+cd "$work/cwd"
+
+# block KIND RUNS: "wall_us cpu_us" per call for RUNS calls; CPU from the children's times.
+block() {
+	local kind=$1 n=$2
+	bash -c '
+		kind=$1 n=$2 agent=$3 rdir=$4
+		s=${EPOCHREALTIME/./}
+		case $kind in
+		bare) for ((i = 0; i < n; i++)); do bash -c true; done ;;
+		agent) for ((i = 0; i < n; i++)); do "$agent" exec --receipt-dir "$rdir" -- true >/dev/null || exit 1; done ;;
+		esac
+		e=${EPOCHREALTIME/./}
+		# times: line 2 is the children, "XmY.YYYs XmY.YYYs" (user, sys); into a file, since in a
+		# pipe it would run in a subshell, which has no children of its own
+		times >"$5"
+		awk -v w=$((e - s)) -v n="$n" "NR == 2 { split(\$1, u, /[ms]/); split(\$2, y, /[ms]/)
+			printf \"%d %d\\n\", w / n, ((u[1] + y[1]) * 60 + u[2] + y[2]) * 1e6 / n }" "$5"
+	' _ "$kind" "$n" "$agent" "$3" "$work/times"
+}
+
+echo "sandbox-agent bench: $(uname -r), $(nproc) cores, uid $(id -u), load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# --- 1. per call -----------------------------------------------------------------------------------
+block bare 10 "" >/dev/null
+block agent 10 "$shm" >/dev/null || { echo "bench-agent: sandbox-agent exec failed:" >&2; "$agent" exec --receipt-dir "$shm" -- true >&2; exit 1; }
+bw=0 bc=0 aw=0 ac=0 dw=0
+for ((k = 0; k < blocks; k++)); do
+	read -r w c < <(block bare "$runs" "")
+	bw=$((bw + w)) bc=$((bc + c))
+	read -r w c < <(block agent "$runs" "$shm")
+	aw=$((aw + w)) ac=$((ac + c))
+done
+read -r dw _ < <(block agent "$runs" "$work/receipts")
+bw=$((bw / blocks)) bc=$((bc / blocks)) aw=$((aw / blocks)) ac=$((ac / blocks))
+echo
+echo "per call ($blocks interleaved blocks of $runs calls; wall and CPU = user + sys of the children):"
+printf '  bash -c true                        wall %6d us   CPU %6d us\n' "$bw" "$bc"
+printf '  sandbox-agent exec -- true          wall %6d us   CPU %6d us   (x%s wall, x%s CPU; receipts on tmpfs)\n' \
+	"$aw" "$ac" "$(ratio "$aw" "$bw")" "$(ratio "$ac" "$bc")"
+printf '  sandbox-agent exec -- true          wall %6d us                (x%s wall; receipts on %s: two fsyncs)\n' \
+	"$dw" "$(ratio "$dw" "$bw")" "$(df --output=fstype "$work" | tail -1 | tr -d ' ')"
+r=$(ratio "$aw" "$bw")
+row '`sandbox-agent exec -- true` (receipts on tmpfs)' "x$r wall, x$(ratio "$ac" "$bc") CPU" "<= x1.5" "$(met "$r" 1.5)"
+
+# --- 2. where one call goes ------------------------------------------------------------------------
+echo
+echo "where one call goes (SANDBOX_AGENT_TIMING=1, mean of $runs calls, us; each step since the previous one):"
+for ((i = 0; i < runs; i++)); do
+	SANDBOX_AGENT_TIMING=1 "$agent" exec --receipt-dir "$shm" -- true 2>&1 >/dev/null | grep '^sandbox-agent timing' || true
+done | awk '
+	{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && kv[2] ~ /^-?[0-9]+$/) {
+		if (!(kv[1] in sum)) order[n++] = kv[1]
+		sum[kv[1]] += kv[2]; cnt[kv[1]]++ } }
+	END { line = " "; for (j = 0; j < n; j++) { k = order[j]; line = line sprintf(" %s %d", k, sum[k] / cnt[k]) }
+	      print line }'
+echo "  (main..result is the agent process; its start-up before main and its exit are in the wall time only)"
+
+# --- 3. memory during an output flood --------------------------------------------------------------
+echo
+echo "memory: the agent's peak RSS while $((flood >> 20)) MiB of output go through it:"
+exec_kb=$( { /usr/bin/time -f '%M' "$agent" exec --receipt-dir "$shm" --timeout-seconds 300 -- \
+	"yes | head -c $flood" >"$work/flood.json"; } 2>&1 | tail -1)
+printf '  sandbox-agent exec (1 MiB capture)   peak %6d kB (max RSS of the agent and its waited children); %s\n' "$exec_kb" \
+	"$(jq -r '"drained \((.stdout_bytes / 1048576) / (.duration_ms / 1000) | floor) MiB/s"' "$work/flood.json")"
+
+# --- a manager for the serve path and the cold start ----------------------------------------------
+STATE=$work/state
+export SANDBOX_MANAGER_SOCKET=$STATE/manager.sock
+manager=$build/sandbox-manager
+mkdir -p "$STATE"
+chmod 700 "$STATE"
+bench_repo "$work/repo"
+"$manager" serve --state-dir "$STATE" --agent "$build/sandbox-agent" --idle-seconds 86400 >"$work/manager.log" 2>&1 &
+manager_pid=$!
+for _ in $(seq 1 100); do
+	[ -S "$SANDBOX_MANAGER_SOCKET" ] && break
+	kill -0 "$manager_pid" 2>/dev/null || break
+	sleep 0.1
+done
+[ -S "$SANDBOX_MANAGER_SOCKET" ] || die "the manager did not start"
+mgr() { timeout -k 3 300 "$manager" "$@"; }
+
+# The serving agent of a session: the sandbox-agent serve whose parent is not an agent (the others
+# are its per-command inits).
+serving_agent() {
+	local p
+	for p in $(pgrep -f -- "sandbox-agent serve .*--state-dir $STATE/sandboxes/" || true); do
+		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$p" | tr -d ' ')" 2>/dev/null)" = sandbox-agent ] || { echo "$p"; return; }
+	done
+}
+
+# --- 4. cold start -----------------------------------------------------------------------------------
+colds_us=() warms_us=()
+for ((k = 0; k < colds; k++)); do
+	s=$(mgr session create --identity "bench-agent-cold$k" --repo "$work/repo" | jq -r .session) ||
+		die "session create failed"
+	t0=$(now_us)
+	mgr exec --session "$s" -- true >/dev/null || die "the first call failed"
+	t1=$(now_us)
+	mgr exec --session "$s" -- true >/dev/null || die "the second call failed"
+	t2=$(now_us)
+	colds_us+=($((t1 - t0)))
+	warms_us+=($((t2 - t1)))
+	mgr session delete --session "$s" >/dev/null 2>&1 || true
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+cold=$(median "${colds_us[@]}")
+warm=$(median "${warms_us[@]}")
+echo
+echo "cold start, process backend ($colds new sessions, median):"
+printf '  first call of a session               %6d us   (the sandbox starts: workspace, root, agent, TLS, the call)\n' "$cold"
+printf '  second call                           %6d us\n' "$warm"
+row 'cold process-backend sandbox (first call of a session)' "$((cold / 1000)) ms" "<= 40 ms" "$(met "$((cold / 1000))" 40)"
+
+# --- 3b. memory through serve -----------------------------------------------------------------------
+s=$(mgr session create --identity bench-agent-flood --repo "$work/repo" | jq -r .session) || die "session create failed"
+mgr exec --session "$s" -- true >/dev/null || die "the flood session's first call failed"
+a=$(serving_agent)
+[ -n "$a" ] || die "no serving agent found"
+before=$(awk '/VmHWM/ { print $2 }' "/proc/$a/status")
+mgr exec --session "$s" --timeout-seconds 300 -- "yes | head -c $flood" >/dev/null || die "the flood call failed"
+serve_kb=$(awk '/VmHWM/ { print $2 }' "/proc/$a/status")
+after_kb=$(awk '/VmRSS/ { print $2 }' "/proc/$a/status")
+printf '  sandbox-agent serve (via the manager) peak %6d kB (VmHWM; %d kB before the flood, %d kB after it)\n' \
+	"$serve_kb" "$before" "$after_kb"
+peak=$((serve_kb > exec_kb ? serve_kb : exec_kb))
+row 'agent RSS during a 1 GiB output flood' "$((peak / 1024)).$(((peak % 1024) * 10 / 1024)) MB" "<= 8 MB" \
+	"$(met "$peak" 8192)"
