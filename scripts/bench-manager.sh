@@ -183,12 +183,9 @@ for ((r = 0; r < rounds; r++)); do
 	[ "$w" != fail ] || die "sandbox-manager exec failed"
 	d1=$(proc_cpu_us "$manager_pid" "$apid")
 	wall[cli]=$((wall[cli] + w)) cpu[cli]=$((cpu[cli] + c + (d1 - d0) / per))
-	d0=$(proc_cpu_us "$manager_pid" "$apid")
-	read -r w c <<<"$(python3 "$here/scripts/bench-mcp.py" "$manager" "$s" "$per" || echo fail)"
+	read -r w c o <<<"$(python3 "$here/scripts/bench-mcp.py" "$manager" "$s" "$per" "$manager_pid" "$apid" || echo fail)"
 	[ "$w" != fail ] || die "the MCP client failed"
-	d1=$(proc_cpu_us "$manager_pid" "$apid")
-	# the MCP figure's daemon and agent CPU includes its 3 warm-up calls: spread over the measured ones
-	wall[mcp]=$((wall[mcp] + w)) cpu[mcp]=$((cpu[mcp] + c + (d1 - d0) / (per + 3)))
+	wall[mcp]=$((wall[mcp] + w)) cpu[mcp]=$((cpu[mcp] + c + o))
 done
 steps1=$(mgr metrics)
 for k in bare version cli mcp; do wall[$k]=$((wall[$k] / rounds)) cpu[$k]=$((cpu[$k] / rounds)); done
@@ -209,10 +206,25 @@ echo "  inside the daemon (mean per call, from sandbox_manager_call_step_seconds
 paste <(echo "$steps0" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') \
 	<(echo "$steps1" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') |
 	awk -v n="$ncalls" '{ printf "    %-9s %6d us\n", $1, ($4 - $2) * 1e6 / n; t += ($4 - $2) * 1e6 / n } END { printf "    %-9s %6d us\n", "total", t }'
-mgr records --session "$s" --limit 200 | jq -r '
+agent_us=$(mgr records --session "$s" --limit 200 | jq -r '
 	[.records[] | select(.result.duration_ms != null)] | .[0:100]
-	| "    (the agent'"'"'s own measure of the command, clone to reaped: \((map(.result.duration_ms) | add) / length * 1000 | floor) us, mean of \(length) records)"' ||
-	echo "    (records unavailable)"
+	| if length == 0 then 0 else (map(.result.duration_ms) | add) / length * 1000 | floor end') || agent_us=0
+step_us() { # step_us NAME: the daemon's mean for that step over the loops above
+	paste <(echo "$steps0" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") \
+		<(echo "$steps1" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") |
+		awk -v n="$ncalls" '{ printf "%d", ($2 - $1) * 1e6 / n }'
+}
+daemon_us=0
+for k in queue sandbox dispatch command receipt record; do daemon_us=$((daemon_us + $(step_us "$k"))); done
+echo "  where a warm CLI call's wall time goes (means; the agent's part from the records, in whole ms each):"
+printf '    %-92s %6d us\n' "the client's start (sandbox-manager version)" "${wall[version]}" \
+	"control round trip, the client's request and answer (exec - version - the daemon's steps)" \
+	$((wall[cli] - wall[version] - daemon_us)) \
+	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits, 1 Ping)" \
+	$((daemon_us - $(step_us command))) \
+	"TLS round trip and the agent's own work around the command (command step - clone to reaped)" \
+	$(($(step_us command) - agent_us)) \
+	"the command through the boundary (the agent's clone to reaped)" "$agent_us"
 
 # --- 1b. 16 sessions in parallel against 16 parallel bare loops -----------------------------------
 par=${BENCH_PARALLEL:-16}
