@@ -220,7 +220,7 @@ echo "  where a warm CLI call's wall time goes (means; the agent's part from the
 printf '    %-92s %6d us\n' "the client's start (sandbox-manager version)" "${wall[version]}" \
 	"control round trip, the client's request and answer (exec - version - the daemon's steps)" \
 	$((wall[cli] - wall[version] - daemon_us)) \
-	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits, 1 Ping)" \
+	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits)" \
 	$((daemon_us - $(step_us command))) \
 	"TLS round trip and the agent's own work around the command (command step - clone to reaped)" \
 	$(($(step_us command) - agent_us)) \
