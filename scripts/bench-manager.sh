@@ -8,7 +8,8 @@
 #      clock, sandbox_manager_call_step_seconds) and the agent's own measure (the records);
 #   1b. BENCH_PARALLEL (16) sessions in parallel beside as many parallel loops of bare `bash -c true`
 #      (bare, boxed, bare), calls/s each; then the rows of issue 18's table in its form,
-#      "| path | measured | target | met? |" (appended to $BENCH_ROWS too when it is set);
+#      "| path | measured | target | met? |", and as "path|measured|target|met" lines appended to
+#      $BENCH_TABLE when it is set (scripts/bench.sh prints one table of every part's rows);
 #   2. throughput: 1, 8 and 64 sessions in parallel, each created beforehand and warmed with one call,
 #      each running calls of `true` back to back; total execs/s, and the overlaps within any one
 #      session found in the records (a call dispatched before the previous one of its session finished).
@@ -269,8 +270,8 @@ printf '  bare: %s and %s calls/s; sandbox-manager exec: %s calls/s (%s of bare)
 	"$(awk -v a="$r_box" -v b="$r_bare" 'BEGIN { printf "%.2f", a / b }')"
 
 # --- the table (scripts/bench.sh prints one for every row of issue 18) ------------------------------
-row() { # row PATH MEASURED TARGET OK
-	printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$( [ "$4" = 1 ] && echo yes || echo no)"
+row() { # row PATH MEASURED TARGET OK: one "path|measured|target|met" line
+	printf '%s|%s|%s|%s\n' "$1" "$2" "$3" "$( [ "$4" = 1 ] && echo yes || echo no)"
 }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }' && echo 1 || echo 0; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }' && echo 1 || echo 0; }
@@ -286,8 +287,10 @@ rows=$(
 echo
 echo "| path | measured | target | met? |"
 echo "|---|---|---|---|"
-echo "$rows"
-[ -z "${BENCH_ROWS:-}" ] || echo "$rows" >>"$BENCH_ROWS"
+while IFS='|' read -r path measured target met; do
+	echo "| $path | $measured | $target | $met |"
+done <<<"$rows"
+[ -z "${BENCH_TABLE:-}" ] || echo "$rows" >>"$BENCH_TABLE"
 
 # --- 2. throughput ---------------------------------------------------------------------------------
 # A worker: one session, calls of `true` back to back until the deadline (or BENCH_CALLS calls);
