@@ -22,6 +22,11 @@ else
 CFLAGS   += -O2 -D_FORTIFY_SOURCE=2
 AGENT_LINK := -static
 endif
+# The client (sandbox-manager: every command but serve, manager/main.c) links only the control
+# protocol's libraries, static like the agent: a call starts in under a millisecond, where 40 shared
+# libraries took 5-8 (issue 18). The daemon (sandbox-manager-daemon) links everything.
+CLIENT_LINK  := $(AGENT_LINK)
+CLIENT_LIBS  := -ljansson -lmbedcrypto -lpthread
 
 AGENT_LIBS   := -pthread -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
 MANAGER_LIBS := -lsqlite3 -lcurl -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
@@ -59,7 +64,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: cluster-image all deps test test-unit test-integration test-asan demo demo-agent bench load soak fuzz image clean
 
-all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager
+all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager $(BUILD)/sandbox-manager-daemon
 
 # The dependency step: installs missing Debian packages as root, otherwise prints the apt-get line.
 deps $(DEPS_STAMP): scripts/deps.sh
@@ -108,6 +113,9 @@ $(BUILD)/sandbox-agent: $(BUILD)/obj/sandbox-agent/main.o $(BUILD)/libagent.a $(
 	$(CC) $(LDFLAGS) $(AGENT_LINK) -o $@ $^ $(AGENT_LIBS)
 
 $(BUILD)/sandbox-manager: $(BUILD)/obj/manager/main.o $(BUILD)/libmanager.a $(BUILD)/libcommon.a
+	$(CC) $(LDFLAGS) $(CLIENT_LINK) -o $@ $^ $(CLIENT_LIBS)
+
+$(BUILD)/sandbox-manager-daemon: $(BUILD)/obj/manager/daemon_main.o $(BUILD)/libmanager.a $(BUILD)/libcommon.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(MANAGER_LIBS)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libmanager.a $(BUILD)/libagent.a $(BUILD)/libcommon.a
@@ -137,7 +145,7 @@ CFLAGS += -DSB_FAILPOINTS
 endif
 .PHONY: failpoints
 failpoints:
-	$(MAKE) BUILD=$(BUILD)/fp FAILPOINTS=1 $(BUILD)/fp/sandbox-manager
+	$(MAKE) BUILD=$(BUILD)/fp FAILPOINTS=1 $(BUILD)/fp/sandbox-manager $(BUILD)/fp/sandbox-manager-daemon
 
 test: all failpoints $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
 	python3 tests/docs_check.py docs/isolation.md

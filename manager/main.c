@@ -1,16 +1,60 @@
-/* sandbox-manager: the host service and its client commands. `serve` runs the daemon
- * (daemon.c); every other command is a client of its control socket (cli.c, mcp.c). Each
- * command's usage lives with the command (`COMMAND --help`); this file holds only the table. */
+/* sandbox-manager: the host service's client commands, and the way to the daemon. Every command
+ * but `serve` is a client of the daemon's control socket (cli.c, mcp.c) and this program links
+ * nothing else: no SQLite, curl or TLS, so a call starts as fast as a static program can (issue 18).
+ * `serve` becomes the daemon: sandbox-manager-daemon beside this executable (daemon_main.c),
+ * exec'd in this process, so its pid, arguments, environment and descriptors are the ones `serve`
+ * was started with (a unit's MainPID, a test's kill). Each command's usage lives with the command
+ * (`COMMAND --help`); this file holds only the table. */
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "codex_bridge.h"
 #include "log.h"
-#include "manager.h"
 #include "mcp.h"
+#include "pathfmt.h"
 #include "version.h"
+
+#define DAEMON_NAME "sandbox-manager-daemon"
+
+/* The daemon ships beside this program (build/, BINDIR), as the agent does beside the daemon
+ * (config.c): found from this executable's own path, never from $PATH or the working directory. */
+static int run_serve(int argc, char **argv)
+{
+	char self[PATH_MAX], daemon[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	char *slash, **dv = calloc((size_t)argc + 2, sizeof *dv);
+	struct sb_err err;
+
+	if (dv == NULL) {
+		fprintf(stderr, "sandbox-manager: out of memory\n");
+		return MCLI_FAILED;
+	}
+	if (n <= 0) {
+		fprintf(stderr, "sandbox-manager: cannot find this program's own path (/proc/self/exe): %s\n",
+			strerror(n < 0 ? errno : ENOENT));
+		return MCLI_FAILED;
+	}
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash != NULL)
+		*slash = '\0';
+	if (path_fmt(daemon, sizeof daemon, &err, "%s/" DAEMON_NAME, slash != NULL ? self : ".") < 0) {
+		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
+		return MCLI_FAILED;
+	}
+	/* The daemon's argv: DAEMON_NAME serve FLAGS... (argv[0] here is "serve"). */
+	dv[0] = DAEMON_NAME;
+	memcpy(dv + 1, argv, (size_t)argc * sizeof *dv);
+	execv(daemon, dv);
+	fprintf(stderr, "sandbox-manager: cannot run the daemon %s: %s\n", daemon, strerror(errno));
+	return MCLI_FAILED;
+}
 
 static int run_mcp(int argc, char **argv)
 {
@@ -28,7 +72,7 @@ static const struct {
 	int (*run)(int argc, char **argv);
 	const char *summary;
 } commands[] = {
-	{ "serve", daemon_serve, "run the manager (the daemon)" },
+	{ "serve", run_serve, "run the manager (the daemon)" },
 	{ "session", mcli_session, "create, show, delete and list sessions" },
 	{ "exec", mcli_exec, "run a command in a session's sandbox" },
 	{ "cancel", mcli_cancel, "stop a session's running command" },

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
 # The manager part of `make bench` (called by scripts/bench.sh): a timing report, not a test.
-#   1. per call: `sandbox-manager exec -- true` on a warm sandbox beside bare `bash -c true` in the
-#      same run, and where the manager's time goes (from its records);
+#   1. per call, bare and boxed interleaved (BENCH_ROUNDS blocks each): bare `bash -c true`,
+#      `sandbox-manager version` (the client's start alone), `sandbox-manager exec -- true` on a warm
+#      sandbox, and a warm MCP `bash` call (scripts/bench-mcp.py: one client of `sandbox-manager mcp`,
+#      sequential calls); wall time and CPU time (user+sys of the client, the daemon and the session's
+#      agent, which reaps the command); then where a call's time goes inside the daemon (its step
+#      clock, sandbox_manager_call_step_seconds) and the agent's own measure (the records);
+#   1b. BENCH_PARALLEL (16) sessions in parallel beside as many parallel loops of bare `bash -c true`
+#      (bare, boxed, bare), calls/s each; then the rows of issue 18's table in its form,
+#      "| path | measured | target | met? |", and as "path|measured|target|met" lines appended to
+#      $BENCH_TABLE when it is set (scripts/bench.sh prints one table of every part's rows);
 #   2. throughput: 1, 8 and 64 sessions in parallel, each created beforehand and warmed with one call,
 #      each running calls of `true` back to back; total execs/s, and the overlaps within any one
 #      session found in the records (a call dispatched before the previous one of its session finished).
 # A manager on a temporary state directory (process backend); everything it started is stopped on exit.
+# The machine may be busy: compare the CPU figures as well as the wall ones.
 #
 # Sizes (environment):
 #   BENCH_MANAGER_RUNS  calls per figure in part 1                      (default 40)
+#   BENCH_ROUNDS        interleaved blocks those calls are split into   (default 4)
+#   BENCH_PARALLEL      sessions (and bare loops) in part 1b            (default 16)
+#   BENCH_PARALLEL_SECONDS  length of each part 1b run, in seconds      (default 5)
 #   BENCH_SESSIONS      parallel session counts in part 2               (default "1 8 64")
 #   BENCH_SECONDS       length of each throughput run, in seconds       (default 10)
 #   BENCH_CALLS         if set, each session runs exactly this many calls instead of BENCH_SECONDS
@@ -112,43 +124,173 @@ new_sessions() {
 
 echo "sandbox-manager bench: process backend, state on $(df --output=fstype "$work" | tail -1), uid $(id -u)"
 
-# --- 1. per call -----------------------------------------------------------------------------------
+# --- 1. per call: the table's rows, bare and boxed interleaved --------------------------------------
+# CPU time of a process from /proc (utime + stime + its reaped children's), in microseconds; the
+# daemon's and the session's agent's are read around each loop, so a boxed call's CPU is the
+# client's + the daemon's + the agent's (and the command's, which the agent reaps).
+tck=$(getconf CLK_TCK)
+proc_cpu_us() {
+	local p sum=0 v
+	for p in "$@"; do
+		v=$(awk -v t="$tck" '{ sub(/.*\) /, ""); print int(($12 + $13 + $14 + $15) * 1000000 / t) }' "/proc/$p/stat" 2>/dev/null) || v=0
+		sum=$((sum + ${v:-0}))
+	done
+	echo "$sum"
+}
+# agent_pid SESSION: the pid of the session's sandbox agent (process backend).
+agent_pid() { pgrep -o -f -- "--state-dir $STATE/sandboxes/$1\\.g" || echo "$manager_pid"; }
+
+# loop_cpu BOUND RUNS CMD...: "WALL_US CPU_US" per call of CMD in a child shell that the bound ends
+# (CPU: the calls' own, from `times`); "fail" if a call failed or the bound ran out.
+loop_cpu() {
+	local bound=$1
+	shift
+	timeout -k 3 "$bound" bash -c '
+		runs=$1; shift
+		s=${EPOCHREALTIME/./}
+		for ((i = 0; i < runs; i++)); do "$@" >/dev/null 2>&1 || exit 1; done
+		e=${EPOCHREALTIME/./}
+		echo "$runs $(((e - s) / runs))"
+		times' _ "$@" | awk '
+		function us(t,  m) { m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60e6 + t * 1e6 }
+		NR == 1 { runs = $1; w = $2 } NR == 3 { printf "%d %d\n", w, (us($1) + us($2)) / runs; ok = 1 }
+		END { if (!ok) print "fail" }'
+}
+
 s=$(mgr session create --identity bench-percall --repo "$work/repo" | jq -r .session) ||
 	die "session create failed"
 t0=$(now_us)
 mgr exec --session "$s" -- true >/dev/null || die "the first call failed"
 cold=$(($(now_us) - t0))
-# warm the bare path the same way
-loop_us 60 5 bash -c true >/dev/null
+apid=$(agent_pid "$s")
 bound=$((runs * 5 + 30))
-bare=$(loop_us "$bound" "$runs" bash -c true)
-boxed=$(loop_us "$bound" "$runs" "$manager" exec --session "$s" -- true)
-bare2=$(loop_us "$bound" "$runs" bash -c true)
-[ "$bare" != fail ] && [ "$bare2" != fail ] || die "bash -c true failed"
-bare=$(((bare + bare2) / 2))
+loop_cpu 60 5 bash -c true >/dev/null
+python3 "$here/scripts/bench-mcp.py" "$manager" "$s" 3 >/dev/null || die "the MCP client failed"
+# rounds: each figure is the mean over ROUNDS interleaved blocks of RUNS/ROUNDS calls.
+rounds=${BENCH_ROUNDS:-4}
+per=$(((runs + rounds - 1) / rounds))
+declare -A wall cpu
+for k in bare version cli mcp; do wall[$k]=0 cpu[$k]=0; done
+steps0=$(mgr metrics)
+for ((r = 0; r < rounds; r++)); do
+	read -r w c <<<"$(loop_cpu "$bound" "$per" bash -c true)"
+	[ "$w" != fail ] || die "bash -c true failed"
+	wall[bare]=$((wall[bare] + w)) cpu[bare]=$((cpu[bare] + c))
+	read -r w c <<<"$(loop_cpu "$bound" "$per" "$manager" version)"
+	[ "$w" != fail ] || die "sandbox-manager version failed"
+	wall[version]=$((wall[version] + w)) cpu[version]=$((cpu[version] + c))
+	d0=$(proc_cpu_us "$manager_pid" "$apid")
+	read -r w c <<<"$(loop_cpu "$bound" "$per" "$manager" exec --session "$s" -- true)"
+	[ "$w" != fail ] || die "sandbox-manager exec failed"
+	d1=$(proc_cpu_us "$manager_pid" "$apid")
+	wall[cli]=$((wall[cli] + w)) cpu[cli]=$((cpu[cli] + c + (d1 - d0) / per))
+	read -r w c o <<<"$(python3 "$here/scripts/bench-mcp.py" "$manager" "$s" "$per" "$manager_pid" "$apid" || echo fail)"
+	[ "$w" != fail ] || die "the MCP client failed"
+	wall[mcp]=$((wall[mcp] + w)) cpu[mcp]=$((cpu[mcp] + c + o))
+done
+steps1=$(mgr metrics)
+for k in bare version cli mcp; do wall[$k]=$((wall[$k] / rounds)) cpu[$k]=$((cpu[$k] / rounds)); done
+ncalls=$((rounds * per * 2))
 echo
-echo "per call (wall, mean of $runs; the first call of the session excluded):"
-printf '  bash -c true                                   %7d us\n' "$bare"
-if [ "$boxed" = fail ]; then
-	echo "  sandbox-manager exec -- true (warm)            failed or timed out"
-else
-	printf '  sandbox-manager exec -- true (warm)            %7d us   (%s x bare; target <= 3 x)\n' \
-		"$boxed" "$(ratio "$boxed" "$bare")"
-fi
-printf '  sandbox-manager exec -- true (first, cold)     %7d us   (starts the sandbox)\n' "$cold"
-# Where it goes, from the records of the warm calls: accepted -> dispatched (queue, record, dispatch),
-# dispatched -> finished (the sandbox: run, receipt, verification), the agent's own duration, and the
-# rest of the wall time (client start-up, socket, reply).
-mgr records --session "$s" | jq -r --argjson wall "${boxed/fail/0}" '
-	[.records[] | select(.dispatched_ms != null and .finished_ms != null)] | sort_by(.accepted_ms) | .[1:]
-	| if length == 0 then "  (no records)" else
-	  (length) as $n
-	  | ((map(.dispatched_ms - .accepted_ms) | add) / $n) as $q
-	  | ((map(.finished_ms - .dispatched_ms) | add) / $n) as $r
-	  | ((map(.result.duration_ms // 0) | add) / $n) as $a
-	  | "  from the \($n) records (mean):  accepted->dispatched \($q | floor) ms,  dispatched->finished \($r | floor) ms (agent duration \($a | floor) ms)"
-	    + (if $wall > 0 then ",  outside the records \((($wall / 1000) - $q - $r) | floor) ms" else "" end)
-	  end' || echo "  (records unavailable)"
+echo "per call (mean of $rounds interleaved rounds of $per calls; wall, and CPU = user+sys of client, daemon and agent):"
+printf '  %-44s %7d us wall %7d us CPU\n' "bash -c true" "${wall[bare]}" "${cpu[bare]}"
+printf '  %-44s %7d us wall %7d us CPU   (x%s wall: the client'"'"'s start)\n' "sandbox-manager version" \
+	"${wall[version]}" "${cpu[version]}" "$(ratio "${wall[version]}" "${wall[bare]}")"
+printf '  %-44s %7d us wall %7d us CPU   (x%s wall, x%s CPU)\n' "sandbox-manager exec -- true (warm)" \
+	"${wall[cli]}" "${cpu[cli]}" "$(ratio "${wall[cli]}" "${wall[bare]}")" "$(ratio "${cpu[cli]}" "${cpu[bare]}")"
+printf '  %-44s %7d us wall %7d us CPU   (x%s wall, x%s CPU)\n' "MCP bash {\"command\":\"true\"} (warm)" \
+	"${wall[mcp]}" "${cpu[mcp]}" "$(ratio "${wall[mcp]}" "${wall[bare]}")" "$(ratio "${cpu[mcp]}" "${cpu[bare]}")"
+printf '  %-44s %7d us   (starts the sandbox)\n' "sandbox-manager exec -- true (first, cold)" "$cold"
+# Where a warm call's time goes, inside the daemon: its step clock (metrics.c, microseconds) over
+# the calls of the loops above; the agent's own part (clone to reaped) from the records.
+echo "  inside the daemon (mean per call, from sandbox_manager_call_step_seconds over the $ncalls calls above):"
+paste <(echo "$steps0" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') \
+	<(echo "$steps1" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') |
+	awk -v n="$ncalls" '{ printf "    %-9s %6d us\n", $1, ($4 - $2) * 1e6 / n; t += ($4 - $2) * 1e6 / n } END { printf "    %-9s %6d us\n", "total", t }'
+agent_us=$(mgr records --session "$s" --limit 200 | jq -r '
+	[.records[] | select(.result.duration_ms != null)] | .[0:100]
+	| if length == 0 then 0 else (map(.result.duration_ms) | add) / length * 1000 | floor end') || agent_us=0
+step_us() { # step_us NAME: the daemon's mean for that step over the loops above
+	paste <(echo "$steps0" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") \
+		<(echo "$steps1" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") |
+		awk -v n="$ncalls" '{ printf "%d", ($2 - $1) * 1e6 / n }'
+}
+daemon_us=0
+for k in queue sandbox dispatch command receipt record; do daemon_us=$((daemon_us + $(step_us "$k"))); done
+echo "  where a warm CLI call's wall time goes (means; the agent's part from the records, in whole ms each):"
+printf '    %-92s %6d us\n' "the client's start (sandbox-manager version)" "${wall[version]}" \
+	"control round trip, the client's request and answer (exec - version - the daemon's steps)" \
+	$((wall[cli] - wall[version] - daemon_us)) \
+	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits)" \
+	$((daemon_us - $(step_us command))) \
+	"TLS round trip and the agent's own work around the command (command step - clone to reaped)" \
+	$(($(step_us command) - agent_us)) \
+	"the command through the boundary (the agent's clone to reaped)" "$agent_us"
+
+# --- 1b. 16 sessions in parallel against 16 parallel bare loops -----------------------------------
+par=${BENCH_PARALLEL:-16}
+psecs=${BENCH_PARALLEL_SECONDS:-5}
+# par_rate CMD_KIND: calls/s of PAR loops in parallel for PSECS seconds; bare loops run bash -c true,
+# boxed ones each call their own session.
+par_rate() {
+	local kind=$1 i p start until n=0 pids=() dir
+	dir=$work/par-$kind
+	mkdir -p "$dir"
+	start=$(($(now_us) + 500000))
+	until=$((start + psecs * 1000000))
+	for ((i = 0; i < par; i++)); do
+		: >"$dir/$i"
+		if [ "$kind" = bare ]; then
+			set -- bash -c true
+		else
+			set -- "$manager" exec --session "${sessions[i]}" -- true
+		fi
+		timeout -k 3 $((psecs + call_timeout + 10)) bash -c '
+			out=$1 start=$2 until=$3; shift 3
+			d=$((start - ${EPOCHREALTIME/./}))
+			((d > 0)) && sleep "$((d / 1000000)).$(printf %06d $((d % 1000000)))"
+			while ((${EPOCHREALTIME/./} < until)); do "$@" >/dev/null 2>&1 && printf . >>"$out"; done' \
+			_ "$dir/$i" "$start" "$until" "$@" &
+		pids+=("$!")
+		bg_pids+=("$!")
+	done
+	for p in "${pids[@]}"; do wait "$p" || true; done
+	bg_pids=()
+	for ((i = 0; i < par; i++)); do c=$(<"$dir/$i"); n=$((n + ${#c})); done
+	awk -v n="$n" -v us=$(($(now_us) - start)) 'BEGIN { printf "%.1f", n / (us / 1e6) }'
+}
+echo
+echo "$par sessions in parallel, calls of true back to back for $psecs s, beside $par parallel loops of bash -c true:"
+new_sessions "$par"
+r_bare1=$(par_rate bare)
+r_box=$(par_rate boxed)
+r_bare2=$(par_rate bare)
+r_bare=$(awk -v a="$r_bare1" -v b="$r_bare2" 'BEGIN { printf "%.1f", (a + b) / 2 }')
+printf '  bare: %s and %s calls/s; sandbox-manager exec: %s calls/s (%s of bare)\n' "$r_bare1" "$r_bare2" "$r_box" \
+	"$(awk -v a="$r_box" -v b="$r_bare" 'BEGIN { printf "%.2f", a / b }')"
+
+# --- the table (scripts/bench.sh prints one for every row of issue 18) ------------------------------
+row() { # row PATH MEASURED TARGET OK: one "path|measured|target|met" line
+	printf '%s|%s|%s|%s\n' "$1" "$2" "$3" "$( [ "$4" = 1 ] && echo yes || echo no)"
+}
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }' && echo 1 || echo 0; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }' && echo 1 || echo 0; }
+x_mcp=$(ratio "${wall[mcp]}" "${wall[bare]}") x_cli=$(ratio "${wall[cli]}" "${wall[bare]}")
+x_par=$(awk -v a="$r_box" -v b="$r_bare" 'BEGIN { printf "%.2f", a / b }')
+rows=$(
+	row 'a warm MCP `bash` call (`sandbox-manager mcp`, one client, sequential calls)' \
+		"x$x_mcp ($((wall[mcp] / 1000)).$(printf %03d $((wall[mcp] % 1000))) ms; CPU x$(ratio "${cpu[mcp]}" "${cpu[bare]}"))" '<= x1.5' "$(le "$x_mcp" 1.5)"
+	row 'a warm `sandbox-manager exec` (CLI)' \
+		"x$x_cli ($((wall[cli] / 1000)).$(printf %03d $((wall[cli] % 1000))) ms; CPU x$(ratio "${cpu[cli]}" "${cpu[bare]}"))" '<= x2.5' "$(le "$x_cli" 2.5)"
+	row "$par sessions in parallel, calls/s vs $par parallel bare loops" "$x_par ($r_box vs $r_bare calls/s)" '>= 0.6' "$(ge "$x_par" 0.6)"
+)
+echo
+echo "| path | measured | target | met? |"
+echo "|---|---|---|---|"
+while IFS='|' read -r path measured target met; do
+	echo "| $path | $measured | $target | $met |"
+done <<<"$rows"
+[ -z "${BENCH_TABLE:-}" ] || echo "$rows" >>"$BENCH_TABLE"
 
 # --- 2. throughput ---------------------------------------------------------------------------------
 # A worker: one session, calls of `true` back to back until the deadline (or BENCH_CALLS calls);

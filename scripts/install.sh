@@ -40,6 +40,8 @@ entry() {
 	dsts+=("$3")
 }
 entry 0755 "$build/sandbox-manager" "$BINDIR/sandbox-manager"
+# The daemon that `sandbox-manager serve` execs, found beside the client (manager/main.c).
+entry 0755 "$build/sandbox-manager-daemon" "$BINDIR/sandbox-manager-daemon"
 entry 0755 "$build/sandbox-agent" "$BINDIR/sandbox-agent"
 entry 0644 "$src/dist/systemd/sandbox-manager.service.in" "$SYSTEMD_UNIT_DIR/sandbox-manager.service"
 entry 0644 "$src/dist/systemd/user/sandbox-manager.service.in" "$SYSTEMD_USER_UNIT_DIR/sandbox-manager.service"
@@ -65,7 +67,7 @@ do_install() {
 			die "${srcs[$i]} has a token that install.sh does not replace (above)"
 		fi
 	done
-	for i in sandbox-manager sandbox-agent; do
+	for i in sandbox-manager sandbox-manager-daemon sandbox-agent; do
 		[ -x "$build/$i" ] || die "$build/$i is not executable"
 	done
 	# The agent runs inside sandbox images with no libraries of ours: only the static one will do.

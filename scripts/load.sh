@@ -65,7 +65,7 @@ mkdir -p "$STATE" "$work/bin"
 chmod 700 "$STATE"
 # Copies: a rebuild during a long run must not change (or, mid-link, remove) the client every call
 # starts, nor the agent every new sandbox starts.
-cp "$build/sandbox-manager" "$build/sandbox-agent" "$work/bin/"
+cp "$build/sandbox-manager" "$build/sandbox-manager-daemon" "$build/sandbox-agent" "$work/bin/"
 chmod 0755 "$work/bin" "$work/bin/"*
 manager=$work/bin/sandbox-manager
 bench_repo "$work/repo"

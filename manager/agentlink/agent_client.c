@@ -785,6 +785,13 @@ int agent_cancel(struct tls_config *config, const char *address, const char *exe
 	return rc;
 }
 
+bool agent_conn_quiet(const struct agent_conn *conn)
+{
+	struct pollfd p = { conn->fd, POLLIN, 0 };
+
+	return !conn->broken && poll(&p, 1, 0) == 0;
+}
+
 int agent_ping(struct agent_conn *conn, int64_t deadline_ms, struct sb_err *err)
 {
 	Sandbox__Envelope m = SANDBOX__ENVELOPE__INIT, *in;

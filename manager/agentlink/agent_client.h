@@ -86,6 +86,11 @@ int agent_connect(struct tls_config *config, const char *address, int64_t deadli
 
 const struct agent_peer *agent_conn_peer(const struct agent_conn *conn);
 
+/* Whether nothing has arrived on conn since its last exchange ended, and none failed: the protocol
+ * is request and reply, so an agent that closed it (at its idle limit, or its process gone) has left
+ * its close to read, which shows. Not proof that the agent will answer: that takes agent_ping. */
+bool agent_conn_quiet(const struct agent_conn *conn);
+
 /* Send close_notify (bounded) and free everything; NULL is a no-op. */
 void agent_close(struct agent_conn *conn);
 /* From another thread: makes a read or write the owner is blocked in fail at once (shutdown);

@@ -278,10 +278,24 @@ static void conn_swap(struct manager *m, struct live_sandbox *l, struct agent_co
 		agent_close(old);
 }
 
-/* The sandbox's kept connection when a Ping shows it alive (an agent closes idle ones), else a new
- * one: a TLS handshake per call would cost more than the command. */
+/* The sandbox's kept connection, else a new one: a TLS handshake per call would cost more than the
+ * command. Kept: when its last call ended less than CONN_QUIET_MS ago (well inside the agent's idle
+ * limit, SERVE_IDLE_MS in sandbox-agent/serve.c, 15 min) and nothing came on it since (an agent
+ * killed or gone leaves its close there), as is; otherwise when a Ping shows it alive. The Ping was a
+ * round trip to the agent on every call (issue 18). An agent alive but hung within that window is
+ * found by the exec's own deadline (uncertain) instead of the Ping's. */
+#define CONN_QUIET_MS 60000
 static int conn_get(struct manager *m, struct live_sandbox *l, struct agent_conn **out, struct sb_err *err)
 {
+	int64_t last;
+
+	pthread_mutex_lock(&m->lock);
+	last = l->last_used_ms;
+	pthread_mutex_unlock(&m->lock);
+	if (l->conn != NULL && clock_real_ms() - last < CONN_QUIET_MS && agent_conn_quiet(l->conn)) {
+		*out = l->conn;
+		return 0;
+	}
 	if (l->conn != NULL && agent_ping(l->conn, tls_deadline_after(2000), err) == 0) {
 		*out = l->conn;
 		return 0;

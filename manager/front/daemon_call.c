@@ -1,6 +1,8 @@
 /* The front ends' calls to the daemon (see daemon_call.h). It must never run a command itself: no
- * shell, no exec, no fallback when the daemon is unreachable. Every call opens its own connection,
- * so the threads of a front end call at once without sharing one. */
+ * shell, no exec, no fallback when the daemon is unreachable. Every call has a connection of its
+ * own while it runs, so the threads of a front end call at once without sharing one; one whose
+ * answer came whole is kept for the next call (one at most), which then skips the connect and the
+ * daemon's new connection thread (issue 18). */
 #include "daemon_call.h"
 
 #include <errno.h>
@@ -40,15 +42,59 @@ static int socket_timeout(int fd, int ms, struct sb_err *err)
 	return 0;
 }
 
-/* Connect and send one request (consumed; NULL: out of memory). -1: nothing reached the daemon,
- * so nothing ran. */
+/* The kept connection: between two calls it carries nothing, so anything to read on it (the
+ * daemon's close, at its stop or restart) means it is done with. */
+static struct {
+	pthread_mutex_t lock;
+	int fd;
+} kept = { PTHREAD_MUTEX_INITIALIZER, -1 };
+
+static int kept_take(void)
+{
+	struct pollfd p = { -1, POLLIN, 0 };
+
+	pthread_mutex_lock(&kept.lock);
+	p.fd = kept.fd;
+	kept.fd = -1;
+	pthread_mutex_unlock(&kept.lock);
+	if (p.fd >= 0 && poll(&p, 1, 0) != 0) {
+		close(p.fd);
+		p.fd = -1;
+	}
+	return p.fd;
+}
+
+/* A connection whose answer was read whole, for the next call; closed when one is kept already. */
+static void kept_put(int fd)
+{
+	pthread_mutex_lock(&kept.lock);
+	if (kept.fd < 0) {
+		kept.fd = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&kept.lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Connect (or take the kept connection) and send one request (consumed; NULL: out of memory).
+ * -1: nothing reached the daemon, so nothing ran. A send on the kept connection that fails
+ * delivered no whole request (the daemon acts on whole frames only): it is sent once more on a
+ * new connection. */
 static int daemon_open(const struct daemon_peer *d, json_t *req, struct sb_err *err)
 {
-	int fd = req ? control_connect(d->socket_path, err) : sb_fail(err, ENOMEM, "out of memory");
+	int fd = req ? kept_take() : sb_fail(err, ENOMEM, "out of memory");
 
 	if (fd >= 0 && control_send(fd, req, CONTROL_REQUEST_CAP, err) < 0) {
 		close(fd);
 		fd = -1;
+	}
+	if (fd < 0 && req != NULL) {
+		fd = control_connect(d->socket_path, err);
+		if (fd >= 0 && control_send(fd, req, CONTROL_REQUEST_CAP, err) < 0) {
+			close(fd);
+			fd = -1;
+		}
 	}
 	json_decref(req);
 	return fd;
@@ -64,7 +110,10 @@ json_t *daemon_call_quick(const struct daemon_peer *d, json_t *req, struct sb_er
 	rc = socket_timeout(fd, QUICK_CALL_MS, err);
 	if (rc == 0 && (rc = control_recv(fd, CONTROL_RESPONSE_CAP, &resp, err)) == 0)
 		sb_fail(err, EPIPE, "the manager closed the connection without answering");
-	close(fd);
+	if (rc > 0)
+		kept_put(fd);
+	else
+		close(fd);
 	return rc > 0 ? resp : NULL;
 }
 
@@ -204,6 +253,6 @@ json_t *daemon_call_bash(const struct daemon_peer *d, const struct bash_tool_vie
 			 d->session);
 		return bash_tool_lost(v, why, x->timeout);
 	}
-	close(fd);
+	kept_put(fd);
 	return bash_tool_answer(v, resp, x->timeout);
 }

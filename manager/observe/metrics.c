@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 
@@ -29,7 +30,7 @@ _Static_assert(sizeof bucket_le / sizeof bucket_le[0] == BUCKETS, "one rendered 
 struct histogram {
 	uint64_t in_bucket[BUCKETS + 1]; /* not cumulative; the last one is over every bound (+Inf only) */
 	uint64_t count;
-	int64_t sum_ms;
+	int64_t sum_us;
 };
 
 static struct {
@@ -57,34 +58,48 @@ int64_t metrics_uptime_ms(void)
 	return clock_mono_ms() - start;
 }
 
-void metrics_observe_step(enum metrics_step step, int64_t ms)
+void metrics_observe_step_us(enum metrics_step step, int64_t us)
 {
 	size_t b = 0;
 
 	if ((unsigned)step >= METRICS_STEPS)
 		return;
-	if (ms < 0)
-		ms = 0;
-	while (b < BUCKETS && ms > bucket_ms[b])
+	if (us < 0)
+		us = 0;
+	while (b < BUCKETS && us > bucket_ms[b] * 1000)
 		b++;
 	pthread_mutex_lock(&mt.lock);
 	mt.steps[step].in_bucket[b]++;
 	mt.steps[step].count++;
-	mt.steps[step].sum_ms += ms;
+	mt.steps[step].sum_us += us;
 	pthread_mutex_unlock(&mt.lock);
+}
+
+void metrics_observe_step(enum metrics_step step, int64_t ms)
+{
+	metrics_observe_step_us(step, ms > INT64_MAX / 1000 ? INT64_MAX : ms * 1000);
+}
+
+/* The lap's clock: CLOCK_MONOTONIC in microseconds (clock.h keeps milliseconds, for deadlines). */
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 void metrics_lap_start(struct metrics_lap *lap)
 {
-	lap->mark_ms = clock_mono_ms();
+	lap->mark_us = mono_us();
 }
 
 void metrics_lap(struct metrics_lap *lap, enum metrics_step step)
 {
-	int64_t now = clock_mono_ms();
+	int64_t now = mono_us();
 
-	metrics_observe_step(step, now - lap->mark_ms);
-	lap->mark_ms = now;
+	metrics_observe_step_us(step, now - lap->mark_us);
+	lap->mark_us = now;
 }
 
 void metrics_exec_ended(const char *status)
@@ -147,6 +162,11 @@ static void seconds(FILE *f, int64_t ms)
 	fprintf(f, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
 }
 
+static void seconds_us(FILE *f, int64_t us)
+{
+	fprintf(f, "%lld.%06lld", (long long)(us / 1000000), (long long)(us % 1000000));
+}
+
 static void gauge(FILE *f, const char *name, const char *help, int64_t value)
 {
 	family(f, name, "gauge", help);
@@ -168,7 +188,7 @@ static void render_histograms(FILE *f, const struct histogram *h)
 		fprintf(f, "sandbox_manager_call_step_seconds_bucket{step=\"%s\",le=\"+Inf\"} %llu\n", step_names[s],
 			(unsigned long long)h[s].count);
 		fprintf(f, "sandbox_manager_call_step_seconds_sum{step=\"%s\"} ", step_names[s]);
-		seconds(f, h[s].sum_ms);
+		seconds_us(f, h[s].sum_us);
 		fprintf(f, "\nsandbox_manager_call_step_seconds_count{step=\"%s\"} %llu\n", step_names[s],
 			(unsigned long long)h[s].count);
 	}

@@ -2,7 +2,8 @@
  * control connections) behind one mutex, and their Prometheus text exposition (format 0.0.4) with
  * the gauges the caller reads from the records and the live list (status.c). No series is ever
  * labelled with a session, an exec or anything else a client chooses: the set of series is fixed.
- * Times are measured in whole milliseconds on the monotonic clock and exposed in seconds. */
+ * Times are measured in microseconds on the monotonic clock and exposed in seconds: a warm call's
+ * steps take well under a millisecond each, and `make bench` divides their sums (issue 18). */
 #ifndef SB_METRICS_H
 #define SB_METRICS_H
 
@@ -25,11 +26,12 @@ enum metrics_step {
 /* A call's step clock: start it, then each metrics_lap() observes the time since the last mark
  * under its step and moves the mark, so each step boundary in execpath.c is one line. */
 struct metrics_lap {
-	int64_t mark_ms;
+	int64_t mark_us;
 };
 void metrics_lap_start(struct metrics_lap *lap);
 void metrics_lap(struct metrics_lap *lap, enum metrics_step step);
 void metrics_observe_step(enum metrics_step step, int64_t ms);
+void metrics_observe_step_us(enum metrics_step step, int64_t us);
 
 /* An exec's end, once it is on record; a status that is not a final exec state is not counted. */
 void metrics_exec_ended(const char *status);

@@ -143,12 +143,93 @@ void records_set_output_limit(struct records *r, size_t limit)
 			  limit > RECORDS_OUTPUT_LIMIT_MAX ? RECORDS_OUTPUT_LIMIT_MAX : limit;
 }
 
+/* ---------------------------------------------------------------- statements prepared once */
+
+/* Process-wide (a statement's cleanup knows only the statement), for every open connection; each
+ * entry is used by one caller at a time, and every use is under its connection's lock as well. */
+#define STMT_KEPT 96
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		sqlite3 *db;
+		const char *sql;
+		sqlite3_stmt *st;
+		bool busy;
+	} e[STMT_KEPT];
+} kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+int stmt_prepare(struct records *r, const char *sql, sqlite3_stmt **st, struct sb_err *err)
+{
+	size_t i, room = STMT_KEPT;
+
+	pthread_mutex_lock(&kept.lock);
+	for (i = 0; i < STMT_KEPT; i++) {
+		if (kept.e[i].st == NULL) {
+			room = room < STMT_KEPT ? room : i;
+		} else if (!kept.e[i].busy && kept.e[i].db == r->db && kept.e[i].sql == sql &&
+			   strcmp(sqlite3_sql(kept.e[i].st), sql) == 0) {
+			/* Same text, not only the same address: a caller's buffer may hold another. */
+			kept.e[i].busy = true;
+			*st = kept.e[i].st;
+			pthread_mutex_unlock(&kept.lock);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&kept.lock);
+	if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+		return db_fail(r, err, "preparing \"%.60s...\"", sql);
+	pthread_mutex_lock(&kept.lock);
+	if (room < STMT_KEPT && kept.e[room].st == NULL) {
+		kept.e[room].db = r->db;
+		kept.e[room].sql = sql;
+		kept.e[room].st = *st;
+		kept.e[room].busy = true;
+	}
+	pthread_mutex_unlock(&kept.lock);
+	return 0;
+}
+
+void stmt_release(sqlite3_stmt *st)
+{
+	if (st == NULL)
+		return;
+	pthread_mutex_lock(&kept.lock);
+	for (size_t i = 0; i < STMT_KEPT; i++) {
+		if (kept.e[i].st == st) {
+			/* Reset ends its read or write of the file; the next caller binds its own values. */
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			kept.e[i].busy = false;
+			pthread_mutex_unlock(&kept.lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&kept.lock);
+	sqlite3_finalize(st);
+}
+
+/* The connection's kept statements, before it closes. */
+static void stmts_forget(sqlite3 *db)
+{
+	pthread_mutex_lock(&kept.lock);
+	for (size_t i = 0; i < STMT_KEPT; i++) {
+		if (kept.e[i].st != NULL && kept.e[i].db == db) {
+			sqlite3_finalize(kept.e[i].st);
+			memset(&kept.e[i], 0, sizeof kept.e[i]);
+		}
+	}
+	pthread_mutex_unlock(&kept.lock);
+}
+
 void records_close(struct records *r)
 {
 	if (!r)
 		return;
-	/* Every statement is finalized by the call that made it, so the close itself cannot be busy;
-	 * the last connection's close checkpoints the WAL into the database file. */
+	/* Every statement is released by the call that used it and the kept ones are finalized here,
+	 * so the close itself cannot be busy; the last connection's close checkpoints the WAL into the
+	 * database file. */
+	if (r->db)
+		stmts_forget(r->db);
 	sqlite3_close_v2(r->db);
 	pthread_mutex_destroy(&r->lock);
 	free(r);

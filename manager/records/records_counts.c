@@ -73,7 +73,7 @@ json_t *records_counts(struct records *r, struct sb_err *err)
 		db_fail(r, err, "counting uncertain execs");
 		return NULL;
 	}
-	sqlite3_finalize(st);
+	stmt_release(st);
 	st = NULL;
 	if (prepare(r, "SELECT id FROM sessions WHERE state = 'reserved' ORDER BY created_ms DESC, rowid DESC"
 		       " LIMIT " STR(RECORDS_COUNTS_LIST_MAX), &st, err) != 0 ||

@@ -27,11 +27,21 @@ struct records {
 	size_t output_limit;   /* bytes of text per stream in a stored or served record */
 };
 
+/* ---------------------------------------------------------------- statements prepared once (records.c) */
+
+/* A statement for sql on r's connection: the one prepared before when it is free (reset, its
+ * bindings cleared), else a new one, kept for the next call while there is room. Parsing SQL was a
+ * sixth of the daemon's CPU per call (issue 18). sql is what the callers pass: a constant. */
+int stmt_prepare(struct records *r, const char *sql, sqlite3_stmt **st, struct sb_err *err);
+
+/* Done with st (NULL: nothing): a kept statement is reset for the next caller, any other finalized. */
+void stmt_release(sqlite3_stmt *st);
+
 /* ---------------------------------------------------------------- scope-bound cleanup */
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
 {
-	sqlite3_finalize(*st); /* a no-op on NULL; its code repeats the last step's, already handled */
+	stmt_release(*st); /* its code repeats the last step's, already handled */
 }
 
 static inline void records_unlockp(struct records **r)
@@ -110,9 +120,7 @@ static inline void copy_text(char *dst, size_t size, const char *src)
 
 static inline int prepare(struct records *r, const char *sql, sqlite3_stmt **st, struct sb_err *err)
 {
-	if (sqlite3_prepare_v2(r->db, sql, -1, st, NULL) != SQLITE_OK)
-		return db_fail(r, err, "preparing \"%.60s...\"", sql);
-	return 0;
+	return stmt_prepare(r, sql, st, err);
 }
 
 /* Binds are no-ops once *rc holds an error, so a run of binds is checked once, at step(). */

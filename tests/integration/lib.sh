@@ -31,15 +31,16 @@ it_setup() {
 		exit 1
 	fi
 	cp "$build/sandbox-agent" "$IT_ROOT/bin/sandbox-agent"
-	cp "$build/sandbox-manager" "$IT_ROOT/bin/sandbox-manager"
+	# The client and the daemon it execs for `serve`, side by side as make and make install put them.
+	cp "$build/sandbox-manager" "$build/sandbox-manager-daemon" "$IT_ROOT/bin/"
 	for p in "$build"/tests/escape/*; do
 		[ -x "$p" ] && cp "$p" "$IT_ROOT/bin/escape/"
 	done
 	# The failpoint manager (`make failpoints`), with the agent beside it where it looks for one.
 	FP_MANAGER=
-	if [ -x "$build/fp/sandbox-manager" ]; then
+	if [ -x "$build/fp/sandbox-manager" ] && [ -x "$build/fp/sandbox-manager-daemon" ]; then
 		mkdir -p "$IT_ROOT/bin/fp"
-		cp "$build/fp/sandbox-manager" "$build/sandbox-agent" "$IT_ROOT/bin/fp/" &&
+		cp "$build/fp/sandbox-manager" "$build/fp/sandbox-manager-daemon" "$build/sandbox-agent" "$IT_ROOT/bin/fp/" &&
 			FP_MANAGER=$IT_ROOT/bin/fp/sandbox-manager
 	fi
 	export FP_MANAGER

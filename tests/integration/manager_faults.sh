@@ -167,9 +167,9 @@ t manager_fault_cut_result test_manager_fault_cut_result
 test_manager_fault_build() {
 	local names
 	fp_need
-	names=$(grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' "$MANAGER" | sort -u | tr '\n' ' ')
+	names=$(cat "$MANAGER" "$MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' | sort -u | tr '\n' ' ')
 	assert_eq "failpoint names in the normal manager" "" "$names"
-	names=$(grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' "$FP_MANAGER" | sort -u | tr '\n' ' ')
+	names=$(cat "$FP_MANAGER" "$FP_MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' | sort -u | tr '\n' ' ')
 	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.result_read manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded " "$names"
 }
 t manager_fault_build test_manager_fault_build

@@ -31,12 +31,14 @@ INSTALL_WANT="644 ./etc/infra-sandbox/manager.conf
 644 ./usr/share/doc/infra-sandbox/operations.md
 644 ./usr/share/infra-sandbox/seccomp.json
 755 ./usr/bin/sandbox-agent
-755 ./usr/bin/sandbox-manager"
+755 ./usr/bin/sandbox-manager
+755 ./usr/bin/sandbox-manager-daemon"
 
 test_manager_install() {
 	local root=$TD/root pre=$TD/p d f got
 	# A dynamically linked agent (a SANITIZE=1 build) is refused, and nothing is installed.
-	mkdir_user "$TD/dyn" && cp "$MANAGER" "$TD/dyn/sandbox-manager" && cp "$MANAGER" "$TD/dyn/sandbox-agent"
+	# (The daemon is the dynamically linked program at hand.)
+	mkdir_user "$TD/dyn" && cp "$MANAGER" "$MANAGER-daemon" "$TD/dyn/" && cp "$MANAGER-daemon" "$TD/dyn/sandbox-agent"
 	as_user env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$INSTALL_SRC" install BUILD="$TD/dyn" \
 		DESTDIR="$TD/dynroot" PREFIX=/usr >"$OUT" 2>"$ERR"
 	assert_ne "install of a dynamic agent: exit code" 0 "$?"
@@ -54,6 +56,7 @@ test_manager_install() {
 	got=$(cd "$root" && find . -type d ! -perm 0755 -printf '%m %p\n')
 	assert_eq "installed directories not 0755" "" "$got"
 	cmp -s "$MANAGER" "$root/usr/bin/sandbox-manager" || bad "the installed manager is not the built one"
+	cmp -s "$MANAGER-daemon" "$root/usr/bin/sandbox-manager-daemon" || bad "the installed daemon is not the built one"
 	cmp -s "$AGENT" "$root/usr/bin/sandbox-agent" || bad "the installed agent is not the built one"
 	cmp -s "$INSTALL_SRC/images/seccomp.json" "$root/usr/share/infra-sandbox/seccomp.json" || bad "seccomp.json differs"
 	cmp -s "$INSTALL_SRC/dist/manager.conf.example" "$root/etc/infra-sandbox/manager.conf" ||

@@ -133,7 +133,7 @@ static void test_histogram_buckets(void **state)
 	assert_true(has_line(text, "sandbox_manager_call_step_seconds_bucket{step=\"queue\",le=\"600\"} 4"));
 	assert_true(has_line(text, "sandbox_manager_call_step_seconds_bucket{step=\"queue\",le=\"+Inf\"} 5"));
 	assert_true(has_line(text, "sandbox_manager_call_step_seconds_count{step=\"queue\"} 5"));
-	assert_true(has_line(text, "sandbox_manager_call_step_seconds_sum{step=\"queue\"} 702.010"));
+	assert_true(has_line(text, "sandbox_manager_call_step_seconds_sum{step=\"queue\"} 702.010000"));
 	assert_true(has_line(text, "sandbox_manager_call_step_seconds_bucket{step=\"record\",le=\"0.001\"} 1"));
 	assert_true(has_line(text, "sandbox_manager_call_step_seconds_count{step=\"record\"} 1"));
 	assert_true(has_line(text, "sandbox_manager_call_step_seconds_count{step=\"command\"} 0"));
