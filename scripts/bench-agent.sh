@@ -125,14 +125,7 @@ manager=$build/sandbox-manager
 mkdir -p "$STATE"
 chmod 700 "$STATE"
 bench_repo "$work/repo"
-"$manager" serve --state-dir "$STATE" --agent "$build/sandbox-agent" --idle-seconds 86400 >"$work/manager.log" 2>&1 &
-manager_pid=$!
-for _ in $(seq 1 100); do
-	[ -S "$SANDBOX_MANAGER_SOCKET" ] && break
-	kill -0 "$manager_pid" 2>/dev/null || break
-	sleep 0.1
-done
-[ -S "$SANDBOX_MANAGER_SOCKET" ] || die "the manager did not start"
+manager_up "$manager" "$build/sandbox-agent"
 mgr() { timeout -k 3 300 "$manager" "$@"; }
 
 # The serving agent of a session: the sandbox-agent serve whose parent is not an agent (the others

@@ -19,3 +19,17 @@ bench_repo() {
 	git -C "$1" add -A
 	git -C "$1" -c user.name=bench -c user.email=bench@example.invalid commit -qm "manifests"
 }
+
+# manager_up MANAGER AGENT: a process-backend manager on $STATE (its socket SANDBOX_MANAGER_SOCKET),
+# idle eviction off for the run (sessions warmed for a later part must still be warm when it
+# starts), its log in $work/manager.log; sets manager_pid, or dies when it does not come up in 10 s.
+manager_up() {
+	"$1" serve --state-dir "$STATE" --agent "$2" --idle-seconds 86400 >"$work/manager.log" 2>&1 &
+	manager_pid=$!
+	for _ in $(seq 1 100); do
+		[ -S "$SANDBOX_MANAGER_SOCKET" ] && return 0
+		kill -0 "$manager_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	die "the manager did not start"
+}

@@ -83,16 +83,7 @@ mkdir -p "$STATE"
 chmod 700 "$STATE"
 bench_repo "$work/repo"
 
-# Idle eviction off for the run: sessions warmed for a later level must still be warm when it starts.
-"$manager" serve --state-dir "$STATE" --agent "$build/sandbox-agent" --idle-seconds 86400 \
-	>"$work/manager.log" 2>&1 &
-manager_pid=$!
-for _ in $(seq 1 100); do
-	[ -S "$SANDBOX_MANAGER_SOCKET" ] && break
-	kill -0 "$manager_pid" 2>/dev/null || break
-	sleep 0.1
-done
-[ -S "$SANDBOX_MANAGER_SOCKET" ] || die "the manager did not start"
+manager_up "$manager" "$build/sandbox-agent"
 
 sessions=()
 # new_sessions COUNT: creates sessions until there are COUNT, then warms the new ones with one call

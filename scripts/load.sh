@@ -69,15 +69,7 @@ cp "$build/sandbox-manager" "$build/sandbox-manager-daemon" "$build/sandbox-agen
 chmod 0755 "$work/bin" "$work/bin/"*
 manager=$work/bin/sandbox-manager
 bench_repo "$work/repo"
-"$manager" serve --state-dir "$STATE" --agent "$work/bin/sandbox-agent" --idle-seconds 86400 \
-	>"$work/manager.log" 2>&1 &
-manager_pid=$!
-for _ in $(seq 1 100); do
-	[ -S "$SANDBOX_MANAGER_SOCKET" ] && break
-	kill -0 "$manager_pid" 2>/dev/null || break
-	sleep 0.1
-done
-[ -S "$SANDBOX_MANAGER_SOCKET" ] || die "the manager did not start"
+manager_up "$manager" "$work/bin/sandbox-agent"
 
 echo "sandbox-manager load: process backend, uid $(id -u), $(nproc) cores, $nsessions sessions x" \
 	"$([ "$secs" -gt 0 ] && echo "calls for $secs s" || echo "$ncalls calls") (2 client loops each)"

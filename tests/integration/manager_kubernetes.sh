@@ -86,11 +86,14 @@ k8s_mgr_start() {
 	k8s_restart
 }
 
-# The same manager again, on the same state.
+# The same manager again, on the same state; K8S_RUN, when set, is the command prefix it runs under
+# (default CLUSTER_NET).
 k8s_restart() {
 	local i
+	local -a run=("${K8S_NET_CMD[@]}")
+	[ -n "${K8S_RUN+x}" ] && run=("${K8S_RUN[@]}")
 	rm -f "$MSOCK"
-	"${K8S_NET_CMD[@]}" "$MANAGER" "${K8S_ARGS[@]}" >>"$TD/manager.log" 2>&1 &
+	"${run[@]}" "$MANAGER" "${K8S_ARGS[@]}" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
 	for i in $(seq 1 1200); do
 		[ -S "$MSOCK" ] && return 0

@@ -78,7 +78,7 @@ kd_kubeconfig() {
 }
 
 # kd_mgr_start ARGS...: as k8s_mgr_start, the kubeconfig and namespace arguments the caller's (in
-# ARGS); KD_RUN, when set, is the command prefix the manager runs under (default CLUSTER_NET).
+# ARGS); K8S_RUN, when set, is the command prefix the manager runs under (default CLUSTER_NET).
 kd_mgr_start() {
 	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX)
 	echo "$MSTATE" >"$TD/mstate.path"
@@ -86,20 +86,7 @@ kd_mgr_start() {
 	MSOCK=$MSTATE/manager.sock
 	K8S_ARGS=(serve --state-dir "$MSTATE" --backend kubernetes --image infra-sandbox-agent:dev
 		--k8s-volume "hostpath:$MSTATE/volume" --volume "$MSTATE/volume" "$@")
-	rm -f "$MSOCK"
-	if [ -n "${KD_RUN+x}" ]; then
-		"${KD_RUN[@]}" "$MANAGER" "${K8S_ARGS[@]}" >>"$TD/manager.log" 2>&1 &
-	else
-		"${K8S_NET_CMD[@]}" "$MANAGER" "${K8S_ARGS[@]}" >>"$TD/manager.log" 2>&1 &
-	fi
-	MGR_PID=$!
-	for _ in $(seq 1 1200); do
-		[ -S "$MSOCK" ] && return 0
-		kill -0 "$MGR_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	bad "the manager did not start: $(tail -n 5 "$TD/manager.log")"
-	return 1
+	k8s_restart
 }
 
 # kd_uid: the recorded pod UID of $SID's sandbox (session show's runtime_id), in KD_UID and KD_POD.
@@ -254,9 +241,9 @@ exec env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=6443 "\$@"
 EOF
 	chmod 0755 "$TD/incluster.sh"
 	mgr_repo
-	KD_RUN=("${K8S_NET_CMD[@]}" unshare -m --propagation private "$TD/incluster.sh")
+	K8S_RUN=("${K8S_NET_CMD[@]}" unshare -m --propagation private "$TD/incluster.sh")
 	kd_mgr_start || return 1
-	unset KD_RUN
+	unset K8S_RUN
 	assert_match "the manager's server and namespace" \
 		"kubernetes 1\.[0-9]+ at https://127.0.0.1:6443, namespace $KD_NS:" "$(cat "$TD/manager.log")"
 	mgr_session
@@ -384,19 +371,25 @@ test_kubernetes_cancel() {
 	echo "    (cancel: $(($(now_ms) - t0)) ms to the answer; the pod then: $state; record: $row)"
 }
 
+# kd_kept_session ARGS...: a manager (k8s_mgr_start ARGS), a session whose first call wrote kept.txt
+# in its worktree, and that pod's UID in KD_UID (kd_uid).
+kd_kept_session() {
+	mgr_repo
+	k8s_mgr_start "$@" || return 1
+	trap kd_cleanup EXIT
+	mgr_session
+	mgr exec --session "$SID" -- 'echo kept > kept.txt'
+	assert_eq "the first call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kd_uid
+}
+
 # kd_midcall HOW: the pod ended from outside while a call runs (HOW: delete, the admin's kubectl
 # delete pod; or kill, SIGKILL to the container's main process on the node). The call answers
 # uncertain; the next call gets a new pod (new UID, generation 2) on the same workspace.
 kd_midcall() {
 	local m uid pid p main t0
 	m=$(unique_marker)
-	mgr_repo
-	k8s_mgr_start || return 1
-	trap kd_cleanup EXIT
-	mgr_session
-	mgr exec --session "$SID" -- 'echo kept > kept.txt'
-	assert_eq "the first call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
-	kd_uid || return 1
+	kd_kept_session || return 1
 	uid=$KD_UID
 	mgr_bg_exec k "echo run >> runs.$m; sleep 60.$m"
 	for _ in $(seq 1 100); do pid=$(kd_host_pids "^sleep 60\\.$m") && break; sleep 0.1; done
@@ -443,13 +436,7 @@ test_kubernetes_container_killed() { kd_setup && kd_midcall kill; }
 test_kubernetes_idle() {
 	kd_setup
 	local row uid
-	mgr_repo
-	k8s_mgr_start --idle-seconds 1 || return 1
-	trap kd_cleanup EXIT
-	mgr_session
-	mgr exec --session "$SID" -- 'echo kept > kept.txt'
-	assert_eq "the first call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
-	kd_uid || return 1
+	kd_kept_session --idle-seconds 1 || return 1
 	uid=$KD_UID
 	for _ in $(seq 1 300); do
 		row=$(kd_evidence_row)

@@ -90,6 +90,17 @@ ktoken_assert_bound() {
 		"$(ktoken_kubectl get pod "$POD" -o jsonpath='{.spec.automountServiceAccountToken}')"
 }
 
+# ktoken_wait_dead TOKEN: TokenReview of TOKEN once a second until it no longer authenticates (the
+# API server caches a valid token for about 10 s), 60 s at most; the last review in st, the seconds
+# waited in i.
+ktoken_wait_dead() {
+	for i in $(seq 1 60); do
+		st=$(ktoken_review "$1")
+		[ "$(echo "$st" | jq -r .authenticated)" = true ] || return 0
+		sleep 1
+	done
+}
+
 test_kubernetes_tokens() {
 	k8s_cluster
 	local old_token old_uid old_pod st i
@@ -116,11 +127,7 @@ test_kubernetes_tokens() {
 		'select(.metadata.uid == $u) | .metadata.deletionTimestamp // "not deleted"')
 	assert_ne "the old pod is deleted" "not deleted" "$st"
 	ktoken_assert_bound "write" "$KT-write"
-	for i in $(seq 1 60); do
-		st=$(ktoken_review "$old_token")
-		[ "$(echo "$st" | jq -r .authenticated)" = true ] || break
-		sleep 1
-	done
+	ktoken_wait_dead "$old_token"
 	assert_ne "the old token stops authenticating (after ${i} s: $st)" true "$(echo "$st" | jq -r .authenticated)"
 	assert_match "the API server says why" "invalid bearer token|has been invalidated|not found" \
 		"$(echo "$st" | jq -r .error)"
@@ -131,11 +138,7 @@ test_kubernetes_tokens() {
 	kill -TERM "$MGR_PID"
 	wait "$MGR_PID" 2>/dev/null
 	# and the new token dies with the new pod, which the stop deleted
-	for i in $(seq 1 60); do
-		st=$(ktoken_review "$TOKEN")
-		[ "$(echo "$st" | jq -r .authenticated)" = true ] || break
-		sleep 1
-	done
+	ktoken_wait_dead "$TOKEN"
 	assert_ne "the last token dies with the stop's pod (after ${i} s)" true "$(echo "$st" | jq -r .authenticated)"
 }
 # registered in cluster_smoke.sh, which runs it while the run's cluster is up
