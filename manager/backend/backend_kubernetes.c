@@ -319,45 +319,11 @@ static int agent_volumes(struct pod_build *b, struct sb_err *err)
 	return volume_mount(b, "credentials", b->d->credentials, NULL, true, err);
 }
 
-/* The writable plan entry whose mount holds path (the deepest above it), or NULL. */
-static const struct mount_entry *rw_holder(const struct mount_plan *plan, const char *path)
+/* One anchor (mount_plan_anchors) mounted as a plan source is. The kubelet mounts in the order
+ * given, so the anchor comes first. */
+static int anchor_mount(void *ctx, const char *source, const char *anchor, struct sb_err *err)
 {
-	const struct mount_entry *best = NULL;
-
-	for (size_t i = 0; i < plan->n; i++) {
-		const struct mount_entry *e = &plan->entries[i];
-		size_t n = strlen(e->target);
-
-		if (strncmp(path, e->target, n) == 0 && path[n] == '/' && (best == NULL || n >= strlen(best->target)))
-			best = e;
-	}
-	return best != NULL && best->mode == MOUNT_RW ? best : NULL;
-}
-
-/* Each directory between a writable entry and the entry at target, mounted onto itself. The
- * kubelet mounts in the order given, so the anchor comes first. */
-static int anchors_add(struct pod_build *b, const char *target, struct sb_err *err)
-{
-	char anc[PATH_MAX], src[PATH_MAX];
-	size_t len = strlen(target);
-
-	if (len >= sizeof anc)
-		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
-	for (size_t n = 1; n < len; n++) {
-		const struct mount_entry *e;
-
-		if (target[n] != '/')
-			continue;
-		memcpy(anc, target, n);
-		anc[n] = '\0';
-		e = rw_holder(b->spec->plan, anc);
-		if (e == NULL || json_object_get(b->seen, anc) != NULL)
-			continue;
-		if (path_fmt(src, sizeof src, err, "%s%s", e->source, anc + strlen(e->target)) < 0 ||
-		    source_mount(b, src, false, anc, false, err) < 0 || json_object_set_new(b->seen, anc, json_true()) < 0)
-			return -1;
-	}
-	return 0;
+	return source_mount(ctx, source, false, anchor, false, err);
 }
 
 static int memory_dir(struct pod_build *b, const char *target, int64_t bytes, struct sb_err *err)
@@ -376,7 +342,7 @@ static int plan_volumes(struct pod_build *b, struct sb_err *err)
 {
 	for (size_t i = 0; i < b->spec->plan->n; i++) {
 		const struct mount_entry *e = &b->spec->plan->entries[i];
-		int rc = anchors_add(b, e->target, err);
+		int rc = mount_plan_anchors(b->spec->plan, e->target, b->seen, anchor_mount, b, err);
 
 		if (rc == 0) {
 			switch (e->mode) {

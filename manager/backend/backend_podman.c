@@ -9,7 +9,7 @@
  *                    unprivileged), never 0: the image's root is never used
  *   Binds            the mount plan, every entry at its own path (rw, ro; hidden ones over an empty
  *                    file or directory of the private dir), each directory between a writable entry
- *                    and an entry inside it bound onto itself (anchors_add()), the credentials
+ *                    and an entry inside it bound onto itself (mount_plan_anchors()), the credentials
  *                    snapshot read-only, and the agent's tls/ (read-only), state/ and sock/ at
  *                    PRIVATE_INSIDE (/.sandbox/agent/...), whatever the host path: its ancestors lie
  *                    in the read-only image root, which no command can rename; all nosuid,nodev
@@ -124,51 +124,11 @@ static int empties_make(const struct agent_dir *d, char *file, char *dir, struct
 	return 0;
 }
 
-/* The writable plan entry whose bind holds `path` in the container (the deepest one above it), or
- * NULL. */
-static const struct mount_entry *rw_holder(const struct mount_plan *plan, const char *path)
+/* One anchor (mount_plan_anchors) as a bind. Podman mounts in order of depth, so the anchor is in
+ * place before the entry inside it. */
+static int anchor_bind(void *binds, const char *source, const char *anchor, struct sb_err *err)
 {
-	const struct mount_entry *best = NULL;
-
-	for (size_t i = 0; i < plan->n; i++) {
-		const struct mount_entry *e = &plan->entries[i];
-		size_t n = strlen(e->target);
-
-		if (strncmp(path, e->target, n) != 0 || path[n] != '/')
-			continue;
-		if (best == NULL || n >= strlen(best->target))
-			best = e;
-	}
-	return best != NULL && best->mode == MOUNT_RW ? best : NULL;
-}
-
-/* A plan entry inside a writable one (objects/info/alternates inside objects/): each directory on
- * the way, below the writable entry, is bound onto itself. A mount point cannot be renamed (EBUSY),
- * so a command cannot move the entry away and put a file of its own at its path. Podman mounts
- * in order of depth, so the anchor is in place before the entry inside it. */
-static int anchors_add(const struct sandbox_spec *spec, const char *target, json_t *binds, json_t *seen,
-		       struct sb_err *err)
-{
-	char anc[PATH_MAX], src[2 * PATH_MAX];
-	size_t len = strlen(target);
-
-	if (len >= sizeof anc)
-		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
-	for (size_t n = 1; n < len; n++) {
-		const struct mount_entry *e;
-
-		if (target[n] != '/')
-			continue;
-		memcpy(anc, target, n);
-		anc[n] = '\0';
-		e = rw_holder(spec->plan, anc);
-		if (e == NULL || json_object_get(seen, anc) != NULL)
-			continue;
-		if (path_fmt(src, sizeof src, err, "%s%s", e->source, anc + strlen(e->target)) < 0 ||
-		    bind_add(binds, src, anc, false, err) < 0 || json_object_set_new(seen, anc, json_true()) < 0)
-			return -1;
-	}
-	return 0;
+	return bind_add(binds, source, anchor, false, err);
 }
 
 static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spec, int64_t tmp_bytes, json_t *binds,
@@ -182,7 +142,7 @@ static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spe
 		const struct mount_entry *e = &spec->plan->entries[i];
 		int rc = 0;
 
-		if (seen == NULL || anchors_add(spec, e->target, binds, seen, err) < 0) {
+		if (seen == NULL || mount_plan_anchors(spec->plan, e->target, seen, anchor_bind, binds, err) < 0) {
 			json_decref(seen);
 			return err->msg[0] ? -1 : sb_fail(err, ENOMEM, "container binds");
 		}
