@@ -39,6 +39,7 @@
  * evidence only when it says the recorded container terminated. */
 #include "agent_dir.h"
 #include "backend.h"
+#include "backend_internal.h"
 #include "clock.h"
 #include "k8s_api.h"
 #include "k8s_secrets.h"
@@ -1143,17 +1144,13 @@ int backend_kubernetes_create(struct backend **out, const struct kubernetes_sett
 		return sb_fail(err, ENOMEM, "creating the kubernetes backend");
 	k->be.ops = &kube_ops;
 	k->set = *set;
-	if (k->set.tmp_bytes <= 0)
-		k->set.tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
-	if (k->set.shm_bytes <= 0)
-		k->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
+	backend_sizes_default(&k->set.tmp_bytes, &k->set.shm_bytes);
 	if (k->set.seccomp_profile[0] == '\0')
 		snprintf(k->set.seccomp_profile, sizeof k->set.seccomp_profile, "infra-sandbox/seccomp.json");
-	for (const char *c = set->image; *c != '\0'; c++)
-		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL) {
-			free(k);
-			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", set->image);
-		}
+	if (backend_image_check(set->image, err) < 0) {
+		free(k);
+		return -1;
+	}
 	if ((set->volume_dir[0] != '/' && set->claim[0] == '\0') || set->manager_volume[0] != '/') {
 		free(k);
 		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR (the absolute "

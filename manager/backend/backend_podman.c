@@ -28,6 +28,7 @@
  * exited container behind, which is logged and removed by the next restart's recovery. */
 #include "agent_dir.h"
 #include "backend.h"
+#include "backend_internal.h"
 #include "clock.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -750,15 +751,11 @@ int backend_podman_create(struct backend **out, const struct podman_settings *se
 		return sb_fail(err, ENOMEM, "creating the podman backend");
 	p->be.ops = &podman_ops;
 	p->set = *set;
-	if (p->set.tmp_bytes <= 0)
-		p->set.tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
-	if (p->set.shm_bytes <= 0)
-		p->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
-	for (const char *c = set->image; *c != '\0'; c++)
-		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL) {
-			free(p);
-			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", set->image);
-		}
+	backend_sizes_default(&p->set.tmp_bytes, &p->set.shm_bytes);
+	if (backend_image_check(set->image, err) < 0) {
+		free(p);
+		return -1;
+	}
 	if (service_check(p, err) < 0) {
 		free(p);
 		return -1;
