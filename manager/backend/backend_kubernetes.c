@@ -615,7 +615,7 @@ static void pods_path(const struct kube *k, char *out, size_t len, const char *n
 
 /* ---------------------------------------------------------------- the pod's life */
 
-static int pod_get(const struct kube *k, const char *name, long timeout_ms, struct k8s_reply *r, struct sb_err *err)
+static int pod_get(const struct kube *k, const char *name, long timeout_ms, struct rest_reply *r, struct sb_err *err)
 {
 	char path[256];
 
@@ -623,8 +623,8 @@ static int pod_get(const struct kube *k, const char *name, long timeout_ms, stru
 	if (k8s_request(&k->conn, "GET", path, NULL, timeout_ms, r, err) < 0)
 		return -1;
 	if (r->status != 200 && r->status != 404) {
-		sb_fail(err, EIO, "the API server did not give pod %s (HTTP %ld): %s", name, r->status, k8s_reply_message(r));
-		k8s_reply_free(r);
+		sb_fail(err, EIO, "the API server did not give pod %s (HTTP %ld): %s", name, r->status, rest_reply_message(r));
+		rest_reply_free(r);
 		return -1;
 	}
 	return 0;
@@ -636,7 +636,7 @@ static int pod_delete(const struct kube *k, const struct ident *id, long timeout
 	json_t *body = json_pack("{s:s, s:s, s:I, s:{s:s}, s:s}", "apiVersion", "v1", "kind", "DeleteOptions",
 				 "gracePeriodSeconds", (json_int_t)GRACE_SECONDS, "preconditions", "uid", id->uid,
 				 "propagationPolicy", "Background");
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[256];
 	int rc;
 
@@ -649,17 +649,17 @@ static int pod_delete(const struct kube *k, const struct ident *id, long timeout
 	*status = r.status;
 	if (r.status == 409)
 		rc = sb_fail(err, EEXIST, "pod %s: the name holds another pod than UID %s (HTTP 409): %s", id->name, id->uid,
-			     k8s_reply_message(&r));
+			     rest_reply_message(&r));
 	else if (r.status != 200 && r.status != 202 && r.status != 404)
 		rc = sb_fail(err, EIO, "the API server did not accept the delete of pod %s (HTTP %ld): %s", id->name,
-			     r.status, k8s_reply_message(&r));
-	k8s_reply_free(&r);
+			     r.status, rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
 static int pod_create(const struct kube *k, json_t *body, struct ident *id, struct sb_err *err)
 {
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[256];
 	const char *uid, *version;
 	int rc = 0;
@@ -671,14 +671,14 @@ static int pod_create(const struct kube *k, json_t *body, struct ident *id, stru
 	version = json_string_value(json_object_get(json_object_get(r.body, "metadata"), "resourceVersion"));
 	if (r.status != 201 || uid == NULL || !uid_valid(uid))
 		rc = sb_fail(err, EIO, "the API server refused to create pod %s (HTTP %ld): %s", id->name, r.status,
-			     k8s_reply_message(&r));
+			     rest_reply_message(&r));
 	else
 		snprintf(id->uid, sizeof id->uid, "%s", uid);
 	/* a version that does not fit, or is not a plain number, is not kept: no replay then */
 	if (rc == 0 && version != NULL && strlen(version) < sizeof id->created_rv &&
 	    strspn(version, "0123456789") == strlen(version))
 		snprintf(id->created_rv, sizeof id->created_rv, "%s", version);
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -710,7 +710,7 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 	char waiting[400] = "";
 
 	for (;;) {
-		struct k8s_reply r;
+		struct rest_reply r;
 		json_t *cs, *st;
 		const char *pod_ip, *uid, *cid;
 		int rc = 0;
@@ -744,11 +744,11 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 			else if (agent_serving_inet(pod_ip, KUBERNETES_AGENT_PORT, clock_mono_ms() + 1000) == 1) {
 				snprintf(id->cid, sizeof id->cid, "%s", cid);
 				snprintf(ip, iplen, "%s", pod_ip);
-				k8s_reply_free(&r);
+				rest_reply_free(&r);
 				return 0;
 			}
 		}
-		k8s_reply_free(&r);
+		rest_reply_free(&r);
 		if (rc < 0)
 			return -1;
 		if (clock_remaining_ms(deadline) == 0)
@@ -905,7 +905,7 @@ static int watch_event(void *user, const char *type, json_t *pod)
 static int pod_list_one(const struct kube *k, struct watching *w, long timeout_ms, char *rv, size_t rvlen,
 			struct sb_err *err)
 {
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[400];
 	json_t *item;
 	size_t i;
@@ -916,8 +916,8 @@ static int pod_list_one(const struct kube *k, struct watching *w, long timeout_m
 		return -1;
 	if (r.status != 200 || !json_is_array(json_object_get(r.body, "items"))) {
 		sb_fail(err, EIO, "the API server did not list pod %s (HTTP %ld): %s", w->id->name, r.status,
-			k8s_reply_message(&r));
-		k8s_reply_free(&r);
+			rest_reply_message(&r));
+		rest_reply_free(&r);
 		return -1;
 	}
 	snprintf(rv, rvlen, "%s", json_string_value(json_object_get(json_object_get(r.body, "metadata"),
@@ -934,7 +934,7 @@ static int pod_list_one(const struct kube *k, struct watching *w, long timeout_m
 		snprintf(w->v.state, sizeof w->v.state, "not found, and no delete with preconditions.uid of this manager's "
 			 "preceded");
 	}
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return 0;
 }
 
@@ -1030,7 +1030,7 @@ static int kube_lookup(struct backend *be, const char *session, uint64_t generat
 		       struct sb_err *err)
 {
 	struct kube *k = kube_of(be);
-	struct k8s_reply r;
+	struct rest_reply r;
 	struct ident id = { 0 };
 	char path[512];
 	json_t *first, *cs;
@@ -1050,7 +1050,7 @@ static int kube_lookup(struct backend *be, const char *session, uint64_t generat
 	cs = agent_container(first, "containerStatuses");
 	cid = json_string_value(json_object_get(cs, "containerID"));
 	if (r.status != 200 || !json_is_array(json_object_get(r.body, "items")))
-		rc = sb_fail(err, EIO, "the API server could not list pods (HTTP %ld): %s", r.status, k8s_reply_message(&r));
+		rc = sb_fail(err, EIO, "the API server could not list pods (HTTP %ld): %s", r.status, rest_reply_message(&r));
 	else if (name != NULL && uid != NULL && strlen(name) < sizeof id.name && uid_valid(uid)) {
 		snprintf(id.name, sizeof id.name, "%s", name);
 		snprintf(id.uid, sizeof id.uid, "%s", uid);
@@ -1059,7 +1059,7 @@ static int kube_lookup(struct backend *be, const char *session, uint64_t generat
 		ident_set(h, &id);
 		rc = 1;
 	}
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -1102,7 +1102,7 @@ static const struct backend_ops kube_ops = {
  * list pods in the namespace. */
 static int server_check(struct kube *k, struct sb_err *err)
 {
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[256];
 	const char *minor;
 	int rc = 0;
@@ -1115,10 +1115,10 @@ static int server_check(struct kube *k, struct sb_err *err)
 	if (r.status != 200 || minor == NULL || json_string_value(json_object_get(r.body, "major")) == NULL ||
 	    strcmp(json_string_value(json_object_get(r.body, "major")), "1") != 0)
 		rc = sb_fail(err, EIO, "%s does not answer as a Kubernetes API server (HTTP %ld): %s", k->conn.server,
-			     r.status, k8s_reply_message(&r));
+			     r.status, rest_reply_message(&r));
 	else
 		k->minor = atoi(minor); /* "33" or "33+" */
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	if (rc < 0)
 		return -1;
 	k->host_users = k->minor >= 25;
@@ -1127,12 +1127,12 @@ static int server_check(struct kube *k, struct sb_err *err)
 		return -1;
 	if (r.status != 200)
 		rc = sb_fail(err, EACCES, "the manager may not list pods in namespace %s (HTTP %ld): %s", k->ns, r.status,
-			     k8s_reply_message(&r));
+			     rest_reply_message(&r));
 	else
 		sb_info("kubernetes 1.%d at %s, namespace %s: %zu pod(s) of this manager's kind (recovery settles the "
 			"recorded ones)", k->minor, k->conn.server, k->ns,
 			json_array_size(json_object_get(r.body, "items")));
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 

@@ -66,7 +66,7 @@ static struct podman *podman_of(struct backend *be)
 }
 
 static int call(const struct podman *p, const char *method, const char *path, json_t *body, long timeout_ms,
-		struct podman_reply *r, struct sb_err *err)
+		struct rest_reply *r, struct sb_err *err)
 {
 	return podman_request(p->set.socket, method, path, body, timeout_ms, r, err);
 }
@@ -299,7 +299,7 @@ static int container_create(const struct podman *p, const struct agent_dir *d, c
 			    struct sandbox_handle *h, struct sb_err *err)
 {
 	json_t *body = container_body(p, d, spec, err);
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[256], name[200];
 	const char *id;
 	int rc;
@@ -320,18 +320,18 @@ static int container_create(const struct podman *p, const struct agent_dir *d, c
 	id = json_string_value(json_object_get(r.body, "Id"));
 	if (r.status != 201 || id == NULL || !id_valid(id)) {
 		rc = sb_fail(err, EIO, "podman refused to create the container (HTTP %ld): %s", r.status,
-			     podman_reply_message(&r));
+			     rest_reply_message(&r));
 	} else {
 		/* id_valid bounds the id, so it fits runtime_id whole. */
 		snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s", id);
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
 static int container_start(const struct podman *p, const struct sandbox_handle *h, struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[128];
 	int rc = 0;
 
@@ -340,8 +340,8 @@ static int container_start(const struct podman *p, const struct sandbox_handle *
 		return -1;
 	if (r.status != 204 && r.status != 304)
 		rc = sb_fail(err, EIO, "podman could not start the container (HTTP %ld): %s", r.status,
-			     podman_reply_message(&r));
-	podman_reply_free(&r);
+			     rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -356,7 +356,7 @@ struct container_state {
 static int container_inspect(const struct podman *p, const char *id, long timeout_ms, struct container_state *s,
 			     struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[128];
 	json_t *state;
 	int rc = 0;
@@ -370,7 +370,7 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
 		s->gone = true;
 	} else if (r.status != 200 || !json_is_string(json_object_get(state, "Status"))) {
 		rc = sb_fail(err, EIO, "podman could not inspect container %.12s (HTTP %ld): %s", id, r.status,
-			     podman_reply_message(&r));
+			     rest_reply_message(&r));
 	} else {
 		snprintf(s->status, sizeof s->status, "%s", json_string_value(json_object_get(state, "Status")));
 		s->pid = json_integer_value(json_object_get(state, "Pid"));
@@ -378,7 +378,7 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
 		if (json_is_string(json_object_get(state, "FinishedAt")))
 			snprintf(s->finished, sizeof s->finished, "%s", json_string_value(json_object_get(state, "FinishedAt")));
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -386,7 +386,7 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
  * decides); it only spares polling. A quick failure must not make the caller spin. */
 static void container_wait(const struct podman *p, const char *id, long timeout_ms)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	struct sb_err ignored;
 	char path[160];
 	long status = 0;
@@ -394,7 +394,7 @@ static void container_wait(const struct podman *p, const char *id, long timeout_
 	snprintf(path, sizeof path, "/containers/%s/wait?condition=not-running", id);
 	if (call(p, "POST", path, NULL, timeout_ms < 1 ? 1 : timeout_ms, &r, &ignored) == 0) {
 		status = r.status;
-		podman_reply_free(&r);
+		rest_reply_free(&r);
 	}
 	if (status != 200)
 		usleep(POLL_MS * 1000);
@@ -430,7 +430,7 @@ static int handle_held(const struct sandbox_handle *h, struct sb_err *err)
 
 static void container_delete(const struct podman *p, const char *id)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	struct sb_err err;
 	char path[128];
 
@@ -440,8 +440,8 @@ static void container_delete(const struct podman *p, const char *id)
 		return;
 	}
 	if (r.status != 200 && r.status != 204 && r.status != 404)
-		sb_warn("container %.12s ended but was not deleted (HTTP %ld): %s", id, r.status, podman_reply_message(&r));
-	podman_reply_free(&r);
+		sb_warn("container %.12s ended but was not deleted (HTTP %ld): %s", id, r.status, rest_reply_message(&r));
+	rest_reply_free(&r);
 }
 
 /* The container's own output (the agent's log lines), for the message of a failed prepare. The
@@ -449,7 +449,7 @@ static void container_delete(const struct podman *p, const char *id)
  * length) before each chunk. */
 static void logs_tail(const struct podman *p, const struct sandbox_handle *h, char *out, size_t len)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	struct sb_err err;
 	char path[160], text[LOG_TAIL_BYTES + 1];
 	size_t have = 0, at = 0;
@@ -473,7 +473,7 @@ static void logs_tail(const struct podman *p, const struct sandbox_handle *h, ch
 		}
 		at += 8 + n;
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	while (have > 0 && text[have - 1] == ' ')
 		have--;
 	text[have] = '\0';
@@ -563,7 +563,7 @@ static int podman_prepare(struct backend *be, const struct sandbox_spec *spec, s
  * namespace, nested command namespaces included. A request, not evidence. */
 static int podman_stop(struct backend *be, struct sandbox_handle *h, struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[128];
 	int rc = 0;
 
@@ -575,8 +575,8 @@ static int podman_stop(struct backend *be, struct sandbox_handle *h, struct sb_e
 	/* 404: deleted already; 409: not running. Neither is evidence; evidence() asks. */
 	if (r.status != 204 && r.status != 200 && r.status != 404 && r.status != 409)
 		rc = sb_fail(err, EIO, "podman did not accept the kill of container %.12s (HTTP %ld): %s", handle_id(h),
-			     r.status, podman_reply_message(&r));
-	podman_reply_free(&r);
+			     r.status, rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -653,7 +653,7 @@ static int podman_lookup(struct backend *be, const char *session, uint64_t gener
 			 struct sb_err *err)
 {
 	char filters[512], escaped[1536], path[1700];
-	struct podman_reply r;
+	struct rest_reply r;
 	json_t *first;
 	int rc = 0;
 
@@ -668,13 +668,13 @@ static int podman_lookup(struct backend *be, const char *session, uint64_t gener
 		return -1;
 	first = json_array_get(r.body, 0);
 	if (r.status != 200 || !json_is_array(r.body))
-		rc = sb_fail(err, EIO, "podman could not list containers (HTTP %ld): %s", r.status, podman_reply_message(&r));
+		rc = sb_fail(err, EIO, "podman could not list containers (HTTP %ld): %s", r.status, rest_reply_message(&r));
 	else if (json_is_string(json_object_get(first, "Id")) && id_valid(json_string_value(json_object_get(first, "Id")))) {
 		snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s",
 			 json_string_value(json_object_get(first, "Id")));
 		rc = 1;
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -715,7 +715,7 @@ static const struct backend_ops podman_ops = {
  * first call of every session. */
 static int service_check(const struct podman *p, struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[300];
 	int rc = 0;
 
@@ -726,8 +726,8 @@ static int service_check(const struct podman *p, struct sb_err *err)
 	}
 	if (r.status != 200)
 		rc = sb_fail(err, EIO, "%s does not answer as a podman service (HTTP %ld): %s", p->set.socket, r.status,
-			     podman_reply_message(&r));
-	podman_reply_free(&r);
+			     rest_reply_message(&r));
+	rest_reply_free(&r);
 	if (rc < 0)
 		return -1;
 	snprintf(path, sizeof path, "/images/%s/json", p->set.image);
@@ -738,8 +738,8 @@ static int service_check(const struct podman *p, struct sb_err *err)
 			     p->set.image);
 	else if (r.status != 200)
 		rc = sb_fail(err, EIO, "podman could not inspect image '%s' (HTTP %ld): %s", p->set.image, r.status,
-			     podman_reply_message(&r));
-	podman_reply_free(&r);
+			     rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
