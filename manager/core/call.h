@@ -29,6 +29,7 @@ struct call {
 	char reason[SB_ERR_MSG_MAX];
 	struct metrics_lap lap;        /* each step's time (metrics.h) */
 	bool has_turn;                 /* it holds the session's queue turn */
+	bool cancelled_first;          /* it took a cancel that came before it ran (cancel.c) */
 	struct session_row s;          /* read once, under the turn (execpath.c call_bind) */
 };
 
