@@ -258,6 +258,12 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 				return 0;
 			if (rc == 0 && c->reply.state == AGENT_EXEC_UNKNOWN)
 				return sb_fail(err, ENOENT, "the agent has no record of the exec");
+		} else if (err->errnum == ECONNREFUSED || err->errnum == ENOENT) {
+			/* Nothing listens where the agent did: it is gone, and with it the sandbox (the agent is
+			 * its PID 1), ended from outside during the call. Asking again would only wait. */
+			c->agent_gone = true;
+			return sb_fail(err, 0, "the sandbox ended during the call (its agent no longer accepts "
+				       "connections)");
 		}
 		sleep(1);
 	}
@@ -368,6 +374,9 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 	const char *cancel = c->sandbox ? c->sandbox->cancel_reason : "";
 	int cancelled = cancel[0] != '\0';
 
+	struct sandbox_row *gone = c->agent_gone && !cancelled ? calloc(1, sizeof *gone) : NULL;
+	uint64_t generation = c->sandbox ? c->sandbox->generation : 0;
+
 	snprintf(c->reason, sizeof c->reason, "%s", cancelled ? cancel : why);
 	if (c->sandbox != NULL && sandbox_retire(m, c->sandbox, why, &err) < 0) {
 		char first[sizeof c->reason];
@@ -378,7 +387,12 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 		snprintf(c->reason, sizeof c->reason, "%.480s; and the sandbox's end is not proven: %.480s", first,
 			 err.msg);
 		cancelled = 0;
+	} else if (gone != NULL && records_sandbox_get(m->rec, c->session, gone, &err) == RECORDS_FOUND &&
+		   gone->generation == generation && strcmp(gone->state, "gone") == 0) {
+		/* Ended from outside: the runtime's own word for it, as the retire recorded it. */
+		snprintf(c->reason, sizeof c->reason, "the sandbox ended during the call: %.900s", gone->evidence);
 	}
+	free(gone);
 	c->sandbox = NULL;
 	/* A cancel stops the sandbox on purpose: with evidence of its end, that is `cancelled`. */
 	return call_finish(m, c, cancelled ? "cancelled" : "uncertain",
