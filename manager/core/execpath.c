@@ -373,7 +373,6 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 	struct sb_err err;
 	const char *cancel = c->sandbox ? c->sandbox->cancel_reason : "";
 	int cancelled = cancel[0] != '\0';
-
 	struct sandbox_row *gone = c->agent_gone && !cancelled ? calloc(1, sizeof *gone) : NULL;
 	uint64_t generation = c->sandbox ? c->sandbox->generation : 0;
 
@@ -515,15 +514,15 @@ static json_t *call_run(struct manager *m, struct call *c)
 	json_t *result;
 	int rc = call_attempt(m, c, &err);
 
-	/* A sandbox whose agent does not answer (its init killed between two calls) would otherwise
-	 * refuse every later call of the session for good. Nothing was sent, so the exec is still
-	 * only accepted: the sandbox is retired, its end proven as always, and the call tries once
-	 * more on a new generation. No evidence: refused, and the session is reserved (sandbox.c). */
 	if (rc == -5)
 		return call_cancelled_first(m, c);
 	/* Cancelled while it was being sent (the cancel stopped the sandbox): not run again elsewhere. */
 	if (rc == -4 && call_cancel_reason(m, c))
 		return call_uncertain(m, c, err.msg);
+	/* A sandbox whose agent does not answer (its init killed between two calls) would otherwise
+	 * refuse every later call of the session for good. Nothing was sent, so the exec is still
+	 * only accepted: the sandbox is retired, its end proven as always, and the call tries once
+	 * more on a new generation. No evidence: refused, and the session is reserved (sandbox.c). */
 	if (rc == -4) {
 		sb_warn("exec %s: the sandbox of session %s does not answer (%s); replacing it", c->exec_id, c->session,
 			err.msg);
