@@ -4,7 +4,9 @@
  * call (no window between socket() and fcntl()). */
 #include "curl_handle.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -90,4 +92,42 @@ const char *rest_failure(CURLcode rc, const struct rest_reply *r, const char *cu
 	if (r->too_big)
 		return "the reply is over the size bound";
 	return curl_err[0] != '\0' ? curl_err : curl_easy_strerror(rc);
+}
+
+int rest_setopt(CURL *c, const char *method, const char *body, const char *bearer, long timeout_ms,
+		struct curl_slist **headers, char *curl_err, struct rest_reply *r, struct sb_err *err)
+{
+	char auth[REST_BEARER_MAX + 32];
+	struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
+
+	if (h != NULL && body != NULL)
+		h = curl_slist_append(h, "Content-Type: application/json");
+	if (h != NULL && bearer != NULL) {
+		if (strlen(bearer) > REST_BEARER_MAX) {
+			curl_slist_free_all(h);
+			return sb_fail(err, E2BIG, "the bearer token is over %d bytes", REST_BEARER_MAX);
+		}
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", bearer);
+		h = curl_slist_append(h, auth);
+		explicit_bzero(auth, sizeof auth);
+	}
+	if (h == NULL)
+		return sb_fail(err, ENOMEM, "building the request headers");
+	*headers = h;
+	if (timeout_ms < 1)
+		timeout_ms = 1; /* 0 would be no bound at all */
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (body != NULL) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < REST_CONNECT_MS ? timeout_ms : REST_CONNECT_MS);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "infra-sandbox-manager");
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, rest_reply_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	return 0;
 }

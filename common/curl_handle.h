@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "error.h"
+
 /* NULL when memory runs out. The caller sets the rest and calls curl_easy_cleanup(). */
 CURL *sb_curl_new(void);
 
@@ -34,6 +36,18 @@ void rest_reply_free(struct rest_reply *r);
 /* The server's own words for a failed call: the body's "message", else the body, else
  * "(no message)". */
 const char *rest_reply_message(const struct rest_reply *r);
+#define REST_CONNECT_MS 5000 /* the connect, within a call's own bound */
+#define REST_BEARER_MAX 8192
+
+/* What every REST call sets alike, on c (from sb_curl_new): the method and the JSON body (NULL:
+ * none); the headers: Accept and, with a body, Content-Type application/json, and Authorization:
+ * Bearer when bearer is not NULL (its line wiped here once libcurl holds its own copy); timeout_ms
+ * in all, the connect within REST_CONNECT_MS of it; no redirect followed; the user agent; curl's
+ * words into curl_err (CURL_ERROR_SIZE bytes); the body into r. The caller sets the URL and what is
+ * its own (protocols, TLS, socket), and frees *headers after the transfer. -1 with err: E2BIG for a
+ * bearer over REST_BEARER_MAX bytes, ENOMEM. */
+int rest_setopt(CURL *c, const char *method, const char *body, const char *bearer, long timeout_ms,
+		struct curl_slist **headers, char *curl_err, struct rest_reply *r, struct sb_err *err);
 /* Why a transfer that ended with rc failed: "no answer in time", "the reply is over the size
  * bound", else curl's words (curl_err, the CURLOPT_ERRORBUFFER, or its text for rc). */
 const char *rest_failure(CURLcode rc, const struct rest_reply *r, const char *curl_err);

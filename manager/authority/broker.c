@@ -21,7 +21,6 @@
 
 #define RESPONSE_MAX (1024 * 1024)
 #define CA_FILE_MAX (256 * 1024)
-#define CONNECT_TIMEOUT_MS 5000
 
 json_t *broker_config_load(const char *resource, const char *path, const char *const *allowed,
 			   struct sb_err *err)
@@ -193,7 +192,7 @@ static const char *status_text(long status)
 
 int broker_http_call(const struct broker_http *h, long *status, json_t **out, struct sb_err *err)
 {
-	char curl_err[CURL_ERROR_SIZE] = "", auth[8192 + 32], msg[512];
+	char curl_err[CURL_ERROR_SIZE] = "", msg[512];
 	struct rest_reply r = { .max = RESPONSE_MAX };
 	struct curl_slist *headers = NULL;
 	CURL *c;
@@ -201,42 +200,27 @@ int broker_http_call(const struct broker_http *h, long *status, json_t **out, st
 
 	*status = 0;
 	*out = NULL;
-	if (strlen(h->bearer) > 8192)
+	if (strlen(h->bearer) > REST_BEARER_MAX)
 		return sb_fail(err, EINVAL, "resource %s: the manager's API credential is too long", h->resource);
 	c = sb_curl_new();
 	if (c == NULL)
 		return sb_fail(err, ENOMEM, "resource %s: starting an HTTPS client", h->resource);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", h->bearer);
-	headers = curl_slist_append(headers, auth);
-	explicit_bzero(auth, sizeof auth);
-	headers = curl_slist_append(headers, "Accept: application/json");
-	if (h->body != NULL)
-		headers = curl_slist_append(headers, "Content-Type: application/json");
+	if (rest_setopt(c, h->method, h->body, h->bearer, h->timeout_ms, &headers, curl_err, &r, err) < 0) {
+		curl_easy_cleanup(c);
+		sb_err_prefix(err, "resource %s", h->resource);
+		return -1;
+	}
 	curl_easy_setopt(c, CURLOPT_URL, h->url);
 	/* https only, for the call and any redirect (none is followed: a redirect is an error). */
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	/* The server is verified: its chain against ca_file (or the system's store), its name. */
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (h->ca_file != NULL && h->ca_file[0] != '\0')
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
-	/* Bounded: a stalled API fails the grant, it does not hold the session's queue. */
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->timeout_ms < CONNECT_TIMEOUT_MS ? h->timeout_ms :
-						      CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "infra-sandbox-manager");
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, rest_reply_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-	if (h->body != NULL) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, h->body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(h->body));
-	}
-	if (strcmp(h->method, "POST") != 0)
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, h->method);
+	/* Bounded (timeout_ms, rest_setopt): a stalled API fails the grant, it does not hold the
+	 * session's queue. */
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 	curl_slist_free_all(headers);

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #define EVENT_MAX (1024 * 1024)     /* one watch event's line */
-#define CONNECT_TIMEOUT_MS 5000
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 2000
 
@@ -94,7 +93,7 @@ static size_t header_seen(char *data, size_t size, size_t n, void *user)
 static int attempt(const struct k8s_conn *c, struct transfer *t, const char *method, const char *url,
 		   const char *text, long timeout_ms, struct sb_err *err)
 {
-	char curl_err[CURL_ERROR_SIZE] = "", auth[8192];
+	char curl_err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *headers = NULL;
 	struct curl_blob ca = { c->ca_pem, c->ca_len, CURL_BLOB_NOCOPY };
 	struct curl_blob cert = { c->cert_pem, c->cert_len, CURL_BLOB_NOCOPY };
@@ -105,25 +104,13 @@ static int attempt(const struct k8s_conn *c, struct transfer *t, const char *met
 	if (h == NULL)
 		return sb_fail(err, ENOMEM, "Kubernetes API: curl_easy_init failed");
 	t->curl = h;
-	headers = curl_slist_append(headers, "Accept: application/json");
-	if (text != NULL)
-		headers = curl_slist_append(headers, "Content-Type: application/json");
-	if (c->token != NULL) {
-		if (snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token) >= (int)sizeof auth) {
-			curl_slist_free_all(headers);
-			curl_easy_cleanup(h);
-			return sb_fail(err, E2BIG, "Kubernetes API: the token is too long");
-		}
-		headers = curl_slist_append(headers, auth);
-		explicit_bzero(auth, sizeof auth);
-	}
-	if (headers == NULL) {
+	if (rest_setopt(h, method, text, c->token, timeout_ms, &headers, curl_err, t->reply, err) < 0) {
 		curl_easy_cleanup(h);
-		return sb_fail(err, ENOMEM, "Kubernetes API: building the request headers");
+		sb_err_prefix(err, "Kubernetes API");
+		return -1;
 	}
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, strncmp(c->server, "https:", 6) == 0 ? "https" : "http");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (c->ca_pem != NULL)
@@ -132,20 +119,11 @@ static int attempt(const struct k8s_conn *c, struct transfer *t, const char *met
 		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
 		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
 	}
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms < 1 ? 1L : timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "infra-sandbox-manager");
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+	/* A watch reads its events as they come (reply_add), and a refusal's Retry-After. */
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_add);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_seen);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
-	if (text != NULL) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
-	}
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &t->reply->status);
 	curl_slist_free_all(headers);

@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CONNECT_TIMEOUT_MS 5000
-
 static int request_run(CURL *c, const char *socket, const char *method, const char *url, const char *text,
 		       long timeout_ms, struct rest_reply *reply, struct sb_err *err)
 {
@@ -18,27 +16,13 @@ static int request_run(CURL *c, const char *socket, const char *method, const ch
 	struct curl_slist *headers = NULL;
 	CURLcode rc;
 
-	headers = curl_slist_append(headers, "Accept: application/json");
-	if (text != NULL)
-		headers = curl_slist_append(headers, "Content-Type: application/json");
-	if (headers == NULL)
-		return sb_fail(err, ENOMEM, "podman API: building the request headers");
+	if (rest_setopt(c, method, text, NULL, timeout_ms, &headers, curl_err, reply, err) < 0) {
+		sb_err_prefix(err, "podman API");
+		return -1;
+	}
 	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "infra-sandbox-manager");
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, rest_reply_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, reply);
-	if (text != NULL) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
-	}
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply->status);
 	curl_slist_free_all(headers);
