@@ -73,9 +73,9 @@ static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *
  * its turn (execpath.c call_steps) or when its sandbox is marked busy (sandbox_mark, in the same hold
  * the running tag is set, so a cancel either finds the call running or is found by it). A taken
  * entry stays, with the call's exec id, so that the client's repeated cancel hears which exec it
- * cancelled. Bounds: CANCEL_PENDING_MAX entries (a cancel beyond them is refused, unavailable), each
- * kept PENDING_MARGIN_S beyond the longest call the configuration allows: the time the call ahead
- * of it in the session's turn may take at the most. */
+ * cancelled (until the room is needed). Bounds: CANCEL_PENDING_MAX entries waiting (a cancel beyond
+ * them is refused, unavailable), each kept PENDING_MARGIN_S beyond the longest call the
+ * configuration allows: the time the call ahead of it in the session's turn may take at the most. */
 #define PENDING_MARGIN_S 120
 
 static struct cancel_pending *pending_find(struct manager *m, const char *session, const char *tag, int64_t now)
@@ -102,6 +102,10 @@ static int pending_keep(struct manager *m, const char *session, const char *tag,
 	}
 	for (size_t i = 0; p == NULL && i < CANCEL_PENDING_MAX; i++)
 		if (m->pending[i].until_ms <= now)
+			p = &m->pending[i];
+	/* Full: a taken one goes first (it only answers a repeated cancel), never one still waiting. */
+	for (size_t i = 0; p == NULL && i < CANCEL_PENDING_MAX; i++)
+		if (m->pending[i].exec_id[0] != '\0')
 			p = &m->pending[i];
 	if (p == NULL)
 		return sb_fail(err, EAGAIN, "%d cancels already wait for their calls; try again", CANCEL_PENDING_MAX);
