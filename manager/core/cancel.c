@@ -1,7 +1,8 @@
 /* The one cancel of a running call, whoever asks for it: a client (cancel_call), a revocation
  * (sessions.c authority_changed) or the stop (cancel_stop_calls). It sets the reason and stops the
  * sandbox, and never records anything itself: the call's own thread (execpath.c) finds its exec
- * lost, gets the sandbox's evidence and records it `cancelled`, or `uncertain` without evidence. */
+ * lost, gets the sandbox's evidence and records it `cancelled`, or `uncertain` without evidence. A
+ * client's tagged cancel that comes before its call runs is kept for that call (below). */
 #include "manager.h"
 
 #include <errno.h>
