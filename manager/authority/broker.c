@@ -21,7 +21,6 @@
 
 #define RESPONSE_MAX (1024 * 1024)
 #define CA_FILE_MAX (256 * 1024)
-#define CONNECT_TIMEOUT_MS 5000
 
 json_t *broker_config_load(const char *resource, const char *path, const char *const *allowed,
 			   struct sb_err *err)
@@ -161,41 +160,15 @@ int broker_token_read(const char *resource, const char *path, char *out, size_t 
 
 /* ---- one HTTPS call ---- */
 
-struct response {
-	char *data;
-	size_t len;
-	bool too_big;
-};
-
-static size_t response_add(char *chunk, size_t size, size_t n, void *userdata)
-{
-	struct response *r = userdata;
-	size_t add = size * n;
-	char *grown;
-
-	if (r->len + add > RESPONSE_MAX) {
-		r->too_big = true;
-		return 0; /* makes curl fail the transfer */
-	}
-	grown = realloc(r->data, r->len + add + 1);
-	if (grown == NULL)
-		return 0;
-	r->data = grown;
-	memcpy(r->data + r->len, chunk, add);
-	r->len += add;
-	r->data[r->len] = '\0';
-	return add;
-}
-
 /* The server's own explanation: "message" of a Kubernetes Status or a Rancher error, else the
  * body's printable head. Never the request's credential: that is never echoed into messages. */
-static void server_message(const struct response *r, json_t *body, char *out, size_t len)
+static void server_message(const struct rest_reply *r, char *out, size_t len)
 {
-	const char *msg = json_string_value(json_object_get(body, "message"));
+	const char *msg = json_string_value(json_object_get(r->body, "message"));
 	size_t i, j = 0;
 
 	if (msg == NULL)
-		msg = r->data ? r->data : "";
+		msg = r->raw ? r->raw : "";
 	for (i = 0; msg[i] != '\0' && j + 1 < len && i < 400; i++)
 		out[j++] = isprint((unsigned char)msg[i]) ? msg[i] : ' ';
 	out[j] = '\0';
@@ -219,77 +192,60 @@ static const char *status_text(long status)
 
 int broker_http_call(const struct broker_http *h, long *status, json_t **out, struct sb_err *err)
 {
-	char curl_err[CURL_ERROR_SIZE] = "", auth[8192 + 32], msg[512];
-	struct response r = { 0 };
+	char curl_err[CURL_ERROR_SIZE] = "", msg[512];
+	struct rest_reply r = { .max = RESPONSE_MAX };
 	struct curl_slist *headers = NULL;
 	CURL *c;
 	CURLcode rc;
-	json_t *body;
 
 	*status = 0;
 	*out = NULL;
-	if (strlen(h->bearer) > 8192)
+	if (strlen(h->bearer) > REST_BEARER_MAX)
 		return sb_fail(err, EINVAL, "resource %s: the manager's API credential is too long", h->resource);
 	c = sb_curl_new();
 	if (c == NULL)
 		return sb_fail(err, ENOMEM, "resource %s: starting an HTTPS client", h->resource);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", h->bearer);
-	headers = curl_slist_append(headers, auth);
-	explicit_bzero(auth, sizeof auth);
-	headers = curl_slist_append(headers, "Accept: application/json");
-	if (h->body != NULL)
-		headers = curl_slist_append(headers, "Content-Type: application/json");
+	if (rest_setopt(c, h->method, h->body, h->bearer, h->timeout_ms, &headers, curl_err, &r, err) < 0) {
+		curl_easy_cleanup(c);
+		sb_err_prefix(err, "resource %s", h->resource);
+		return -1;
+	}
 	curl_easy_setopt(c, CURLOPT_URL, h->url);
 	/* https only, for the call and any redirect (none is followed: a redirect is an error). */
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	/* The server is verified: its chain against ca_file (or the system's store), its name. */
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (h->ca_file != NULL && h->ca_file[0] != '\0')
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
-	/* Bounded: a stalled API fails the grant, it does not hold the session's queue. */
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->timeout_ms < CONNECT_TIMEOUT_MS ? h->timeout_ms :
-						      CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "infra-sandbox-manager");
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, response_add);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-	if (h->body != NULL) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, h->body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(h->body));
-	}
-	if (strcmp(h->method, "POST") != 0)
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, h->method);
+	/* Bounded (timeout_ms, rest_setopt): a stalled API fails the grant, it does not hold the
+	 * session's queue. */
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(c);
 	if (rc != CURLE_OK) {
-		free(r.data);
 		*status = 0;
 		/* errno only for a timeout: curl's own text says the rest better than strerror would. */
-		return sb_fail(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : 0,
-			       "resource %s: %s at %s: %s%s", h->resource, h->api, h->url,
-			       r.too_big ? "the answer is larger than 1 MiB" :
-			       rc == CURLE_OPERATION_TIMEDOUT ? "no answer in time" : curl_err[0] ? curl_err : curl_easy_strerror(rc),
-			       rc == CURLE_OPERATION_TIMEDOUT ? " (timeout_seconds in the broker config)" : "");
+		sb_fail(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : 0, "resource %s: %s at %s: %s%s", h->resource,
+			h->api, h->url, r.too_big ? "the answer is larger than 1 MiB" : rest_failure(rc, &r, curl_err),
+			rc == CURLE_OPERATION_TIMEDOUT ? " (timeout_seconds in the broker config)" : "");
+		rest_reply_free(&r);
+		return -1;
 	}
-	body = r.len > 0 ? json_loadb(r.data, r.len, 0, NULL) : NULL;
+	rest_reply_parse(&r);
 	if (*status < 200 || *status > 299) {
-		server_message(&r, body, msg, sizeof msg);
-		json_decref(body);
-		free(r.data);
+		server_message(&r, msg, sizeof msg);
+		rest_reply_free(&r);
 		return sb_fail(err, 0, "resource %s: %s answered %ld%s: %s", h->resource, h->api, *status,
 			       status_text(*status), msg);
 	}
-	if (r.data != NULL)
-		explicit_bzero(r.data, r.len); /* it holds the new credential */
-	free(r.data);
-	*out = body;
+	if (r.raw != NULL)
+		explicit_bzero(r.raw, r.raw_len); /* it holds the new credential */
+	*out = r.body;
+	r.body = NULL;
+	rest_reply_free(&r);
 	return 0;
 }
 

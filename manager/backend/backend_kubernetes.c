@@ -39,6 +39,7 @@
  * evidence only when it says the recorded container terminated. */
 #include "agent_dir.h"
 #include "backend.h"
+#include "backend_internal.h"
 #include "clock.h"
 #include "k8s_api.h"
 #include "k8s_secrets.h"
@@ -319,45 +320,11 @@ static int agent_volumes(struct pod_build *b, struct sb_err *err)
 	return volume_mount(b, "credentials", b->d->credentials, NULL, true, err);
 }
 
-/* The writable plan entry whose mount holds path (the deepest above it), or NULL. */
-static const struct mount_entry *rw_holder(const struct mount_plan *plan, const char *path)
+/* One anchor (mount_plan_anchors) mounted as a plan source is. The kubelet mounts in the order
+ * given, so the anchor comes first. */
+static int anchor_mount(void *ctx, const char *source, const char *anchor, struct sb_err *err)
 {
-	const struct mount_entry *best = NULL;
-
-	for (size_t i = 0; i < plan->n; i++) {
-		const struct mount_entry *e = &plan->entries[i];
-		size_t n = strlen(e->target);
-
-		if (strncmp(path, e->target, n) == 0 && path[n] == '/' && (best == NULL || n >= strlen(best->target)))
-			best = e;
-	}
-	return best != NULL && best->mode == MOUNT_RW ? best : NULL;
-}
-
-/* Each directory between a writable entry and the entry at target, mounted onto itself. The
- * kubelet mounts in the order given, so the anchor comes first. */
-static int anchors_add(struct pod_build *b, const char *target, struct sb_err *err)
-{
-	char anc[PATH_MAX], src[PATH_MAX];
-	size_t len = strlen(target);
-
-	if (len >= sizeof anc)
-		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
-	for (size_t n = 1; n < len; n++) {
-		const struct mount_entry *e;
-
-		if (target[n] != '/')
-			continue;
-		memcpy(anc, target, n);
-		anc[n] = '\0';
-		e = rw_holder(b->spec->plan, anc);
-		if (e == NULL || json_object_get(b->seen, anc) != NULL)
-			continue;
-		if (path_fmt(src, sizeof src, err, "%s%s", e->source, anc + strlen(e->target)) < 0 ||
-		    source_mount(b, src, false, anc, false, err) < 0 || json_object_set_new(b->seen, anc, json_true()) < 0)
-			return -1;
-	}
-	return 0;
+	return source_mount(ctx, source, false, anchor, false, err);
 }
 
 static int memory_dir(struct pod_build *b, const char *target, int64_t bytes, struct sb_err *err)
@@ -376,7 +343,7 @@ static int plan_volumes(struct pod_build *b, struct sb_err *err)
 {
 	for (size_t i = 0; i < b->spec->plan->n; i++) {
 		const struct mount_entry *e = &b->spec->plan->entries[i];
-		int rc = anchors_add(b, e->target, err);
+		int rc = mount_plan_anchors(b->spec->plan, e->target, b->seen, anchor_mount, b, err);
 
 		if (rc == 0) {
 			switch (e->mode) {
@@ -648,7 +615,7 @@ static void pods_path(const struct kube *k, char *out, size_t len, const char *n
 
 /* ---------------------------------------------------------------- the pod's life */
 
-static int pod_get(const struct kube *k, const char *name, long timeout_ms, struct k8s_reply *r, struct sb_err *err)
+static int pod_get(const struct kube *k, const char *name, long timeout_ms, struct rest_reply *r, struct sb_err *err)
 {
 	char path[256];
 
@@ -656,8 +623,8 @@ static int pod_get(const struct kube *k, const char *name, long timeout_ms, stru
 	if (k8s_request(&k->conn, "GET", path, NULL, timeout_ms, r, err) < 0)
 		return -1;
 	if (r->status != 200 && r->status != 404) {
-		sb_fail(err, EIO, "the API server did not give pod %s (HTTP %ld): %s", name, r->status, k8s_reply_message(r));
-		k8s_reply_free(r);
+		sb_fail(err, EIO, "the API server did not give pod %s (HTTP %ld): %s", name, r->status, rest_reply_message(r));
+		rest_reply_free(r);
 		return -1;
 	}
 	return 0;
@@ -669,7 +636,7 @@ static int pod_delete(const struct kube *k, const struct ident *id, long timeout
 	json_t *body = json_pack("{s:s, s:s, s:I, s:{s:s}, s:s}", "apiVersion", "v1", "kind", "DeleteOptions",
 				 "gracePeriodSeconds", (json_int_t)GRACE_SECONDS, "preconditions", "uid", id->uid,
 				 "propagationPolicy", "Background");
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[256];
 	int rc;
 
@@ -682,17 +649,17 @@ static int pod_delete(const struct kube *k, const struct ident *id, long timeout
 	*status = r.status;
 	if (r.status == 409)
 		rc = sb_fail(err, EEXIST, "pod %s: the name holds another pod than UID %s (HTTP 409): %s", id->name, id->uid,
-			     k8s_reply_message(&r));
+			     rest_reply_message(&r));
 	else if (r.status != 200 && r.status != 202 && r.status != 404)
 		rc = sb_fail(err, EIO, "the API server did not accept the delete of pod %s (HTTP %ld): %s", id->name,
-			     r.status, k8s_reply_message(&r));
-	k8s_reply_free(&r);
+			     r.status, rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
 static int pod_create(const struct kube *k, json_t *body, struct ident *id, struct sb_err *err)
 {
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[256];
 	const char *uid, *version;
 	int rc = 0;
@@ -704,14 +671,14 @@ static int pod_create(const struct kube *k, json_t *body, struct ident *id, stru
 	version = json_string_value(json_object_get(json_object_get(r.body, "metadata"), "resourceVersion"));
 	if (r.status != 201 || uid == NULL || !uid_valid(uid))
 		rc = sb_fail(err, EIO, "the API server refused to create pod %s (HTTP %ld): %s", id->name, r.status,
-			     k8s_reply_message(&r));
+			     rest_reply_message(&r));
 	else
 		snprintf(id->uid, sizeof id->uid, "%s", uid);
 	/* a version that does not fit, or is not a plain number, is not kept: no replay then */
 	if (rc == 0 && version != NULL && strlen(version) < sizeof id->created_rv &&
 	    strspn(version, "0123456789") == strlen(version))
 		snprintf(id->created_rv, sizeof id->created_rv, "%s", version);
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -743,7 +710,7 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 	char waiting[400] = "";
 
 	for (;;) {
-		struct k8s_reply r;
+		struct rest_reply r;
 		json_t *cs, *st;
 		const char *pod_ip, *uid, *cid;
 		int rc = 0;
@@ -777,11 +744,11 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 			else if (agent_serving_inet(pod_ip, KUBERNETES_AGENT_PORT, clock_mono_ms() + 1000) == 1) {
 				snprintf(id->cid, sizeof id->cid, "%s", cid);
 				snprintf(ip, iplen, "%s", pod_ip);
-				k8s_reply_free(&r);
+				rest_reply_free(&r);
 				return 0;
 			}
 		}
-		k8s_reply_free(&r);
+		rest_reply_free(&r);
 		if (rc < 0)
 			return -1;
 		if (clock_remaining_ms(deadline) == 0)
@@ -938,7 +905,7 @@ static int watch_event(void *user, const char *type, json_t *pod)
 static int pod_list_one(const struct kube *k, struct watching *w, long timeout_ms, char *rv, size_t rvlen,
 			struct sb_err *err)
 {
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[400];
 	json_t *item;
 	size_t i;
@@ -949,8 +916,8 @@ static int pod_list_one(const struct kube *k, struct watching *w, long timeout_m
 		return -1;
 	if (r.status != 200 || !json_is_array(json_object_get(r.body, "items"))) {
 		sb_fail(err, EIO, "the API server did not list pod %s (HTTP %ld): %s", w->id->name, r.status,
-			k8s_reply_message(&r));
-		k8s_reply_free(&r);
+			rest_reply_message(&r));
+		rest_reply_free(&r);
 		return -1;
 	}
 	snprintf(rv, rvlen, "%s", json_string_value(json_object_get(json_object_get(r.body, "metadata"),
@@ -967,7 +934,7 @@ static int pod_list_one(const struct kube *k, struct watching *w, long timeout_m
 		snprintf(w->v.state, sizeof w->v.state, "not found, and no delete with preconditions.uid of this manager's "
 			 "preceded");
 	}
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return 0;
 }
 
@@ -1063,7 +1030,7 @@ static int kube_lookup(struct backend *be, const char *session, uint64_t generat
 		       struct sb_err *err)
 {
 	struct kube *k = kube_of(be);
-	struct k8s_reply r;
+	struct rest_reply r;
 	struct ident id = { 0 };
 	char path[512];
 	json_t *first, *cs;
@@ -1083,7 +1050,7 @@ static int kube_lookup(struct backend *be, const char *session, uint64_t generat
 	cs = agent_container(first, "containerStatuses");
 	cid = json_string_value(json_object_get(cs, "containerID"));
 	if (r.status != 200 || !json_is_array(json_object_get(r.body, "items")))
-		rc = sb_fail(err, EIO, "the API server could not list pods (HTTP %ld): %s", r.status, k8s_reply_message(&r));
+		rc = sb_fail(err, EIO, "the API server could not list pods (HTTP %ld): %s", r.status, rest_reply_message(&r));
 	else if (name != NULL && uid != NULL && strlen(name) < sizeof id.name && uid_valid(uid)) {
 		snprintf(id.name, sizeof id.name, "%s", name);
 		snprintf(id.uid, sizeof id.uid, "%s", uid);
@@ -1092,7 +1059,7 @@ static int kube_lookup(struct backend *be, const char *session, uint64_t generat
 		ident_set(h, &id);
 		rc = 1;
 	}
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -1135,7 +1102,7 @@ static const struct backend_ops kube_ops = {
  * list pods in the namespace. */
 static int server_check(struct kube *k, struct sb_err *err)
 {
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[256];
 	const char *minor;
 	int rc = 0;
@@ -1148,10 +1115,10 @@ static int server_check(struct kube *k, struct sb_err *err)
 	if (r.status != 200 || minor == NULL || json_string_value(json_object_get(r.body, "major")) == NULL ||
 	    strcmp(json_string_value(json_object_get(r.body, "major")), "1") != 0)
 		rc = sb_fail(err, EIO, "%s does not answer as a Kubernetes API server (HTTP %ld): %s", k->conn.server,
-			     r.status, k8s_reply_message(&r));
+			     r.status, rest_reply_message(&r));
 	else
 		k->minor = atoi(minor); /* "33" or "33+" */
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	if (rc < 0)
 		return -1;
 	k->host_users = k->minor >= 25;
@@ -1160,12 +1127,12 @@ static int server_check(struct kube *k, struct sb_err *err)
 		return -1;
 	if (r.status != 200)
 		rc = sb_fail(err, EACCES, "the manager may not list pods in namespace %s (HTTP %ld): %s", k->ns, r.status,
-			     k8s_reply_message(&r));
+			     rest_reply_message(&r));
 	else
 		sb_info("kubernetes 1.%d at %s, namespace %s: %zu pod(s) of this manager's kind (recovery settles the "
 			"recorded ones)", k->minor, k->conn.server, k->ns,
 			json_array_size(json_object_get(r.body, "items")));
-	k8s_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -1177,17 +1144,13 @@ int backend_kubernetes_create(struct backend **out, const struct kubernetes_sett
 		return sb_fail(err, ENOMEM, "creating the kubernetes backend");
 	k->be.ops = &kube_ops;
 	k->set = *set;
-	if (k->set.tmp_bytes <= 0)
-		k->set.tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
-	if (k->set.shm_bytes <= 0)
-		k->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
+	backend_sizes_default(&k->set.tmp_bytes, &k->set.shm_bytes);
 	if (k->set.seccomp_profile[0] == '\0')
 		snprintf(k->set.seccomp_profile, sizeof k->set.seccomp_profile, "infra-sandbox/seccomp.json");
-	for (const char *c = set->image; *c != '\0'; c++)
-		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL) {
-			free(k);
-			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", set->image);
-		}
+	if (backend_image_check(set->image, err) < 0) {
+		free(k);
+		return -1;
+	}
 	if ((set->volume_dir[0] != '/' && set->claim[0] == '\0') || set->manager_volume[0] != '/') {
 		free(k);
 		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR (the absolute "

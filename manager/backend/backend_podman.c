@@ -9,7 +9,7 @@
  *                    unprivileged), never 0: the image's root is never used
  *   Binds            the mount plan, every entry at its own path (rw, ro; hidden ones over an empty
  *                    file or directory of the private dir), each directory between a writable entry
- *                    and an entry inside it bound onto itself (anchors_add()), the credentials
+ *                    and an entry inside it bound onto itself (mount_plan_anchors()), the credentials
  *                    snapshot read-only, and the agent's tls/ (read-only), state/ and sock/ at
  *                    PRIVATE_INSIDE (/.sandbox/agent/...), whatever the host path: its ancestors lie
  *                    in the read-only image root, which no command can rename; all nosuid,nodev
@@ -28,6 +28,7 @@
  * exited container behind, which is logged and removed by the next restart's recovery. */
 #include "agent_dir.h"
 #include "backend.h"
+#include "backend_internal.h"
 #include "clock.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -65,7 +66,7 @@ static struct podman *podman_of(struct backend *be)
 }
 
 static int call(const struct podman *p, const char *method, const char *path, json_t *body, long timeout_ms,
-		struct podman_reply *r, struct sb_err *err)
+		struct rest_reply *r, struct sb_err *err)
 {
 	return podman_request(p->set.socket, method, path, body, timeout_ms, r, err);
 }
@@ -124,51 +125,11 @@ static int empties_make(const struct agent_dir *d, char *file, char *dir, struct
 	return 0;
 }
 
-/* The writable plan entry whose bind holds `path` in the container (the deepest one above it), or
- * NULL. */
-static const struct mount_entry *rw_holder(const struct mount_plan *plan, const char *path)
+/* One anchor (mount_plan_anchors) as a bind. Podman mounts in order of depth, so the anchor is in
+ * place before the entry inside it. */
+static int anchor_bind(void *binds, const char *source, const char *anchor, struct sb_err *err)
 {
-	const struct mount_entry *best = NULL;
-
-	for (size_t i = 0; i < plan->n; i++) {
-		const struct mount_entry *e = &plan->entries[i];
-		size_t n = strlen(e->target);
-
-		if (strncmp(path, e->target, n) != 0 || path[n] != '/')
-			continue;
-		if (best == NULL || n >= strlen(best->target))
-			best = e;
-	}
-	return best != NULL && best->mode == MOUNT_RW ? best : NULL;
-}
-
-/* A plan entry inside a writable one (objects/info/alternates inside objects/): each directory on
- * the way, below the writable entry, is bound onto itself. A mount point cannot be renamed (EBUSY),
- * so a command cannot move the entry away and put a file of its own at its path. Podman mounts
- * in order of depth, so the anchor is in place before the entry inside it. */
-static int anchors_add(const struct sandbox_spec *spec, const char *target, json_t *binds, json_t *seen,
-		       struct sb_err *err)
-{
-	char anc[PATH_MAX], src[2 * PATH_MAX];
-	size_t len = strlen(target);
-
-	if (len >= sizeof anc)
-		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
-	for (size_t n = 1; n < len; n++) {
-		const struct mount_entry *e;
-
-		if (target[n] != '/')
-			continue;
-		memcpy(anc, target, n);
-		anc[n] = '\0';
-		e = rw_holder(spec->plan, anc);
-		if (e == NULL || json_object_get(seen, anc) != NULL)
-			continue;
-		if (path_fmt(src, sizeof src, err, "%s%s", e->source, anc + strlen(e->target)) < 0 ||
-		    bind_add(binds, src, anc, false, err) < 0 || json_object_set_new(seen, anc, json_true()) < 0)
-			return -1;
-	}
-	return 0;
+	return bind_add(binds, source, anchor, false, err);
 }
 
 static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spec, int64_t tmp_bytes, json_t *binds,
@@ -182,7 +143,7 @@ static int plan_mounts(const struct agent_dir *d, const struct sandbox_spec *spe
 		const struct mount_entry *e = &spec->plan->entries[i];
 		int rc = 0;
 
-		if (seen == NULL || anchors_add(spec, e->target, binds, seen, err) < 0) {
+		if (seen == NULL || mount_plan_anchors(spec->plan, e->target, seen, anchor_bind, binds, err) < 0) {
 			json_decref(seen);
 			return err->msg[0] ? -1 : sb_fail(err, ENOMEM, "container binds");
 		}
@@ -338,7 +299,7 @@ static int container_create(const struct podman *p, const struct agent_dir *d, c
 			    struct sandbox_handle *h, struct sb_err *err)
 {
 	json_t *body = container_body(p, d, spec, err);
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[256], name[200];
 	const char *id;
 	int rc;
@@ -359,18 +320,18 @@ static int container_create(const struct podman *p, const struct agent_dir *d, c
 	id = json_string_value(json_object_get(r.body, "Id"));
 	if (r.status != 201 || id == NULL || !id_valid(id)) {
 		rc = sb_fail(err, EIO, "podman refused to create the container (HTTP %ld): %s", r.status,
-			     podman_reply_message(&r));
+			     rest_reply_message(&r));
 	} else {
 		/* id_valid bounds the id, so it fits runtime_id whole. */
 		snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s", id);
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
 static int container_start(const struct podman *p, const struct sandbox_handle *h, struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[128];
 	int rc = 0;
 
@@ -379,8 +340,8 @@ static int container_start(const struct podman *p, const struct sandbox_handle *
 		return -1;
 	if (r.status != 204 && r.status != 304)
 		rc = sb_fail(err, EIO, "podman could not start the container (HTTP %ld): %s", r.status,
-			     podman_reply_message(&r));
-	podman_reply_free(&r);
+			     rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -395,7 +356,7 @@ struct container_state {
 static int container_inspect(const struct podman *p, const char *id, long timeout_ms, struct container_state *s,
 			     struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[128];
 	json_t *state;
 	int rc = 0;
@@ -409,7 +370,7 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
 		s->gone = true;
 	} else if (r.status != 200 || !json_is_string(json_object_get(state, "Status"))) {
 		rc = sb_fail(err, EIO, "podman could not inspect container %.12s (HTTP %ld): %s", id, r.status,
-			     podman_reply_message(&r));
+			     rest_reply_message(&r));
 	} else {
 		snprintf(s->status, sizeof s->status, "%s", json_string_value(json_object_get(state, "Status")));
 		s->pid = json_integer_value(json_object_get(state, "Pid"));
@@ -417,7 +378,7 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
 		if (json_is_string(json_object_get(state, "FinishedAt")))
 			snprintf(s->finished, sizeof s->finished, "%s", json_string_value(json_object_get(state, "FinishedAt")));
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -425,7 +386,7 @@ static int container_inspect(const struct podman *p, const char *id, long timeou
  * decides); it only spares polling. A quick failure must not make the caller spin. */
 static void container_wait(const struct podman *p, const char *id, long timeout_ms)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	struct sb_err ignored;
 	char path[160];
 	long status = 0;
@@ -433,7 +394,7 @@ static void container_wait(const struct podman *p, const char *id, long timeout_
 	snprintf(path, sizeof path, "/containers/%s/wait?condition=not-running", id);
 	if (call(p, "POST", path, NULL, timeout_ms < 1 ? 1 : timeout_ms, &r, &ignored) == 0) {
 		status = r.status;
-		podman_reply_free(&r);
+		rest_reply_free(&r);
 	}
 	if (status != 200)
 		usleep(POLL_MS * 1000);
@@ -469,7 +430,7 @@ static int handle_held(const struct sandbox_handle *h, struct sb_err *err)
 
 static void container_delete(const struct podman *p, const char *id)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	struct sb_err err;
 	char path[128];
 
@@ -479,8 +440,8 @@ static void container_delete(const struct podman *p, const char *id)
 		return;
 	}
 	if (r.status != 200 && r.status != 204 && r.status != 404)
-		sb_warn("container %.12s ended but was not deleted (HTTP %ld): %s", id, r.status, podman_reply_message(&r));
-	podman_reply_free(&r);
+		sb_warn("container %.12s ended but was not deleted (HTTP %ld): %s", id, r.status, rest_reply_message(&r));
+	rest_reply_free(&r);
 }
 
 /* The container's own output (the agent's log lines), for the message of a failed prepare. The
@@ -488,7 +449,7 @@ static void container_delete(const struct podman *p, const char *id)
  * length) before each chunk. */
 static void logs_tail(const struct podman *p, const struct sandbox_handle *h, char *out, size_t len)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	struct sb_err err;
 	char path[160], text[LOG_TAIL_BYTES + 1];
 	size_t have = 0, at = 0;
@@ -512,7 +473,7 @@ static void logs_tail(const struct podman *p, const struct sandbox_handle *h, ch
 		}
 		at += 8 + n;
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	while (have > 0 && text[have - 1] == ' ')
 		have--;
 	text[have] = '\0';
@@ -602,7 +563,7 @@ static int podman_prepare(struct backend *be, const struct sandbox_spec *spec, s
  * namespace, nested command namespaces included. A request, not evidence. */
 static int podman_stop(struct backend *be, struct sandbox_handle *h, struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[128];
 	int rc = 0;
 
@@ -614,8 +575,8 @@ static int podman_stop(struct backend *be, struct sandbox_handle *h, struct sb_e
 	/* 404: deleted already; 409: not running. Neither is evidence; evidence() asks. */
 	if (r.status != 204 && r.status != 200 && r.status != 404 && r.status != 409)
 		rc = sb_fail(err, EIO, "podman did not accept the kill of container %.12s (HTTP %ld): %s", handle_id(h),
-			     r.status, podman_reply_message(&r));
-	podman_reply_free(&r);
+			     r.status, rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -692,7 +653,7 @@ static int podman_lookup(struct backend *be, const char *session, uint64_t gener
 			 struct sb_err *err)
 {
 	char filters[512], escaped[1536], path[1700];
-	struct podman_reply r;
+	struct rest_reply r;
 	json_t *first;
 	int rc = 0;
 
@@ -707,13 +668,13 @@ static int podman_lookup(struct backend *be, const char *session, uint64_t gener
 		return -1;
 	first = json_array_get(r.body, 0);
 	if (r.status != 200 || !json_is_array(r.body))
-		rc = sb_fail(err, EIO, "podman could not list containers (HTTP %ld): %s", r.status, podman_reply_message(&r));
+		rc = sb_fail(err, EIO, "podman could not list containers (HTTP %ld): %s", r.status, rest_reply_message(&r));
 	else if (json_is_string(json_object_get(first, "Id")) && id_valid(json_string_value(json_object_get(first, "Id")))) {
 		snprintf(h->runtime_id, sizeof h->runtime_id, RUNTIME_PREFIX "%s",
 			 json_string_value(json_object_get(first, "Id")));
 		rc = 1;
 	}
-	podman_reply_free(&r);
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -754,7 +715,7 @@ static const struct backend_ops podman_ops = {
  * first call of every session. */
 static int service_check(const struct podman *p, struct sb_err *err)
 {
-	struct podman_reply r;
+	struct rest_reply r;
 	char path[300];
 	int rc = 0;
 
@@ -765,8 +726,8 @@ static int service_check(const struct podman *p, struct sb_err *err)
 	}
 	if (r.status != 200)
 		rc = sb_fail(err, EIO, "%s does not answer as a podman service (HTTP %ld): %s", p->set.socket, r.status,
-			     podman_reply_message(&r));
-	podman_reply_free(&r);
+			     rest_reply_message(&r));
+	rest_reply_free(&r);
 	if (rc < 0)
 		return -1;
 	snprintf(path, sizeof path, "/images/%s/json", p->set.image);
@@ -777,8 +738,8 @@ static int service_check(const struct podman *p, struct sb_err *err)
 			     p->set.image);
 	else if (r.status != 200)
 		rc = sb_fail(err, EIO, "podman could not inspect image '%s' (HTTP %ld): %s", p->set.image, r.status,
-			     podman_reply_message(&r));
-	podman_reply_free(&r);
+			     rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -790,15 +751,11 @@ int backend_podman_create(struct backend **out, const struct podman_settings *se
 		return sb_fail(err, ENOMEM, "creating the podman backend");
 	p->be.ops = &podman_ops;
 	p->set = *set;
-	if (p->set.tmp_bytes <= 0)
-		p->set.tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
-	if (p->set.shm_bytes <= 0)
-		p->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
-	for (const char *c = set->image; *c != '\0'; c++)
-		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL) {
-			free(p);
-			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", set->image);
-		}
+	backend_sizes_default(&p->set.tmp_bytes, &p->set.shm_bytes);
+	if (backend_image_check(set->image, err) < 0) {
+		free(p);
+		return -1;
+	}
 	if (service_check(p, err) < 0) {
 		free(p);
 		return -1;

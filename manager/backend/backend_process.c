@@ -18,6 +18,7 @@
  * Limits: sized /tmp and /dev/shm always; memory, pids and CPU in a cgroup of its own when the host
  * delegates a cgroup v2 directory (process_settings.cgroup_parent); limits() reads back which hold.
  */
+#include "backend_internal.h"
 #include "process.h"
 
 #include "log.h"
@@ -100,10 +101,7 @@ int backend_process_create_with(struct backend **out, const struct process_setti
 	p->be.ops = &process_ops;
 	p->set = *set;
 	p->cgroup_fd = -1;
-	if (p->set.tmp_bytes <= 0)
-		p->set.tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
-	if (p->set.shm_bytes <= 0)
-		p->set.shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
+	backend_sizes_default(&p->set.tmp_bytes, &p->set.shm_bytes);
 	if (p->set.cgroup_parent[0] == '\0') {
 		cgroup_describe_host(host, sizeof host);
 		sb_info("process backend: no cgroup-parent configured, so sandboxes get no memory, pids or CPU limit "

@@ -13,37 +13,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#define REPLY_MAX (4 * 1024 * 1024) /* a pod is a few KiB, a list of one session's pods a few more */
 #define EVENT_MAX (1024 * 1024)     /* one watch event's line */
-#define CONNECT_TIMEOUT_MS 5000
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 2000
 
 struct transfer {
 	CURL *curl;
-	struct k8s_reply *reply;
+	struct rest_reply *reply;
 	/* a watch: lines of events, each to fn */
 	k8s_event_fn fn;
 	void *user;
 	int outcome;       /* K8S_WATCH_* once an event decided */
 	long retry_after;  /* seconds, from the header; 0 when none */
 };
-
-static size_t body_add(struct k8s_reply *r, const char *data, size_t len, size_t max)
-{
-	char *grown;
-
-	if (len > max - r->raw_len)
-		return 0; /* curl fails with CURLE_WRITE_ERROR: too big */
-	grown = realloc(r->raw, r->raw_len + len + 1);
-	if (grown == NULL)
-		return 0;
-	memcpy(grown + r->raw_len, data, len);
-	r->raw = grown;
-	r->raw_len += len;
-	r->raw[r->raw_len] = '\0';
-	return len;
-}
 
 /* Each complete line of a 200 watch is one event; an ERROR event with code 410 says the
  * resourceVersion is too old. Another status's body is kept whole (a Status). */
@@ -79,11 +61,11 @@ static size_t reply_add(char *data, size_t size, size_t n, void *user)
 	char *nl;
 
 	if (t->fn == NULL)
-		return body_add(t->reply, data, len, REPLY_MAX);
+		return rest_reply_append(t->reply, data, len, REST_REPLY_MAX);
 	curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (status != 200)
-		return body_add(t->reply, data, len, 64 * 1024);
-	if (body_add(t->reply, data, len, EVENT_MAX) != len)
+		return rest_reply_append(t->reply, data, len, 64 * 1024);
+	if (rest_reply_append(t->reply, data, len, EVENT_MAX) != len)
 		return 0;
 	while ((nl = memchr(t->reply->raw, '\n', t->reply->raw_len)) != NULL) {
 		size_t used = (size_t)(nl - t->reply->raw) + 1;
@@ -107,27 +89,11 @@ static size_t header_seen(char *data, size_t size, size_t n, void *user)
 	return len;
 }
 
-void k8s_reply_free(struct k8s_reply *reply)
-{
-	json_decref(reply->body);
-	free(reply->raw);
-	memset(reply, 0, sizeof *reply);
-}
-
-const char *k8s_reply_message(const struct k8s_reply *reply)
-{
-	json_t *m = json_object_get(reply->body, "message");
-
-	if (json_is_string(m))
-		return json_string_value(m);
-	return reply->raw != NULL && reply->raw[0] != '\0' ? reply->raw : "(no message)";
-}
-
 /* One attempt. */
 static int attempt(const struct k8s_conn *c, struct transfer *t, const char *method, const char *url,
 		   const char *text, long timeout_ms, struct sb_err *err)
 {
-	char curl_err[CURL_ERROR_SIZE] = "", auth[8192];
+	char curl_err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *headers = NULL;
 	struct curl_blob ca = { c->ca_pem, c->ca_len, CURL_BLOB_NOCOPY };
 	struct curl_blob cert = { c->cert_pem, c->cert_len, CURL_BLOB_NOCOPY };
@@ -138,25 +104,13 @@ static int attempt(const struct k8s_conn *c, struct transfer *t, const char *met
 	if (h == NULL)
 		return sb_fail(err, ENOMEM, "Kubernetes API: curl_easy_init failed");
 	t->curl = h;
-	headers = curl_slist_append(headers, "Accept: application/json");
-	if (text != NULL)
-		headers = curl_slist_append(headers, "Content-Type: application/json");
-	if (c->token != NULL) {
-		if (snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token) >= (int)sizeof auth) {
-			curl_slist_free_all(headers);
-			curl_easy_cleanup(h);
-			return sb_fail(err, E2BIG, "Kubernetes API: the token is too long");
-		}
-		headers = curl_slist_append(headers, auth);
-		explicit_bzero(auth, sizeof auth);
-	}
-	if (headers == NULL) {
+	if (rest_setopt(h, method, text, c->token, timeout_ms, &headers, curl_err, t->reply, err) < 0) {
 		curl_easy_cleanup(h);
-		return sb_fail(err, ENOMEM, "Kubernetes API: building the request headers");
+		sb_err_prefix(err, "Kubernetes API");
+		return -1;
 	}
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, strncmp(c->server, "https:", 6) == 0 ? "https" : "http");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (c->ca_pem != NULL)
@@ -165,20 +119,11 @@ static int attempt(const struct k8s_conn *c, struct transfer *t, const char *met
 		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
 		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
 	}
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms < 1 ? 1L : timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "infra-sandbox-manager");
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+	/* A watch reads its events as they come (reply_add), and a refusal's Retry-After. */
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_add);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_seen);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
-	if (text != NULL) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
-	}
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &t->reply->status);
 	curl_slist_free_all(headers);
@@ -189,10 +134,7 @@ static int attempt(const struct k8s_conn *c, struct transfer *t, const char *met
 		return 0;
 	if (rc != CURLE_OK)
 		return sb_fail(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO, "Kubernetes API %s %s: %s", method, url,
-			       rc == CURLE_OPERATION_TIMEDOUT ? "no answer in time"
-			       : rc == CURLE_WRITE_ERROR     ? "the reply is over the size bound"
-			       : curl_err[0]                 ? curl_err
-							     : curl_easy_strerror(rc));
+			       rest_failure(rc, t->reply, curl_err));
 	return 0;
 }
 
@@ -202,7 +144,7 @@ static bool retried(long status)
 }
 
 int k8s_request(const struct k8s_conn *c, const char *method, const char *path, json_t *body, long timeout_ms,
-		struct k8s_reply *reply, struct sb_err *err)
+		struct rest_reply *reply, struct sb_err *err)
 {
 	int64_t deadline = clock_mono_ms() + timeout_ms;
 	long backoff = BACKOFF_FIRST_MS;
@@ -218,7 +160,7 @@ int k8s_request(const struct k8s_conn *c, const char *method, const char *path, 
 		long pause;
 
 		if (attempt(c, &t, method, url, text, clock_remaining_ms(deadline), err) < 0) {
-			k8s_reply_free(reply);
+			rest_reply_free(reply);
 			free(text);
 			return -1;
 		}
@@ -228,20 +170,19 @@ int k8s_request(const struct k8s_conn *c, const char *method, const char *path, 
 		/* The last answer stands when no time is left for another. */
 		if (!retried(reply->status) || clock_remaining_ms(deadline) <= pause)
 			break;
-		k8s_reply_free(reply);
+		rest_reply_free(reply);
 		usleep((useconds_t)pause * 1000);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
 	free(text);
-	if (reply->raw_len > 0)
-		reply->body = json_loadb(reply->raw, reply->raw_len, 0, NULL);
+	rest_reply_parse(reply);
 	return 0;
 }
 
 int k8s_watch(const struct k8s_conn *c, const char *path, long timeout_ms, k8s_event_fn fn, void *user,
 	      struct sb_err *err)
 {
-	struct k8s_reply reply = { 0 };
+	struct rest_reply reply = { 0 };
 	struct transfer t = { .reply = &reply, .fn = fn, .user = user, .outcome = K8S_WATCH_ENDED };
 	char url[2048];
 	int rc;
@@ -252,10 +193,10 @@ int k8s_watch(const struct k8s_conn *c, const char *path, long timeout_ms, k8s_e
 	if (rc == 0 && reply.status == 410)
 		t.outcome = K8S_WATCH_GONE;
 	else if (rc == 0 && reply.status != 200 && !retried(reply.status) && reply.status != 0) {
-		reply.body = json_loadb(reply.raw ? reply.raw : "", reply.raw_len, 0, NULL);
+		rest_reply_parse(&reply);
 		rc = sb_fail(err, EIO, "Kubernetes API: the watch was refused (HTTP %ld): %s", reply.status,
-			     k8s_reply_message(&reply));
+			     rest_reply_message(&reply));
 	}
-	k8s_reply_free(&reply);
+	rest_reply_free(&reply);
 	return rc < 0 ? -1 : t.outcome;
 }

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "curl_handle.h"
 #include "error.h"
 
 /* Who the manager is to one API server. PEM blobs are held in memory (read once at start). */
@@ -30,21 +31,12 @@ void k8s_conn_free(struct k8s_conn *c);
  * scalars, {} and []), as JSON; text that starts with '{' is read as JSON. NULL with err. */
 json_t *k8s_yaml_parse(const char *text, struct sb_err *err);
 
-struct k8s_reply {
-	long status;       /* the HTTP status; 0 when no answer came */
-	json_t *body;      /* the parsed JSON body, NULL when empty or not JSON */
-	char *raw;         /* the body as received (NUL-terminated) */
-	size_t raw_len;
-};
-
 /* METHOD <server><path>, with an optional JSON body, within timeout_ms in all: 429 and 5xx are
  * asked again after a growing pause (Retry-After when the server says one) while time is left.
- * 0 when an answer came, whatever its status; -1 with err when none did. path must be URL-safe. */
+ * 0 when an answer came, whatever its status; -1 with err when none did. path must be URL-safe.
+ * The reply is curl_handle.h's: rest_reply_free, and rest_reply_message for the server's words. */
 int k8s_request(const struct k8s_conn *c, const char *method, const char *path, json_t *body, long timeout_ms,
-		struct k8s_reply *reply, struct sb_err *err);
-void k8s_reply_free(struct k8s_reply *reply);
-/* The server's words: the Status body's "message", else the body's start. */
-const char *k8s_reply_message(const struct k8s_reply *reply);
+		struct rest_reply *reply, struct sb_err *err);
 
 /* One watch event: type ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") and its object. Return 1 to
  * end the watch (decided), 0 to go on. */

@@ -163,7 +163,7 @@ static int secret_post(const struct k8s_conn *c, const char *ns, const char *nam
 				 "ownerReferences", "apiVersion", "v1", "kind", "Pod", "name", pod, "uid", pod_uid,
 				 "blockOwnerDeletion", 0,
 				 "data", data);
-	struct k8s_reply r;
+	struct rest_reply r;
 	char path[256];
 	int rc;
 
@@ -176,8 +176,8 @@ static int secret_post(const struct k8s_conn *c, const char *ns, const char *nam
 		return -1;
 	if (r.status != 201)
 		rc = sb_fail(err, r.status == 403 ? EACCES : EIO, "the API server refused to create Secret %s (HTTP %ld): %s",
-			     name, r.status, k8s_reply_message(&r));
-	k8s_reply_free(&r);
+			     name, r.status, rest_reply_message(&r));
+	rest_reply_free(&r);
 	return rc;
 }
 
@@ -213,7 +213,7 @@ void k8s_secrets_delete(const struct k8s_conn *c, const char *ns, const char *po
 	static const char *const suffix[] = { K8S_SECRET_AGENT, K8S_SECRET_CREDENTIALS };
 
 	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
-		struct k8s_reply r;
+		struct rest_reply r;
 		struct sb_err err;
 		char name[128], path[300];
 
@@ -227,7 +227,7 @@ void k8s_secrets_delete(const struct k8s_conn *c, const char *ns, const char *po
 		}
 		if (r.status != 200 && r.status != 202 && r.status != 404)
 			sb_warn("Secret %s of the ended pod %s not deleted (HTTP %ld; the garbage collector still holds it "
-				"to the pod): %s", name, pod, r.status, k8s_reply_message(&r));
-		k8s_reply_free(&r);
+				"to the pod): %s", name, pod, r.status, rest_reply_message(&r));
+		rest_reply_free(&r);
 	}
 }

@@ -29,6 +29,8 @@ struct call {
 	char reason[SB_ERR_MSG_MAX];
 	struct metrics_lap lap;        /* each step's time (metrics.h) */
 	bool has_turn;                 /* it holds the session's queue turn */
+	bool cancelled_first;          /* it took a cancel that came before it ran (cancel.c) */
+	bool agent_gone;               /* its agent stopped listening during the call (call_reconcile) */
 	struct session_row s;          /* read once, under the turn (execpath.c call_bind) */
 };
 
@@ -36,7 +38,8 @@ struct call {
 json_t *call_refused_result(const struct call *c, const char *status, const char *why);
 /* Commit the exec's final record. status is one of the final states. */
 int call_record_end(struct manager *m, struct call *c, const char *status, json_t *result, struct sb_err *err);
-/* After a lost answer: reconnect to c->sandbox and ask, a few times, until the agent knows the end. */
+/* After a lost answer: reconnect to c->sandbox and ask, a few times, until the agent knows the end.
+ * An agent that no longer listens (its socket refuses) ends the asking at once: c->agent_gone. */
 int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err);
 /* The reply has a result and a receipt verified for this exec, nonce and generation. */
 int call_result_verify(struct call *c, struct sb_err *err);

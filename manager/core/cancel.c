@@ -1,7 +1,8 @@
 /* The one cancel of a running call, whoever asks for it: a client (cancel_call), a revocation
  * (sessions.c authority_changed) or the stop (cancel_stop_calls). It sets the reason and stops the
  * sandbox, and never records anything itself: the call's own thread (execpath.c) finds its exec
- * lost, gets the sandbox's evidence and records it `cancelled`, or `uncertain` without evidence. */
+ * lost, gets the sandbox's evidence and records it `cancelled`, or `uncertain` without evidence. A
+ * client's tagged cancel that comes before its call runs is kept for that call (below). */
 #include "manager.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "control.h"
 #include "log.h"
 
@@ -64,6 +66,71 @@ static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *
 	return sandbox_interrupt(m, l, err);
 }
 
+/* ---- cancels that come before their call runs ----
+ *
+ * A client sends a tagged cancel once; Claude Code exits about 250 ms after it. A call still in
+ * flight, waiting for its session's turn behind another, or starting its sandbox would then run
+ * after all: so the cancel is kept, under m->lock, and the call takes it when it is recorded after
+ * its turn (execpath.c call_steps) or when its sandbox is marked busy (sandbox_mark, in the same hold
+ * the running tag is set, so a cancel either finds the call running or is found by it). A taken
+ * entry stays, with the call's exec id, so that the client's repeated cancel hears which exec it
+ * cancelled (until the room is needed). Bounds: CANCEL_PENDING_MAX entries waiting (a cancel beyond
+ * them is refused, unavailable), each kept PENDING_MARGIN_S beyond the longest call the
+ * configuration allows: the time the call ahead of it in the session's turn may take at the most. */
+#define PENDING_MARGIN_S 120
+
+static struct cancel_pending *pending_find(struct manager *m, const char *session, const char *tag, int64_t now)
+{
+	for (size_t i = 0; i < CANCEL_PENDING_MAX; i++) {
+		struct cancel_pending *p = &m->pending[i];
+
+		if (p->until_ms > now && strcmp(p->session, session) == 0 && strcmp(p->tag, tag) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+/* 1: it waits for its call; 0: its call took it already (exec_id); -1: no room. */
+static int pending_keep(struct manager *m, const char *session, const char *tag, char *exec_id, size_t len,
+			struct sb_err *err)
+{
+	int64_t now = clock_mono_ms(), until = now + ((int64_t)m->cfg.max_timeout + PENDING_MARGIN_S) * 1000;
+	struct cancel_pending *p = pending_find(m, session, tag, now);
+
+	if (p != NULL && p->exec_id[0] != '\0') {
+		snprintf(exec_id, len, "%s", p->exec_id);
+		return 0;
+	}
+	for (size_t i = 0; p == NULL && i < CANCEL_PENDING_MAX; i++)
+		if (m->pending[i].until_ms <= now)
+			p = &m->pending[i];
+	/* Full: a taken one goes first (it only answers a repeated cancel), never one still waiting. */
+	for (size_t i = 0; p == NULL && i < CANCEL_PENDING_MAX; i++)
+		if (m->pending[i].exec_id[0] != '\0')
+			p = &m->pending[i];
+	if (p == NULL)
+		return sb_fail(err, EAGAIN, "%d cancels already wait for their calls; try again", CANCEL_PENDING_MAX);
+	snprintf(p->session, sizeof p->session, "%s", session);
+	snprintf(p->tag, sizeof p->tag, "%s", tag);
+	p->exec_id[0] = '\0';
+	p->until_ms = until;
+	return 1;
+}
+
+bool cancel_pending_take(struct manager *m, const char *session, const char *tag, const char *exec_id)
+{
+	struct cancel_pending *p;
+
+	if (tag[0] == '\0')
+		return false;
+	p = pending_find(m, session, tag, clock_mono_ms());
+	if (p == NULL || p->exec_id[0] != '\0')
+		return false;
+	snprintf(p->exec_id, sizeof p->exec_id, "%s", exec_id);
+	sb_info("session %s: exec %s (tag %s) is cancelled before it ran: the cancel came first", session, exec_id, tag);
+	return true;
+}
+
 int cancel_session_call(struct manager *m, const char *session, const char *tag, const char *reason, char *exec_id,
 			size_t len, struct sb_err *err)
 {
@@ -77,6 +144,9 @@ int cancel_session_call(struct manager *m, const char *session, const char *tag,
 	if (l != NULL && l->busy && (tag == NULL || strcmp(tag, l->running_tag) == 0)) {
 		snprintf(exec_id, len, "%s", l->running_exec);
 		rc = cancel_locked(m, l, reason, err) < 0 ? -1 : 1;
+	} else if (tag != NULL) {
+		rc = pending_keep(m, session, tag, exec_id, len, err);
+		rc = rc < 0 ? -1 : rc == 0 ? 1 : 2;
 	}
 	pthread_mutex_unlock(&m->lock);
 	return rc;
@@ -90,6 +160,8 @@ json_t *cancel_call(struct manager *m, const char *session, const char *tag)
 	char exec_id[65];
 	int rc = records_session_get(m->rec, session, &s, &err);
 
+	if (tag != NULL && (tag[0] == '\0' || strlen(tag) > 64))
+		return control_error("invalid", "tag must be 1-64 characters of [A-Za-z0-9._:-]");
 	/* Nothing to cancel is an answer only for a session that exists. */
 	if (rc < 0)
 		return control_error_from(err.errnum == EINVAL ? "invalid" : "internal", &err);
@@ -98,6 +170,8 @@ json_t *cancel_call(struct manager *m, const char *session, const char *tag)
 	rc = cancel_session_call(m, session, tag, "cancelled by request", exec_id, sizeof exec_id, &err);
 	if (rc == 0)
 		return json_pack("{s:b, s:n}", "ok", 1, "cancelled");
+	if (rc == 2)
+		return json_pack("{s:b, s:n, s:b}", "ok", 1, "cancelled", "pending", 1);
 	if (rc < 0)
 		return control_error_from("unavailable", &err);
 	return cancel_outcome(m, exec_id);

@@ -258,6 +258,12 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 				return 0;
 			if (rc == 0 && c->reply.state == AGENT_EXEC_UNKNOWN)
 				return sb_fail(err, ENOENT, "the agent has no record of the exec");
+		} else if (err->errnum == ECONNREFUSED || err->errnum == ENOENT) {
+			/* Nothing listens where the agent did: it is gone, and with it the sandbox (the agent is
+			 * its PID 1), ended from outside during the call. Asking again would only wait. */
+			c->agent_gone = true;
+			return sb_fail(err, 0, "the sandbox ended during the call (its agent no longer accepts "
+				       "connections)");
 		}
 		sleep(1);
 	}
@@ -367,6 +373,8 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 	struct sb_err err;
 	const char *cancel = c->sandbox ? c->sandbox->cancel_reason : "";
 	int cancelled = cancel[0] != '\0';
+	struct sandbox_row *gone = c->agent_gone && !cancelled ? calloc(1, sizeof *gone) : NULL;
+	uint64_t generation = c->sandbox ? c->sandbox->generation : 0;
 
 	snprintf(c->reason, sizeof c->reason, "%s", cancelled ? cancel : why);
 	if (c->sandbox != NULL && sandbox_retire(m, c->sandbox, why, &err) < 0) {
@@ -378,7 +386,12 @@ static json_t *call_uncertain(struct manager *m, struct call *c, const char *why
 		snprintf(c->reason, sizeof c->reason, "%.480s; and the sandbox's end is not proven: %.480s", first,
 			 err.msg);
 		cancelled = 0;
+	} else if (gone != NULL && records_sandbox_get(m->rec, c->session, gone, &err) == RECORDS_FOUND &&
+		   gone->generation == generation && strcmp(gone->state, "gone") == 0) {
+		/* Ended from outside: the runtime's own word for it, as the retire recorded it. */
+		snprintf(c->reason, sizeof c->reason, "the sandbox ended during the call: %.900s", gone->evidence);
 	}
+	free(gone);
 	c->sandbox = NULL;
 	/* A cancel stops the sandbox on purpose: with evidence of its end, that is `cancelled`. */
 	return call_finish(m, c, cancelled ? "cancelled" : "uncertain",
@@ -408,10 +421,31 @@ static void sandbox_mark(struct manager *m, struct call *c, bool busy)
 	if (busy) {
 		snprintf(c->sandbox->running_exec, sizeof c->sandbox->running_exec, "%s", c->exec_id);
 		snprintf(c->sandbox->running_tag, sizeof c->sandbox->running_tag, "%s", c->tag);
+		/* In the hold that sets the tag: a cancel finds the call running, or is found here. */
+		if (cancel_pending_take(m, c->session, c->tag, c->exec_id))
+			c->cancelled_first = true;
 	} else {
 		c->sandbox->last_used_ms = clock_real_ms();
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+/* A cancel found the call's sandbox busy (cancel.c): it is being stopped. */
+static bool call_cancel_reason(struct manager *m, const struct call *c)
+{
+	bool set;
+
+	pthread_mutex_lock(&m->lock);
+	set = c->sandbox->cancel_reason[0] != '\0';
+	pthread_mutex_unlock(&m->lock);
+	return set;
+}
+
+/* A call that took a cancel before it ran: recorded cancelled, never dispatched. */
+static json_t *call_cancelled_first(struct manager *m, struct call *c)
+{
+	snprintf(c->reason, sizeof c->reason, "cancelled by request before it ran");
+	return call_finish(m, c, "cancelled", call_refused_result(c, "cancelled", c->reason));
 }
 
 /* Step 4: the sandbox, marked busy, holding exactly the session's current grants. */
@@ -437,7 +471,8 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 }
 
 /* Steps 3 to 5 on one sandbox: check, obtain it (marked busy, with the grants rechecked), send.
- * Returns call_dispatch()'s code, or -2 (refused, err says why) before anything was sent. */
+ * Returns call_dispatch()'s code, -5 (it took a cancel that came first), or -2 (refused, err says why) before
+ * anything was sent. */
 static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 {
 	int rc;
@@ -457,6 +492,16 @@ static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 		sandbox_mark(m, c, false);
 		return -2;
 	}
+	/* A cancel before the dispatch: nothing is sent. One that waited for the call (-5); or one that
+	 * found it busy and is stopping its sandbox (-1: call_uncertain gets the evidence). */
+	if (c->cancelled_first) {
+		sandbox_mark(m, c, false);
+		return -5;
+	}
+	if (call_cancel_reason(m, c)) {
+		sandbox_mark(m, c, false);
+		return sb_fail(err, ECANCELED, "cancelled before it was dispatched");
+	}
 	sb_hex_encode(c->nonce, sizeof c->nonce, c->nonce_hex);
 	rc = call_dispatch(m, c, err);
 	sandbox_mark(m, c, false);
@@ -469,6 +514,11 @@ static json_t *call_run(struct manager *m, struct call *c)
 	json_t *result;
 	int rc = call_attempt(m, c, &err);
 
+	if (rc == -5)
+		return call_cancelled_first(m, c);
+	/* Cancelled while it was being sent (the cancel stopped the sandbox): not run again elsewhere. */
+	if (rc == -4 && call_cancel_reason(m, c))
+		return call_uncertain(m, c, err.msg);
 	/* A sandbox whose agent does not answer (its init killed between two calls) would otherwise
 	 * refuse every later call of the session for good. Nothing was sent, so the exec is still
 	 * only accepted: the sandbox is retired, its end proven as always, and the call tries once
@@ -522,6 +572,11 @@ static json_t *call_steps(struct manager *m, struct call *c)
 	/* Not on record, so not run: the answer says so (a full records volume ends here). */
 	if (call_record(m, c, &err) < 0)
 		return control_error("unavailable", "exec not run: it could not be recorded (%s)", err.msg);
+	pthread_mutex_lock(&m->lock);
+	c->cancelled_first = cancel_pending_take(m, c->session, c->tag, c->exec_id);
+	pthread_mutex_unlock(&m->lock);
+	if (c->cancelled_first)
+		return call_cancelled_first(m, c); /* its cancel came while it waited: no sandbox is touched */
 	return call_run(m, c);
 }
 

@@ -45,6 +45,16 @@ struct live_sandbox {
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
 };
 
+/* A tagged cancel that came before its call ran (cancel.c): kept for the call, which takes it when
+ * it gets its turn or its sandbox and is recorded cancelled without running. */
+#define CANCEL_PENDING_MAX 64
+struct cancel_pending {
+	char session[65];
+	char tag[65];
+	char exec_id[65];              /* "" until a call took it: then that call's exec */
+	int64_t until_ms;              /* monotonic; a free slot once past */
+};
+
 struct manager {
 	struct config cfg;
 	struct records *rec;
@@ -59,6 +69,7 @@ struct manager {
 	enum stop_phase { STOP_NONE, STOP_REFUSING, STOP_CANCELLING } stop_phase;
 	unsigned requests;
 	unsigned unproven;
+	struct cancel_pending pending[CANCEL_PENDING_MAX]; /* under `lock` */
 };
 
 /* sandbox.c: a session's sandbox, with its queue turn held by the caller. s: the session's record,
@@ -92,10 +103,15 @@ json_t *execpath_run(struct manager *m, json_t *req);
  * the call the client tagged so; the answer waits for its final record. */
 json_t *cancel_call(struct manager *m, const char *session, const char *tag);
 /* The session's running call (with a tag, only the one tagged so) stopped for reason, under m->lock.
- * 1: one was (its exec id in exec_id), 0: none runs, -1: the stop request failed (err; the reason
- * is set all the same, and the sandbox's evidence decides). */
+ * 1: one was, or a pending cancel of that tag was taken by its call (its exec id in exec_id); 0:
+ * none runs; 2: none with that tag runs yet, and the cancel waits for it (struct cancel_pending);
+ * -1: the stop request failed (err; the reason is set all the same, and the sandbox's evidence
+ * decides), or too many cancels wait already. */
 int cancel_session_call(struct manager *m, const char *session, const char *tag, const char *reason, char *exec_id,
 			size_t len, struct sb_err *err);
+/* With m->lock held: whether a cancel waits for the call tagged tag on session; if so the call
+ * (exec_id) takes it, and must then not run. Never for an empty tag. */
+bool cancel_pending_take(struct manager *m, const char *session, const char *tag, const char *exec_id);
 /* The stop, once its grace is over: no call is dispatched from now on, and every running one is
  * cancelled as cancel_call does, for reason. Returns how many were running. */
 unsigned cancel_stop_calls(struct manager *m, const char *reason);

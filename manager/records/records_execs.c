@@ -19,6 +19,26 @@ static bool is_hex(const char *s)
 
 /* ---------------------------------------------------------------- execs */
 
+/* The row sql (its ?1 the exec id) selects, at *st: RECORDS_FOUND, RECORDS_NOT_FOUND (err says
+ * there is no such exec), or -1. */
+static int exec_row_read(struct records *r, const char *sql, const char *exec_id, sqlite3_stmt **st,
+			 struct sb_err *err)
+{
+	int rc = SQLITE_OK;
+
+	if (prepare(r, sql, st, err) != 0)
+		return -1;
+	bind_text(*st, 1, exec_id, &rc);
+	rc = step(*st, rc);
+	if (rc == SQLITE_DONE) {
+		sb_fail(err, 0, "records: no exec %s", exec_id);
+		return RECORDS_NOT_FOUND;
+	}
+	if (rc != SQLITE_ROW)
+		return db_fail(r, err, "reading exec %s", exec_id);
+	return RECORDS_FOUND;
+}
+
 static int exec_row_check(const struct exec_row *e, struct sb_err *err)
 {
 	if (check_field("exec id", e->id, sizeof e->id, true, err) != 0 ||
@@ -60,16 +80,9 @@ int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_e
 static int exec_state_of(struct records *r, const char *id, char state[16], struct sb_err *err)
 {
 	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
 
-	if (prepare(r, "SELECT state FROM execs WHERE id = ?1", &st, err) != 0)
+	if (exec_row_read(r, "SELECT state FROM execs WHERE id = ?1", id, &st, err) != RECORDS_FOUND)
 		return -1;
-	bind_text(st, 1, id, &rc);
-	rc = step(st, rc);
-	if (rc == SQLITE_DONE)
-		return sb_fail(err, 0, "records: no exec %s", id);
-	if (rc != SQLITE_ROW)
-		return db_fail(r, err, "reading exec %s", id);
 	copy_text(state, 16, col_text(st, 0));
 	return 0;
 }
@@ -149,21 +162,15 @@ int records_exec_get(struct records *r, const char *exec_id, struct exec_row *ou
 {
 	struct records *locked cleanup_unlock = records_lock(r);
 	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	int rc;
 
 	memset(out, 0, sizeof *out);
-	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 ||
-	    prepare(r, "SELECT id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox,"
-		       " accepted_ms, dispatched_ms, finished_ms FROM execs WHERE id = ?1", &st, err) != 0)
+	if (check_arg("exec id", exec_id, ID_MAX, err) != 0)
 		return -1;
-	bind_text(st, 1, exec_id, &rc);
-	rc = step(st, rc);
-	if (rc == SQLITE_DONE) {
-		sb_fail(err, 0, "records: no exec %s", exec_id);
-		return RECORDS_NOT_FOUND;
-	}
-	if (rc != SQLITE_ROW)
-		return db_fail(r, err, "reading exec %s", exec_id);
+	rc = exec_row_read(r, "SELECT id, session, turn, state, command, timeout_seconds, generation, nonce_hex,"
+			   " sandbox, accepted_ms, dispatched_ms, finished_ms FROM execs WHERE id = ?1", exec_id, &st, err);
+	if (rc != RECORDS_FOUND)
+		return rc;
 	/* Columns that are NULL before dispatch or finish read as 0 and "". */
 	copy_text(out->id, sizeof out->id, col_text(st, 0));
 	copy_text(out->session, sizeof out->session, col_text(st, 1));
@@ -192,19 +199,11 @@ static bool is_outcome(const char *outcome)
 static int resolve_refusal(struct records *r, const char *exec_id, struct sb_err *err)
 {
 	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	int rc = exec_row_read(r, "SELECT e.state, x.outcome FROM execs e LEFT JOIN resolutions x ON x.exec_id = e.id"
+			       " WHERE e.id = ?1", exec_id, &st, err);
 
-	if (prepare(r, "SELECT e.state, x.outcome FROM execs e LEFT JOIN resolutions x ON x.exec_id = e.id"
-		       " WHERE e.id = ?1", &st, err) != 0)
-		return -1;
-	bind_text(st, 1, exec_id, &rc);
-	rc = step(st, rc);
-	if (rc == SQLITE_DONE) {
-		sb_fail(err, 0, "records: no exec %s", exec_id);
-		return RECORDS_NOT_FOUND;
-	}
-	if (rc != SQLITE_ROW)
-		return db_fail(r, err, "reading exec %s", exec_id);
+	if (rc != RECORDS_FOUND)
+		return rc;
 	if (col_text(st, 1))
 		sb_fail(err, 0, "exec %s is already resolved (%s): a resolution is final, the first one stays", exec_id,
 			col_text(st, 1));

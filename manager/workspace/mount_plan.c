@@ -3,12 +3,14 @@
  * provider-auth/, or anything outside this session's worktree and its repository, into a plan. */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "mount_plan.h"
+#include "pathfmt.h"
 #include "workspace_internal.h"
 
 /* ---------------------------------------------------------------- the mount plan */
@@ -177,5 +179,55 @@ int mount_plan_print(const struct mount_plan *plan, FILE *out, struct sb_err *er
 	json_decref(j);
 	if (rc != 0 || fputc('\n', out) == EOF)
 		return sb_fail(err, EIO, "printing the mount plan");
+	return 0;
+}
+
+/* ---------------------------------------------------------------- anchors, for every backend */
+
+/* The writable plan entry whose mount holds path in the sandbox (the deepest one above it), or
+ * NULL. */
+static const struct mount_entry *rw_holder(const struct mount_plan *plan, const char *path)
+{
+	const struct mount_entry *best = NULL;
+
+	for (size_t i = 0; i < plan->n; i++) {
+		const struct mount_entry *e = &plan->entries[i];
+		size_t n = strlen(e->target);
+
+		if (strncmp(path, e->target, n) != 0 || path[n] != '/')
+			continue;
+		if (best == NULL || n >= strlen(best->target))
+			best = e;
+	}
+	return best != NULL && best->mode == MOUNT_RW ? best : NULL;
+}
+
+/* A plan entry inside a writable one (objects/info/alternates inside objects/): each directory on
+ * the way, below the writable entry, is mounted onto itself. A mount point cannot be renamed
+ * (EBUSY), so a command cannot move the entry away and put a file of its own at its path. */
+int mount_plan_anchors(const struct mount_plan *plan, const char *target, json_t *seen, mount_anchor_fn add,
+		       void *ctx, struct sb_err *err)
+{
+	char anc[PATH_MAX], src[PATH_MAX];
+	size_t len = strlen(target);
+
+	if (len >= sizeof anc)
+		return sb_fail(err, ENAMETOOLONG, "mount target %s", target);
+	for (size_t n = 1; n < len; n++) {
+		const struct mount_entry *e;
+
+		if (target[n] != '/')
+			continue;
+		memcpy(anc, target, n);
+		anc[n] = '\0';
+		e = rw_holder(plan, anc);
+		if (e == NULL || json_object_get(seen, anc) != NULL)
+			continue;
+		if (path_fmt(src, sizeof src, err, "%s%s", e->source, anc + strlen(e->target)) < 0 ||
+		    add(ctx, src, anc, err) < 0)
+			return -1;
+		if (json_object_set_new(seen, anc, json_true()) < 0)
+			return sb_fail(err, ENOMEM, "mount plan anchors");
+	}
 	return 0;
 }

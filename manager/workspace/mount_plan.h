@@ -40,4 +40,13 @@ const char *mount_mode_name(enum mount_mode mode);
 json_t *mount_plan_to_json(const struct mount_plan *plan);
 int mount_plan_print(const struct mount_plan *plan, FILE *out, struct sb_err *err);
 
+/* One anchor of an entry (mount_plan_anchors): source is the host path of the directory anchor,
+ * which the backend mounts writable onto itself; 0, or -1 with err. */
+typedef int (*mount_anchor_fn)(void *ctx, const char *source, const char *anchor, struct sb_err *err);
+/* For the entry at target: each directory between it and the writable entry that holds it, not
+ * yet in seen (an object keyed by anchor, which this fills), to add() in order from the root, so a
+ * backend mounts every anchor before the entry inside it. 0, or -1 with err. */
+int mount_plan_anchors(const struct mount_plan *plan, const char *target, json_t *seen, mount_anchor_fn add,
+		       void *ctx, struct sb_err *err);
+
 #endif

@@ -70,8 +70,6 @@ podman_setup() {
 		echo "integration: $PODMAN_UNAVAILABLE"
 		return 0
 	}
-	# The sandbox containers of manager sessions that exist already are not this run's to remove.
-	PODMAN_PREEXISTING=$(podman_ids infra-sandbox.session)
 	local sock=$IT_ROOT/podman/podman.sock
 	CONTAINERS_CONF=$PODMAN_CONF podman system service --time=0 "unix://$sock" \
 		>"$IT_ROOT/podman/service.log" 2>&1 &
@@ -95,15 +93,34 @@ podman_setup() {
 	echo "integration: $PODMAN_UNAVAILABLE"
 }
 
-# At the end of the run: the containers this run created (manager sessions' and the image tests'), then
-# the service.
+# podman_run_ids: the containers this run made, and no other's (runs at the same time share podman's
+# storage): a manager session's container carries its sandbox's private directory as a label
+# (infra-sandbox.private-dir), below the state dir of the test that started the manager, which each
+# test notes in its own directory under IT_ROOT (mstate.path, lib_manager.sh mgr_start); the image
+# tests label theirs infra-sandbox.test=$IT_ROOT.
+podman_run_ids() {
+	local id dir state states
+	states=$(cat "$IT_ROOT"/*/*/mstate.path 2>/dev/null)
+	[ -n "$states" ] && for id in $(podman_ids infra-sandbox.session); do
+		dir=$(podman_cli inspect -f '{{index .Config.Labels "infra-sandbox.private-dir"}}' "$id" 2>/dev/null)
+		while read -r state; do
+			case $dir in
+			"$state"/*)
+				echo "$id"
+				break
+				;;
+			esac
+		done <<<"$states"
+	done
+	podman_ids "infra-sandbox.test=$IT_ROOT"
+}
+
+# At the end of the run: the containers this run created (podman_run_ids), then the service.
 podman_cleanup() {
 	local id
 	[ -n "${PODMAN_SERVICE_PID:-}" ] || return 0
-	for id in $(podman_ids infra-sandbox.session) $(podman_ids "infra-sandbox.test=$IT_ROOT"); do
-		if ! grep -qxF -- "$id" <<<"${PODMAN_PREEXISTING:-}"; then
-			podman_cli rm -f -t 0 "$id" >/dev/null 2>&1
-		fi
+	for id in $(podman_run_ids); do
+		podman_cli rm -f -t 0 "$id" >/dev/null 2>&1
 	done
 	kill -TERM "$PODMAN_SERVICE_PID" 2>/dev/null
 	wait "$PODMAN_SERVICE_PID" 2>/dev/null

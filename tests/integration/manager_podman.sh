@@ -245,3 +245,28 @@ test_manager_mcp_output_podman() {
 	mgr_repo && pod_mgr_start && mgr_session && mcp_output_checks
 }
 t manager_mcp_output_podman test_manager_mcp_output_podman
+
+# The run's last cleanup (lib_podman.sh podman_cleanup) removes the containers this run made and no
+# other run's: it removed every manager session's container, those of runs going on at the same time
+# on the same storage included. Two containers as a manager labels them (created, never started): one
+# below a state dir this test noted (mstate.path), one below another run's.
+test_podman_cleanup_scope() {
+	need_podman
+	local m mine other ids
+	m=$(unique_marker)
+	echo "/tmp/sbm.scope$m" >"$TD/mstate.path"
+	mine=$(podman_cli create --label "infra-sandbox.session=scope-$m" \
+		--label "infra-sandbox.private-dir=/tmp/sbm.scope$m/sandboxes/s1" "$PODMAN_IMAGE" 2>>"$ERR")
+	other=$(podman_cli create --label "infra-sandbox.session=scope-$m" \
+		--label "infra-sandbox.private-dir=/tmp/sbm.other$m/sandboxes/s1" "$PODMAN_IMAGE" 2>>"$ERR")
+	if [ -z "$mine" ] || [ -z "$other" ]; then
+		bad "podman create failed: $(head -c 300 "$ERR")"
+		return
+	fi
+	ids=$(podman_run_ids)
+	grep -qxF -- "$mine" <<<"$ids" || bad "this run's container $mine is not among the run's: $ids"
+	grep -qxF -- "$other" <<<"$ids" && bad "another run's container $other is among this run's"
+	podman_cli rm -f -t 0 "$mine" "$other" >/dev/null 2>&1
+	rm -f "$TD/mstate.path"
+}
+t podman_cleanup_scope test_podman_cleanup_scope

@@ -49,8 +49,10 @@ test_podman_removed_idle() { need_podman && pod_fault_idle rm; }
 t podman_removed_idle test_podman_removed_idle
 
 # podman kill while a call runs: the call answers uncertain (exit 125) once podman says the container
-# exited: the record's reason says the call was lost, and nothing says the end is unproven; the session
-# stays active (not reserved), the command is not run again, and the next call gets generation 2.
+# exited, and says so: the container ended during the call, in podman's words (it said "the agent
+# could not say how the exec ended: Connection timed out"); nothing says the end is unproven; the
+# session stays active (not reserved), the command is not run again, and the next call gets
+# generation 2.
 test_podman_killed_midcall() {
 	need_podman
 	local m id t0 reason
@@ -64,7 +66,8 @@ test_podman_killed_midcall() {
 	podman_cli kill "$id" >/dev/null || bad "podman kill $id failed"
 	wait_bg_execs_allow_fail
 	assert_lt "ms from the kill to the answer" $(($(now_ms) - t0)) 15000
-	assert_match "the call's answer" "uncertain" "$(cat "$TD/bg-k.out")"
+	assert_match "the call's answer" "uncertain: the sandbox ended during the call: container exited for Id $id \(podman inspect: State.Status exited" "$(cat "$TD/bg-k.out")"
+	grep -q "timed out" "$TD/bg-k.out" && bad "the answer says timed out: $(cat "$TD/bg-k.out")"
 	case $(podman_cli inspect -f '{{.State.Status}}' "$id" 2>&1) in
 	exited | *"no such"*) ;;
 	*) bad "the killed container $id is neither exited nor deleted when the call answered" ;;
@@ -73,7 +76,7 @@ test_podman_killed_midcall() {
 	assert_json '[.records[].state]' '["uncertain","exited"]'
 	assert_json '.records[0] | [.generation, (.reason | test("not proven"))]' '[1,false]'
 	reason=$(jr '.records[0].reason')
-	assert_ne "the record's reason" "" "$reason"
+	assert_match "the record's reason" "^the sandbox ended during the call: container exited for Id $id " "$reason"
 	mgr session show --session "$SID"
 	assert_json '[.state, .sandbox]' '["active",null]'
 	mgr exec --session "$SID" -- "cat runs.$m"

@@ -1,0 +1,16 @@
+/* What the backends share of their settings, for this folder only (tests/layering_check.py): the
+ * sizes every sandbox's /tmp and /dev/shm get, and the check of a configured image reference. */
+#ifndef SB_BACKEND_INTERNAL_H
+#define SB_BACKEND_INTERNAL_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+/* A size left 0 (or below) in the settings becomes the default of backend.h. */
+void backend_sizes_default(int64_t *tmp_bytes, int64_t *shm_bytes);
+/* An image reference of [A-Za-z0-9._-/:@] only, so that it goes into a request path and into a
+ * pod's description as it is. -1 with err (EINVAL) otherwise. */
+int backend_image_check(const char *image, struct sb_err *err);
+
+#endif

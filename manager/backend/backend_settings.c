@@ -1,0 +1,24 @@
+/* The backends' shared settings (backend_internal.h): defaults and checks every constructor
+ * applies the same way. Never reads a runtime or the records. */
+#include "backend_internal.h"
+#include "backend.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+
+void backend_sizes_default(int64_t *tmp_bytes, int64_t *shm_bytes)
+{
+	if (*tmp_bytes <= 0)
+		*tmp_bytes = SANDBOX_TMP_BYTES_DEFAULT;
+	if (*shm_bytes <= 0)
+		*shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
+}
+
+int backend_image_check(const char *image, struct sb_err *err)
+{
+	for (const char *c = image; *c != '\0'; c++)
+		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL)
+			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", image);
+	return 0;
+}
