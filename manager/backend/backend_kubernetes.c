@@ -944,7 +944,7 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 	int64_t deadline = clock_mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 	struct ident id;
 	struct watching w = { .id = &id, .evidence = h->evidence, .len = sizeof h->evidence };
-	char rv[64] = "", path[600];
+	char rv[64] = "", path[600], said[sizeof err->msg] = "";
 	bool replayed = false;
 
 	if (ident_parse(h->runtime_id, &id, err) < 0)
@@ -957,9 +957,13 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 		int got;
 
 		if (rv[0] == '\0') {
-			if (pod_list_one(k, &w, left < REQUEST_MS ? left : REQUEST_MS, rv, sizeof rv, err) < 0 &&
-			    clock_remaining_ms(deadline) == 0)
-				break;
+			if (pod_list_one(k, &w, left < REQUEST_MS ? left : REQUEST_MS, rv, sizeof rv, err) < 0) {
+				/* The server's own refusal says more than a later ask that ran out of time. */
+				if (err->errnum == EIO)
+					snprintf(said, sizeof said, "%s", err->msg);
+				if (clock_remaining_ms(deadline) == 0)
+					break;
+			}
 			if (w.v.proven)
 				break;
 			/* Gone by no delete of ours: once, the pod's own history from its create (410 Gone when
@@ -991,7 +995,7 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 	if (!w.v.proven) {
 		char why[sizeof err->msg];
 
-		snprintf(why, sizeof why, "%s", err->msg);
+		snprintf(why, sizeof why, "%s", err->errnum == EIO || said[0] == '\0' ? err->msg : said);
 		return sb_fail(err, ETIMEDOUT, "pod %s (UID %s) is %s after %d ms: not proven gone%s%s", id.name, id.uid,
 			       w.v.state[0] ? w.v.state : "of unknown state", timeout_ms, why[0] ? "; " : "", why);
 	}

@@ -149,6 +149,7 @@ int k8s_request(const struct k8s_conn *c, const char *method, const char *path, 
 	int64_t deadline = clock_mono_ms() + timeout_ms;
 	long backoff = BACKOFF_FIRST_MS;
 	char url[2048], *text = NULL;
+	struct rest_reply last = { 0 }; /* the previous answer, while a retry is asked */
 
 	memset(reply, 0, sizeof *reply);
 	if (snprintf(url, sizeof url, "%s%s", c->server, path) >= (int)sizeof url)
@@ -161,16 +162,25 @@ int k8s_request(const struct k8s_conn *c, const char *method, const char *path, 
 
 		if (attempt(c, &t, method, url, text, clock_remaining_ms(deadline), err) < 0) {
 			rest_reply_free(reply);
-			free(text);
-			return -1;
+			if (last.status == 0) {
+				free(text);
+				return -1;
+			}
+			/* A retry that ran out of the bound (or could not connect) says less than the
+			 * server's own last answer, which stands. */
+			*reply = last;
+			*err = (struct sb_err){ 0 };
+			break;
 		}
+		rest_reply_free(&last);
 		pause = t.retry_after > 0 ? t.retry_after * 1000 : backoff;
 		if (pause > BACKOFF_MAX_MS)
 			pause = BACKOFF_MAX_MS;
 		/* The last answer stands when no time is left for another. */
 		if (!retried(reply->status) || clock_remaining_ms(deadline) <= pause)
 			break;
-		rest_reply_free(reply);
+		last = *reply;
+		memset(reply, 0, sizeof *reply);
 		usleep((useconds_t)pause * 1000);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}

@@ -628,7 +628,8 @@ static void unreachable_server_is_not_evidence(void **state)
 	handle_of(be, &h);
 	assert_int_equal(be->ops->evidence(be, &h, 800, &err), -1);
 	assert_non_null(strstr(err.msg, "not proven gone"));
-	assert_non_null(strstr(err.msg, "etcd timeout"));
+	if (strstr(err.msg, "etcd timeout") == NULL)
+		fail_msg("message: %s", err.msg);
 	be->ops->destroy(be);
 }
 
