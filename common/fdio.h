@@ -39,8 +39,9 @@ int fd_private_open(const char *path, struct sb_err *err);
 int fd_private_tighten(int fd, const char *path, struct sb_err *err);
 
 /* Replace name beneath dirfd atomically: data goes to tmp (a stale tmp from a crash is removed
- * first) through fd_file_create, tmp is renamed over name and dirfd fsynced. A reader sees the old
- * file or the new one, never half of one. On -1, tmp is gone and name is unchanged. */
+ * first) as fd_file_create writes it, file fsynced (not dirfd: the tmp's name need not survive),
+ * tmp is renamed over name and dirfd fsynced: two fsyncs. A reader sees the old file or the new
+ * one, never half of one. On -1, tmp is gone and name is unchanged. */
 int fd_file_replace(int dirfd, const char *dir, const char *name, const char *tmp, mode_t mode,
 		    const void *data, size_t len, struct sb_err *err);
 
