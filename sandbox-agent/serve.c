@@ -218,6 +218,7 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 	/* The captured bytes are in obj now: free them before the dump makes one more copy. */
 	exec_outcome_free(&out);
 	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	steptime_mark(STEP_RESULT);
 	/* A Receipt follows the Result exactly when the result names one (written to disk). */
 	if (info.written) {
 		*receipt = info.text;
@@ -267,6 +268,8 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	if (!exec_claim(a, e->exec_id, running, sizeof running))
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_BUSY, "busy: exec '%s' is running; one exec at a time",
 				  running);
+	steptime_reset();
+	steptime_mark(STEP_REQUEST);
 	/* Never reused: the journal prunes its oldest entries, the receipts stay, so both are asked
 	 * before anything runs (a receipt that exists already means this id ran). */
 	if (receipt_reserve_check(&a->receipts, e->exec_id, &err) < 0 ||
@@ -277,8 +280,8 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	/* Into the page that clone() wipes, out of the message's heap memory. */
 	memcpy(a->sec->nonce, e->nonce.data, SECRET_NONCE_BYTES);
 	explicit_bzero(e->nonce.data, e->nonce.len);
+	steptime_mark(STEP_BEGUN);
 	request_from_exec(e, &req, env_store);
-	steptime_reset();
 	steptime_mark(STEP_PREPARED);
 	sb_info("exec %s: running", e->exec_id);
 	exec_run(a, &req, &result, &receipt);
