@@ -1,15 +1,19 @@
-/* The journal (see journal.h). Each entry is written to a temporary name, fsynced, renamed into
- * place and the directory fsynced: a crash leaves the old entry or the new one, never half. */
+/* The journal (see journal.h). Each finished entry is written to a temporary name, fsynced,
+ * renamed into place and the directory fsynced: a crash leaves the old entry or the new one, never
+ * half. A begin is a slot of .running overwritten in place and fdatasynced; each slot carries the
+ * SHA-256 of its text, so a torn one is told from a whole one. */
 #include "journal.h"
 #include "clock.h"
 #include "fdio.h"
 #include "log.h"
+#include "random.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <jansson.h>
+#include <mbedtls/sha256.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +22,8 @@
 #include <unistd.h>
 
 #define ENTRY_MAX_BYTES (JOURNAL_MAX_BYTES / 2)
+#define SLOTS_NAME ".running" /* a dot: never an exec id's entry, never pruned */
+#define SLOT_BYTES 512
 
 static int entry_name(const char *exec_id, const char *suffix, char *out, size_t len, struct sb_err *err)
 {
@@ -77,33 +83,160 @@ static json_t *entry_load(const struct privdir *dir, const char *exec_id, struct
 	return obj;
 }
 
+static json_t *lost_result(const char *exec_id)
+{
+	return json_pack("{s:s, s:s, s:n, s:n, s:s}", "exec_id", exec_id, "status", "uncertain", "exit_code", "signal",
+			 "error", "the agent restarted while this exec was running; its outcome is unknown");
+}
+
 /* Close an entry an earlier agent left running: uncertain, and said so. */
 static void entry_close_lost(const struct privdir *dir, const char *exec_id)
 {
 	struct sb_err err;
 	json_t *obj = entry_load(dir, exec_id, &err);
-	json_t *result;
 
 	if (obj == NULL || strcmp(json_string_value(json_object_get(obj, "state")) ?: "", "running") != 0) {
 		json_decref(obj);
 		return;
 	}
-	result = json_pack("{s:s, s:s, s:n, s:n, s:s}", "exec_id", exec_id, "status", "uncertain", "exit_code",
-			   "signal", "error", "the agent restarted while this exec was running; its outcome is unknown");
 	json_object_set_new(obj, "state", json_string("finished"));
-	json_object_set_new(obj, "result", result);
+	json_object_set_new(obj, "result", lost_result(exec_id));
 	if (entry_store(dir, exec_id, obj, &err) < 0)
 		sb_warn("journal: %s", err.msg);
 	json_decref(obj);
 }
 
-int journal_open(const struct privdir *dir, struct sb_err *err)
+/* ---- the slots ---- */
+
+static void slot_digest(const char *text, size_t len, char hex[65])
 {
+	unsigned char d[32];
+
+	(void)mbedtls_sha256_ret((const unsigned char *)text, len, d, 0);
+	sb_hex_encode(d, sizeof d, hex);
+}
+
+/* A slot's bytes: the hex SHA-256 of the text, a space, the text, a newline, zeros to the end. */
+static int slot_encode(const struct journal_slot *sl, char out[SLOT_BYTES], struct sb_err *err)
+{
+	json_t *obj = json_pack("{s:I, s:s, s:I, s:I}", "seq", (json_int_t)sl->seq, "exec_id", sl->exec_id,
+				"generation", (json_int_t)sl->generation, "accepted_at_ms", (json_int_t)clock_real_ms());
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	size_t len = text ? strlen(text) : 0;
+	int rc = 0;
+
+	json_decref(obj);
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "building journal entry");
+	memset(out, 0, SLOT_BYTES);
+	if (65 + len + 1 > SLOT_BYTES) {
+		rc = sb_fail(err, E2BIG, "journal entry for exec '%s' does not fit its slot", sl->exec_id);
+	} else {
+		slot_digest(text, len, out);
+		out[64] = ' ';
+		memcpy(out + 65, text, len);
+		out[65 + len] = '\n';
+	}
+	free(text);
+	return rc;
+}
+
+/* A whole slot, or an empty one (zeros, torn, damaged: its command never started). */
+static void slot_decode(const char buf[SLOT_BYTES], struct journal_slot *sl)
+{
+	const char *nl = memchr(buf + 65, '\n', SLOT_BYTES - 65);
+	char hex[65];
+	json_t *obj;
+	const char *id;
+
+	memset(sl, 0, sizeof *sl);
+	if (buf[64] != ' ' || nl == NULL)
+		return;
+	slot_digest(buf + 65, (size_t)(nl - buf - 65), hex);
+	if (memcmp(hex, buf, 64) != 0)
+		return;
+	obj = json_loadb(buf + 65, (size_t)(nl - buf - 65), JSON_REJECT_DUPLICATES, NULL);
+	id = json_string_value(json_object_get(obj, "exec_id"));
+	if (id != NULL && exec_id_valid(id) && json_integer_value(json_object_get(obj, "seq")) > 0) {
+		sl->seq = (uint64_t)json_integer_value(json_object_get(obj, "seq"));
+		sl->generation = (uint64_t)json_integer_value(json_object_get(obj, "generation"));
+		snprintf(sl->exec_id, sizeof sl->exec_id, "%s", id);
+	}
+	json_decref(obj);
+}
+
+static bool entry_exists(const struct privdir *dir, const char *exec_id)
+{
+	char name[NAME_MAX + 1];
+	struct sb_err err;
+
+	return entry_name(exec_id, "", name, sizeof name, &err) == 0 &&
+	       faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* A slot's exec without a finished entry: the earlier agent died with it accepted. Its entry is
+ * written (durably) before the slot can be reused. */
+static int slot_close_lost(const struct privdir *dir, const struct journal_slot *sl, struct sb_err *err)
+{
+	json_t *obj;
+	int rc;
+
+	if (sl->seq == 0 || entry_exists(dir, sl->exec_id))
+		return 0;
+	obj = json_pack("{s:s, s:I, s:s, s:o}", "exec_id", sl->exec_id, "generation", (json_int_t)sl->generation,
+			"state", "finished", "result", lost_result(sl->exec_id));
+	rc = obj ? entry_store(dir, sl->exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
+	json_decref(obj);
+	return rc;
+}
+
+/* .running opened, or created whole (zeros written, not a hole: later writes allocate nothing)
+ * and made durable with its name, once. */
+static int slots_open(struct journal *j, struct sb_err *err)
+{
+	char zeros[2 * SLOT_BYTES] = { 0 };
+	struct stat st;
+	int fd = openat(j->dir->fd, SLOTS_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0 && errno == ENOENT) {
+		if (fd_file_create(j->dir->fd, j->dir->path, SLOTS_NAME, 0600, (uid_t)-1, (gid_t)-1, zeros, sizeof zeros,
+				   err) < 0)
+			return -1;
+		fd = openat(j->dir->fd, SLOTS_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return sb_fail_errno(err, "opening journal %s/%s", j->dir->path, SLOTS_NAME);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof zeros) {
+		close(fd);
+		return sb_fail(err, EIO, "journal %s/%s is not a file of %zu bytes", j->dir->path, SLOTS_NAME,
+			       sizeof zeros);
+	}
+	j->slots_fd = fd;
+	return 0;
+}
+
+int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *err)
+{
+	char buf[2 * SLOT_BYTES];
 	struct dirent *d;
 	DIR *dh;
-	/* fdopendir takes the descriptor over: give it a copy and rewind; the held one stays ours. */
-	int fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
+	int fd;
 
+	memset(j, 0, sizeof *j);
+	j->dir = dir;
+	j->slots_fd = -1;
+	pthread_mutex_init(&j->lock, NULL);
+	if (slots_open(j, err) < 0)
+		return -1;
+	if (pread(j->slots_fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf)
+		return sb_fail(err, EIO, "reading journal %s/%s", dir->path, SLOTS_NAME);
+	for (int i = 0; i < 2; i++) {
+		slot_decode(buf + i * SLOT_BYTES, &j->slot[i]);
+		if (slot_close_lost(dir, &j->slot[i], err) < 0)
+			return -1;
+	}
+	/* fdopendir takes the descriptor over: give it a copy and rewind; the held one stays ours. */
+	fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0 || (dh = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
@@ -124,21 +257,72 @@ int journal_open(const struct privdir *dir, struct sb_err *err)
 	return 0;
 }
 
-int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t generation, struct sb_err *err)
+void journal_close(struct journal *j)
 {
-	char name[NAME_MAX + 1];
-	json_t *obj;
-	int rc;
+	if (j->slots_fd >= 0)
+		close(j->slots_fd);
+	j->slots_fd = -1;
+	pthread_mutex_destroy(&j->lock);
+}
 
-	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
-		return -1;
-	if (faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+/* The slot a begin may overwrite: one whose exec is settled (finished entry durable), the older
+ * of two; -1 when both are open (a finish failed): the begin then writes a file of its own. */
+static int slot_free(const struct journal *j)
+{
+	int best = -1;
+
+	for (int i = 0; i < 2; i++)
+		if (!j->slot[i].open && (best < 0 || j->slot[i].seq < j->slot[best].seq))
+			best = i;
+	return best;
+}
+
+static bool slot_holds(const struct journal *j, const char *exec_id, bool open_only)
+{
+	for (int i = 0; i < 2; i++)
+		if (j->slot[i].seq != 0 && (j->slot[i].open || !open_only) && strcmp(j->slot[i].exec_id, exec_id) == 0)
+			return true;
+	return false;
+}
+
+int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, struct sb_err *err)
+{
+	struct journal_slot next = { .generation = generation, .open = true };
+	char buf[SLOT_BYTES];
+	json_t *obj;
+	int i, rc;
+
+	if (!exec_id_valid(exec_id))
+		return sb_fail(err, EINVAL, "journal: invalid exec id");
+	pthread_mutex_lock(&j->lock);
+	if (entry_exists(j->dir, exec_id) || slot_holds(j, exec_id, false)) {
+		pthread_mutex_unlock(&j->lock);
 		return sb_fail(err, EEXIST, "exec '%s' was accepted before; exec ids are never reused", exec_id);
-	obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation, "state",
-			"running", "accepted_at_ms", (json_int_t)clock_real_ms());
-	rc = obj ? entry_store(dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
-	json_decref(obj);
-	return rc;
+	}
+	i = slot_free(j);
+	pthread_mutex_unlock(&j->lock);
+	if (i < 0) {
+		/* Both slots hold execs whose end is not on disk: neither may be overwritten. */
+		obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation,
+				"state", "running", "accepted_at_ms", (json_int_t)clock_real_ms());
+		rc = obj ? entry_store(j->dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
+		json_decref(obj);
+		return rc;
+	}
+	next.seq = (j->slot[0].seq > j->slot[1].seq ? j->slot[0].seq : j->slot[1].seq) + 1;
+	snprintf(next.exec_id, sizeof next.exec_id, "%s", exec_id);
+	if (slot_encode(&next, buf, err) < 0)
+		return -1;
+	/* In place, in a file whose size never changes: fdatasync flushes the block, no name and no
+	 * inode change to commit. Durable before the command may start. */
+	if (pwrite(j->slots_fd, buf, sizeof buf, (off_t)i * SLOT_BYTES) != (ssize_t)sizeof buf ||
+	    fdatasync(j->slots_fd) < 0)
+		return sb_fail_errno(err, "journal entry for exec '%s': writing %s/%s", exec_id, j->dir->path,
+				     SLOTS_NAME);
+	pthread_mutex_lock(&j->lock);
+	j->slot[i] = next;
+	pthread_mutex_unlock(&j->lock);
+	return 0;
 }
 
 struct entry_stat {
@@ -154,9 +338,12 @@ static int by_mtime(const void *a, const void *b)
 	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
-/* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep. */
-static void journal_prune(const struct privdir *dir, const char *keep)
+/* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep and
+ * those of the execs in the slots: a slot whose entry was gone would read, after a restart, as an
+ * exec that never finished. */
+static void journal_prune(struct journal *j, const char *keep)
 {
+	const struct privdir *dir = j->dir;
 	struct entry_stat *all = NULL;
 	size_t n = 0, cap = 0;
 	off_t total = 0;
@@ -191,7 +378,18 @@ static void journal_prune(const struct privdir *dir, const char *keep)
 	}
 	qsort(all, n, sizeof *all, by_mtime);
 	for (size_t i = 0; i < n && total > (off_t)JOURNAL_MAX_BYTES; i++) {
+		char id[sizeof all->name];
+		size_t n_id = strlen(all[i].name);
+		bool held;
+
 		if (strncmp(all[i].name, keep, strlen(keep)) == 0)
+			continue;
+		/* "<id>.json": the slots are asked by id. */
+		snprintf(id, sizeof id, "%.*s", n_id > 5 ? (int)(n_id - 5) : (int)n_id, all[i].name);
+		pthread_mutex_lock(&j->lock);
+		held = slot_holds(j, id, false);
+		pthread_mutex_unlock(&j->lock);
+		if (held)
 			continue;
 		if (unlinkat(dirfd(dh), all[i].name, 0) == 0)
 			total -= all[i].size;
@@ -229,7 +427,7 @@ static char *entry_finished_text(const char *exec_id, uint64_t generation, const
 	return text;
 }
 
-int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t generation, const char *result_json,
+int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err)
 {
 	size_t len = 0;
@@ -244,23 +442,40 @@ int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t gene
 	text = entry_finished_text(exec_id, generation, result_json, receipt_text, &len);
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "building journal entry");
-	rc = entry_write(dir, exec_id, text, len, err);
+	rc = entry_write(j->dir, exec_id, text, len, err);
 	free(text);
-	if (rc == 0)
-		journal_prune(dir, exec_id);
-	return rc;
+	if (rc < 0)
+		return -1;
+	/* Durable: its slot may be reused. */
+	pthread_mutex_lock(&j->lock);
+	for (int i = 0; i < 2; i++)
+		if (j->slot[i].seq != 0 && strcmp(j->slot[i].exec_id, exec_id) == 0)
+			j->slot[i].open = false;
+	pthread_mutex_unlock(&j->lock);
+	journal_prune(j, exec_id);
+	return 0;
 }
 
-int journal_lookup(const struct privdir *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err)
+int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry *out, struct sb_err *err)
 {
 	json_t *obj;
 	const char *state;
 
 	memset(out, 0, sizeof *out);
 	sb_err_clear(err);
-	obj = entry_load(dir, exec_id, err);
+	/* Slot first, entry second: a finish makes the entry durable before it closes the slot, so
+	 * an exec is never between the two unseen. */
+	pthread_mutex_lock(&j->lock);
+	for (int i = 0; i < 2; i++)
+		if (j->slot[i].open && strcmp(j->slot[i].exec_id, exec_id) == 0) {
+			out->state = JOURNAL_RUNNING;
+			out->generation = j->slot[i].generation;
+		}
+	pthread_mutex_unlock(&j->lock);
+	obj = entry_load(j->dir, exec_id, err);
 	if (obj == NULL)
 		return err->msg[0] ? -1 : 0;
+	memset(out, 0, sizeof *out);
 	state = json_string_value(json_object_get(obj, "state"));
 	out->generation = (uint64_t)json_integer_value(json_object_get(obj, "generation"));
 	out->state = state && strcmp(state, "finished") == 0 ? JOURNAL_FINISHED : JOURNAL_RUNNING;

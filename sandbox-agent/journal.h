@@ -1,18 +1,39 @@
-/* The agent's journal: one file per exec it accepted, in its private state (hidden from every
+/* The agent's journal: one file per exec it finished, in its private state (hidden from every
  * command), so a manager that lost its connection can ask what became of an exec instead of
- * guessing. Bounded: the oldest finished entries go first once the total passes a cap. */
+ * guessing. Bounded: the oldest finished entries go first once the total passes a cap.
+ * An exec's "accepted, may run" entry goes into one of two fixed slots of a file that exists
+ * (.running, created once): overwritten in place and fdatasynced, one sync and no new name per
+ * call. A slot is only reused once its exec's finished entry is durable; a torn slot (a crash in
+ * its write) is one whose command never started. */
 #ifndef SB_JOURNAL_H
 #define SB_JOURNAL_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
+#include "names.h"
 #include "privdir.h"
 
 #define JOURNAL_MAX_BYTES (64u * 1024u * 1024u)
 
 enum journal_state { JOURNAL_UNKNOWN, JOURNAL_RUNNING, JOURNAL_FINISHED };
+
+struct journal_slot {
+	uint64_t seq;             /* 0: empty */
+	char exec_id[EXEC_ID_MAX + 1];
+	uint64_t generation;
+	bool open;                /* begun, its finished entry not yet durable */
+};
+
+struct journal {
+	const struct privdir *dir;
+	int slots_fd;             /* dir/.running, two slots */
+	pthread_mutex_t lock;     /* the slots: Query reads them while an exec runs */
+	struct journal_slot slot[2];
+};
 
 struct journal_entry {
 	enum journal_state state;
@@ -21,19 +42,23 @@ struct journal_entry {
 	char *receipt_text;    /* malloc'd; NULL when no receipt was written */
 };
 
-/* dir: the journal directory, held by descriptor (privdir.h). Entries left "running" by an earlier agent are closed as
- * uncertain: that agent died with the exec in flight, and nobody can say how it ended. */
-int journal_open(const struct privdir *dir, struct sb_err *err);
+/* dir: the journal directory, held by descriptor (privdir.h), kept open while j is used. Entries
+ * left running by an earlier agent (a slot without a finished entry, or an older agent's running
+ * file) are closed as uncertain: that agent died with the exec in flight, and nobody can say how
+ * it ended. */
+int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *err);
+
+void journal_close(struct journal *j);
 
 /* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST). */
-int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t generation, struct sb_err *err);
+int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, struct sb_err *err);
 
 /* Record the end: the result JSON and the receipt's bytes (may be NULL). */
-int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t generation, const char *result_json,
+int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err);
 
 /* Look an exec up; state JOURNAL_UNKNOWN when there is no entry. */
-int journal_lookup(const struct privdir *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err);
+int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry *out, struct sb_err *err);
 
 void journal_entry_free(struct journal_entry *e);
 

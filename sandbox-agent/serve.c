@@ -61,7 +61,8 @@ struct agent {
 	struct boundary b;
 	struct secrets *sec;
 	struct tls_config *tls;
-	struct privdir state, receipts, journal; /* held from start (R1): every write goes through them */
+	struct privdir state, receipts, journal_dir; /* held from start (R1): every write goes through them */
+	struct journal journal;
 	uint64_t generation;
 	char *features_json;
 	pthread_mutex_t lock;      /* guards the fields below */
@@ -637,9 +638,9 @@ static int agent_paths(struct agent *a, const struct serve_config *cfg, struct s
 		return sb_fail(err, EPERM, "the state directory must be a directory of its own, not /");
 	if (privdir_open(&a->state, real, false, 022, err) < 0 ||
 	    privdir_open_at(&a->receipts, &a->state, "receipts", true, 077, err) < 0 ||
-	    privdir_open_at(&a->journal, &a->state, "journal", true, 077, err) < 0)
+	    privdir_open_at(&a->journal_dir, &a->state, "journal", true, 077, err) < 0)
 		return -1;
-	return journal_open(&a->journal, err);
+	return journal_open(&a->journal, &a->journal_dir, err);
 }
 
 static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)
