@@ -87,6 +87,26 @@ static int file_create(int dirfd, const char *dir, const char *name, mode_t mode
 	return 0;
 }
 
+int fd_file_write_new(int dirfd, const char *dir, const char *name, mode_t mode, const void *data, size_t len,
+		      struct sb_err *err)
+{
+	int fd, saved;
+
+	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return sb_fail(err, EINVAL, "creating %s/%s: not a single file name", dir, name);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return sb_fail_errno(err, "creating %s/%s", dir, name);
+	errno = 0;
+	if (fd_write_all(fd, data, len) < 0) {
+		saved = errno_or_eio();
+		close(fd);
+		unlinkat(dirfd, name, 0);
+		return sb_fail(err, saved, "writing %s/%s", dir, name);
+	}
+	return fd;
+}
+
 int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
 		   const void *data, size_t len, struct sb_err *err)
 {

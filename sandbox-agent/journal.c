@@ -174,15 +174,24 @@ static bool entry_exists(const struct privdir *dir, const char *exec_id)
 	       faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* A slot's exec without a finished entry: the earlier agent died with it accepted. Its entry is
- * written (durably) before the slot can be reused. */
+/* A slot's exec without a whole entry: the earlier agent died with it accepted, or while its
+ * finished entry was being made durable (a crash of the machine may leave that file torn). Its
+ * entry is written (durably) before the slot can be reused. */
 static int slot_close_lost(const struct privdir *dir, const struct journal_slot *sl, struct sb_err *err)
 {
+	struct sb_err lerr;
 	json_t *obj;
 	int rc;
 
-	if (sl->seq == 0 || entry_exists(dir, sl->exec_id))
+	if (sl->seq == 0)
 		return 0;
+	obj = entry_load(dir, sl->exec_id, &lerr);
+	if (obj != NULL) {
+		json_decref(obj);
+		return 0; /* finished, or an older agent's running file that journal_open closes */
+	}
+	if (lerr.msg[0] != '\0')
+		sb_warn("journal: %s: closed as uncertain", lerr.msg);
 	obj = json_pack("{s:s, s:I, s:s, s:o}", "exec_id", sl->exec_id, "generation", (json_int_t)sl->generation,
 			"state", "finished", "result", lost_result(sl->exec_id));
 	rc = obj ? entry_store(dir, sl->exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
@@ -427,26 +436,55 @@ static char *entry_finished_text(const char *exec_id, uint64_t generation, const
 	return text;
 }
 
-int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
-		   const char *receipt_text, struct sb_err *err)
+int journal_finish_write(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+			 const char *receipt_text, struct journal_pending *p, struct sb_err *err)
 {
+	char name[NAME_MAX + 1];
 	size_t len = 0;
 	char *text;
 	int rc;
 
+	p->fd = -1;
 	/* The cheap half of what a parse checked: an object, not some other value or nothing. */
 	if (result_json[0] != '{')
 		return sb_fail(err, EINVAL, "journal: the result of exec '%s' is not a JSON object", exec_id);
 	if (strlen(result_json) + (receipt_text ? strlen(receipt_text) : 0) > ENTRY_MAX_BYTES)
 		return sb_fail(err, EFBIG, "journal: entry for exec '%s' is over %u bytes", exec_id, ENTRY_MAX_BYTES);
+	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
+		return -1;
 	text = entry_finished_text(exec_id, generation, result_json, receipt_text, &len);
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "building journal entry");
-	rc = entry_write(j->dir, exec_id, text, len, err);
+	/* A begin in a slot left no file: the entry is new, and a crash that tears it leaves the
+	 * slot, which a restart reads as "may have run". A begin that fell back to a file of its own
+	 * (both slots open) is replaced whole, durably. */
+	if (entry_exists(j->dir, exec_id)) {
+		rc = entry_write(j->dir, exec_id, text, len, err);
+	} else {
+		p->fd = fd_file_write_new(j->dir->fd, j->dir->path, name, 0600, text, len, err);
+		rc = p->fd < 0 ? -1 : 0;
+		if (rc < 0)
+			sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
+	}
 	free(text);
+	return rc;
+}
+
+int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err)
+{
+	int rc = 0;
+
+	if (p->fd >= 0) {
+		if (fsync(p->fd) < 0)
+			rc = sb_fail_errno(err, "journal entry for exec '%s': syncing", exec_id);
+		if (close(p->fd) < 0 && rc == 0)
+			rc = sb_fail_errno(err, "journal entry for exec '%s': closing", exec_id);
+		p->fd = -1;
+		if (rc == 0 && fsync(j->dir->fd) < 0)
+			rc = sb_fail_errno(err, "journal entry for exec '%s': syncing directory %s", exec_id, j->dir->path);
+	}
 	if (rc < 0)
-		return -1;
-	/* Durable: its slot may be reused. */
+		return -1; /* the slot stays open: a restart still reads the exec as begun */
 	pthread_mutex_lock(&j->lock);
 	for (int i = 0; i < 2; i++)
 		if (j->slot[i].seq != 0 && strcmp(j->slot[i].exec_id, exec_id) == 0)
@@ -454,6 +492,16 @@ int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, 
 	pthread_mutex_unlock(&j->lock);
 	journal_prune(j, exec_id);
 	return 0;
+}
+
+int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+		   const char *receipt_text, struct sb_err *err)
+{
+	struct journal_pending p;
+
+	if (journal_finish_write(j, exec_id, generation, result_json, receipt_text, &p, err) < 0)
+		return -1;
+	return journal_finish_sync(j, exec_id, &p, err);
 }
 
 int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry *out, struct sb_err *err)

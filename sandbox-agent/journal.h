@@ -53,7 +53,20 @@ void journal_close(struct journal *j);
 /* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST). */
 int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, struct sb_err *err);
 
-/* Record the end: the result JSON and the receipt's bytes (may be NULL). */
+/* A finished entry written and not yet synced (journal_finish_write). */
+struct journal_pending {
+	int fd;                   /* the new entry, to fsync; -1 when it is durable already */
+};
+
+/* Record the end in two halves, so that the receipt and the entry are written before either is
+ * synced: journal_finish_write writes the entry (an exec that fell back to a file of its own has
+ * it replaced, durably, at once), journal_finish_sync makes it durable and only then frees the
+ * exec's slot. Until journal_finish_sync returns 0, the slot still says the exec may have run. */
+int journal_finish_write(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+			 const char *receipt_text, struct journal_pending *p, struct sb_err *err);
+int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err);
+
+/* Both halves: the result JSON and the receipt's bytes (may be NULL), durable on return. */
 int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err);
 

@@ -25,9 +25,9 @@ enum step {
 	STEP_CMD_EXEC,       /* command: seccomp loaded, about to execve */
 	STEP_INIT_REAPED,    /* init: the command reaped */
 	STEP_AGENT_REAPED,   /* agent: init reaped, the namespace empty */
-	STEP_RECEIPT,        /* agent: receipt signed, written, fsynced, verified */
+	STEP_RECEIPT,        /* agent: receipt signed, written, verified (exec: and fsynced) */
 	STEP_RESULT,         /* agent: the result's JSON text built */
-	STEP_JOURNAL,        /* agent (serve): journal entry written and fsynced */
+	STEP_JOURNAL,        /* agent (serve): the finished entry written; it and the receipt fsynced */
 	STEP_END,            /* agent: result printed / sent */
 	STEP_COUNT
 };
