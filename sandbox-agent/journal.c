@@ -263,6 +263,8 @@ int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *er
 		entry_close_lost(dir, id);
 	}
 	closedir(dh);
+	/* Unknown until counted: the first finish reads the directory once (journal_prune). */
+	j->bytes = (uint64_t)JOURNAL_MAX_BYTES + 1;
 	return 0;
 }
 
@@ -352,6 +354,10 @@ static int by_mtime(const void *a, const void *b)
  * exec that never finished. */
 static void journal_prune(struct journal *j, const char *keep)
 {
+	/* Counted up by every write (a replaced entry twice: never under the real total), so the
+	 * directory is only read when the cap may have been passed, not on every call. */
+	if (j->bytes <= JOURNAL_MAX_BYTES)
+		return;
 	const struct privdir *dir = j->dir;
 	struct entry_stat *all = NULL;
 	size_t n = 0, cap = 0;
@@ -405,6 +411,7 @@ static void journal_prune(struct journal *j, const char *keep)
 	}
 	closedir(dh);
 	free(all);
+	j->bytes = total > 0 ? (uint64_t)total : 0;
 }
 
 /* The entry's text is built around the result's own text, not from a parse of it: the result is
@@ -455,6 +462,7 @@ int journal_finish_write(struct journal *j, const char *exec_id, uint64_t genera
 	text = entry_finished_text(exec_id, generation, result_json, receipt_text, &len);
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "building journal entry");
+	j->bytes += len;
 	/* A begin in a slot left no file: the entry is new, and a crash that tears it leaves the
 	 * slot, which a restart reads as "may have run". A begin that fell back to a file of its own
 	 * (both slots open) is replaced whole, durably. */

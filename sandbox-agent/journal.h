@@ -33,6 +33,7 @@ struct journal {
 	int slots_fd;             /* dir/.running, two slots */
 	pthread_mutex_t lock;     /* the slots: Query reads them while an exec runs */
 	struct journal_slot slot[2];
+	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
 };
 
 struct journal_entry {

@@ -255,6 +255,28 @@ static void test_open_slots_never_overwritten(void **state)
 	expect_state(f, "z", JOURNAL_FINISHED, "uncertain");
 }
 
+/* Past the cap, the oldest entries go, never those of the execs in the slots (the last two). */
+static void test_prune_spares_the_slots(void **state)
+{
+	struct fixture *f = *state;
+	size_t big = 25u << 20;
+	char *result = malloc(big + 16);
+	struct sb_err err;
+
+	assert_non_null(result);
+	memset(result, 'x', big + 16);
+	memcpy(result, "{\"o\":\"", 6);
+	memcpy(result + big, "\"}", 3);
+	for (const char *const *id = (const char *const[]){ "a", "b", "c", NULL }; *id; id++) {
+		assert_int_equal(journal_begin(&f->journal, *id, 1, &err), 0);
+		assert_int_equal(journal_finish(&f->journal, *id, 1, result, NULL, &err), 0);
+	}
+	free(result);
+	assert_false(entry_file(f, "a.json"));
+	assert_true(entry_file(f, "b.json"));
+	assert_true(entry_file(f, "c.json"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -265,6 +287,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_restart_closes_begun_as_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_slot_never_started, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_slots_never_overwritten, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_spares_the_slots, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("journal", tests, NULL, NULL);
 }
