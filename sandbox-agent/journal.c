@@ -519,8 +519,9 @@ int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry 
 
 	memset(out, 0, sizeof *out);
 	sb_err_clear(err);
-	/* Slot first, entry second: a finish makes the entry durable before it closes the slot, so
-	 * an exec is never between the two unseen. */
+	/* An open slot wins over the file: the finished entry exists before it is durable (it is
+	 * written, then synced with the receipt), and nothing may be reported before that. The slot
+	 * is closed only once both are durable (journal_finish_sync). */
 	pthread_mutex_lock(&j->lock);
 	for (int i = 0; i < 2; i++)
 		if (j->slot[i].open && strcmp(j->slot[i].exec_id, exec_id) == 0) {
@@ -528,6 +529,8 @@ int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry 
 			out->generation = j->slot[i].generation;
 		}
 	pthread_mutex_unlock(&j->lock);
+	if (out->state == JOURNAL_RUNNING)
+		return 0;
 	obj = entry_load(j->dir, exec_id, err);
 	if (obj == NULL)
 		return err->msg[0] ? -1 : 0;
