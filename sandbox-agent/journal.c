@@ -452,6 +452,7 @@ int journal_finish_write(struct journal *j, const char *exec_id, uint64_t genera
 	int rc;
 
 	p->fd = -1;
+	p->text = NULL;
 	/* The cheap half of what a parse checked: an object, not some other value or nothing. */
 	if (result_json[0] != '{')
 		return sb_fail(err, EINVAL, "journal: the result of exec '%s' is not a JSON object", exec_id);
@@ -465,24 +466,38 @@ int journal_finish_write(struct journal *j, const char *exec_id, uint64_t genera
 	j->bytes += len;
 	/* A begin in a slot left no file: the entry is new, and a crash that tears it leaves the
 	 * slot, which a restart reads as "may have run". A begin that fell back to a file of its own
-	 * (both slots open) is replaced whole, durably. */
+	 * (both slots open) is replaced whole, durably, by journal_finish_sync. */
 	if (entry_exists(j->dir, exec_id)) {
-		rc = entry_write(j->dir, exec_id, text, len, err);
-	} else {
-		p->fd = fd_file_write_new(j->dir->fd, j->dir->path, name, 0600, text, len, err);
-		rc = p->fd < 0 ? -1 : 0;
-		if (rc < 0)
-			sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
+		p->text = text;
+		p->len = len;
+		return 0;
 	}
+	p->fd = fd_file_write_new(j->dir->fd, j->dir->path, name, 0600, text, len, err);
+	rc = p->fd < 0 ? -1 : 0;
+	if (rc < 0)
+		sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
 	free(text);
 	return rc;
+}
+
+void journal_pending_drop(struct journal_pending *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	free(p->text);
+	p->fd = -1;
+	p->text = NULL;
 }
 
 int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err)
 {
 	int rc = 0;
 
-	if (p->fd >= 0) {
+	if (p->text != NULL) {
+		rc = entry_write(j->dir, exec_id, p->text, p->len, err);
+		free(p->text);
+		p->text = NULL;
+	} else if (p->fd >= 0) {
 		if (fsync(p->fd) < 0)
 			rc = sb_fail_errno(err, "journal entry for exec '%s': syncing", exec_id);
 		if (close(p->fd) < 0 && rc == 0)

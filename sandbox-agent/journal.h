@@ -56,16 +56,21 @@ int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, s
 
 /* A finished entry written and not yet synced (journal_finish_write). */
 struct journal_pending {
-	int fd;                   /* the new entry, to fsync; -1 when it is durable already */
+	int fd;                   /* the new entry, to fsync, or -1 */
+	char *text;               /* or the entry that replaces a running file of its own, or NULL */
+	size_t len;
 };
 
 /* Record the end in two halves, so that the receipt and the entry are written before either is
- * synced: journal_finish_write writes the entry (an exec that fell back to a file of its own has
- * it replaced, durably, at once), journal_finish_sync makes it durable and only then frees the
- * exec's slot. Until journal_finish_sync returns 0, the slot still says the exec may have run. */
+ * synced: journal_finish_write writes the entry, journal_finish_sync makes it durable and only then
+ * frees the exec's slot; until then the slot says the exec may have run, and a Query says running.
+ * An exec that fell back to a running file of its own (both slots open) has that file replaced,
+ * durably, in journal_finish_sync: a reader sees it finished only once it is durable. Call
+ * journal_finish_sync (or journal_pending_drop) after every journal_finish_write that returned 0. */
 int journal_finish_write(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 			 const char *receipt_text, struct journal_pending *p, struct sb_err *err);
 int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err);
+void journal_pending_drop(struct journal_pending *p);
 
 /* Both halves: the result JSON and the receipt's bytes (may be NULL), durable on return. */
 int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,

@@ -271,8 +271,8 @@ static void exec_settle(struct agent *a, const char *exec_id, uint64_t gen, stru
 		free(*result);
 		*result = again;
 		/* The entry just written says otherwise: replaced below, whole and durably. */
-		if (written == 0 && p.fd >= 0)
-			close(p.fd);
+		if (written == 0)
+			journal_pending_drop(&p);
 		written = *result == NULL ? -1 :
 			  journal_finish(&a->journal, exec_id, gen, *result, NULL, &err);
 		if (written < 0)

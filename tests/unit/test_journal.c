@@ -260,6 +260,25 @@ static void test_open_slots_never_overwritten(void **state)
 	expect_state(f, "z", JOURNAL_FINISHED, "uncertain");
 }
 
+/* A begin that fell back to a file of its own is replaced only when synced: until then it reads
+ * as running, like a slot's. */
+static void test_fallback_finished_when_synced(void **state)
+{
+	struct fixture *f = *state;
+	struct journal_pending p;
+	struct sb_err err;
+
+	assert_int_equal(journal_begin(&f->journal, "x", 1, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "y", 1, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "z", 1, &err), 0);
+	assert_int_equal(journal_finish_write(&f->journal, "z", 1, "{\"status\":\"exited\"}", NULL, &p, &err), 0);
+	expect_state(f, "z", JOURNAL_RUNNING, NULL);
+	assert_int_equal(journal_finish_sync(&f->journal, "z", &p, &err), 0);
+	expect_state(f, "z", JOURNAL_FINISHED, "exited");
+	reopen(f);
+	expect_state(f, "z", JOURNAL_FINISHED, "exited");
+}
+
 /* Past the cap, the oldest entries go, never those of the execs in the slots (the last two). */
 static void test_prune_spares_the_slots(void **state)
 {
@@ -292,6 +311,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_restart_closes_begun_as_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_slot_never_started, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_slots_never_overwritten, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fallback_finished_when_synced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_spares_the_slots, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("journal", tests, NULL, NULL);
