@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -296,6 +297,25 @@ static bool slot_holds(const struct journal *j, const char *exec_id, bool open_o
 	return false;
 }
 
+/* A slot needs no space, but the exec's end does (its receipt and finished entry: new files). An
+ * exec whose end could not be written would run and then be uncertain; it is refused before it
+ * runs instead, as when the begin itself was a new file (docs/reliability.md, a full private
+ * directory). Room for three blocks and two inodes: what the old begin, the receipt and the entry
+ * took at the least. Root may use the blocks reserved for it. */
+static int room_check(const struct journal *j, const char *exec_id, struct sb_err *err)
+{
+	struct statvfs v;
+	unsigned long long blocks;
+
+	if (fstatvfs(j->dir->fd, &v) < 0)
+		return sb_fail_errno(err, "journal entry for exec '%s': inspecting %s", exec_id, j->dir->path);
+	blocks = geteuid() == 0 ? v.f_bfree : v.f_bavail;
+	if (blocks * v.f_frsize < 3ull * v.f_bsize || (v.f_files != 0 && v.f_favail < 2))
+		return sb_fail(err, ENOSPC, "journal entry for exec '%s': writing %s: no room for the exec's end", exec_id,
+			       j->dir->path);
+	return 0;
+}
+
 int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, struct sb_err *err)
 {
 	struct journal_slot next = { .generation = generation, .open = true };
@@ -312,6 +332,8 @@ int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, s
 	}
 	i = slot_free(j);
 	pthread_mutex_unlock(&j->lock);
+	if (room_check(j, exec_id, err) < 0)
+		return -1;
 	if (i < 0) {
 		/* Both slots hold execs whose end is not on disk: neither may be overwritten. */
 		obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation,
