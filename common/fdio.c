@@ -53,6 +53,19 @@ static int file_fill(int fd, uid_t uid, gid_t gid, const void *data, size_t len)
 	return fsync(fd);
 }
 
+/* name, a new file in dirfd (never an existing one, never through a link), open for writing. */
+static int file_open_new(int dirfd, const char *dir, const char *name, mode_t mode, struct sb_err *err)
+{
+	int fd;
+
+	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return sb_fail(err, EINVAL, "creating %s/%s: not a single file name", dir, name);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return sb_fail_errno(err, "creating %s/%s", dir, name);
+	return fd;
+}
+
 /* fd_file_create, with the directory's fsync only when sync_dir: a temporary that is renamed into
  * place needs none of its own (the rename's directory fsync makes the final name durable, and a
  * stale temporary is removed by the next replace). */
@@ -61,11 +74,9 @@ static int file_create(int dirfd, const char *dir, const char *name, mode_t mode
 {
 	int fd, saved;
 
-	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return sb_fail(err, EINVAL, "creating %s/%s: not a single file name", dir, name);
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	fd = file_open_new(dirfd, dir, name, mode, err);
 	if (fd < 0)
-		return sb_fail_errno(err, "creating %s/%s", dir, name);
+		return -1;
 	if (file_fill(fd, uid, gid, data, len) < 0) {
 		saved = errno_or_eio();
 		close(fd);
@@ -92,11 +103,9 @@ int fd_file_write_new(int dirfd, const char *dir, const char *name, mode_t mode,
 {
 	int fd, saved;
 
-	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return sb_fail(err, EINVAL, "creating %s/%s: not a single file name", dir, name);
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	fd = file_open_new(dirfd, dir, name, mode, err);
 	if (fd < 0)
-		return sb_fail_errno(err, "creating %s/%s", dir, name);
+		return -1;
 	errno = 0;
 	if (fd_write_all(fd, data, len) < 0) {
 		saved = errno_or_eio();
