@@ -2,6 +2,7 @@
 #include "fdio.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -52,16 +53,30 @@ static int file_fill(int fd, uid_t uid, gid_t gid, const void *data, size_t len)
 	return fsync(fd);
 }
 
-int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
-		   const void *data, size_t len, struct sb_err *err)
+/* name, a new file in dirfd (never an existing one, never through a link), open for writing. */
+static int file_open_new(int dirfd, const char *dir, const char *name, mode_t mode, struct sb_err *err)
 {
-	int fd, saved;
+	int fd;
 
 	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return sb_fail(err, EINVAL, "creating %s/%s: not a single file name", dir, name);
 	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		return sb_fail_errno(err, "creating %s/%s", dir, name);
+	return fd;
+}
+
+/* fd_file_create, with the directory's fsync only when sync_dir: a temporary that is renamed into
+ * place needs none of its own (the rename's directory fsync makes the final name durable, and a
+ * stale temporary is removed by the next replace). */
+static int file_create(int dirfd, const char *dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
+		       const void *data, size_t len, bool sync_dir, struct sb_err *err)
+{
+	int fd, saved;
+
+	fd = file_open_new(dirfd, dir, name, mode, err);
+	if (fd < 0)
+		return -1;
 	if (file_fill(fd, uid, gid, data, len) < 0) {
 		saved = errno_or_eio();
 		close(fd);
@@ -75,12 +90,36 @@ int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, ui
 	}
 	/* The directory entry must be durable too, or a crash could lose a file whose existence
 	 * was already reported. */
-	if (fsync(dirfd) < 0) {
+	if (sync_dir && fsync(dirfd) < 0) {
 		saved = errno_or_eio();
 		unlinkat(dirfd, name, 0);
 		return sb_fail(err, saved, "syncing directory %s", dir);
 	}
 	return 0;
+}
+
+int fd_file_write_new(int dirfd, const char *dir, const char *name, mode_t mode, const void *data, size_t len,
+		      struct sb_err *err)
+{
+	int fd, saved;
+
+	fd = file_open_new(dirfd, dir, name, mode, err);
+	if (fd < 0)
+		return -1;
+	errno = 0;
+	if (fd_write_all(fd, data, len) < 0) {
+		saved = errno_or_eio();
+		close(fd);
+		unlinkat(dirfd, name, 0);
+		return sb_fail(err, saved, "writing %s/%s", dir, name);
+	}
+	return fd;
+}
+
+int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
+		   const void *data, size_t len, struct sb_err *err)
+{
+	return file_create(dirfd, dir, name, mode, uid, gid, data, len, true, err);
 }
 
 int fd_file_create_path(const char *path, mode_t mode, uid_t uid, gid_t gid, const void *data, size_t len,
@@ -110,7 +149,7 @@ int fd_file_replace(int dirfd, const char *dir, const char *name, const char *tm
 	/* A tmp left by a crash would make the exclusive create fail forever. */
 	if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
 		return sb_fail_errno(err, "removing the stale %s/%s", dir, tmp);
-	if (fd_file_create(dirfd, dir, tmp, mode, (uid_t)-1, (gid_t)-1, data, len, err) < 0)
+	if (file_create(dirfd, dir, tmp, mode, (uid_t)-1, (gid_t)-1, data, len, false, err) < 0)
 		return -1;
 	if (renameat(dirfd, tmp, dirfd, name) < 0) {
 		saved = errno_or_eio();

@@ -24,6 +24,13 @@ int fd_write_all(int fd, const void *buf, size_t len);
 int fd_file_create(int dirfd, const char *dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
 		   const void *data, size_t len, struct sb_err *err);
 
+/* fd_file_create without its fsyncs, for a caller that writes several files and then syncs them
+ * together (the later fsyncs find most of their work committed by the first): name created as
+ * fd_file_create does and written whole; the open descriptor (O_CLOEXEC), not yet synced. The
+ * caller fsyncs it and then dirfd before anyone relies on the file. On -1 nothing is left. */
+int fd_file_write_new(int dirfd, const char *dir, const char *name, mode_t mode, const void *data, size_t len,
+		      struct sb_err *err);
+
 /* fd_file_create for an absolute or relative path: its parent directory is opened (following
  * symlinks in the ancestors, as open(2) would) and the last component created beneath it. */
 int fd_file_create_path(const char *path, mode_t mode, uid_t uid, gid_t gid, const void *data, size_t len,
@@ -39,8 +46,9 @@ int fd_private_open(const char *path, struct sb_err *err);
 int fd_private_tighten(int fd, const char *path, struct sb_err *err);
 
 /* Replace name beneath dirfd atomically: data goes to tmp (a stale tmp from a crash is removed
- * first) through fd_file_create, tmp is renamed over name and dirfd fsynced. A reader sees the old
- * file or the new one, never half of one. On -1, tmp is gone and name is unchanged. */
+ * first) as fd_file_create writes it, file fsynced (not dirfd: the tmp's name need not survive),
+ * tmp is renamed over name and dirfd fsynced: two fsyncs. A reader sees the old file or the new
+ * one, never half of one. On -1, tmp is gone and name is unchanged. */
 int fd_file_replace(int dirfd, const char *dir, const char *name, const char *tmp, mode_t mode,
 		    const void *data, size_t len, struct sb_err *err);
 

@@ -82,6 +82,14 @@ int frame_write(struct sb_stream *s, const void *buf, size_t len, size_t cap, st
 	return write_all(s, buf, len, err);
 }
 
+int frame_write_room(struct sb_stream *s, uint8_t *buf, size_t len, size_t cap, struct sb_err *err)
+{
+	if (len > cap || len > UINT32_MAX)
+		return sb_fail(err, EMSGSIZE, "frame of %zu bytes exceeds the cap of %zu bytes", len, cap);
+	frame_encode_header(buf, (uint32_t)len);
+	return write_all(s, buf, FRAME_ROOM + len, err);
+}
+
 int frame_read(struct sb_stream *s, size_t cap, uint8_t **out, size_t *out_len, struct sb_err *err)
 {
 	uint8_t hdr[4];

@@ -27,6 +27,12 @@ void sb_stream_fd(struct sb_stream *s, int *fd);
 /* Write one frame. Fails on len > cap, on a short write or on a write error. */
 int frame_write(struct sb_stream *s, const void *buf, size_t len, size_t cap, struct sb_err *err);
 
+/* Write one frame whose body, len bytes, starts FRAME_ROOM bytes into buf: the header is written
+ * into that room and the frame goes out in one write (over TLS one record, not two, up to the
+ * record size). Fails as frame_write does. */
+#define FRAME_ROOM 4
+int frame_write_room(struct sb_stream *s, uint8_t *buf, size_t len, size_t cap, struct sb_err *err);
+
 /* Read one frame into a fresh malloc'd buffer (*out, *out_len); the caller frees it.
  * Returns 1 for a frame, 0 for a clean end of stream before any byte of a frame,
  * -1 on error: an oversized length (nothing allocated), a truncated frame, a read error. */

@@ -50,11 +50,12 @@ int proto_send(struct sb_stream *s, const Sandbox__Envelope *env, size_t cap, st
 	len = protobuf_c_message_get_packed_size(&env->base);
 	if (len > cap)
 		return sb_fail(err, EMSGSIZE, "%s message of %zu bytes exceeds the cap of %zu bytes", name, len, cap);
-	buf = malloc(len > 0 ? len : 1);
+	/* The frame's header goes in before the message: one write, one TLS record (frame.h). */
+	buf = malloc(FRAME_ROOM + len);
 	if (buf == NULL)
 		return sb_fail(err, ENOMEM, "encoding a %s message of %zu bytes", name, len);
-	protobuf_c_message_pack(&env->base, buf);
-	rc = frame_write(s, buf, len, cap, err);
+	protobuf_c_message_pack(&env->base, buf + FRAME_ROOM);
+	rc = frame_write_room(s, buf, len, cap, err);
 	free(buf);
 	if (rc < 0)
 		sb_err_prefix(err, "sending %s message", name);

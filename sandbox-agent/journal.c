@@ -1,23 +1,30 @@
-/* The journal (see journal.h). Each entry is written to a temporary name, fsynced, renamed into
- * place and the directory fsynced: a crash leaves the old entry or the new one, never half. */
+/* The journal (see journal.h). Each finished entry is written to a temporary name, fsynced,
+ * renamed into place and the directory fsynced: a crash leaves the old entry or the new one, never
+ * half. A begin is a slot of .running overwritten in place and fdatasynced; each slot carries the
+ * SHA-256 of its text, so a torn one is told from a whole one. */
 #include "journal.h"
 #include "clock.h"
 #include "fdio.h"
 #include "log.h"
+#include "random.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <jansson.h>
+#include <mbedtls/sha256.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #define ENTRY_MAX_BYTES (JOURNAL_MAX_BYTES / 2)
+#define SLOTS_NAME ".running" /* a dot: never an exec id's entry, never pruned */
+#define SLOT_BYTES 512
 
 static int entry_name(const char *exec_id, const char *suffix, char *out, size_t len, struct sb_err *err)
 {
@@ -77,33 +84,169 @@ static json_t *entry_load(const struct privdir *dir, const char *exec_id, struct
 	return obj;
 }
 
+static json_t *lost_result(const char *exec_id)
+{
+	return json_pack("{s:s, s:s, s:n, s:n, s:s}", "exec_id", exec_id, "status", "uncertain", "exit_code", "signal",
+			 "error", "the agent restarted while this exec was running; its outcome is unknown");
+}
+
 /* Close an entry an earlier agent left running: uncertain, and said so. */
 static void entry_close_lost(const struct privdir *dir, const char *exec_id)
 {
 	struct sb_err err;
 	json_t *obj = entry_load(dir, exec_id, &err);
-	json_t *result;
 
 	if (obj == NULL || strcmp(json_string_value(json_object_get(obj, "state")) ?: "", "running") != 0) {
 		json_decref(obj);
 		return;
 	}
-	result = json_pack("{s:s, s:s, s:n, s:n, s:s}", "exec_id", exec_id, "status", "uncertain", "exit_code",
-			   "signal", "error", "the agent restarted while this exec was running; its outcome is unknown");
 	json_object_set_new(obj, "state", json_string("finished"));
-	json_object_set_new(obj, "result", result);
+	json_object_set_new(obj, "result", lost_result(exec_id));
 	if (entry_store(dir, exec_id, obj, &err) < 0)
 		sb_warn("journal: %s", err.msg);
 	json_decref(obj);
 }
 
-int journal_open(const struct privdir *dir, struct sb_err *err)
+/* ---- the slots ---- */
+
+static void slot_digest(const char *text, size_t len, char hex[65])
 {
+	unsigned char d[32];
+
+	(void)mbedtls_sha256_ret((const unsigned char *)text, len, d, 0);
+	sb_hex_encode(d, sizeof d, hex);
+}
+
+/* A slot's bytes: the hex SHA-256 of the text, a space, the text, a newline, zeros to the end. */
+static int slot_encode(const struct journal_slot *sl, char out[SLOT_BYTES], struct sb_err *err)
+{
+	json_t *obj = json_pack("{s:I, s:s, s:I, s:I}", "seq", (json_int_t)sl->seq, "exec_id", sl->exec_id,
+				"generation", (json_int_t)sl->generation, "accepted_at_ms", (json_int_t)clock_real_ms());
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	size_t len = text ? strlen(text) : 0;
+	int rc = 0;
+
+	json_decref(obj);
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "building journal entry");
+	memset(out, 0, SLOT_BYTES);
+	if (65 + len + 1 > SLOT_BYTES) {
+		rc = sb_fail(err, E2BIG, "journal entry for exec '%s' does not fit its slot", sl->exec_id);
+	} else {
+		slot_digest(text, len, out);
+		out[64] = ' ';
+		memcpy(out + 65, text, len);
+		out[65 + len] = '\n';
+	}
+	free(text);
+	return rc;
+}
+
+/* A whole slot, or an empty one (zeros, torn, damaged: its command never started). */
+static void slot_decode(const char buf[SLOT_BYTES], struct journal_slot *sl)
+{
+	const char *nl = memchr(buf + 65, '\n', SLOT_BYTES - 65);
+	char hex[65];
+	json_t *obj;
+	const char *id;
+
+	memset(sl, 0, sizeof *sl);
+	if (buf[64] != ' ' || nl == NULL)
+		return;
+	slot_digest(buf + 65, (size_t)(nl - buf - 65), hex);
+	if (memcmp(hex, buf, 64) != 0)
+		return;
+	obj = json_loadb(buf + 65, (size_t)(nl - buf - 65), JSON_REJECT_DUPLICATES, NULL);
+	id = json_string_value(json_object_get(obj, "exec_id"));
+	if (id != NULL && exec_id_valid(id) && json_integer_value(json_object_get(obj, "seq")) > 0) {
+		sl->seq = (uint64_t)json_integer_value(json_object_get(obj, "seq"));
+		sl->generation = (uint64_t)json_integer_value(json_object_get(obj, "generation"));
+		snprintf(sl->exec_id, sizeof sl->exec_id, "%s", id);
+	}
+	json_decref(obj);
+}
+
+static bool entry_exists(const struct privdir *dir, const char *exec_id)
+{
+	char name[NAME_MAX + 1];
+	struct sb_err err;
+
+	return entry_name(exec_id, "", name, sizeof name, &err) == 0 &&
+	       faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* A slot's exec without a whole entry: the earlier agent died with it accepted, or while its
+ * finished entry was being made durable (a crash of the machine may leave that file torn). Its
+ * entry is written (durably) before the slot can be reused. */
+static int slot_close_lost(const struct privdir *dir, const struct journal_slot *sl, struct sb_err *err)
+{
+	struct sb_err lerr;
+	json_t *obj;
+	int rc;
+
+	if (sl->seq == 0)
+		return 0;
+	obj = entry_load(dir, sl->exec_id, &lerr);
+	if (obj != NULL) {
+		json_decref(obj);
+		return 0; /* finished, or an older agent's running file that journal_open closes */
+	}
+	if (lerr.msg[0] != '\0')
+		sb_warn("journal: %s: closed as uncertain", lerr.msg);
+	obj = json_pack("{s:s, s:I, s:s, s:o}", "exec_id", sl->exec_id, "generation", (json_int_t)sl->generation,
+			"state", "finished", "result", lost_result(sl->exec_id));
+	rc = obj ? entry_store(dir, sl->exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
+	json_decref(obj);
+	return rc;
+}
+
+/* .running opened, or created whole (zeros written, not a hole: later writes allocate nothing)
+ * and made durable with its name, once. */
+static int slots_open(struct journal *j, struct sb_err *err)
+{
+	char zeros[2 * SLOT_BYTES] = { 0 };
+	struct stat st;
+	int fd = openat(j->dir->fd, SLOTS_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0 && errno == ENOENT) {
+		if (fd_file_create(j->dir->fd, j->dir->path, SLOTS_NAME, 0600, (uid_t)-1, (gid_t)-1, zeros, sizeof zeros,
+				   err) < 0)
+			return -1;
+		fd = openat(j->dir->fd, SLOTS_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return sb_fail_errno(err, "opening journal %s/%s", j->dir->path, SLOTS_NAME);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof zeros) {
+		close(fd);
+		return sb_fail(err, EIO, "journal %s/%s is not a file of %zu bytes", j->dir->path, SLOTS_NAME,
+			       sizeof zeros);
+	}
+	j->slots_fd = fd;
+	return 0;
+}
+
+int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *err)
+{
+	char buf[2 * SLOT_BYTES];
 	struct dirent *d;
 	DIR *dh;
-	/* fdopendir takes the descriptor over: give it a copy and rewind; the held one stays ours. */
-	int fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
+	int fd;
 
+	memset(j, 0, sizeof *j);
+	j->dir = dir;
+	j->slots_fd = -1;
+	pthread_mutex_init(&j->lock, NULL);
+	if (slots_open(j, err) < 0)
+		return -1;
+	if (pread(j->slots_fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf)
+		return sb_fail(err, EIO, "reading journal %s/%s", dir->path, SLOTS_NAME);
+	for (int i = 0; i < 2; i++) {
+		slot_decode(buf + i * SLOT_BYTES, &j->slot[i]);
+		if (slot_close_lost(dir, &j->slot[i], err) < 0)
+			return -1;
+	}
+	/* fdopendir takes the descriptor over: give it a copy and rewind; the held one stays ours. */
+	fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0 || (dh = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
@@ -121,24 +264,98 @@ int journal_open(const struct privdir *dir, struct sb_err *err)
 		entry_close_lost(dir, id);
 	}
 	closedir(dh);
+	/* Unknown until counted: the first finish reads the directory once (journal_prune). */
+	j->bytes = (uint64_t)JOURNAL_MAX_BYTES + 1;
 	return 0;
 }
 
-int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t generation, struct sb_err *err)
+void journal_close(struct journal *j)
 {
-	char name[NAME_MAX + 1];
-	json_t *obj;
-	int rc;
+	if (j->slots_fd >= 0)
+		close(j->slots_fd);
+	j->slots_fd = -1;
+	pthread_mutex_destroy(&j->lock);
+}
 
-	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
-		return -1;
-	if (faccessat(dir->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+/* The slot a begin may overwrite: one whose exec is settled (finished entry durable), the older
+ * of two; -1 when both are open (a finish failed): the begin then writes a file of its own. */
+static int slot_free(const struct journal *j)
+{
+	int best = -1;
+
+	for (int i = 0; i < 2; i++)
+		if (!j->slot[i].open && (best < 0 || j->slot[i].seq < j->slot[best].seq))
+			best = i;
+	return best;
+}
+
+static bool slot_holds(const struct journal *j, const char *exec_id, bool open_only)
+{
+	for (int i = 0; i < 2; i++)
+		if (j->slot[i].seq != 0 && (j->slot[i].open || !open_only) && strcmp(j->slot[i].exec_id, exec_id) == 0)
+			return true;
+	return false;
+}
+
+/* A slot needs no space, but the exec's end does (its receipt and finished entry: new files). An
+ * exec whose end could not be written would run and then be uncertain; it is refused before it
+ * runs instead, as when the begin itself was a new file (docs/reliability.md, a full private
+ * directory). Room for three blocks and two inodes: what the old begin, the receipt and the entry
+ * took at the least. Root may use the blocks reserved for it. */
+static int room_check(const struct journal *j, const char *exec_id, struct sb_err *err)
+{
+	struct statvfs v;
+	unsigned long long blocks;
+
+	if (fstatvfs(j->dir->fd, &v) < 0)
+		return sb_fail_errno(err, "journal entry for exec '%s': inspecting %s", exec_id, j->dir->path);
+	blocks = geteuid() == 0 ? v.f_bfree : v.f_bavail;
+	if (blocks * v.f_frsize < 3ull * v.f_bsize || (v.f_files != 0 && v.f_favail < 2))
+		return sb_fail(err, ENOSPC, "journal entry for exec '%s': writing %s: no room for the exec's end", exec_id,
+			       j->dir->path);
+	return 0;
+}
+
+int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, struct sb_err *err)
+{
+	struct journal_slot next = { .generation = generation, .open = true };
+	char buf[SLOT_BYTES];
+	json_t *obj;
+	int i, rc;
+
+	if (!exec_id_valid(exec_id))
+		return sb_fail(err, EINVAL, "journal: invalid exec id");
+	pthread_mutex_lock(&j->lock);
+	if (entry_exists(j->dir, exec_id) || slot_holds(j, exec_id, false)) {
+		pthread_mutex_unlock(&j->lock);
 		return sb_fail(err, EEXIST, "exec '%s' was accepted before; exec ids are never reused", exec_id);
-	obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation, "state",
-			"running", "accepted_at_ms", (json_int_t)clock_real_ms());
-	rc = obj ? entry_store(dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
-	json_decref(obj);
-	return rc;
+	}
+	i = slot_free(j);
+	pthread_mutex_unlock(&j->lock);
+	if (room_check(j, exec_id, err) < 0)
+		return -1;
+	if (i < 0) {
+		/* Both slots hold execs whose end is not on disk: neither may be overwritten. */
+		obj = json_pack("{s:s, s:I, s:s, s:I}", "exec_id", exec_id, "generation", (json_int_t)generation,
+				"state", "running", "accepted_at_ms", (json_int_t)clock_real_ms());
+		rc = obj ? entry_store(j->dir, exec_id, obj, err) : sb_fail(err, ENOMEM, "building journal entry");
+		json_decref(obj);
+		return rc;
+	}
+	next.seq = (j->slot[0].seq > j->slot[1].seq ? j->slot[0].seq : j->slot[1].seq) + 1;
+	snprintf(next.exec_id, sizeof next.exec_id, "%s", exec_id);
+	if (slot_encode(&next, buf, err) < 0)
+		return -1;
+	/* In place, in a file whose size never changes: fdatasync flushes the block, no name and no
+	 * inode change to commit. Durable before the command may start. */
+	if (pwrite(j->slots_fd, buf, sizeof buf, (off_t)i * SLOT_BYTES) != (ssize_t)sizeof buf ||
+	    fdatasync(j->slots_fd) < 0)
+		return sb_fail_errno(err, "journal entry for exec '%s': writing %s/%s", exec_id, j->dir->path,
+				     SLOTS_NAME);
+	pthread_mutex_lock(&j->lock);
+	j->slot[i] = next;
+	pthread_mutex_unlock(&j->lock);
+	return 0;
 }
 
 struct entry_stat {
@@ -154,9 +371,16 @@ static int by_mtime(const void *a, const void *b)
 	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
-/* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep. */
-static void journal_prune(const struct privdir *dir, const char *keep)
+/* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep and
+ * those of the execs in the slots: a slot whose entry was gone would read, after a restart, as an
+ * exec that never finished. */
+static void journal_prune(struct journal *j, const char *keep)
 {
+	/* Counted up by every write (a replaced entry twice: never under the real total), so the
+	 * directory is only read when the cap may have been passed, not on every call. */
+	if (j->bytes <= JOURNAL_MAX_BYTES)
+		return;
+	const struct privdir *dir = j->dir;
 	struct entry_stat *all = NULL;
 	size_t n = 0, cap = 0;
 	off_t total = 0;
@@ -191,13 +415,25 @@ static void journal_prune(const struct privdir *dir, const char *keep)
 	}
 	qsort(all, n, sizeof *all, by_mtime);
 	for (size_t i = 0; i < n && total > (off_t)JOURNAL_MAX_BYTES; i++) {
+		char id[sizeof all->name];
+		size_t n_id = strlen(all[i].name);
+		bool held;
+
 		if (strncmp(all[i].name, keep, strlen(keep)) == 0)
+			continue;
+		/* "<id>.json": the slots are asked by id. */
+		snprintf(id, sizeof id, "%.*s", n_id > 5 ? (int)(n_id - 5) : (int)n_id, all[i].name);
+		pthread_mutex_lock(&j->lock);
+		held = slot_holds(j, id, false);
+		pthread_mutex_unlock(&j->lock);
+		if (held)
 			continue;
 		if (unlinkat(dirfd(dh), all[i].name, 0) == 0)
 			total -= all[i].size;
 	}
 	closedir(dh);
 	free(all);
+	j->bytes = total > 0 ? (uint64_t)total : 0;
 }
 
 /* The entry's text is built around the result's own text, not from a parse of it: the result is
@@ -229,38 +465,113 @@ static char *entry_finished_text(const char *exec_id, uint64_t generation, const
 	return text;
 }
 
-int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t generation, const char *result_json,
-		   const char *receipt_text, struct sb_err *err)
+int journal_finish_write(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+			 const char *receipt_text, struct journal_pending *p, struct sb_err *err)
 {
+	char name[NAME_MAX + 1];
 	size_t len = 0;
 	char *text;
 	int rc;
 
+	p->fd = -1;
+	p->text = NULL;
 	/* The cheap half of what a parse checked: an object, not some other value or nothing. */
 	if (result_json[0] != '{')
 		return sb_fail(err, EINVAL, "journal: the result of exec '%s' is not a JSON object", exec_id);
 	if (strlen(result_json) + (receipt_text ? strlen(receipt_text) : 0) > ENTRY_MAX_BYTES)
 		return sb_fail(err, EFBIG, "journal: entry for exec '%s' is over %u bytes", exec_id, ENTRY_MAX_BYTES);
+	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
+		return -1;
 	text = entry_finished_text(exec_id, generation, result_json, receipt_text, &len);
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "building journal entry");
-	rc = entry_write(dir, exec_id, text, len, err);
+	j->bytes += len;
+	/* A begin in a slot left no file: the entry is new, and a crash that tears it leaves the
+	 * slot, which a restart reads as "may have run". A begin that fell back to a file of its own
+	 * (both slots open) is replaced whole, durably, by journal_finish_sync. */
+	if (entry_exists(j->dir, exec_id)) {
+		p->text = text;
+		p->len = len;
+		return 0;
+	}
+	p->fd = fd_file_write_new(j->dir->fd, j->dir->path, name, 0600, text, len, err);
+	rc = p->fd < 0 ? -1 : 0;
+	if (rc < 0)
+		sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
 	free(text);
-	if (rc == 0)
-		journal_prune(dir, exec_id);
 	return rc;
 }
 
-int journal_lookup(const struct privdir *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err)
+void journal_pending_drop(struct journal_pending *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	free(p->text);
+	p->fd = -1;
+	p->text = NULL;
+}
+
+int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err)
+{
+	int rc = 0;
+
+	if (p->text != NULL) {
+		rc = entry_write(j->dir, exec_id, p->text, p->len, err);
+		free(p->text);
+		p->text = NULL;
+	} else if (p->fd >= 0) {
+		if (fsync(p->fd) < 0)
+			rc = sb_fail_errno(err, "journal entry for exec '%s': syncing", exec_id);
+		if (close(p->fd) < 0 && rc == 0)
+			rc = sb_fail_errno(err, "journal entry for exec '%s': closing", exec_id);
+		p->fd = -1;
+		if (rc == 0 && fsync(j->dir->fd) < 0)
+			rc = sb_fail_errno(err, "journal entry for exec '%s': syncing directory %s", exec_id, j->dir->path);
+	}
+	if (rc < 0)
+		return -1; /* the slot stays open: a restart still reads the exec as begun */
+	pthread_mutex_lock(&j->lock);
+	for (int i = 0; i < 2; i++)
+		if (j->slot[i].seq != 0 && strcmp(j->slot[i].exec_id, exec_id) == 0)
+			j->slot[i].open = false;
+	pthread_mutex_unlock(&j->lock);
+	journal_prune(j, exec_id);
+	return 0;
+}
+
+int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+		   const char *receipt_text, struct sb_err *err)
+{
+	struct journal_pending p;
+
+	if (journal_finish_write(j, exec_id, generation, result_json, receipt_text, &p, err) < 0)
+		return -1;
+	return journal_finish_sync(j, exec_id, &p, err);
+}
+
+int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry *out, struct sb_err *err)
 {
 	json_t *obj;
 	const char *state;
 
 	memset(out, 0, sizeof *out);
 	sb_err_clear(err);
-	obj = entry_load(dir, exec_id, err);
+	/* An open slot wins over the file: the finished entry exists before it is durable (it is
+	 * written, then synced with the receipt), and nothing may be reported before that. The slot
+	 * is closed only once both are durable (journal_finish_sync). */
+	pthread_mutex_lock(&j->lock);
+	for (int i = 0; i < 2; i++)
+		if (j->slot[i].open && strcmp(j->slot[i].exec_id, exec_id) == 0) {
+			out->state = JOURNAL_RUNNING;
+			out->generation = j->slot[i].generation;
+		}
+	pthread_mutex_unlock(&j->lock);
+	if (out->state == JOURNAL_RUNNING)
+		return 0;
+	obj = entry_load(j->dir, exec_id, err);
 	if (obj == NULL)
 		return err->msg[0] ? -1 : 0;
+	memset(out, 0, sizeof *out);
 	state = json_string_value(json_object_get(obj, "state"));
 	out->generation = (uint64_t)json_integer_value(json_object_get(obj, "generation"));
 	out->state = state && strcmp(state, "finished") == 0 ? JOURNAL_FINISHED : JOURNAL_RUNNING;

@@ -1,18 +1,40 @@
-/* The agent's journal: one file per exec it accepted, in its private state (hidden from every
+/* The agent's journal: one file per exec it finished, in its private state (hidden from every
  * command), so a manager that lost its connection can ask what became of an exec instead of
- * guessing. Bounded: the oldest finished entries go first once the total passes a cap. */
+ * guessing. Bounded: the oldest finished entries go first once the total passes a cap.
+ * An exec's "accepted, may run" entry goes into one of two fixed slots of a file that exists
+ * (.running, created once): overwritten in place and fdatasynced, one sync and no new name per
+ * call. A slot is only reused once its exec's finished entry is durable; a torn slot (a crash in
+ * its write) is one whose command never started. */
 #ifndef SB_JOURNAL_H
 #define SB_JOURNAL_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
+#include "names.h"
 #include "privdir.h"
 
 #define JOURNAL_MAX_BYTES (64u * 1024u * 1024u)
 
 enum journal_state { JOURNAL_UNKNOWN, JOURNAL_RUNNING, JOURNAL_FINISHED };
+
+struct journal_slot {
+	uint64_t seq;             /* 0: empty */
+	char exec_id[EXEC_ID_MAX + 1];
+	uint64_t generation;
+	bool open;                /* begun, its finished entry not yet durable */
+};
+
+struct journal {
+	const struct privdir *dir;
+	int slots_fd;             /* dir/.running, two slots */
+	pthread_mutex_t lock;     /* the slots: Query reads them while an exec runs */
+	struct journal_slot slot[2];
+	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
+};
 
 struct journal_entry {
 	enum journal_state state;
@@ -21,19 +43,41 @@ struct journal_entry {
 	char *receipt_text;    /* malloc'd; NULL when no receipt was written */
 };
 
-/* dir: the journal directory, held by descriptor (privdir.h). Entries left "running" by an earlier agent are closed as
- * uncertain: that agent died with the exec in flight, and nobody can say how it ended. */
-int journal_open(const struct privdir *dir, struct sb_err *err);
+/* dir: the journal directory, held by descriptor (privdir.h), kept open while j is used. Entries
+ * left running by an earlier agent (a slot without a finished entry, or an older agent's running
+ * file) are closed as uncertain: that agent died with the exec in flight, and nobody can say how
+ * it ended. */
+int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *err);
+
+void journal_close(struct journal *j);
 
 /* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST). */
-int journal_begin(const struct privdir *dir, const char *exec_id, uint64_t generation, struct sb_err *err);
+int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, struct sb_err *err);
 
-/* Record the end: the result JSON and the receipt's bytes (may be NULL). */
-int journal_finish(const struct privdir *dir, const char *exec_id, uint64_t generation, const char *result_json,
+/* A finished entry written and not yet synced (journal_finish_write). */
+struct journal_pending {
+	int fd;                   /* the new entry, to fsync, or -1 */
+	char *text;               /* or the entry that replaces a running file of its own, or NULL */
+	size_t len;
+};
+
+/* Record the end in two halves, so that the receipt and the entry are written before either is
+ * synced: journal_finish_write writes the entry, journal_finish_sync makes it durable and only then
+ * frees the exec's slot; until then the slot says the exec may have run, and a Query says running.
+ * An exec that fell back to a running file of its own (both slots open) has that file replaced,
+ * durably, in journal_finish_sync: a reader sees it finished only once it is durable. Call
+ * journal_finish_sync (or journal_pending_drop) after every journal_finish_write that returned 0. */
+int journal_finish_write(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+			 const char *receipt_text, struct journal_pending *p, struct sb_err *err);
+int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err);
+void journal_pending_drop(struct journal_pending *p);
+
+/* Both halves: the result JSON and the receipt's bytes (may be NULL), durable on return. */
+int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err);
 
 /* Look an exec up; state JOURNAL_UNKNOWN when there is no entry. */
-int journal_lookup(const struct privdir *dir, const char *exec_id, struct journal_entry *out, struct sb_err *err);
+int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry *out, struct sb_err *err);
 
 void journal_entry_free(struct journal_entry *e);
 

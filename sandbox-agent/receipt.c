@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "pathfmt.h"
 #include "random.h"
 #include "receipt_mac.h"
@@ -60,8 +61,8 @@ static json_t *receipt_build(const struct exec_request *req, const struct exec_o
 			 "pid_max_bounded", out->pid_max_bounded);
 }
 
-int receipt_write(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
-		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err)
+int receipt_write_unsynced(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
+			   const struct secrets *sec, struct receipt_info *info, struct sb_err *err)
 {
 	char name[EXEC_ID_MAX + 8];
 	json_t *obj, *check;
@@ -84,9 +85,12 @@ int receipt_write(const struct privdir *dir, const struct exec_request *req, con
 	if (info->text == NULL)
 		return err->msg[0] ? -1 : sb_fail(err, ENOMEM, "serialising the receipt");
 	/* Through the descriptor opened before the command ran: whatever the command renamed, the
-	 * receipt lands in the agent's own directory (R1). */
-	if (privdir_file_create(dir, name, info->text, info->text_len, err) < 0)
+	 * receipt lands in the agent's own directory (R1). common/fdio.c: exclusive, no symlink,
+	 * written whole; synced by receipt_sync. */
+	info->fd = fd_file_write_new(dir->fd, dir->path, name, 0600, info->text, info->text_len, err);
+	if (info->fd < 0)
 		return -1;
+	info->unsynced = true;
 	info->written = true;
 	check = receipt_mac_verify(info->text, info->text_len, sec->key, info->nonce_hex, req->exec_id,
 				   (int64_t)req->generation, err);
@@ -95,8 +99,53 @@ int receipt_write(const struct privdir *dir, const struct exec_request *req, con
 	return info->verified ? 0 : -1;
 }
 
+static void receipt_unlink(const struct privdir *dir, const struct receipt_info *info)
+{
+	char name[EXEC_ID_MAX + 8];
+	const char *slash = strrchr(info->path, '/');
+
+	if (slash != NULL && (size_t)snprintf(name, sizeof name, "%s", slash + 1) < sizeof name)
+		unlinkat(dir->fd, name, 0);
+}
+
+int receipt_sync(const struct privdir *dir, struct receipt_info *info, struct sb_err *err)
+{
+	int rc = 0;
+
+	if (!info->unsynced)
+		return 0;
+	info->unsynced = false;
+	/* The data first, then the name: the result names this file. */
+	if (fsync(info->fd) < 0)
+		rc = sb_fail_errno(err, "writing %s", info->path);
+	if (close(info->fd) < 0 && rc == 0)
+		rc = sb_fail_errno(err, "closing %s", info->path);
+	if (rc == 0 && fsync(dir->fd) < 0)
+		rc = sb_fail_errno(err, "syncing directory %s", dir->path);
+	if (rc < 0) {
+		receipt_unlink(dir, info);
+		info->written = info->verified = false;
+	}
+	return rc;
+}
+
+int receipt_write(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
+		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err)
+{
+	int rc = receipt_write_unsynced(dir, req, out, sec, info, err);
+
+	/* Synced even when the check failed: the file exists, and it says this id ran. */
+	if (receipt_sync(dir, info, rc < 0 ? &(struct sb_err){ 0 } : err) < 0)
+		return -1;
+	return rc;
+}
+
 void receipt_info_free(struct receipt_info *info)
 {
+	if (info->unsynced) {
+		close(info->fd);
+		info->unsynced = false;
+	}
 	free(info->text);
 	info->text = NULL;
 }

@@ -1,5 +1,6 @@
 /* Completion receipts: written only after init is reaped, in a directory outside every
- * command's mount view, created exclusively and fsynced before the result is reported. */
+ * command's mount view, created exclusively and fsynced (file and directory) before the result is
+ * reported. */
 #ifndef SB_RECEIPT_H
 #define SB_RECEIPT_H
 
@@ -18,6 +19,8 @@ struct receipt_info {
 	bool boundary_confirmed;
 	char *text;              /* the file's exact bytes (malloc'd), for the protocol */
 	size_t text_len;
+	bool unsynced;           /* written by receipt_write_unsynced, receipt_sync not yet done */
+	int fd;                  /* the file, while unsynced */
 };
 
 /* Fail when a receipt for this exec id exists already: checked before the command runs, so
@@ -29,6 +32,17 @@ int receipt_reserve_check(const struct privdir *dir, const char *exec_id, struct
 int receipt_write(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
 		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err);
 
+/* receipt_write without the fsyncs: the file written and kept open (info->unsynced), so that the
+ * caller writes its other files before syncing them all (serve: the journal's finished entry).
+ * Nothing may rely on the receipt, and no result may be reported, before receipt_sync. */
+int receipt_write_unsynced(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
+			   const struct secrets *sec, struct receipt_info *info, struct sb_err *err);
+
+/* The file, then its directory, fsynced. On -1 the file is removed and info->written is false:
+ * a receipt that may not survive is no receipt. No-op unless info->unsynced. */
+int receipt_sync(const struct privdir *dir, struct receipt_info *info, struct sb_err *err);
+
+/* Frees the text; closes the file of a receipt never synced. */
 void receipt_info_free(struct receipt_info *info);
 
 #endif

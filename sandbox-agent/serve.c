@@ -61,7 +61,8 @@ struct agent {
 	struct boundary b;
 	struct secrets *sec;
 	struct tls_config *tls;
-	struct privdir state, receipts, journal; /* held from start (R1): every write goes through them */
+	struct privdir state, receipts, journal_dir; /* held from start (R1): every write goes through them */
+	struct journal journal;
 	uint64_t generation;
 	char *features_json;
 	pthread_mutex_t lock;      /* guards the fields below */
@@ -189,11 +190,12 @@ static void request_from_exec(const Sandbox__Exec *e, struct exec_request *req, 
 	}
 }
 
-/* Run the exec and produce its result and receipt texts (malloc'd). */
-static void exec_run(struct agent *a, const struct exec_request *req, char **result, char **receipt)
+/* Run the exec and produce its result and receipt texts (malloc'd); the receipt's file is
+ * written, not yet synced (info, exec_settle). */
+static void exec_run(struct agent *a, const struct exec_request *req, struct receipt_info *info, char **result,
+		     char **receipt)
 {
 	struct exec_outcome out;
-	struct receipt_info info = { 0 };
 	struct sb_err err;
 	json_t *obj;
 
@@ -207,24 +209,78 @@ static void exec_run(struct agent *a, const struct exec_request *req, char **res
 		json_decref(obj);
 		return;
 	}
-	if (receipt_write(&a->receipts, req, &out, a->sec, &info, &err) < 0) {
+	if (receipt_write_unsynced(&a->receipts, req, &out, a->sec, info, &err) < 0) {
 		sb_warn("exec %s: %s", req->exec_id, err.msg);
 		out.status = EXEC_UNCERTAIN;
 		/* For people: the cause is cut to fit detail on purpose. */
 		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
 	}
 	steptime_mark(STEP_RECEIPT);
-	obj = result_to_json(req, &out, &info);
+	obj = result_to_json(req, &out, info);
 	/* The captured bytes are in obj now: free them before the dump makes one more copy. */
 	exec_outcome_free(&out);
 	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	steptime_mark(STEP_RESULT);
 	/* A Receipt follows the Result exactly when the result names one (written to disk). */
-	if (info.written) {
-		*receipt = info.text;
-		info.text = NULL;
+	if (info->written) {
+		*receipt = info->text;
+		info->text = NULL;
 	}
-	receipt_info_free(&info);
 	json_decref(obj);
+}
+
+/* The result when the receipt, written and checked, could not be made durable: no receipt, so the
+ * outcome cannot stand as reported (as when the write itself fails). Rare: the one path that
+ * parses a result again. */
+static char *result_without_receipt(const char *result, const char *why)
+{
+	json_t *obj = json_loads(result, 0, NULL);
+	char detail[1100], *text;
+
+	if (obj == NULL)
+		return NULL;
+	snprintf(detail, sizeof detail, "receipt not written: %.1000s", why);
+	json_object_set_new(obj, "status", json_string(exec_status_name(EXEC_UNCERTAIN)));
+	json_object_set_new(obj, "exit_code", json_null());
+	json_object_set_new(obj, "signal", json_null());
+	json_object_set_new(obj, "receipt", json_null());
+	json_object_set_new(obj, "error", json_string(detail));
+	text = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	return text;
+}
+
+/* The call's durability point, before anything is reported: the receipt and the journal's
+ * finished entry, both written already, are synced together (the first fsync commits most of what
+ * the others need). A receipt that cannot be made durable is no receipt: the result becomes
+ * uncertain and the entry is written again, durably, to say so. */
+static void exec_settle(struct agent *a, const char *exec_id, uint64_t gen, struct receipt_info *info, char **result,
+			char **receipt)
+{
+	struct journal_pending p = { .fd = -1 };
+	struct sb_err err, rerr;
+	int written;
+
+	written = journal_finish_write(&a->journal, exec_id, gen, *result, *receipt, &p, &err);
+	if (receipt_sync(&a->receipts, info, &rerr) < 0) {
+		char *again = result_without_receipt(*result, rerr.msg);
+
+		sb_warn("exec %s: %s", exec_id, rerr.msg);
+		free(*receipt);
+		*receipt = NULL;
+		free(*result);
+		*result = again;
+		/* The entry just written says otherwise: replaced below, whole and durably. */
+		if (written == 0)
+			journal_pending_drop(&p);
+		written = *result == NULL ? -1 :
+			  journal_finish(&a->journal, exec_id, gen, *result, NULL, &err);
+		if (written < 0)
+			sb_error("exec %s: journal: %s", exec_id, *result ? err.msg : "no result");
+		return;
+	}
+	if (written < 0 || journal_finish_sync(&a->journal, exec_id, &p, &err) < 0)
+		sb_error("exec %s: journal: %s", exec_id, err.msg);
 }
 
 static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const char *result, const char *receipt)
@@ -258,6 +314,7 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	struct agent *a = c->agent;
 	const char *refusal = exec_refusal(a, e);
 	char running[EXEC_ID_MAX + 1], *result = NULL, *receipt = NULL;
+	struct receipt_info info = { 0 };
 	struct exec_request req;
 	struct sb_err err;
 	int rc;
@@ -267,6 +324,8 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	if (!exec_claim(a, e->exec_id, running, sizeof running))
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_BUSY, "busy: exec '%s' is running; one exec at a time",
 				  running);
+	steptime_reset();
+	steptime_mark(STEP_REQUEST);
 	/* Never reused: the journal prunes its oldest entries, the receipts stay, so both are asked
 	 * before anything runs (a receipt that exists already means this id ran). */
 	if (receipt_reserve_check(&a->receipts, e->exec_id, &err) < 0 ||
@@ -277,13 +336,19 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	/* Into the page that clone() wipes, out of the message's heap memory. */
 	memcpy(a->sec->nonce, e->nonce.data, SECRET_NONCE_BYTES);
 	explicit_bzero(e->nonce.data, e->nonce.len);
+	steptime_mark(STEP_BEGUN);
 	request_from_exec(e, &req, env_store);
-	steptime_reset();
 	steptime_mark(STEP_PREPARED);
 	sb_info("exec %s: running", e->exec_id);
-	exec_run(a, &req, &result, &receipt);
-	if (result == NULL || journal_finish(&a->journal, e->exec_id, e->generation, result, receipt, &err) < 0)
-		sb_error("exec %s: journal: %s", e->exec_id, result ? err.msg : "no result");
+	exec_run(a, &req, &info, &result, &receipt);
+	if (result != NULL)
+		exec_settle(a, e->exec_id, e->generation, &info, &result, &receipt);
+	else {
+		/* Nothing to report; the receipt still says this id ran. */
+		(void)receipt_sync(&a->receipts, &info, &err);
+		sb_error("exec %s: journal: no result", e->exec_id);
+	}
+	receipt_info_free(&info);
 	steptime_mark(STEP_JOURNAL);
 	exec_release(a);
 	/* The connection may be gone by now; the journal answers a later Query either way. */
@@ -634,9 +699,9 @@ static int agent_paths(struct agent *a, const struct serve_config *cfg, struct s
 		return sb_fail(err, EPERM, "the state directory must be a directory of its own, not /");
 	if (privdir_open(&a->state, real, false, 022, err) < 0 ||
 	    privdir_open_at(&a->receipts, &a->state, "receipts", true, 077, err) < 0 ||
-	    privdir_open_at(&a->journal, &a->state, "journal", true, 077, err) < 0)
+	    privdir_open_at(&a->journal_dir, &a->state, "journal", true, 077, err) < 0)
 		return -1;
-	return journal_open(&a->journal, err);
+	return journal_open(&a->journal, &a->journal_dir, err);
 }
 
 static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)

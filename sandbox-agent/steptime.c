@@ -11,12 +11,14 @@
 struct steptime *steptime_page;
 
 static const char *const step_names[STEP_COUNT] = {
-	[STEP_MAIN] = "main",           [STEP_PREPARED] = "prepare",       [STEP_VIEW] = "view",
+	[STEP_MAIN] = "main",           [STEP_REQUEST] = "request",        [STEP_BEGUN] = "begin",
+	[STEP_PREPARED] = "prepare",    [STEP_VIEW] = "view",
 	[STEP_CLONED] = "clone",        [STEP_RELEASED] = "idmaps",        [STEP_INIT_GO] = "init_go",
 	[STEP_INIT_HIDDEN] = "hide",    [STEP_INIT_WORLD] = "world",       [STEP_INIT_PROC] = "proc",
 	[STEP_INIT_DROPPED] = "drop",   [STEP_CMD_START] = "cmd_fork",     [STEP_CMD_LANDLOCK] = "landlock",
 	[STEP_CMD_EXEC] = "seccomp",    [STEP_INIT_REAPED] = "cmd_ran",    [STEP_AGENT_REAPED] = "teardown",
-	[STEP_RECEIPT] = "receipt",     [STEP_JOURNAL] = "journal",        [STEP_END] = "result",
+	[STEP_RECEIPT] = "receipt",     [STEP_RESULT] = "result_json",     [STEP_JOURNAL] = "journal",
+	[STEP_END] = "result",
 };
 
 void steptime_init(void)

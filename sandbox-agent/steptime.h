@@ -9,6 +9,8 @@
 
 enum step {
 	STEP_MAIN,           /* agent: main() entered */
+	STEP_REQUEST,        /* agent (serve): an Exec received, checked and claimed */
+	STEP_BEGUN,          /* agent (serve): its journal entry durable, the command may start */
 	STEP_PREPARED,       /* agent: keys loaded, boundary prepared (seccomp, Landlock probe) */
 	STEP_VIEW,           /* agent: mountinfo read, aliases found, writable roots checked */
 	STEP_CLONED,         /* agent: the namespaces exist (clone3 returned) */
@@ -23,8 +25,9 @@ enum step {
 	STEP_CMD_EXEC,       /* command: seccomp loaded, about to execve */
 	STEP_INIT_REAPED,    /* init: the command reaped */
 	STEP_AGENT_REAPED,   /* agent: init reaped, the namespace empty */
-	STEP_RECEIPT,        /* agent: receipt signed, written, fsynced, verified */
-	STEP_JOURNAL,        /* agent (serve): journal entry written and fsynced */
+	STEP_RECEIPT,        /* agent: receipt signed, written, verified (exec: and fsynced) */
+	STEP_RESULT,         /* agent: the result's JSON text built */
+	STEP_JOURNAL,        /* agent (serve): the finished entry written; it and the receipt fsynced */
 	STEP_END,            /* agent: result printed / sent */
 	STEP_COUNT
 };
@@ -48,7 +51,7 @@ static inline void steptime_mark(enum step s)
 		steptime_mark_on(s);
 }
 
-/* Clears every mark (serve, as an exec arrives: its steps then count from STEP_PREPARED). */
+/* Clears every mark (serve, as an exec is claimed: its steps then count from STEP_REQUEST). */
 void steptime_reset(void);
 
 /* One line on stderr with each step's offset from the previous one, in microseconds. */

@@ -65,19 +65,6 @@ mgr() { timeout -k 3 "$call_timeout" "$manager" "$@"; }
 # cpu_snap: total and idle jiffies of all cores, from /proc/stat
 cpu_snap() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
 
-# loop_us BOUND_SECONDS RUNS CMD...: mean wall time of one call in microseconds, measured in a child
-# shell that the bound ends; prints "fail" if a call failed or the bound ran out.
-loop_us() {
-	local bound=$1
-	shift
-	timeout -k 3 "$bound" bash -c '
-		runs=$1; shift
-		s=${EPOCHREALTIME/./}
-		for ((i = 0; i < runs; i++)); do "$@" >/dev/null 2>&1 || exit 1; done
-		e=${EPOCHREALTIME/./}
-		echo $(((e - s) / runs))' _ "$@" || echo fail
-}
-
 # --- a manager on a fresh state directory, and a repository of the fixture manifests ---------------
 mkdir -p "$STATE"
 chmod 700 "$STATE"

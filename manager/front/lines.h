@@ -14,4 +14,9 @@ typedef void (*lines_fn)(const char *line, size_t len, int overlong);
  * passed as overlong, once, at its newline. */
 int lines_read(int fd, size_t cap, lines_fn fn);
 
+/* As lines_read, until stop_fd is readable too (a signalfd): then the lines fd holds already are
+ * still passed, read without blocking (up to 1 MiB), and 1 is returned; a line not yet ended by its
+ * newline then is dropped (it is not a whole message). 0 at end of file before any stop. */
+int lines_read_until(int fd, int stop_fd, size_t cap, lines_fn fn);
+
 #endif

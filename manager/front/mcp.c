@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -103,6 +104,37 @@ static const struct command cmd_mcp = {
 	HELP_HELP,
 };
 
+/* ---- being told to stop ----
+ *
+ * Claude Code stops a stdio server by SIGINT, then SIGTERM 100 ms later and SIGKILL 400 ms after
+ * that, right after it wrote notifications/cancelled for the call it abandons. Taken by its default
+ * action, the signal could end this process before it read that line, and the command would run on
+ * to its end. So the signals wait in a signalfd, and the lines already written are read and acted on
+ * first (the cancel reaches the daemon), then the server stops. */
+static int stop_signals_take(void)
+{
+	sigset_t stop;
+
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &stop, NULL) != 0)
+		return -1;
+	return signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Logs which signal it was; 0: the seconds the calls are waited for then. */
+static int stop_signal_said(int stop_fd)
+{
+	struct signalfd_siginfo si;
+
+	if (read(stop_fd, &si, sizeof si) == (ssize_t)sizeof si)
+		sb_info("mcp: %s: the messages already sent were read; stopping (a running call not cancelled is "
+			"left to the manager, which records its end)", strsignal((int)si.ssi_signo));
+	return 0;
+}
+
 int mcp_serve(int argc, char **argv, const char *version)
 {
 	const struct command *c = &cmd_mcp;
@@ -112,7 +144,7 @@ int mcp_serve(int argc, char **argv, const char *version)
 	struct mcp_settings st = { .version = version, .max_output_chars = MCP_OUTPUT_CHARS_DEFAULT };
 	const char *http, *token_file;
 	struct mcp_http *h = NULL;
-	int code = 0, rc;
+	int code = 0, rc, stop_fd = -1;
 
 	if (flags_only(c, argc, argv, f, 5, &code) == FLAGS_DONE ||
 	    (f[2].set && (code = flag_output_chars(c, f[2].value, &st.max_output_chars)) != 0))
@@ -140,6 +172,11 @@ int mcp_serve(int argc, char **argv, const char *version)
 	}
 	/* A client that went away must not kill us mid-write: writes fail with EPIPE instead. */
 	signal(SIGPIPE, SIG_IGN);
+	/* Before the worker starts, so that it inherits the mask: only the signalfd takes them. */
+	if (h == NULL && (stop_fd = stop_signals_take()) < 0) {
+		sb_error("mcp: could not take SIGINT and SIGTERM in a signalfd: %s", strerror(errno));
+		return 1;
+	}
 	if (mcp_proto_start(&st) < 0) {
 		sb_error("mcp: could not start the worker thread");
 		return 1;
@@ -147,10 +184,11 @@ int mcp_serve(int argc, char **argv, const char *version)
 	sb_info("mcp: serving the bash tool for session %s (manager at %s)", st.session, st.socket_path);
 	if (h != NULL)
 		return mcp_http_serve(h); /* until SIGTERM or SIGINT */
-	rc = lines_read(STDIN_FILENO, LINE_CAP, stdin_line);
+	rc = lines_read_until(STDIN_FILENO, stop_fd, LINE_CAP, stdin_line);
 	if (rc < 0)
 		sb_warn("mcp: reading stdin: %s", strerror(errno));
-	rc = mcp_proto_drain(DRAIN_SECONDS);
+	/* Told to stop, the client is not waiting for answers: nothing more is waited for. */
+	rc = mcp_proto_drain(rc == 1 ? stop_signal_said(stop_fd) : DRAIN_SECONDS);
 	if (rc > 0) {
 		pthread_mutex_lock(&out_lock); /* no half-written line on the way out */
 		_exit(0);

@@ -67,7 +67,7 @@ k8s_pvc_cleanup() {
 # claim must hold at its root), storageClassName "" and a claimRef to the claim, bound; then the
 # manager, whose start's volume probe reads in a pod a file it wrote through its own side.
 k8s_pvc_start() {
-	local vol i phase
+	local vol phase
 	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX)
 	echo "$MSTATE" >"$TD/mstate.path"
 	chmod 0711 "$MSTATE" "$TD"
@@ -98,12 +98,16 @@ spec:
   volumeName: $K8S_CLAIM
   resources: {requests: {storage: 1Gi}}
 EOT
-	for i in $(seq 1 100); do
+	# The PV controller binds on the claim's event, or at its next sync (every 15 s) when the PV
+	# was not yet in its cache: wait up to 90 s (a loaded CI machine has missed the first).
+	local until=$((SECONDS + 90))
+	while :; do
 		phase=$(k8s_kubectl get pvc "$K8S_CLAIM" -o jsonpath='{.status.phase}' 2>/dev/null)
-		[ "$phase" = Bound ] && break
-		sleep 0.2
+		[ "$phase" = Bound ] || [ "$SECONDS" -ge "$until" ] && break
+		sleep 0.5
 	done
 	assert_eq "the claim is bound" Bound "$phase"
+	[ "$phase" = Bound ] || return 1
 	K8S_ARGS=(serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$K8S_KUBECONFIG"
 		--image "${K8S_IMAGE:-infra-sandbox-agent:dev}" --k8s-volume "pvc:$K8S_CLAIM" --volume "$vol")
 	k8s_restart

@@ -115,3 +115,48 @@ exit code 2" "$(jq -r '.content[0].text' "$TD/insp-call.json")"
 	assert_eq "inspector: isError" false "$(jq -r '.isError' "$TD/insp-call.json")"
 }
 t manager_mcp_inspector test_manager_mcp_inspector
+
+# Stopped as Claude Code stops a stdio server (mcp_stop.py): notifications/cancelled for the running
+# call, then SIGINT at once (then SIGTERM, SIGKILL). Taken by its default action, the signal ended the
+# server before it read the cancellation, and the command ran on to its end (seen as an interrupted
+# Agent SDK call recorded `exited`). Now the lines already written are read first: the call is
+# recorded cancelled, each of three rounds, and the server exits by itself. Without a cancellation
+# the running call is left to the manager and recorded when it ends.
+MCP_IT_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+test_manager_mcp_stop() {
+	local m i state
+	mgr_repo && mgr_start && mgr_session || return
+	mgr exec --session "$SID" -- true # the sandbox is up
+	for i in 1 2 3; do
+		m=$(unique_marker)
+		timeout 60 "${AS[@]}" python3 "$MCP_IT_HERE/mcp_stop.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" cancel \
+			"touch $WT/started.$m; sleep 20; echo finished > $WT/finished.$m" >"$TD/stop.json" 2>"$TD/stop.err"
+		assert_eq "round $i: the driver's exit code (stderr: $(tail -c 300 "$TD/stop.err"))" 0 "$?"
+		assert_json '.status' 0 "$TD/stop.json"
+		grep -q 'Interrupt: the messages already sent were read; stopping' "$TD/stop.err" ||
+			bad "round $i: the server did not say it read the messages before stopping"
+		for _ in $(seq 1 100); do
+			mgr records --session "$SID" --limit 1
+			state=$(jr '.records[0].state')
+			[ "$state" = dispatched ] || [ "$state" = accepted ] || break
+			sleep 0.1
+		done
+		assert_eq "round $i: the cancelled call's record" cancelled "$state"
+		assert_eq "round $i: its reason" '"cancelled by request"' "$(jr '.records[0].reason | tojson')"
+		[ -e "$WT/finished.$m" ] && bad "round $i: the cancelled command ran to its end"
+	done
+	m=$(unique_marker)
+	timeout 60 "${AS[@]}" python3 "$MCP_IT_HERE/mcp_stop.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" no-cancel \
+		"touch $WT/started.$m; sleep 1; echo done > $WT/done.$m" >"$TD/stop.json" 2>"$TD/stop.err"
+	assert_eq "no cancellation: the driver's exit code (stderr: $(tail -c 300 "$TD/stop.err"))" 0 "$?"
+	assert_json '.status' 0 "$TD/stop.json"
+	for _ in $(seq 1 100); do
+		mgr records --session "$SID" --limit 1
+		state=$(jr '.records[0].state')
+		[ "$state" = dispatched ] || [ "$state" = accepted ] || break
+		sleep 0.1
+	done
+	assert_eq "no cancellation: the call ran to its end in the manager" exited "$state"
+	assert_eq "no cancellation: its output" done "$(cat "$WT/done.$m" 2>/dev/null)"
+}
+t manager_mcp_stop test_manager_mcp_stop

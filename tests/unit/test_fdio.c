@@ -195,6 +195,24 @@ static void test_replace(void **state)
 	assert_false(file_exists(f, "e.json.tmp"));
 }
 
+/* Written, not synced: the open descriptor of the whole file; exclusive like fd_file_create. */
+static void test_write_new(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+	int fd = fd_file_write_new(f->dirfd, f->dir, "r.json", 0600, "whole", 5, &err);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fsync(fd), 0);
+	assert_int_equal(close(fd), 0);
+	file_expect(f, "r.json", "whole");
+	assert_int_equal(fd_file_write_new(f->dirfd, f->dir, "r.json", 0600, "again", 5, &err), -1);
+	assert_int_equal(err.errnum, EEXIST);
+	file_expect(f, "r.json", "whole");
+	assert_int_equal(fd_file_write_new(f->dirfd, f->dir, "../r.json", 0600, "x", 1, &err), -1);
+	assert_int_equal(err.errnum, EINVAL);
+}
+
 /* A full filesystem (a 16 KiB tmpfs in a private mount namespace, as root only): ENOSPC, no file. */
 static void test_full_filesystem(void **state)
 {
@@ -289,6 +307,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_directory_sync_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_path_owned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_new, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_filesystem, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_private_open, setup, teardown),
 	};

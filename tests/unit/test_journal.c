@@ -1,7 +1,12 @@
 /* Unit tests for sandbox-agent/journal.c: a finished entry, built around the result's own text
  * (no parse of it), reads back as the same result and receipt, is valid JSON with no duplicate
- * member, and a result that is not a JSON object is refused before anything is written. */
+ * member, and a result that is not a JSON object is refused before anything is written. The
+ * begin slots: a begin is found running without a file of its own; a journal opened again (the
+ * agent restarted) closes a begun exec as uncertain and refuses its id; a torn slot is an exec
+ * that never started; a slot whose exec has not finished is never overwritten. */
+#include <errno.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,7 +24,8 @@
 
 struct fixture {
 	char dir[64];
-	struct privdir journal;
+	struct privdir journal_dir;
+	struct journal journal;
 };
 
 static int setup(void **state)
@@ -31,7 +37,8 @@ static int setup(void **state)
 	snprintf(f->dir, sizeof f->dir, "/tmp/test-journal.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	assert_int_equal(chmod(f->dir, 0700), 0);
-	assert_int_equal(privdir_open(&f->journal, f->dir, false, 077, &err), 0);
+	assert_int_equal(privdir_open(&f->journal_dir, f->dir, false, 077, &err), 0);
+	assert_int_equal(journal_open(&f->journal, &f->journal_dir, &err), 0);
 	*state = f;
 	return 0;
 }
@@ -41,11 +48,14 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	char path[128];
 
-	for (const char *const *n = (const char *const[]){ "e1.json", "e2.json", "e3.json", NULL }; *n; n++) {
+	for (const char *const *n = (const char *const[]){ "e1.json", "e2.json", "e3.json", "a.json", "b.json",
+							  "c.json", "x.json", "y.json", "z.json", ".running", NULL };
+	     *n; n++) {
 		snprintf(path, sizeof path, "%s/%s", f->dir, *n);
 		unlink(path);
 	}
-	privdir_close(&f->journal);
+	journal_close(&f->journal);
+	privdir_close(&f->journal_dir);
 	rmdir(f->dir);
 	free(f);
 	return 0;
@@ -130,12 +140,179 @@ static void test_result_not_an_object_refused(void **state)
 	journal_entry_free(&e);
 }
 
+static bool entry_file(const struct fixture *f, const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof path, "%s/%s", f->dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* The journal as a restarted agent opens it. */
+static void reopen(struct fixture *f)
+{
+	struct sb_err err;
+
+	journal_close(&f->journal);
+	assert_int_equal(journal_open(&f->journal, &f->journal_dir, &err), 0);
+}
+
+static void expect_state(struct fixture *f, const char *id, enum journal_state want, const char *status)
+{
+	struct journal_entry e;
+	struct sb_err err;
+	json_t *r;
+
+	assert_int_equal(journal_lookup(&f->journal, id, &e, &err), 0);
+	assert_int_equal(e.state, want);
+	if (status != NULL) {
+		r = json_loads(e.result_json, 0, NULL);
+		assert_non_null(r);
+		assert_string_equal(json_string_value(json_object_get(r, "status")), status);
+		json_decref(r);
+	}
+	journal_entry_free(&e);
+}
+
+static void test_begin_is_a_slot(void **state)
+{
+	struct fixture *f = *state;
+	struct journal_pending p;
+	struct journal_entry e;
+	struct sb_err err;
+
+	assert_int_equal(journal_begin(&f->journal, "a", 4, &err), 0);
+	assert_false(entry_file(f, "a.json"));
+	assert_int_equal(journal_lookup(&f->journal, "a", &e, &err), 0);
+	assert_int_equal(e.state, JOURNAL_RUNNING);
+	assert_int_equal(e.generation, 4);
+	journal_entry_free(&e);
+	assert_int_equal(journal_begin(&f->journal, "a", 4, &err), -1);
+	assert_int_equal(err.errnum, EEXIST);
+	/* Written, not yet synced: nothing may report it finished. */
+	assert_int_equal(journal_finish_write(&f->journal, "a", 4, "{\"status\":\"exited\"}", NULL, &p, &err), 0);
+	assert_true(entry_file(f, "a.json"));
+	expect_state(f, "a", JOURNAL_RUNNING, NULL);
+	assert_int_equal(journal_finish_sync(&f->journal, "a", &p, &err), 0);
+	expect_state(f, "a", JOURNAL_FINISHED, "exited");
+	expect_state(f, "never", JOURNAL_UNKNOWN, NULL);
+}
+
+static void test_restart_closes_begun_as_uncertain(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+
+	assert_int_equal(journal_begin(&f->journal, "a", 1, &err), 0);
+	assert_int_equal(journal_finish(&f->journal, "a", 1, "{\"status\":\"exited\"}", NULL, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "b", 1, &err), 0);
+	assert_int_equal(journal_finish(&f->journal, "b", 1, "{\"status\":\"exited\"}", NULL, &err), 0);
+	/* c overwrites a's slot (a is finished on disk); the agent dies with c running. */
+	assert_int_equal(journal_begin(&f->journal, "c", 1, &err), 0);
+	reopen(f);
+	expect_state(f, "a", JOURNAL_FINISHED, "exited");
+	expect_state(f, "b", JOURNAL_FINISHED, "exited");
+	expect_state(f, "c", JOURNAL_FINISHED, "uncertain");
+	assert_true(entry_file(f, "c.json"));
+	assert_int_equal(journal_begin(&f->journal, "c", 1, &err), -1);
+	assert_int_equal(err.errnum, EEXIST);
+	/* Opened again: nothing changes, the closed entry stays as it is. */
+	reopen(f);
+	expect_state(f, "c", JOURNAL_FINISHED, "uncertain");
+}
+
+static void test_torn_slot_never_started(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+	char path[128];
+	int fd;
+
+	assert_int_equal(journal_begin(&f->journal, "a", 1, &err), 0);
+	/* A crash in the slot's write: its text and its digest disagree. */
+	snprintf(path, sizeof path, "%s/.running", f->dir);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "X", 1, 70), 1);
+	close(fd);
+	reopen(f);
+	expect_state(f, "a", JOURNAL_UNKNOWN, NULL);
+	assert_false(entry_file(f, "a.json"));
+}
+
+static void test_open_slots_never_overwritten(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+
+	/* Two execs whose finish never came (a failed write): both slots stay theirs, and a third
+	 * begin gets a file of its own. */
+	assert_int_equal(journal_begin(&f->journal, "x", 1, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "y", 1, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "z", 1, &err), 0);
+	assert_true(entry_file(f, "z.json"));
+	expect_state(f, "x", JOURNAL_RUNNING, NULL);
+	expect_state(f, "y", JOURNAL_RUNNING, NULL);
+	expect_state(f, "z", JOURNAL_RUNNING, NULL);
+	reopen(f);
+	expect_state(f, "x", JOURNAL_FINISHED, "uncertain");
+	expect_state(f, "y", JOURNAL_FINISHED, "uncertain");
+	expect_state(f, "z", JOURNAL_FINISHED, "uncertain");
+}
+
+/* A begin that fell back to a file of its own is replaced only when synced: until then it reads
+ * as running, like a slot's. */
+static void test_fallback_finished_when_synced(void **state)
+{
+	struct fixture *f = *state;
+	struct journal_pending p;
+	struct sb_err err;
+
+	assert_int_equal(journal_begin(&f->journal, "x", 1, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "y", 1, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "z", 1, &err), 0);
+	assert_int_equal(journal_finish_write(&f->journal, "z", 1, "{\"status\":\"exited\"}", NULL, &p, &err), 0);
+	expect_state(f, "z", JOURNAL_RUNNING, NULL);
+	assert_int_equal(journal_finish_sync(&f->journal, "z", &p, &err), 0);
+	expect_state(f, "z", JOURNAL_FINISHED, "exited");
+	reopen(f);
+	expect_state(f, "z", JOURNAL_FINISHED, "exited");
+}
+
+/* Past the cap, the oldest entries go, never those of the execs in the slots (the last two). */
+static void test_prune_spares_the_slots(void **state)
+{
+	struct fixture *f = *state;
+	size_t big = 25u << 20;
+	char *result = malloc(big + 16);
+	struct sb_err err;
+
+	assert_non_null(result);
+	memset(result, 'x', big + 16);
+	memcpy(result, "{\"o\":\"", 6);
+	memcpy(result + big, "\"}", 3);
+	for (const char *const *id = (const char *const[]){ "a", "b", "c", NULL }; *id; id++) {
+		assert_int_equal(journal_begin(&f->journal, *id, 1, &err), 0);
+		assert_int_equal(journal_finish(&f->journal, *id, 1, result, NULL, &err), 0);
+	}
+	free(result);
+	assert_false(entry_file(f, "a.json"));
+	assert_true(entry_file(f, "b.json"));
+	assert_true(entry_file(f, "c.json"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_finished_entry_reads_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_finished_without_receipt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_result_not_an_object_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_begin_is_a_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_closes_begun_as_uncertain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_slot_never_started, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_slots_never_overwritten, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fallback_finished_when_synced, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_spares_the_slots, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("journal", tests, NULL, NULL);
 }

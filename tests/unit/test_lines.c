@@ -1,7 +1,10 @@
 /* Unit tests for manager/front/lines.c: the one line reader of the stdio front ends. Lines cut
  * across reads, empty lines skipped, a line over the cap passed once as overlong and its bytes
- * dropped (the next line read whole), a last line without its newline, no cap with SIZE_MAX. */
+ * dropped (the next line read whole), a last line without its newline, no cap with SIZE_MAX; and
+ * lines_read_until: once the stop descriptor is readable, the whole lines already written are still
+ * passed, without blocking, and a line without its newline is dropped. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,6 +137,75 @@ static void test_read_error(void **state)
 	assert_int_equal(seen.n, 0);
 }
 
+/* The peer wrote its lines, then signalled (the stop pipe stands for the signalfd): every whole line
+ * is passed, the unfinished one is not, and the read returns 1 with the writer still holding its end
+ * open (it would block forever otherwise). */
+static void test_stop_reads_what_is_there(void **state)
+{
+	static const char data[] = "{\"cancel\":1}\n\nsecond\nunfinished";
+	int p[2], s[2];
+
+	(void)state;
+	seen_reset();
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(pipe(s), 0);
+	assert_int_equal(fd_write_all(p[1], data, strlen(data)), 0);
+	assert_int_equal(fd_write_all(s[1], "x", 1), 0);
+	assert_int_equal(lines_read_until(p[0], s[0], 1024, record), 1);
+	assert_int_equal(seen.n, 2);
+	assert_string_equal(seen.line[0], "{\"cancel\":1}");
+	assert_string_equal(seen.line[1], "second");
+	/* Nothing written at all: the stop alone returns at once. */
+	seen_reset();
+	assert_int_equal(lines_read_until(p[0], s[0], 1024, record), 1);
+	assert_int_equal(seen.n, 0);
+	/* More than a chunk already there: all of it, across reads. */
+	{
+		size_t big = 3 * 65536;
+		char *buf = malloc(big);
+
+		assert_non_null(buf);
+		memset(buf, 'a', big);
+		buf[big / 2] = '\n';
+		buf[big - 1] = '\n';
+		close(p[0]);
+		close(p[1]);
+		assert_int_equal(pipe(p), 0);
+		assert_true(fcntl(p[1], F_SETPIPE_SZ, (int)(4 * 65536)) >= (int)big);
+		assert_int_equal(fd_write_all(p[1], buf, big), 0);
+		free(buf);
+		assert_int_equal(lines_read_until(p[0], s[0], big, record), 1);
+		assert_int_equal(seen.n, 2);
+		assert_int_equal(seen.len[0], big / 2);
+		assert_int_equal(seen.len[1], big - big / 2 - 2);
+	}
+	seen_reset();
+	close(p[0]);
+	close(p[1]);
+	close(s[0]);
+	close(s[1]);
+}
+
+/* Before any stop, the end of file is as lines_read's: 0, and the last line is passed. */
+static void test_until_end_of_file(void **state)
+{
+	int p[2], s[2];
+
+	(void)state;
+	seen_reset();
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(pipe(s), 0);
+	assert_int_equal(fd_write_all(p[1], "one\nlast", 8), 0);
+	close(p[1]);
+	assert_int_equal(lines_read_until(p[0], s[0], 1024, record), 0);
+	assert_int_equal(seen.n, 2);
+	assert_string_equal(seen.line[1], "last");
+	seen_reset();
+	close(p[0]);
+	close(s[0]);
+	close(s[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -141,6 +213,8 @@ int main(void)
 		cmocka_unit_test(test_overlong_dropped_once),
 		cmocka_unit_test(test_overlong_last_line),
 		cmocka_unit_test(test_read_error),
+		cmocka_unit_test(test_stop_reads_what_is_there),
+		cmocka_unit_test(test_until_end_of_file),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
