@@ -253,19 +253,41 @@ static bool call_cancel_reason(struct manager *m, const struct call *c)
  * try (about 20 s in all), where the API server already holds the pod's end. Only the evidence
  * counts (invariant 9): "could not connect" alone proves nothing, and without evidence the asking
  * goes on. Recovery's sandbox carries only an address (recovery.c recover_query): no handle to ask. */
-static bool sandbox_proven_gone(struct manager *m, struct call *c)
+bool call_sandbox_proven_gone(struct manager *m, struct call *c)
 {
 	struct sb_err why;
 
-	if (c->sandbox->h.runtime_id[0] == '\0')
+	struct live_sandbox *l = c->sandbox;
+	struct sb_err stop_err;
+	bool gone;
+
+	if (l->h.runtime_id[0] == '\0')
 		return false;
-	if (call_cancel_reason(m, c))
+	/* One user of the handle at a time: a cancel that comes during the probe leaves its stop to us
+	 * (cancel.c cancel_locked), so stop() and evidence() never run on it at once. */
+	pthread_mutex_lock(&m->lock);
+	if (l->cancel_reason[0] != '\0') {
+		pthread_mutex_unlock(&m->lock);
 		return false; /* the cancel's own stop and the retire's evidence decide */
-	if (m->backend->ops->evidence(m->backend, &c->sandbox->h, PROBE_MS, &why) < 0) {
+	}
+	l->probing = true;
+	pthread_mutex_unlock(&m->lock);
+	gone = m->backend->ops->evidence(m->backend, &l->h, PROBE_MS, &why) == 0;
+	pthread_mutex_lock(&m->lock);
+	l->probing = false;
+	if (l->stop_deferred) {
+		l->stop_deferred = false;
+		/* Proven gone: there is nothing left to stop, and its handle is released. */
+		if (!gone && sandbox_interrupt(m, l, &stop_err) < 0)
+			sb_warn("exec %s: stopping its sandbox for the cancel: %s; its evidence decides", c->exec_id,
+				stop_err.msg);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (!gone) {
 		sb_debug("exec %s: the agent does not answer, and its sandbox is not proven gone: %s", c->exec_id, why.msg);
 		return false;
 	}
-	sb_info("exec %s: the agent does not answer, and its sandbox is gone: %s", c->exec_id, c->sandbox->h.evidence);
+	sb_info("exec %s: the agent does not answer, and its sandbox is gone: %s", c->exec_id, l->h.evidence);
 	return true;
 }
 
@@ -296,7 +318,7 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 				       "connections)");
 		}
 		/* No answer (an agent that answered "running" is alive): the runtime's word, as above. */
-		if (rc < 0 && sandbox_proven_gone(m, c)) {
+		if (rc < 0 && call_sandbox_proven_gone(m, c)) {
 			c->agent_gone = true;
 			return sb_fail(err, 0, "the sandbox ended during the call (its agent could not be reached, and "
 				       "its runtime proved it gone)");
