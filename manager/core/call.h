@@ -41,6 +41,9 @@ int call_record_end(struct manager *m, struct call *c, const char *status, json_
 /* After a lost answer: reconnect to c->sandbox and ask, a few times, until the agent knows the end.
  * An agent that no longer listens (its socket refuses) ends the asking at once: c->agent_gone. */
 int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err);
+/* Between two tries that reached no agent: the runtime's evidence, a short probe, says the sandbox is
+ * gone. A cancel during the probe is deferred to its end (stop() and evidence() never at once). */
+bool call_sandbox_proven_gone(struct manager *m, struct call *c);
 /* The reply has a result and a receipt verified for this exec, nonce and generation. */
 int call_result_verify(struct call *c, struct sb_err *err);
 /* The reply's result as a JSON object, or NULL. */

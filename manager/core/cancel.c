@@ -63,6 +63,14 @@ static json_t *cancel_outcome(struct manager *m, const char *exec_id)
 static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *reason, struct sb_err *err)
 {
 	snprintf(l->cancel_reason, sizeof l->cancel_reason, "%s", reason);
+	/* The call's thread is asking the runtime for evidence on this handle (execpath.c
+	 * call_sandbox_proven_gone); evidence that proves the end releases the handle's resources (the
+	 * process backend closes its pidfd), so a stop on the same handle now could signal through a
+	 * closed, even reused, descriptor. The prober stops it as soon as its probe returns. */
+	if (l->probing) {
+		l->stop_deferred = true;
+		return 0;
+	}
 	return sandbox_interrupt(m, l, err);
 }
 

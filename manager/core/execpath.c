@@ -32,6 +32,7 @@
 #define CONNECT_MS 10000
 #define RESULT_MARGIN_MS 30000   /* beyond the command's timeout: teardown, receipt, transfer */
 #define QUERY_TRIES 5
+#define PROBE_MS 2000            /* the runtime's evidence between two tries: a glance, not a wait */
 
 json_t *call_refused_result(const struct call *c, const char *status, const char *why)
 {
@@ -236,16 +237,67 @@ int call_result_verify(struct call *c, struct sb_err *err)
 	return 0;
 }
 
+/* A cancel found the call's sandbox busy (cancel.c): it is being stopped. */
+static bool call_cancel_reason(struct manager *m, const struct call *c)
+{
+	bool set;
+
+	pthread_mutex_lock(&m->lock);
+	set = c->sandbox->cancel_reason[0] != '\0';
+	pthread_mutex_unlock(&m->lock);
+	return set;
+}
+
+/* Between two tries that reached no agent: does the runtime prove the sandbox gone? A pod deleted
+ * from outside takes its IP with it, so a connect there fails only after its own timeout, try after
+ * try (about 20 s in all), where the API server already holds the pod's end. Only the evidence
+ * counts (invariant 9): "could not connect" alone proves nothing, and without evidence the asking
+ * goes on. Recovery's sandbox carries only an address (recovery.c recover_query): no handle to ask. */
+bool call_sandbox_proven_gone(struct manager *m, struct call *c)
+{
+	struct sb_err why;
+
+	struct live_sandbox *l = c->sandbox;
+	struct sb_err stop_err;
+	bool gone;
+
+	if (l->h.runtime_id[0] == '\0')
+		return false;
+	/* One user of the handle at a time: a cancel that comes during the probe leaves its stop to us
+	 * (cancel.c cancel_locked), so stop() and evidence() never run on it at once. */
+	pthread_mutex_lock(&m->lock);
+	if (l->cancel_reason[0] != '\0') {
+		pthread_mutex_unlock(&m->lock);
+		return false; /* the cancel's own stop and the retire's evidence decide */
+	}
+	l->probing = true;
+	pthread_mutex_unlock(&m->lock);
+	gone = m->backend->ops->evidence(m->backend, &l->h, PROBE_MS, &why) == 0;
+	pthread_mutex_lock(&m->lock);
+	l->probing = false;
+	if (l->stop_deferred) {
+		l->stop_deferred = false;
+		/* Proven gone: there is nothing left to stop, and its handle is released. */
+		if (!gone && sandbox_interrupt(m, l, &stop_err) < 0)
+			sb_warn("exec %s: stopping its sandbox for the cancel: %s; its evidence decides", c->exec_id,
+				stop_err.msg);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (!gone) {
+		sb_debug("exec %s: the agent does not answer, and its sandbox is not proven gone: %s", c->exec_id, why.msg);
+		return false;
+	}
+	sb_info("exec %s: the agent does not answer, and its sandbox is gone: %s", c->exec_id, l->h.evidence);
+	return true;
+}
+
 int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err)
 {
 	struct agent_expect want = { c->exec_id, c->sandbox->generation, c->nonce, c->sandbox->receipt_key };
 
 	for (int i = 0; i < QUERY_TRIES && tls_deadline_after(0) < deadline; i++) {
 		/* A cancel stopped the sandbox on purpose: there is nobody left to ask. */
-		pthread_mutex_lock(&m->lock);
-		bool cancelled = c->sandbox->cancel_reason[0] != '\0';
-		pthread_mutex_unlock(&m->lock);
-		if (cancelled)
+		if (call_cancel_reason(m, c))
 			return sb_fail(err, ECANCELED, "cancelled");
 		struct agent_conn *conn = NULL;
 		int rc = agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err);
@@ -264,6 +316,12 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 			c->agent_gone = true;
 			return sb_fail(err, 0, "the sandbox ended during the call (its agent no longer accepts "
 				       "connections)");
+		}
+		/* No answer (an agent that answered "running" is alive): the runtime's word, as above. */
+		if (rc < 0 && call_sandbox_proven_gone(m, c)) {
+			c->agent_gone = true;
+			return sb_fail(err, 0, "the sandbox ended during the call (its agent could not be reached, and "
+				       "its runtime proved it gone)");
 		}
 		sleep(1);
 	}
@@ -428,17 +486,6 @@ static void sandbox_mark(struct manager *m, struct call *c, bool busy)
 		c->sandbox->last_used_ms = clock_real_ms();
 	}
 	pthread_mutex_unlock(&m->lock);
-}
-
-/* A cancel found the call's sandbox busy (cancel.c): it is being stopped. */
-static bool call_cancel_reason(struct manager *m, const struct call *c)
-{
-	bool set;
-
-	pthread_mutex_lock(&m->lock);
-	set = c->sandbox->cancel_reason[0] != '\0';
-	pthread_mutex_unlock(&m->lock);
-	return set;
 }
 
 /* A call that took a cancel before it ran: recorded cancelled, never dispatched. */

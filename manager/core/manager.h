@@ -38,6 +38,8 @@ struct live_sandbox {
 	char running_exec[65];
 	char running_tag[65];          /* the client's tag of the running call ("" when none) */
 	char cancel_reason[256];       /* set: stop it and record the running exec cancelled */
+	bool probing;                  /* the call's thread asks the runtime for evidence (execpath.c) */
+	bool stop_deferred;            /* a cancel came meanwhile: the prober stops it after its probe */
 	char kubeconfig[8192];         /* from the authority snapshot: KUBECONFIG of every call */
 	int64_t credentials_expire_ms; /* the snapshot's earliest expiry; 0: nothing expires */
 	char authority[8192];          /* the grants it was prepared with (canonical JSON) */

@@ -92,5 +92,6 @@ t kubernetes_detached test_kubernetes_detached
 t kubernetes_cancel test_kubernetes_cancel
 t kubernetes_pod_deleted test_kubernetes_pod_deleted
 t kubernetes_container_killed test_kubernetes_container_killed
+t kubernetes_agent_unreachable test_kubernetes_agent_unreachable
 t kubernetes_idle test_kubernetes_idle
 t cluster_down test_cluster_down

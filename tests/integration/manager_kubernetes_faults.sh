@@ -21,7 +21,7 @@ kd_setup() {
 	K8S_CA=$(dirname "$K8S_ADMIN")/pki/ca.crt
 	K8S_SERVER=$(sed -n 's/^ *server: *//p' "$K8S_ADMIN" | head -n 1)
 	[ -r "$K8S_CA" ] || skip "the cluster's CA $K8S_CA is not readable"
-	KD_NAMESPACES=() KD_PIDS=() KD_RMDIRS=()
+	KD_NAMESPACES=() KD_PIDS=() KD_RMDIRS=() KD_REJECT=()
 	trap kd_cleanup EXIT
 }
 
@@ -31,6 +31,7 @@ kd_cleanup() {
 	for p in "${KD_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for ns in "${KD_NAMESPACES[@]}"; do kd delete namespace "$ns" --wait=false >/dev/null 2>&1; done
 	for d in "${KD_RMDIRS[@]}"; do rmdir "$d" 2>/dev/null; done
+	[ "${#KD_REJECT[@]}" -gt 0 ] && "${K8S_NET_CMD[@]}" iptables -D "${KD_REJECT[@]}" 2>/dev/null
 	return 0
 }
 
@@ -384,16 +385,26 @@ kd_kept_session() {
 }
 
 # kd_midcall HOW: the pod ended from outside while a call runs (HOW: delete, the admin's kubectl
-# delete pod; or kill, SIGKILL to the container's main process on the node). The call answers
-# uncertain; the next call gets a new pod (new UID, generation 2) on the same workspace.
+# delete pod; kill, SIGKILL to the container's main process on the node; unreachable, that kill with
+# new connections to the pod's agent port answered host-unreachable first, as when the pod's network
+# is gone before the manager asks again: then only the API server's word ends the asking). The call
+# answers uncertain, its record saying the sandbox ended with the API server's evidence; the next
+# call gets a new pod (new UID, generation 2) on the same workspace.
 kd_midcall() {
-	local m uid pid p main t0
+	local m uid pid p main t0 ip
 	m=$(unique_marker)
 	kd_kept_session || return 1
 	uid=$KD_UID
 	mgr_bg_exec k "echo run >> runs.$m; sleep 60.$m"
 	for _ in $(seq 1 100); do pid=$(kd_host_pids "^sleep 60\\.$m") && break; sleep 0.1; done
 	[ -n "$pid" ] || { bad "the long call did not start"; return 1; }
+	if [ "$1" = unreachable ]; then
+		# this pod's IP only, new connections only (the call's own one stays), removed right after
+		ip=$(kd -n default get pod "$KD_POD" -o jsonpath='{.status.podIP}')
+		[[ $ip =~ ^[0-9.]+$ ]] || { bad "no IP of pod $KD_POD: '$ip'"; return 1; }
+		KD_REJECT=(OUTPUT -d "$ip" -p tcp --dport 7443 --syn -j REJECT --reject-with icmp-host-unreachable)
+		"${K8S_NET_CMD[@]}" iptables -I "${KD_REJECT[@]}" || { bad "iptables -I ${KD_REJECT[*]} failed"; return 1; }
+	fi
 	t0=$(now_ms)
 	if [ "$1" = delete ]; then
 		kd delete pod "$KD_POD" --wait=false >/dev/null || bad "kubectl delete pod $KD_POD failed"
@@ -410,10 +421,18 @@ kd_midcall() {
 	fi
 	wait_bg_execs_allow_fail
 	echo "    ($1: $(($(now_ms) - t0)) ms to the call's answer)"
+	if [ "$1" = unreachable ]; then
+		"${K8S_NET_CMD[@]}" iptables -D "${KD_REJECT[@]}" || bad "iptables -D ${KD_REJECT[*]} failed"
+		KD_REJECT=()
+	fi
 	assert_match "the call's answer" "uncertain" "$(cat "$TD/bg-k.out")"
 	mgr records --session "$SID"
 	assert_json '[.records[].state]' '["uncertain","exited"]'
 	echo "    (the lost call's record: $(jr '.records[0].reason'))"
+	# the runtime's word, not "the agent could not say": the asking ended on the API server's evidence
+	assert_match "the lost call's reason" \
+		"^the sandbox ended during the call: (pod terminated for UID $uid |pod UID $uid gone )" \
+		"$(jr '.records[0].reason')"
 	# the old pod's end is proven (the record says nothing unproven) and the session is not reserved
 	assert_json '.records[0].reason | test("not proven")' false
 	assert_match "the old sandbox's end" "is gone: pod terminated for UID $uid|is gone: pod UID $uid gone" \
@@ -430,6 +449,7 @@ kd_midcall() {
 }
 test_kubernetes_pod_deleted() { kd_setup && kd_midcall delete; }
 test_kubernetes_container_killed() { kd_setup && kd_midcall kill; }
+test_kubernetes_agent_unreachable() { kd_setup && kd_midcall unreachable; }
 
 # An idle sandbox is retired: its pod deleted and its end recorded with the API server's evidence;
 # the next call resumes the session in a new pod on the same workspace.

@@ -1,6 +1,9 @@
 /* Unit tests for manager/core/cancel.c: the cancels kept for calls not running yet (a tagged cancel
- * that comes first is taken once, by the call of that session and tag; the table's bounds). No
- * sandbox is live, so every cancel here finds nothing running. */
+ * that comes first is taken once, by the call of that session and tag; the table's bounds; no
+ * sandbox is live there, so those cancels find nothing running); and a cancel that comes while the
+ * call's thread asks the runtime for evidence (execpath.c call_sandbox_proven_gone): its stop waits
+ * for the probe's end, so stop() and evidence() never run on one handle at once. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "call.h"
 #include "manager.h"
 
 static struct manager *manager_new(void)
@@ -86,11 +90,100 @@ static void bounded(void **state)
 	free(m);
 }
 
+/* A backend whose evidence() lets a cancel in, as a client's would come on another thread while the
+ * probe waits, and counts what ran when. */
+static struct {
+	struct manager *m;
+	int stops, evidences, stops_during_probe, gone;
+	bool in_probe;
+} fake;
+
+static int fake_stop(struct backend *be, struct sandbox_handle *h, struct sb_err *err)
+{
+	(void)be, (void)h, (void)err;
+	fake.stops++;
+	if (fake.in_probe)
+		fake.stops_during_probe++;
+	return 0;
+}
+
+static int fake_evidence(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err)
+{
+	char id[65];
+	struct sb_err cerr;
+
+	(void)be, (void)timeout_ms;
+	fake.in_probe = true;
+	fake.evidences++;
+	/* The client's cancel, mid-probe: it finds the call running, and its stop is deferred. */
+	assert_int_equal(cancel_session_call(fake.m, "s1", "mcp-1-1", "cancelled by request", id, sizeof id, &cerr), 1);
+	assert_string_equal(id, "e1");
+	fake.in_probe = false;
+	if (fake.gone) {
+		snprintf(h->evidence, sizeof h->evidence, "fake: gone");
+		return 0;
+	}
+	return sb_fail(err, ETIMEDOUT, "fake: still running");
+}
+
+static const struct backend_ops fake_ops = { .name = "fake", .stop = fake_stop, .evidence = fake_evidence };
+
+static void cancel_during_probe(int gone)
+{
+	struct manager *m = manager_new();
+	struct backend be = { &fake_ops, NULL };
+	struct live_sandbox *l = calloc(1, sizeof *l);
+	struct call *c = calloc(1, sizeof *c);
+
+	assert_non_null(l);
+	assert_non_null(c);
+	memset(&fake, 0, sizeof fake);
+	fake.m = m;
+	fake.gone = gone;
+	m->backend = &be;
+	snprintf(l->session, sizeof l->session, "s1");
+	snprintf(l->h.runtime_id, sizeof l->h.runtime_id, "fake:1");
+	snprintf(l->running_exec, sizeof l->running_exec, "e1");
+	snprintf(l->running_tag, sizeof l->running_tag, "mcp-1-1");
+	l->busy = true;
+	m->live = l;
+	snprintf(c->exec_id, sizeof c->exec_id, "e1");
+	c->sandbox = l;
+	assert_int_equal(call_sandbox_proven_gone(m, c), gone);
+	assert_int_equal(fake.evidences, 1);
+	assert_int_equal(fake.stops_during_probe, 0); /* never both at once */
+	/* Not proven gone: the deferred stop ran as the probe returned; gone: nothing left to stop. */
+	assert_int_equal(fake.stops, gone ? 0 : 1);
+	assert_false(l->probing);
+	assert_false(l->stop_deferred);
+	assert_string_equal(l->cancel_reason, "cancelled by request");
+	/* Once the reason is set, no probe runs again: the cancel's stop and the retire decide. */
+	assert_false(call_sandbox_proven_gone(m, c));
+	assert_int_equal(fake.evidences, 1);
+	free(c);
+	free(l);
+	free(m);
+}
+
+static void cancel_during_probe_not_gone(void **state)
+{
+	(void)state;
+	cancel_during_probe(0);
+}
+
+static void cancel_during_probe_gone(void **state)
+{
+	(void)state;
+	cancel_during_probe(1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(taken_once_by_its_call),
 		cmocka_unit_test(bounded),
+		cmocka_unit_test(cancel_during_probe_not_gone),
+		cmocka_unit_test(cancel_during_probe_gone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
