@@ -1130,6 +1130,35 @@ static int call_send(int fd, const struct exec_request *req)
 	return 0;
 }
 
+/* The waiting init took the call: its READY, which it writes only once it holds the whole call and
+ * before the command exists. An init killed at the hand-off ends without it: then nothing ran. */
+static int call_taken(const struct boundary *b, struct boundary_init *bi, struct run_state *st,
+		      struct exec_outcome *out)
+{
+	int64_t until = clock_mono_ms() + b->teardown_ms;
+	struct init_report r;
+
+	for (;;) {
+		struct pollfd p = { bi->report, POLLIN, 0 };
+		int64_t left = until - clock_mono_ms();
+		int n;
+
+		if (left <= 0)
+			return -1;
+		n = poll(&p, 1, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		break;
+	}
+	if (read(bi->report, &r, sizeof r) != (ssize_t)sizeof r || r.kind != INIT_REPORT_READY)
+		return -1;
+	st->pid_max_set = r.value;
+	out->pid_max_bounded = r.value != 0;
+	return 0;
+}
+
 int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, const struct exec_request *req,
 			  int cancel_fd, struct exec_outcome *out, struct sb_err *err)
 {
@@ -1142,7 +1171,7 @@ int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, co
 	snprintf(out->pid_namespace, sizeof out->pid_namespace, "%s", bi->pid_namespace);
 	out->started_ms = clock_real_ms();
 	t0 = clock_mono_ms();
-	if (call_send(bi->go, req) < 0) {
+	if (call_send(bi->go, req) < 0 || call_taken(b, bi, &st, out) < 0) {
 		/* Nothing ran: init is gone (or the call does not fit). The caller ends it and builds anew. */
 		exec_outcome_free(out);
 		return -2;

@@ -168,6 +168,7 @@ static void *builder(void *arg)
 			p->bi = bi;
 			p->mountinfo_fd = fd;
 			p->state = PREBUILT_READY;
+			sb_info("prebuilt init %d ready (%s) for %s", (int)bi.pid, bi.pid_namespace, cwd);
 		} else {
 			sb_info("no prebuilt init for %s: %s (the next call builds its own)", cwd, err.msg);
 			if (fd >= 0)
