@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "aliases.h"
-#include "fdio.h"
 #include "clock.h"
 #include "init.h"
 #include "landlock.h"
@@ -1111,10 +1110,40 @@ int boundary_init_end(const struct boundary *b, struct boundary_init *bi, int64_
 	return 0;
 }
 
+/* All of buf to the non-blocking go pipe by until: an init that stopped reading (stopped, or gone)
+ * cannot hold the call. */
+static int go_write(int fd, const void *buf, size_t len, int64_t until)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd w = { fd, POLLOUT, 0 };
+			int64_t left = until - clock_mono_ms();
+
+			if (left <= 0 || poll(&w, 1, (int)left) < 0 || (w.revents & (POLLERR | POLLHUP)))
+				return -1;
+			continue;
+		}
+		return -1;
+	}
+	return 0;
+}
+
 /* The command and environment, to the waiting init: one header, then the bytes (init.h). */
-static int call_send(int fd, const struct exec_request *req)
+static int call_send(const struct boundary *b, int fd, const struct exec_request *req)
 {
 	struct init_call h = { .command_len = (uint32_t)strlen(req->command), .n_env = (uint32_t)req->n_env };
+	int64_t until = clock_mono_ms() + b->teardown_ms;
 	size_t env_len = 0;
 
 	for (size_t i = 0; i < req->n_env; i++)
@@ -1122,10 +1151,11 @@ static int call_send(int fd, const struct exec_request *req)
 	if (strlen(req->command) > INIT_CALL_COMMAND_MAX || env_len > INIT_CALL_ENV_MAX)
 		return -1;
 	h.env_len = (uint32_t)env_len;
-	if (fd_write_all(fd, &h, sizeof h) < 0 || fd_write_all(fd, req->command, h.command_len) < 0)
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || go_write(fd, &h, sizeof h, until) < 0 ||
+	    go_write(fd, req->command, h.command_len, until) < 0)
 		return -1;
 	for (size_t i = 0; i < req->n_env; i++)
-		if (fd_write_all(fd, req->env[i], strlen(req->env[i]) + 1) < 0)
+		if (go_write(fd, req->env[i], strlen(req->env[i]) + 1, until) < 0)
 			return -1;
 	return 0;
 }
@@ -1171,7 +1201,7 @@ int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, co
 	snprintf(out->pid_namespace, sizeof out->pid_namespace, "%s", bi->pid_namespace);
 	out->started_ms = clock_real_ms();
 	t0 = clock_mono_ms();
-	if (call_send(bi->go, req) < 0 || call_taken(b, bi, &st, out) < 0) {
+	if (call_send(b, bi->go, req) < 0 || call_taken(b, bi, &st, out) < 0) {
 		/* Nothing ran: init is gone (or the call does not fit). The caller ends it and builds anew. */
 		exec_outcome_free(out);
 		return -2;

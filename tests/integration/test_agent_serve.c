@@ -1264,6 +1264,20 @@ static void test_prebuilt_fresh_each_call(void **state)
 			log_expect(f, want);
 		}
 	}
+	/* A command much larger than a pipe holds reaches the waiting init whole. */
+	{
+		size_t n = 120 * 1024; /* under the kernel's 128 KiB for one argument */
+		char *big = malloc(n + 32);
+
+		assert_non_null(big);
+		memcpy(big, ": ", 2);
+		memset(big + 2, 'x', n);
+		snprintf(big + 2 + n, 30, "; echo $$ end");
+		prebuilt_wait(f);
+		assert_string_equal(exec_in(f, c, "pb-fresh-big", f->work, big), "2 end\n");
+		log_expect(f, "exec pb-fresh-big: on the prebuilt init");
+		free(big);
+	}
 	agent_close(c);
 }
 
