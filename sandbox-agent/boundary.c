@@ -277,6 +277,7 @@ struct run_view {
 	struct guarded *g;
 	size_t n_g, cap_g;
 	struct mountinfo mi;
+	bool mi_borrowed;      /* mi is a prebuilt init's (boundary_init_check): not this view's to free */
 	struct ident roots[BOUNDARY_MAX_WRITABLE + 1]; /* the working directory, then the writable roots, as checked */
 	size_t n_roots;
 	const char *own;       /* while collecting aliases: the object whose aliases these are */
@@ -290,7 +291,8 @@ static void run_view_free(struct run_view *v)
 		ident_chain_free(&v->g[i].up);
 	free(v->g);
 	free(v->hidden);
-	mountinfo_free(&v->mi);
+	if (!v->mi_borrowed)
+		mountinfo_free(&v->mi);
 	memset(v, 0, sizeof *v);
 }
 
@@ -520,12 +522,19 @@ static int writable_check(struct run_view *v, const char *root, struct sb_err *e
 
 /* Read before each command, from the mounts as they are now (an operator may mount between two
  * commands of `serve`): every path where a private directory or the binary shows, then the writable
- * roots (the working directory first) against all of them. */
-static int run_view_build(const struct boundary *b, const char *cwd, struct run_view *v, struct sb_err *err)
+ * roots (the working directory first) against all of them. mi: a mount table read earlier, which the
+ * caller knows is still the agent's (a prebuilt init's, with no POLLPRI since: prebuilt.h), or NULL to
+ * read it now. Every open, identity and walk runs now either way. */
+static int run_view_build(const struct boundary *b, const char *cwd, const struct mountinfo *mi, struct run_view *v,
+			  struct sb_err *err)
 {
 	memset(v, 0, sizeof *v);
-	if (mountinfo_read(&v->mi, err) < 0)
+	if (mi != NULL) {
+		v->mi = *mi;
+		v->mi_borrowed = true;
+	} else if (mountinfo_read(&v->mi, err) < 0) {
 		return -1;
+	}
 	for (size_t i = 0; i < b->n_hidden; i++)
 		if (hidden_add(v, b->hidden[i].path, (struct ident){ b->hidden[i].dev, b->hidden[i].ino }, err) < 0)
 			return -1;
@@ -837,7 +846,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 
 	if (request_check(req, err) < 0)
 		return -1;
-	if (run_view_build(b, req->cwd, &view, err) < 0 || outcome_init(req, out, err) < 0) {
+	if (run_view_build(b, req->cwd, NULL, &view, err) < 0 || outcome_init(req, out, err) < 0) {
 		run_view_free(&view);
 		return -1;
 	}
@@ -896,6 +905,16 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 }
 
 /* ---- an init started ahead of its call (serve: prebuilt.h) ---- */
+
+static void init_view_free(struct boundary_init *bi)
+{
+	free(bi->hidden);
+	bi->hidden = NULL;
+	if (bi->mi != NULL)
+		mountinfo_free(bi->mi);
+	free(bi->mi);
+	bi->mi = NULL;
+}
 
 static void init_ends_close(struct boundary_init *bi)
 {
@@ -962,19 +981,26 @@ int boundary_init_start(const struct boundary *b, const char *cwd, struct bounda
 	if ((size_t)snprintf(bi->cwd, sizeof bi->cwd, "%s", cwd) >= sizeof bi->cwd)
 		return sb_fail(err, ENAMETOOLONG, "working directory too long");
 	/* The same checks as a call's, for the view this init will hide; the call checks again. */
-	if (run_view_build(b, cwd, &view, err) < 0) {
+	if (run_view_build(b, cwd, NULL, &view, err) < 0) {
 		run_view_free(&view);
 		return -1;
 	}
 	bi->hidden = calloc(view.n_hidden + 1, sizeof bi->hidden[0]);
-	if (bi->hidden == NULL || run_fds_open(&f, err) < 0) {
-		if (bi->hidden == NULL)
+	bi->mi = malloc(sizeof *bi->mi);
+	if (bi->hidden == NULL || bi->mi == NULL || run_fds_open(&f, err) < 0) {
+		if (bi->hidden == NULL || bi->mi == NULL)
 			sb_fail(err, ENOMEM, "recording the prebuilt view");
 		free(bi->hidden);
 		bi->hidden = NULL;
+		free(bi->mi);
+		bi->mi = NULL;
 		run_view_free(&view);
 		return -1;
 	}
+	/* The table this view was read from: the call's checks use it again while the agent's mount table
+	 * has not changed (prebuilt.c take()). */
+	*bi->mi = view.mi;
+	view.mi_borrowed = true;
 	memcpy(bi->hidden, view.hidden, view.n_hidden * sizeof view.hidden[0]);
 	bi->n_hidden = view.n_hidden;
 	run = *b;
@@ -999,8 +1025,7 @@ int boundary_init_start(const struct boundary *b, const char *cwd, struct bounda
 	bi->go = f.go[1];
 	if (bi->pid < 0) {
 		init_ends_close(bi);
-		free(bi->hidden);
-		bi->hidden = NULL;
+		init_view_free(bi);
 		return -1;
 	}
 	pid_namespace_read(bi->pid, bi->pid_namespace, sizeof bi->pid_namespace);
@@ -1038,8 +1063,9 @@ int boundary_init_check(const struct boundary *b, const struct boundary_init *bi
 
 	if (request_check(req, err) < 0)
 		return -1;
-	/* The call's own checks, in full, as boundary_run makes them: a refusal is the call's. */
-	if (run_view_build(b, req->cwd, &view, err) < 0) {
+	/* The call's own checks, in full, as boundary_run makes them (a refusal is the call's), on the mount
+	 * table init copied, which the caller knows is still the agent's. */
+	if (run_view_build(b, req->cwd, bi->mi, &view, err) < 0) {
 		run_view_free(&view);
 		return -1;
 	}
@@ -1104,8 +1130,7 @@ int boundary_init_end(const struct boundary *b, struct boundary_init *bi, int64_
 		bi->pidfd = -1;
 	}
 	*ms = clock_mono_ms() - t0;
-	free(bi->hidden);
-	bi->hidden = NULL;
+	init_view_free(bi);
 	bi->pid = -1;
 	return 0;
 }
@@ -1219,7 +1244,6 @@ int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, co
 	close(st.pidfd);
 	bi->pidfd = -1;
 	bi->pid = -1;
-	free(bi->hidden);
-	bi->hidden = NULL;
+	init_view_free(bi);
 	return 0;
 }

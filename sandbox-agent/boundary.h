@@ -119,6 +119,7 @@ struct boundary_options {
 /* The identity of a directory to hide: one the agent holds (privdir.h), or a path it opens now
  * without following links. */
 struct privdir;
+struct mountinfo;
 void hidden_dir_from_privdir(struct hidden_dir *h, const struct privdir *d);
 int hidden_dir_from_path(struct hidden_dir *h, const char *path, struct sb_err *err);
 
@@ -150,6 +151,7 @@ struct boundary_init {
 	char cwd[PATH_MAX];                /* what it was built for */
 	struct hidden_dir *hidden;         /* the view it hides: the private directories and their aliases */
 	size_t n_hidden;
+	struct mountinfo *mi;              /* the mount table that view was found in (aliases.h) */
 	struct { dev_t dev; ino_t ino; } bound[BOUNDARY_MAX_WRITABLE + 2]; /* init.h struct init_bound */
 	size_t n_bound;
 	char pid_namespace[64];
@@ -162,7 +164,9 @@ int boundary_init_start(const struct boundary *b, const char *cwd, struct bounda
 /* Still waiting for its call? */
 bool boundary_init_alive(const struct boundary_init *bi);
 
-/* The call's own checks (as boundary_run makes them), then whether bi was built for exactly this:
+/* The call's own checks (as boundary_run makes them: every open, identity and `..` walk now, on bi's
+ * mount table, which the caller must know to be unchanged: POLLPRI, prebuilt.c), then whether bi was
+ * built for exactly this:
  * the same working directory, the same hidden places with the same identities, and what init bound
  * the very directories those checks passed. 1: usable; 0: not (why says which); -1: the call itself
  * is refused (err, as from boundary_run). */
