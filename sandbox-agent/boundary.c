@@ -277,6 +277,9 @@ struct run_view {
 	struct guarded *g;
 	size_t n_g, cap_g;
 	struct mountinfo mi;
+	bool mi_borrowed;      /* mi is a prebuilt init's (boundary_init_check): not this view's to free */
+	struct ident roots[BOUNDARY_MAX_WRITABLE + 1]; /* the working directory, then the writable roots, as checked */
+	size_t n_roots;
 	const char *own;       /* while collecting aliases: the object whose aliases these are */
 	struct ident own_id;
 	bool own_binary;
@@ -288,7 +291,8 @@ static void run_view_free(struct run_view *v)
 		ident_chain_free(&v->g[i].up);
 	free(v->g);
 	free(v->hidden);
-	mountinfo_free(&v->mi);
+	if (!v->mi_borrowed)
+		mountinfo_free(&v->mi);
 	memset(v, 0, sizeof *v);
 }
 
@@ -486,7 +490,7 @@ static int writable_refuse(const struct guarded *g, const char *root, bool aroun
  * object (at any path where it shows) reaches the root's identity, and lies inside a private directory
  * when walking from the root reaches that directory's. A bind mount's root has the identity of the
  * directory it shows, so another name for the same tree is caught however its path reads. */
-static int writable_check(const struct run_view *v, const char *root, struct sb_err *err)
+static int writable_check(struct run_view *v, const char *root, struct sb_err *err)
 {
 	struct ident_chain up;
 	int fd, rc = 0;
@@ -503,6 +507,7 @@ static int writable_check(const struct run_view *v, const char *root, struct sb_
 		sb_err_prefix(err, "walking up from the writable %s", root);
 		return -1;
 	}
+	v->roots[v->n_roots++] = up.v[0];
 	for (size_t i = 0; i < v->n_g && rc == 0; i++) {
 		const struct guarded *g = &v->g[i];
 
@@ -517,12 +522,19 @@ static int writable_check(const struct run_view *v, const char *root, struct sb_
 
 /* Read before each command, from the mounts as they are now (an operator may mount between two
  * commands of `serve`): every path where a private directory or the binary shows, then the writable
- * roots (the working directory first) against all of them. */
-static int run_view_build(const struct boundary *b, const char *cwd, struct run_view *v, struct sb_err *err)
+ * roots (the working directory first) against all of them. mi: a mount table read earlier, which the
+ * caller knows is still the agent's (a prebuilt init's, with no POLLPRI since: prebuilt.h), or NULL to
+ * read it now. Every open, identity and walk runs now either way. */
+static int run_view_build(const struct boundary *b, const char *cwd, const struct mountinfo *mi, struct run_view *v,
+			  struct sb_err *err)
 {
 	memset(v, 0, sizeof *v);
-	if (mountinfo_read(&v->mi, err) < 0)
+	if (mi != NULL) {
+		v->mi = *mi;
+		v->mi_borrowed = true;
+	} else if (mountinfo_read(&v->mi, err) < 0) {
 		return -1;
+	}
 	for (size_t i = 0; i < b->n_hidden; i++)
 		if (hidden_add(v, b->hidden[i].path, (struct ident){ b->hidden[i].dev, b->hidden[i].ino }, err) < 0)
 			return -1;
@@ -834,7 +846,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 
 	if (request_check(req, err) < 0)
 		return -1;
-	if (run_view_build(b, req->cwd, &view, err) < 0 || outcome_init(req, out, err) < 0) {
+	if (run_view_build(b, req->cwd, NULL, &view, err) < 0 || outcome_init(req, out, err) < 0) {
 		run_view_free(&view);
 		return -1;
 	}
@@ -889,5 +901,349 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 	run_finish(&f, &st, out, t0);
 	run_fds_close(&f);
 	close(st.pidfd);
+	return 0;
+}
+
+/* ---- an init started ahead of its call (serve: prebuilt.h) ---- */
+
+static void init_view_free(struct boundary_init *bi)
+{
+	free(bi->hidden);
+	bi->hidden = NULL;
+	if (bi->mi != NULL)
+		mountinfo_free(bi->mi);
+	free(bi->mi);
+	bi->mi = NULL;
+}
+
+static void init_ends_close(struct boundary_init *bi)
+{
+	fd_close(&bi->out);
+	fd_close(&bi->errp);
+	fd_close(&bi->report);
+	fd_close(&bi->error);
+	fd_close(&bi->go);
+}
+
+/* The first record of a prebuilt init: what it bound. Bounded by the teardown bound; init's failure
+ * (its message on the error pipe) fails the start. */
+static int bound_wait(const struct boundary *b, struct boundary_init *bi, struct sb_err *err)
+{
+	int64_t until = clock_mono_ms() + b->teardown_ms;
+	struct init_bound r;
+	char msg[SB_ERR_MSG_MAX];
+
+	for (;;) {
+		struct pollfd p[2] = { { bi->report, POLLIN, 0 }, { bi->pidfd, POLLIN, 0 } };
+		int64_t left = until - clock_mono_ms();
+		int n;
+
+		if (left <= 0)
+			return sb_fail(err, ETIMEDOUT, "the prebuilt init did not report within %u ms", b->teardown_ms);
+		n = poll(p, 2, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return sb_fail_errno(err, "waiting for the prebuilt init");
+		if (p[0].revents & POLLIN)
+			break;
+		if (p[0].revents || p[1].revents) {
+			error_read(bi->error, msg, sizeof msg);
+			return sb_fail(err, EPIPE, "the prebuilt init ended before its call: %s",
+				       msg[0] ? msg : "no message");
+		}
+	}
+	/* One write of at most PIPE_BUF bytes: it arrives whole. */
+	if (read(bi->report, &r, sizeof r) != (ssize_t)sizeof r || r.kind != INIT_REPORT_BOUND ||
+	    r.n > BOUNDARY_MAX_WRITABLE + 2)
+		return sb_fail(err, EPROTO, "the prebuilt init's first report is not what it bound");
+	bi->n_bound = r.n;
+	for (size_t i = 0; i < r.n; i++)
+	{
+		bi->bound[i].dev = (dev_t)r.id[i].dev;
+		bi->bound[i].ino = (ino_t)r.id[i].ino;
+	}
+	return 0;
+}
+
+int boundary_init_start(const struct boundary *b, const char *cwd, struct boundary_init *bi, struct sb_err *err)
+{
+	char *argv[] = { (char *)b->shell, "-c", NULL, NULL };
+	struct run_view view;
+	struct run_fds f;
+	struct boundary run;
+	struct init_context ctx;
+	int64_t ms;
+
+	memset(bi, 0, sizeof *bi);
+	bi->pid = -1;
+	bi->pidfd = bi->out = bi->errp = bi->report = bi->error = bi->go = -1;
+	if ((size_t)snprintf(bi->cwd, sizeof bi->cwd, "%s", cwd) >= sizeof bi->cwd)
+		return sb_fail(err, ENAMETOOLONG, "working directory too long");
+	/* The same checks as a call's, for the view this init will hide; the call checks again. */
+	if (run_view_build(b, cwd, NULL, &view, err) < 0) {
+		run_view_free(&view);
+		return -1;
+	}
+	bi->hidden = calloc(view.n_hidden + 1, sizeof bi->hidden[0]);
+	bi->mi = malloc(sizeof *bi->mi);
+	if (bi->hidden == NULL || bi->mi == NULL || run_fds_open(&f, err) < 0) {
+		if (bi->hidden == NULL || bi->mi == NULL)
+			sb_fail(err, ENOMEM, "recording the prebuilt view");
+		free(bi->hidden);
+		bi->hidden = NULL;
+		free(bi->mi);
+		bi->mi = NULL;
+		run_view_free(&view);
+		return -1;
+	}
+	/* The table this view was read from: the call's checks use it again while the agent's mount table
+	 * has not changed (prebuilt.c take()). */
+	*bi->mi = view.mi;
+	view.mi_borrowed = true;
+	memcpy(bi->hidden, view.hidden, view.n_hidden * sizeof view.hidden[0]);
+	bi->n_hidden = view.n_hidden;
+	run = *b;
+	run.hidden = view.hidden;
+	run.n_hidden = view.n_hidden;
+	ctx = (struct init_context){
+		.b = &run, .cwd = bi->cwd, .argv = argv, .envp = NULL, .uid = b->command_uid, .gid = b->command_gid,
+		.go_fd = f.go[0], .report_fd = f.report[1], .error_fd = f.error[1],
+		.stdout_fd = f.out[1], .stderr_fd = f.errp[1], .prebuilt = true,
+	};
+	bi->pid = init_spawn(&ctx, &bi->pidfd, err);
+	fd_close(&f.go[0]);
+	fd_close(&f.report[1]);
+	fd_close(&f.error[1]);
+	fd_close(&f.out[1]);
+	fd_close(&f.errp[1]);
+	run_view_free(&view);
+	bi->out = f.out[0];
+	bi->errp = f.errp[0];
+	bi->report = f.report[0];
+	bi->error = f.error[0];
+	bi->go = f.go[1];
+	if (bi->pid < 0) {
+		init_ends_close(bi);
+		init_view_free(bi);
+		return -1;
+	}
+	pid_namespace_read(bi->pid, bi->pid_namespace, sizeof bi->pid_namespace);
+	if (id_maps_write(bi->pid, b, err) == 0) {
+		if (write(bi->go, "1", 1) != 1)
+			sb_fail_errno(err, "releasing the prebuilt init");
+		else if (bound_wait(b, bi, err) == 0)
+			return 0;
+	}
+	/* Not reaped within the bound: it still holds no call, and its parent-death signal ends it with
+	 * the agent; the caller never starts another before the next call's own init is reaped. */
+	(void)boundary_init_end(b, bi, &ms, NULL);
+	return -1;
+}
+
+bool boundary_init_alive(const struct boundary_init *bi)
+{
+	struct pollfd p[2] = { { bi->pidfd, POLLIN, 0 }, { bi->report, POLLIN, 0 } };
+
+	/* Gone, or anything on its report pipe before the call (it writes nothing there while it waits,
+	 * so a byte or an end of file means it is not waiting any more). */
+	return poll(p, 2, 0) == 0;
+}
+
+static bool bound_is(const struct boundary_init *bi, size_t i, struct ident id)
+{
+	return bi->bound[i].dev == id.dev && bi->bound[i].ino == id.ino;
+}
+
+int boundary_init_check(const struct boundary *b, const struct boundary_init *bi, const struct exec_request *req,
+			char *why, size_t len, struct sb_err *err)
+{
+	struct run_view view;
+	int usable = 0;
+
+	if (request_check(req, err) < 0)
+		return -1;
+	/* The call's own checks, in full, as boundary_run makes them (a refusal is the call's), on the mount
+	 * table init copied, which the caller knows is still the agent's. */
+	if (run_view_build(b, req->cwd, bi->mi, &view, err) < 0) {
+		run_view_free(&view);
+		return -1;
+	}
+	if (strcmp(req->cwd, bi->cwd) != 0) {
+		snprintf(why, len, "built for the working directory %s, the call's is %s", bi->cwd, req->cwd);
+	} else if (view.n_hidden != bi->n_hidden) {
+		snprintf(why, len, "the private directories show at %zu places now, at %zu when it was built",
+			 view.n_hidden, bi->n_hidden);
+	} else if (bi->n_bound != (b->readonly_world ? 1 + view.n_roots : 1)) {
+		snprintf(why, len, "it bound %zu directories, the call checks %zu", bi->n_bound, view.n_roots);
+	} else {
+		usable = 1;
+		for (size_t i = 0; i < view.n_hidden && usable; i++)
+			if (strcmp(view.hidden[i].path, bi->hidden[i].path) != 0 || view.hidden[i].dev != bi->hidden[i].dev ||
+			    view.hidden[i].ino != bi->hidden[i].ino) {
+				snprintf(why, len, "the private directory shown at %s is another one now", view.hidden[i].path);
+				usable = 0;
+			}
+		/* What init entered and copied is, by identity, what the call's checks just passed. */
+		if (usable && !bound_is(bi, 0, view.roots[0])) {
+			snprintf(why, len, "the working directory %s is another directory now", req->cwd);
+			usable = 0;
+		}
+		for (size_t i = 1; i < bi->n_bound && usable; i++)
+			if (!bound_is(bi, i, view.roots[i - 1])) {
+				snprintf(why, len, "the writable root %s is another directory now",
+					 i == 1 ? req->cwd : b->writable[i - 2]);
+				usable = 0;
+			}
+	}
+	run_view_free(&view);
+	return usable;
+}
+
+int boundary_init_end(const struct boundary *b, struct boundary_init *bi, int64_t *ms, struct sb_err *err)
+{
+	struct run_state st = { .pid = bi->pid, .pidfd = bi->pidfd };
+	int64_t t0 = clock_mono_ms(), until = t0 + b->teardown_ms;
+
+	init_ends_close(bi);
+	if (bi->pidfd >= 0) {
+		/* The same end as a call's: SIGKILL from outside, then the pidfd says init is gone, which
+		 * is the kernel's word that its namespace is empty. */
+		syscall(SYS_pidfd_send_signal, bi->pidfd, SIGKILL, NULL, 0);
+		init_try_reap(&st);
+		while (!st.reaped) {
+			struct pollfd p = { bi->pidfd, POLLIN, 0 };
+			int64_t left = until - clock_mono_ms();
+
+			if (left <= 0)
+				break;
+			if (poll(&p, 1, (int)left) > 0)
+				init_try_reap(&st);
+		}
+		if (!st.reaped) {
+			if (err != NULL)
+				sb_fail(err, ETIMEDOUT, "the prebuilt init %d (%s) did not end within %u ms of SIGKILL",
+					(int)bi->pid, bi->pid_namespace, b->teardown_ms);
+			return -1;
+		}
+		close(bi->pidfd);
+		bi->pidfd = -1;
+	}
+	*ms = clock_mono_ms() - t0;
+	init_view_free(bi);
+	bi->pid = -1;
+	return 0;
+}
+
+/* All of buf to the non-blocking go pipe by until: an init that stopped reading (stopped, or gone)
+ * cannot hold the call. */
+static int go_write(int fd, const void *buf, size_t len, int64_t until)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd w = { fd, POLLOUT, 0 };
+			int64_t left = until - clock_mono_ms();
+
+			if (left <= 0 || poll(&w, 1, (int)left) < 0 || (w.revents & (POLLERR | POLLHUP)))
+				return -1;
+			continue;
+		}
+		return -1;
+	}
+	return 0;
+}
+
+/* The command and environment, to the waiting init: one header, then the bytes (init.h). */
+static int call_send(const struct boundary *b, int fd, const struct exec_request *req)
+{
+	struct init_call h = { .command_len = (uint32_t)strlen(req->command), .n_env = (uint32_t)req->n_env };
+	int64_t until = clock_mono_ms() + b->teardown_ms;
+	size_t env_len = 0;
+
+	for (size_t i = 0; i < req->n_env; i++)
+		env_len += strlen(req->env[i]) + 1;
+	if (strlen(req->command) > INIT_CALL_COMMAND_MAX || env_len > INIT_CALL_ENV_MAX)
+		return -1;
+	h.env_len = (uint32_t)env_len;
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || go_write(fd, &h, sizeof h, until) < 0 ||
+	    go_write(fd, req->command, h.command_len, until) < 0)
+		return -1;
+	for (size_t i = 0; i < req->n_env; i++)
+		if (go_write(fd, req->env[i], strlen(req->env[i]) + 1, until) < 0)
+			return -1;
+	return 0;
+}
+
+/* The waiting init took the call: its READY, which it writes only once it holds the whole call and
+ * before the command exists. An init killed at the hand-off ends without it: then nothing ran. */
+static int call_taken(const struct boundary *b, struct boundary_init *bi, struct run_state *st,
+		      struct exec_outcome *out)
+{
+	int64_t until = clock_mono_ms() + b->teardown_ms;
+	struct init_report r;
+
+	for (;;) {
+		struct pollfd p = { bi->report, POLLIN, 0 };
+		int64_t left = until - clock_mono_ms();
+		int n;
+
+		if (left <= 0)
+			return -1;
+		n = poll(&p, 1, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		break;
+	}
+	if (read(bi->report, &r, sizeof r) != (ssize_t)sizeof r || r.kind != INIT_REPORT_READY)
+		return -1;
+	st->pid_max_set = r.value;
+	out->pid_max_bounded = r.value != 0;
+	return 0;
+}
+
+int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, const struct exec_request *req,
+			  int cancel_fd, struct exec_outcome *out, struct sb_err *err)
+{
+	struct run_state st = { .pid = bi->pid, .pidfd = bi->pidfd };
+	struct run_fds f;
+	int64_t t0;
+
+	if (outcome_init(req, out, err) < 0)
+		return -1;
+	snprintf(out->pid_namespace, sizeof out->pid_namespace, "%s", bi->pid_namespace);
+	out->started_ms = clock_real_ms();
+	t0 = clock_mono_ms();
+	if (call_send(b, bi->go, req) < 0 || call_taken(b, bi, &st, out) < 0) {
+		/* Nothing ran: init is gone (or the call does not fit). The caller ends it and builds anew. */
+		exec_outcome_free(out);
+		return -2;
+	}
+	fd_close(&bi->go);
+	steptime_mark(STEP_RELEASED);
+	f = (struct run_fds){ .out = { bi->out, -1 }, .errp = { bi->errp, -1 }, .go = { -1, -1 },
+			      .report = { bi->report, -1 }, .error = { bi->error, -1 } };
+	bi->out = bi->errp = bi->report = bi->error = -1;
+	st.deadline = t0 + (int64_t)req->timeout_seconds * 1000;
+	wait_loop(b, &f, cancel_fd, &st, out);
+	steptime_mark(STEP_AGENT_REAPED);
+	run_finish(&f, &st, out, t0);
+	run_fds_close(&f);
+	close(st.pidfd);
+	bi->pidfd = -1;
+	bi->pid = -1;
+	init_view_free(bi);
 	return 0;
 }

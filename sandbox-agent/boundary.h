@@ -119,6 +119,7 @@ struct boundary_options {
 /* The identity of a directory to hide: one the agent holds (privdir.h), or a path it opens now
  * without following links. */
 struct privdir;
+struct mountinfo;
 void hidden_dir_from_privdir(struct hidden_dir *h, const struct privdir *d);
 int hidden_dir_from_path(struct hidden_dir *h, const char *path, struct sb_err *err);
 
@@ -139,6 +140,47 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		 struct exec_outcome *out, struct sb_err *err);
 
 void exec_outcome_free(struct exec_outcome *out);
+
+/* An init started ahead of its call (`serve`, prebuilt.h): its namespaces and view built for one
+ * working directory, its privileges dropped, waiting for a command and an environment. Used at most
+ * once. */
+struct boundary_init {
+	pid_t pid;
+	int pidfd;
+	int out, errp, report, error, go;  /* the agent's ends of init's pipes */
+	char cwd[PATH_MAX];                /* what it was built for */
+	struct hidden_dir *hidden;         /* the view it hides: the private directories and their aliases */
+	size_t n_hidden;
+	struct mountinfo *mi;              /* the mount table that view was found in (aliases.h) */
+	struct { dev_t dev; ino_t ino; } bound[BOUNDARY_MAX_WRITABLE + 2]; /* init.h struct init_bound */
+	size_t n_bound;
+	char pid_namespace[64];
+};
+
+/* Check the view for cwd as a call would, start init and wait (bounded) until it has built it and
+ * reported what it bound. -1: nothing is left running. */
+int boundary_init_start(const struct boundary *b, const char *cwd, struct boundary_init *bi, struct sb_err *err);
+
+/* Still waiting for its call? */
+bool boundary_init_alive(const struct boundary_init *bi);
+
+/* The call's own checks (as boundary_run makes them: every open, identity and `..` walk now, on bi's
+ * mount table, which the caller must know to be unchanged: POLLPRI, prebuilt.c), then whether bi was
+ * built for exactly this:
+ * the same working directory, the same hidden places with the same identities, and what init bound
+ * the very directories those checks passed. 1: usable; 0: not (why says which); -1: the call itself
+ * is refused (err, as from boundary_run). */
+int boundary_init_check(const struct boundary *b, const struct boundary_init *bi, const struct exec_request *req,
+			char *why, size_t len, struct sb_err *err);
+
+/* Run req on bi (consumed, used once), as boundary_run. -2: nothing ran (init gone before it took the
+ * call, or the call does not fit init's buffers): end bi and run the call afresh. */
+int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, const struct exec_request *req,
+			  int cancel_fd, struct exec_outcome *out, struct sb_err *err);
+
+/* SIGKILL and reap, bounded by the teardown bound. 0 and *ms: reaped, its namespace empty; -1: init
+ * did not end in time (bi keeps its pidfd: try again). err may be NULL. */
+int boundary_init_end(const struct boundary *b, struct boundary_init *bi, int64_t *ms, struct sb_err *err);
 const char *exec_status_name(enum exec_status s);
 
 #endif

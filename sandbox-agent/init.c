@@ -143,6 +143,65 @@ static pid_t command_start(const struct init_context *ctx)
 			    (void *)ctx);
 }
 
+/* A prebuilt init's call: the command and its environment, into init's own memory (static: init
+ * allocates nothing). Init is a copy of the agent made before the call existed, so this is the only
+ * way the call reaches it; every length is bounded before a byte is stored. */
+static char call_text[INIT_CALL_COMMAND_MAX + 1 + INIT_CALL_ENV_MAX];
+static char *call_argv[4];
+static char *call_envp[BOUNDARY_MAX_ENV + 1];
+
+static int read_exact(int fd, void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = read(fd, (char *)buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* -1: the agent closed the pipe (discarded this init) or sent something out of bounds. */
+static int call_receive(const struct init_context *ctx, struct init_context *run)
+{
+	struct init_call h;
+	char *env, *end;
+	size_t n = 0;
+
+	if (read_exact(ctx->go_fd, &h, sizeof h) < 0 || h.command_len > INIT_CALL_COMMAND_MAX ||
+	    h.env_len > INIT_CALL_ENV_MAX || h.n_env > BOUNDARY_MAX_ENV ||
+	    read_exact(ctx->go_fd, call_text, h.command_len) < 0)
+		return -1;
+	call_text[h.command_len] = '\0';
+	env = call_text + h.command_len + 1;
+	if (read_exact(ctx->go_fd, env, h.env_len) < 0)
+		return -1;
+	end = env + h.env_len;
+	while (n < h.n_env) {
+		char *nul = memchr(env, '\0', (size_t)(end - env));
+
+		if (nul == NULL)
+			return -1;
+		call_envp[n++] = env;
+		env = nul + 1;
+	}
+	if (env != end)
+		return -1;
+	call_envp[n] = NULL;
+	call_argv[0] = ctx->argv[0];
+	call_argv[1] = ctx->argv[1];
+	call_argv[2] = call_text;
+	call_argv[3] = NULL;
+	run->argv = call_argv;
+	run->envp = call_envp;
+	return 0;
+}
+
 /* Reap every process re-parented to us; return when the command itself ends. */
 static int reap_until_command_ends(pid_t command)
 {
@@ -159,6 +218,8 @@ static int reap_until_command_ends(pid_t command)
 
 void init_main(const struct init_context *ctx)
 {
+	static struct init_bound bound = { .kind = INIT_REPORT_BOUND };
+	struct init_context run = *ctx;
 	struct sb_err err;
 	unsigned long pid_max_set = 0;
 	char go;
@@ -177,10 +238,11 @@ void init_main(const struct init_context *ctx)
 		die_report(ctx->error_fd, "init", &err);
 	if (read(ctx->go_fd, &go, 1) != 1)
 		_exit(INIT_EXIT_SETUP_FAILED);
-	close(ctx->go_fd);
+	if (!ctx->prebuilt)
+		close(ctx->go_fd);
 	steptime_mark(STEP_INIT_GO);
 	/* The view first, while init holds the namespace's CAP_SYS_ADMIN. */
-	if (mounts_build_view(ctx->b, ctx->cwd, ctx->uid, ctx->gid, &pid_max_set, &err) < 0)
+	if (mounts_build_view(ctx->b, ctx->cwd, ctx->uid, ctx->gid, &pid_max_set, &bound, &err) < 0)
 		die_report(ctx->error_fd, "init", &err);
 	/* Then init gives up every capability; the command inherits the empty sets. */
 	if (privileges_drop(ctx->uid, ctx->gid, ctx->b->no_caps, &err) < 0)
@@ -198,9 +260,16 @@ void init_main(const struct init_context *ctx)
 	 * fails and init leaves before any command exists: no window is left unguarded. */
 	parent_death_arm(ctx);
 	steptime_mark(STEP_INIT_DROPPED);
+	/* Prebuilt (prebuilt.h): from here on init holds nothing a call could change but its command
+	 * and environment, which it waits for, unprivileged, with what it bound reported first. */
+	if (ctx->prebuilt) {
+		if (fd_write_all(ctx->report_fd, &bound, sizeof bound) < 0 || call_receive(ctx, &run) < 0)
+			_exit(INIT_EXIT_SETUP_FAILED);
+		close(ctx->go_fd);
+	}
 	if (report(ctx->report_fd, INIT_REPORT_READY, (int32_t)pid_max_set) < 0)
 		_exit(INIT_EXIT_SETUP_FAILED);
-	command = command_start(ctx);
+	command = command_start(&run);
 	if (command < 0) {
 		sb_fail_errno(&err, "starting the command");
 		die_report(ctx->error_fd, "init", &err);

@@ -72,13 +72,23 @@ static unsigned long pid_max_apply(unsigned long max_processes)
 /* ---- the read-only world of `sandbox-agent exec` ---- */
 
 /* Detached copies of the writable roots, taken while the host view is still as it was. */
-static int writable_clone(const char *const *roots, size_t n, int *clones, struct sb_err *err)
+static int writable_clone(const char *const *roots, size_t n, int *clones, struct init_bound *bound,
+			  struct sb_err *err)
 {
 	for (size_t i = 0; i < n; i++) {
 		int src = mfd_open_nofollow(AT_FDCWD, roots[i], O_PATH | O_DIRECTORY);
+		struct stat st;
 
 		if (src < 0)
 			return sb_fail_errno(err, "opening the writable root %s", roots[i]);
+		/* What is copied is what the agent compares, for a prebuilt init (init.h struct init_bound). */
+		if (fstat(src, &st) < 0) {
+			close(src);
+			return sb_fail_errno(err, "fstat of the writable root %s", roots[i]);
+		}
+		bound->id[bound->n].dev = st.st_dev;
+		bound->id[bound->n].ino = st.st_ino;
+		bound->n++;
 		/* No device node works in a writable root: a chroot's /dev bound in it would otherwise
 		 * bring back every terminal the fresh /dev leaves out. */
 		clones[i] = mfd_clone_tree(src, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, roots[i], err);
@@ -169,7 +179,7 @@ out:
 
 /* The host view read-only, the writable roots back on top, a fresh /dev, a private /tmp.
  * The roots are attached last: one under /tmp gets its mount point made in the fresh tmpfs. */
-static int world_build(const struct boundary *b, const char *cwd, struct sb_err *err)
+static int world_build(const struct boundary *b, const char *cwd, struct init_bound *bound, struct sb_err *err)
 {
 	const char *roots[BOUNDARY_MAX_WRITABLE + 1];
 	int clones[BOUNDARY_MAX_WRITABLE + 1], devs[N_DEV_NODES];
@@ -183,7 +193,7 @@ static int world_build(const struct boundary *b, const char *cwd, struct sb_err 
 		clones[i] = -1;
 	for (size_t i = 0; i < N_DEV_NODES; i++)
 		devs[i] = -1;
-	if (writable_clone(roots, n, clones, err) < 0 || dev_nodes_clone(devs, err) < 0 || world_readonly(err) < 0)
+	if (writable_clone(roots, n, clones, bound, err) < 0 || dev_nodes_clone(devs, err) < 0 || world_readonly(err) < 0)
 		goto out;
 	root = mfd_open_nofollow(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
 	if (root < 0) {
@@ -263,8 +273,11 @@ static int fs_ids_take(uid_t fs_uid, gid_t fs_gid, struct sb_err *err)
 }
 
 int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, gid_t fs_gid,
-		      unsigned long *pid_max_set, struct sb_err *err)
+		      unsigned long *pid_max_set, struct init_bound *bound, struct sb_err *err)
 {
+	struct stat st;
+
+	bound->n = 1; /* [0]: the working directory, entered last */
 	/* Private first: otherwise every mount below would propagate to the host's peers. */
 	if (mfd_tree_private(err) < 0)
 		return -1;
@@ -275,7 +288,7 @@ int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, g
 		if (hide_dir(&b->hidden[i], err) < 0)
 			return -1;
 	steptime_mark(STEP_INIT_HIDDEN);
-	if (b->readonly_world && (fs_ids_take(fs_uid, fs_gid, err) < 0 || world_build(b, cwd, err) < 0))
+	if (b->readonly_world && (fs_ids_take(fs_uid, fs_gid, err) < 0 || world_build(b, cwd, bound, err) < 0))
 		return -1;
 	steptime_mark(STEP_INIT_WORLD);
 	/* After the read-only step, so the fresh procfs stays writable where the kernel allows
@@ -285,6 +298,10 @@ int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, g
 	*pid_max_set = pid_max_apply(b->max_processes);
 	if (mfd_cwd_enter(cwd, err) < 0)
 		return -1;
+	if (stat(".", &st) < 0)
+		return sb_fail_errno(err, "stat of the working directory %s", cwd);
+	bound->id[0].dev = st.st_dev;
+	bound->id[0].ino = st.st_ino;
 	steptime_mark(STEP_INIT_PROC);
 	return 0;
 }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "boundary.h"
+#include "prebuilt.h"
 #include "privdir.h"
 #include "journal.h"
 #include "log.h"
@@ -59,6 +60,7 @@ struct serve_config {
 
 struct agent {
 	struct boundary b;
+	struct prebuilt pre;       /* the next call's init, built while idle (prebuilt.h) */
 	struct secrets *sec;
 	struct tls_config *tls;
 	struct privdir state, receipts, journal_dir; /* held from start (R1): every write goes through them */
@@ -200,7 +202,7 @@ static void exec_run(struct agent *a, const struct exec_request *req, struct rec
 	json_t *obj;
 
 	sb_err_clear(&err);
-	if (boundary_run(&a->b, req, a->cancel_efd, &out, &err) < 0) {
+	if (prebuilt_run(&a->pre, req, a->cancel_efd, &out, &err) < 0) {
 		obj = json_pack("{s:s, s:I, s:s, s:n, s:n, s:s, s:n}", "exec_id", req->exec_id, "generation",
 				(json_int_t)req->generation, "status", "refused", "exit_code", "signal", "error",
 				err.msg, "receipt");
@@ -355,6 +357,7 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	rc = result ? send_result(c, e->exec_id, e->generation, result, receipt) : -1;
 	steptime_mark(STEP_END);
 	steptime_report("serve exec");
+	prebuilt_idle(&a->pre);
 	free(result);
 	free(receipt);
 	return rc;
@@ -751,7 +754,7 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 		return sb_fail_errno(err, "eventfd");
 	pthread_mutex_init(&a->lock, NULL);
 	/* With blocked ports, this restricts the agent itself (Landlock, connect only) for good. */
-	if (boundary_prepare(&a->b, &bo, err) < 0)
+	if (boundary_prepare(&a->b, &bo, err) < 0 || prebuilt_start(&a->pre, &a->b, err) < 0)
 		return -1;
 	/* Listen last: a connection that succeeds means an agent that is ready to serve, never one
 	 * that is still loading its keys (or about to fail doing so). */

@@ -15,13 +15,16 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
+#include <sched.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1152,6 +1155,229 @@ static void test_client_refuses_mismatched_replies(void **state)
 	expect_fake_refused(f, FAKE_RECEIPT_FORGED, "the HMAC does not verify");
 }
 
+/* ---------- the prebuilt init of the warm path (sandbox-agent/prebuilt.h) ---------- */
+
+/* One exec on c in cwd; its result must be "exited" 0. Returns stdout (static, until the next call). */
+static const char *exec_in(struct fixture *f, struct agent_conn *c, const char *id, const char *cwd,
+			   const char *command)
+{
+	static char out[4096];
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *res;
+
+	exec_request(f, &req, id, command);
+	req.cwd = cwd;
+	if (agent_exec(c, &req, step_deadline(), &r, &err) < 0)
+		fail_msg("exec %s: %s; log:\n%s", id, err.msg, log_read(f));
+	res = json_parse(r.result_json);
+	if (strcmp(jstr(res, "status"), "exited") != 0 || json_integer_value(json_object_get(res, "exit_code")) != 0)
+		fail_msg("exec %s: %s; log:\n%s", id, r.result_json, log_read(f));
+	snprintf(out, sizeof out, "%s", jstr(res, "stdout"));
+	json_decref(res);
+	agent_reply_free(&r);
+	return out;
+}
+
+/* The agent's one child while it is idle, once it is waiting: the prebuilt init (the builder thread is
+ * its parent). */
+static pid_t prebuilt_wait(struct fixture *f)
+{
+	char path[512], text[256];
+
+	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(10)) {
+		DIR *d;
+		struct dirent *e;
+
+		snprintf(path, sizeof path, "/proc/%d/task", (int)f->agent);
+		d = opendir(path);
+		assert_non_null(d);
+		while ((e = readdir(d)) != NULL) {
+			ssize_t n;
+			int fd;
+
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof path, "/proc/%d/task/%s/children", (int)f->agent, e->d_name);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+			if (fd >= 0)
+				close(fd);
+			if (n > 0) {
+				char ready[64];
+				pid_t pid;
+
+				closedir(d);
+				text[n] = '\0';
+				pid = (pid_t)atoi(text);
+				/* built and waiting, not still being built */
+				snprintf(ready, sizeof ready, "prebuilt init %d ready", (int)pid);
+				log_expect(f, ready);
+				return pid;
+			}
+		}
+		closedir(d);
+	}
+	fail_msg("no prebuilt init appeared after a call; log:\n%s", log_read(f));
+	return -1;
+}
+
+/* Until pid is dead and not yet reaped (the agent reaps it when the next call looks). */
+static void zombie_wait(struct fixture *f, pid_t pid)
+{
+	char path[64], text[512], *close_paren;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(5)) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			continue;
+		text[n] = '\0';
+		close_paren = strrchr(text, ')');
+		if (close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z')
+			return;
+	}
+	fail_msg("the killed init %d did not die; log:\n%s", (int)pid, log_read(f));
+}
+
+/* Every call gets a PID namespace of its own: the command is pid 2 of it (a reused namespace would
+ * count on), and what an earlier call left running is not there. The warm path is the one taken. */
+static void test_prebuilt_fresh_each_call(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	char id[32], want[64];
+	/* builtins only before the check: no child of bash takes pid 3 first */
+	const char *cmd = "echo $$; for p in /proc/[0-9]*/comm; do read -r n < \"$p\"; [ \"$n\" = sleep ] && "
+			  "echo leftover; done; setsid sleep 300 </dev/null >/dev/null 2>&1 &";
+
+	for (int i = 0; i < 8; i++) {
+		snprintf(id, sizeof id, "pb-fresh-%d", i);
+		assert_string_equal(exec_in(f, c, id, f->work, cmd), "2\n");
+		if (i > 0) {
+			snprintf(want, sizeof want, "exec %s: on the prebuilt init", id);
+			log_expect(f, want);
+		}
+	}
+	/* A command much larger than a pipe holds reaches the waiting init whole. */
+	{
+		size_t n = 120 * 1024; /* under the kernel's 128 KiB for one argument */
+		char *big = malloc(n + 32);
+
+		assert_non_null(big);
+		memcpy(big, ": ", 2);
+		memset(big + 2, 'x', n);
+		snprintf(big + 2 + n, 30, "; echo $$ end");
+		prebuilt_wait(f);
+		assert_string_equal(exec_in(f, c, "pb-fresh-big", f->work, big), "2 end\n");
+		log_expect(f, "exec pb-fresh-big: on the prebuilt init");
+		free(big);
+	}
+	agent_close(c);
+}
+
+/* The working directory is part of what an init is built for: another one discards it. */
+static void test_prebuilt_cwd_changed(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	char a[192], b[192], want[512];
+
+	dir_make(a, sizeof a, f->work, "pa");
+	dir_make(b, sizeof b, f->work, "pb");
+	chmod(a, 0755);
+	chmod(b, 0755);
+	assert_string_equal(exec_in(f, c, "pb-cwd-1", a, "true"), "");
+	prebuilt_wait(f);
+	snprintf(want, sizeof want, "%s\n", b);
+	assert_string_equal(exec_in(f, c, "pb-cwd-2", b, "pwd -P"), want);
+	snprintf(want, sizeof want, "discarded: built for the working directory %s, the call's is %s", a, b);
+	log_expect(f, want);
+	agent_close(c);
+}
+
+/* The working directory renamed away and replaced between two calls, same path: the command runs in
+ * the new directory (the one the call's checks passed), never in the one the init entered earlier. */
+static void test_prebuilt_cwd_replaced(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	char d[192], old[208], want[512];
+	struct stat st;
+
+	dir_make(d, sizeof d, f->work, "pr");
+	chmod(d, 0755);
+	assert_string_equal(exec_in(f, c, "pb-repl-1", d, "true"), "");
+	prebuilt_wait(f);
+	snprintf(old, sizeof old, "%s.old", d);
+	assert_int_equal(rename(d, old), 0);
+	assert_int_equal(mkdir(d, 0755), 0);
+	assert_int_equal(stat(d, &st), 0);
+	snprintf(want, sizeof want, "%lu\n", (unsigned long)st.st_ino);
+	assert_string_equal(exec_in(f, c, "pb-repl-2", d, "stat -c %i ."), want);
+	snprintf(want, sizeof want, "the working directory %s is another directory now", d);
+	log_expect(f, want);
+	agent_close(c);
+}
+
+/* The prebuilt init killed while it waits: the next call builds afresh, says so, and succeeds. */
+static void test_prebuilt_killed(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	pid_t init;
+
+	assert_string_equal(exec_in(f, c, "pb-kill-1", f->work, "true"), "");
+	init = prebuilt_wait(f);
+	assert_int_equal(kill(init, SIGKILL), 0);
+	zombie_wait(f, init);
+	assert_string_equal(exec_in(f, c, "pb-kill-2", f->work, "echo $$"), "2\n");
+	log_expect(f, "discarded: it ended while waiting");
+	agent_close(c);
+}
+
+/* An operator's mounts between two calls (root: main() put the test and the agent in a private mount
+ * namespace): a new mount is in the next call's view, and a new alias of a private directory is hidden
+ * there, though the prebuilt init had copied the mount table before. */
+static void test_prebuilt_mounts_between_calls(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c;
+	char d[192], m[208], alias[192], want[512];
+
+	if (geteuid() != 0)
+		skip();
+	c = conn_open(f);
+	dir_make(d, sizeof d, f->work, "pm");
+	dir_make(alias, sizeof alias, f->work, "alias");
+	path_join(m, sizeof m, d, "m");
+	assert_int_equal(mkdir(m, 0755), 0);
+	chmod(d, 0755);
+	assert_string_equal(exec_in(f, c, "pb-mnt-1", d, "mountpoint -q m || echo plain"), "plain\n");
+	prebuilt_wait(f);
+	assert_int_equal(mount("tmpfs", m, "tmpfs", 0, "size=64k"), 0);
+	assert_string_equal(exec_in(f, c, "pb-mnt-2", d, "mountpoint -q m && stat -f -c %T m"), "tmpfs\n");
+	log_expect(f, "discarded: the agent's mount table changed since it was built");
+	prebuilt_wait(f);
+	/* the test's base holds the agent's state directory: bound at alias, it shows at alias/state */
+	assert_int_equal(mount(f->base, alias, NULL, MS_BIND, NULL), 0);
+	/* the command (nobody, under a root agent) may walk to the alias */
+	assert_int_equal(chmod(f->base, 0711), 0);
+	assert_int_equal(chmod(f->work, 0711), 0);
+	snprintf(want, sizeof want, "stat -c %%a %s/state 2>&1; ls -A %s/state 2>/dev/null | wc -l", alias, alias);
+	assert_string_equal(exec_in(f, c, "pb-mnt-3", d, want), "0\n0\n");
+	assert_int_equal(chmod(f->base, 0700), 0);
+	assert_int_equal(chmod(f->work, 0700), 0);
+	umount2(alias, MNT_DETACH);
+	umount2(m, MNT_DETACH);
+	agent_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1169,7 +1395,22 @@ int main(void)
 		cmocka_unit_test(test_malformed_frame_keeps_connection),
 		cmocka_unit_test(test_listener_and_state_hidden),
 		cmocka_unit_test(test_client_refuses_mismatched_replies),
+		cmocka_unit_test(test_prebuilt_fresh_each_call),
+		cmocka_unit_test(test_prebuilt_cwd_changed),
+		cmocka_unit_test(test_prebuilt_cwd_replaced),
+		cmocka_unit_test(test_prebuilt_killed),
+		cmocka_unit_test(test_prebuilt_mounts_between_calls),
 	};
+	const char *filter = getenv("TEST_AGENT_SERVE_FILTER");
+
+	if (filter != NULL && filter[0] != '\0')
+		cmocka_set_test_filter(filter);
+	/* Root: the test's mounts (test_prebuilt_mounts_between_calls) and the agent share a private mount
+	 * namespace of their own, never the host's. */
+	if (geteuid() == 0 && (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)) {
+		perror("a private mount namespace for the test");
+		return 1;
+	}
 
 	/* A peer that hangs up must be an error, never a SIGPIPE for the test. */
 	signal(SIGPIPE, SIG_IGN);

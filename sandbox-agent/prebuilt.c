@@ -1,0 +1,193 @@
+/* The warm path of `serve` (see prebuilt.h): when a prebuilt init is built, checked, used or
+ * discarded. The init itself, and every check, are boundary.c's. */
+#include "prebuilt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "thread.h"
+
+/* Under the lock. SIGKILL, reaped within the teardown bound, logged: the same evidence as a call's end.
+ * Not reaped: STUCK (0 is never returned then). */
+static int discard(struct prebuilt *p, const char *why)
+{
+	struct sb_err err;
+	int64_t ms;
+
+	if (p->mountinfo_fd >= 0)
+		close(p->mountinfo_fd);
+	p->mountinfo_fd = -1;
+	if (boundary_init_end(p->b, &p->bi, &ms, &err) < 0) {
+		sb_error("prebuilt init %d (%s) discarded (%s) but not reaped: %s; refusing calls until it is",
+			 (int)p->bi.pid, p->bi.pid_namespace, why, err.msg);
+		p->state = PREBUILT_STUCK;
+		return -1;
+	}
+	sb_info("prebuilt init %d (%s) discarded: %s; reaped after %lld ms, its namespace empty", (int)p->bi.pid,
+		p->bi.pid_namespace, why, (long long)ms);
+	p->state = PREBUILT_EMPTY;
+	return 0;
+}
+
+static bool mounts_changed(int fd)
+{
+	struct pollfd m = { fd, POLLPRI, 0 };
+
+	/* proc_pid_mountinfo(5): POLLPRI (with POLLERR) once the mount table changed since the open. A
+	 * poll that fails counts as a change. */
+	return poll(&m, 1, 0) != 0 || fd < 0;
+}
+
+/* Under the lock, READY: 1 usable, 0 discarded (the call runs afresh), -1 the call is refused (its own
+ * checks, or an init that cannot be reaped). */
+static int take(struct prebuilt *p, const struct exec_request *req, struct sb_err *err)
+{
+	char why[SB_ERR_MSG_MAX];
+	int usable;
+
+	if (!boundary_init_alive(&p->bi)) {
+		if (discard(p, "it ended while waiting (killed or out of memory); the call builds afresh") < 0)
+			return sb_fail(err, ETIMEDOUT, "a prebuilt init could not be reaped: the boundary is not confirmed");
+		return 0;
+	}
+	if (mounts_changed(p->mountinfo_fd)) {
+		snprintf(why, sizeof why, "the agent's mount table changed since it was built");
+		usable = 0;
+	} else {
+		usable = boundary_init_check(p->b, &p->bi, req, why, sizeof why, err);
+	}
+	if (usable == 1)
+		return 1;
+	if (usable < 0)
+		snprintf(why, sizeof why, "the call was refused: %.900s", err->msg);
+	if (discard(p, why) < 0 && usable == 0)
+		return sb_fail(err, ETIMEDOUT, "a prebuilt init could not be reaped: the boundary is not confirmed");
+	return usable < 0 ? -1 : 0;
+}
+
+int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_fd, struct exec_outcome *out,
+		 struct sb_err *err)
+{
+	struct boundary_init bi;
+	bool have = false;
+	int rc, got = 0;
+
+	pthread_mutex_lock(&p->lock);
+	while (p->state == PREBUILT_BUILDING || p->state == PREBUILT_WANTED)
+		pthread_cond_wait(&p->changed, &p->lock);
+	p->armed = false;
+	if (p->state == PREBUILT_STUCK && discard(p, "still waiting to be reaped") < 0) {
+		pthread_mutex_unlock(&p->lock);
+		return sb_fail(err, ETIMEDOUT, "a prebuilt init could not be reaped: the boundary is not confirmed");
+	}
+	if (p->state == PREBUILT_READY && (got = take(p, req, err)) < 0) {
+		pthread_mutex_unlock(&p->lock);
+		return -1;
+	}
+	if (got == 1) {
+		/* Used once: it is the call's now, and no other init exists until it is reaped. */
+		bi = p->bi;
+		have = true;
+		close(p->mountinfo_fd);
+		p->mountinfo_fd = -1;
+	}
+	p->state = PREBUILT_IN_CALL;
+	pthread_mutex_unlock(&p->lock);
+
+	rc = -2;
+	if (have) {
+		sb_info("exec %s: on the prebuilt init %d (%s)", req->exec_id, (int)bi.pid, bi.pid_namespace);
+		rc = boundary_run_prebuilt(p->b, &bi, req, cancel_fd, out, err);
+		if (rc == -2) {
+			int64_t ms;
+
+			/* It ended between the check and the hand-off: nothing ran; reap it, then afresh. */
+			if (boundary_init_end(p->b, &bi, &ms, err) < 0) {
+				pthread_mutex_lock(&p->lock);
+				p->bi = bi;
+				p->state = PREBUILT_STUCK;
+				pthread_mutex_unlock(&p->lock);
+				return -1;
+			}
+			sb_info("prebuilt init %d ended before taking exec %s; reaped after %lld ms; building afresh",
+				(int)bi.pid, req->exec_id, (long long)ms);
+		}
+	}
+	if (rc == -2)
+		rc = boundary_run(p->b, req, cancel_fd, out, err);
+
+	pthread_mutex_lock(&p->lock);
+	p->state = PREBUILT_EMPTY;
+	/* The next is built only once this call's init is proven gone, and for its working directory. */
+	p->armed = rc == 0 && out->init_reaped &&
+		   snprintf(p->want_cwd, sizeof p->want_cwd, "%s", req->cwd) < (int)sizeof p->want_cwd;
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+void prebuilt_idle(struct prebuilt *p)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->armed && p->state == PREBUILT_EMPTY) {
+		p->armed = false;
+		p->state = PREBUILT_WANTED;
+		pthread_cond_broadcast(&p->changed);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void *builder(void *arg)
+{
+	struct prebuilt *p = arg;
+	char cwd[PATH_MAX];
+
+	for (;;) {
+		struct boundary_init bi;
+		struct sb_err err;
+		int fd, rc;
+
+		pthread_mutex_lock(&p->lock);
+		while (p->state != PREBUILT_WANTED)
+			pthread_cond_wait(&p->changed, &p->lock);
+		p->state = PREBUILT_BUILDING;
+		memcpy(cwd, p->want_cwd, sizeof cwd);
+		pthread_mutex_unlock(&p->lock);
+
+		/* Opened before the view is read: any change of the mount table from here on shows. */
+		fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+		rc = fd < 0 ? sb_fail_errno(&err, "opening /proc/self/mountinfo") :
+			      boundary_init_start(p->b, cwd, &bi, &err);
+
+		pthread_mutex_lock(&p->lock);
+		if (rc == 0) {
+			p->bi = bi;
+			p->mountinfo_fd = fd;
+			p->state = PREBUILT_READY;
+			sb_info("prebuilt init %d ready (%s) for %s", (int)bi.pid, bi.pid_namespace, cwd);
+		} else {
+			sb_info("no prebuilt init for %s: %s (the next call builds its own)", cwd, err.msg);
+			if (fd >= 0)
+				close(fd);
+			p->state = PREBUILT_EMPTY;
+		}
+		pthread_cond_broadcast(&p->changed);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return NULL;
+}
+
+int prebuilt_start(struct prebuilt *p, const struct boundary *b, struct sb_err *err)
+{
+	memset(p, 0, sizeof *p);
+	p->b = b;
+	p->mountinfo_fd = -1;
+	p->state = PREBUILT_EMPTY;
+	if (pthread_mutex_init(&p->lock, NULL) != 0 || pthread_cond_init(&p->changed, NULL) != 0)
+		return sb_fail(err, ENOMEM, "the prebuilt init's lock");
+	return sb_thread_detached(builder, p, err);
+}

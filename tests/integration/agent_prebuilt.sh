@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# The warm path of `sandbox-agent serve` (sandbox-agent/prebuilt.h): the next call's init built while the
+# agent is idle, used only when it is exactly what a fresh one would be. The cases are the test_prebuilt_*
+# cases of tests/integration/test_agent_serve.c, the real `serve` driven by the manager's agent client
+# (a call's working directory is not the CLI's to choose): run here as each test user. Each fails when its
+# rule is removed: a mount made between calls is in the next call's view (POLLPRI on mountinfo) and a new
+# alias of a private directory is hidden there (root only: the binary puts itself and the agent in a private
+# mount namespace); a working directory renamed away and replaced between calls is not the one the command
+# runs in; another working directory discards the init; a prebuilt init killed while it waits makes the next
+# call build afresh (and say so); eight calls in a row each get a PID namespace of their own (the command
+# is pid 2 there, and what an earlier call left running is not).
+
+PREBUILT_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
+
+test_prebuilt_serve() {
+	local bin=$TD/test_agent_serve want=5
+	[ -x "$PREBUILT_BUILD/tests/integration/test_agent_serve" ] ||
+		skip "no $PREBUILT_BUILD/tests/integration/test_agent_serve: build it with make test"
+	if ! cp "$PREBUILT_BUILD/tests/integration/test_agent_serve" "$bin" || ! chmod 0755 "$bin"; then
+		bad "cannot copy the test"
+		return
+	fi
+	# the binary makes its own directories under /tmp (short unix socket paths)
+	timeout -k 3 120 "${AS[@]}" env "SANDBOX_AGENT=$AGENT" 'TEST_AGENT_SERVE_FILTER=test_prebuilt*' "$bin" \
+		>"$OUT" 2>"$ERR"
+	RC=$?
+	assert_eq "test_prebuilt_* exit code (output: $(grep -v '"ts"' "$OUT" "$ERR" | tail -n 20))" 0 "$RC"
+	# all five; as the unprivileged user all but the mount case (it needs root)
+	[ "$RUN_UID" -ne 0 ] && want=4
+	grep -q "\[  PASSED  \] $want test(s)" "$OUT" "$ERR" ||
+		bad "not every prebuilt case ran: $(grep -E 'PASSED|SKIPPED|FAILED' "$OUT" "$ERR")"
+}
+t prebuilt_serve test_prebuilt_serve
