@@ -877,6 +877,64 @@ static void test_connection_dropped_mid_exec(void **state)
 	agent_close(c);
 }
 
+/* The end of an exec is durable in its journal slot's end before the result goes out; its files
+ * (the finished entry, the receipt) are synced after. A power loss in between may lose them: here
+ * the agent is killed (-9) right after the result and the files are taken as that loss leaves
+ * them (the entry gone, the receipt torn to nothing). The restarted agent writes both again from
+ * the end: a Query answers the reported outcome with the same receipt, and the receipt file on
+ * disk is that receipt's bytes; the id stays refused. */
+static void test_end_survives_lost_files(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_expect want;
+	struct agent_reply r, q;
+	char path[PATH_MAX], disk[16384];
+	struct sb_err err;
+	ssize_t len;
+	json_t *res;
+	int status, fd;
+
+	exec_request(f, &req, "power-1", "echo hi; exit 4");
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "the exec");
+	agent_close(c);
+	kill(f->agent, SIGKILL);
+	waitpid(f->agent, &status, 0);
+	f->agent = 0;
+	path_join(path, sizeof path, f->state, "journal/power-1.json");
+	assert_int_equal(unlink(path), 0);
+	path_join(path, sizeof path, f->state, "receipts/power-1.json");
+	assert_int_equal(truncate(path, 0), 0);
+	agent_spawn(f);
+	agent_wait_ready(f);
+	c = conn_open(f);
+	want = (struct agent_expect){ .exec_id = "power-1", .generation = GENERATION, .nonce = req.nonce,
+				      .receipt_key = f->key };
+	must(agent_query(c, &want, step_deadline(), &q, &err), &err, "the query");
+	assert_int_equal(q.state, AGENT_EXEC_FINISHED);
+	res = json_parse(q.result_json);
+	assert_string_equal(jstr(res, "status"), "exited");
+	assert_int_equal(json_integer_value(json_object_get(res, "exit_code")), 4);
+	assert_string_equal(jstr(res, "stdout"), "hi\n");
+	json_decref(res);
+	receipt_check(f, &q, &req);
+	assert_int_equal(q.receipt_len, r.receipt_len);
+	assert_memory_equal(q.receipt, r.receipt, r.receipt_len);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	len = read(fd, disk, sizeof disk);
+	close(fd);
+	assert_int_equal(len, (ssize_t)r.receipt_len);
+	assert_memory_equal(disk, r.receipt, r.receipt_len);
+	agent_reply_free(&q);
+	agent_reply_free(&r);
+	exec_request(f, &req, "power-1", "echo again");
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+	agent_close(c);
+}
+
 /* ---------- bad frames ---------- */
 
 static void test_oversized_frame(void **state)
@@ -1165,6 +1223,7 @@ int main(void)
 		cmocka_unit_test(test_exec_busy),
 		cmocka_unit_test(test_cancel_running_exec),
 		cmocka_unit_test(test_connection_dropped_mid_exec),
+		cmocka_unit_test(test_end_survives_lost_files),
 		cmocka_unit_test(test_oversized_frame),
 		cmocka_unit_test(test_malformed_frame_keeps_connection),
 		cmocka_unit_test(test_listener_and_state_hidden),
