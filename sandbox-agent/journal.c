@@ -4,6 +4,7 @@
  * SHA-256 of its text, so a torn one is told from a whole one. */
 #include "journal.h"
 #include "clock.h"
+#include "failpoint.h"
 #include "fdio.h"
 #include "log.h"
 #include "random.h"
@@ -376,6 +377,7 @@ static void *settler(void *arg)
 		snprintf(id, sizeof id, "%s", j->slot[i].exec_id);
 		receipt = j->slot[i].has_receipt;
 		pthread_mutex_unlock(&j->lock);
+		FAILPOINT("agent.journal.settling");
 		/* The receipt first: the entry carries its bytes too, but it is the file verify reads. */
 		rc = entry_name(id, "", name, sizeof name, &err);
 		if (rc == 0 && receipt && j->receipts != NULL)
@@ -731,7 +733,10 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	}
 	/* In place, in a file whose size never changes: one fdatasync of blocks that exist. A write
 	 * that failed leaves an end the files' own path outranks (end_restore keeps a whole entry). */
-	if (pwrite(j->ends_fd, buf, buf_len, (off_t)i * END_BYTES) != (ssize_t)buf_len || fdatasync(j->ends_fd) < 0) {
+	ssize_t wrote = pwrite(j->ends_fd, buf, buf_len, (off_t)i * END_BYTES);
+
+	FAILPOINT("agent.journal.end_written");
+	if (wrote != (ssize_t)buf_len || fdatasync(j->ends_fd) < 0) {
 		sb_warn("journal: exec '%s': writing its end in %s/%s: %s", exec_id, j->dir->path, ENDS_NAME,
 			strerror(errno));
 		free(buf);
@@ -739,6 +744,7 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 		return 0;
 	}
 	free(buf);
+	FAILPOINT("agent.journal.end_synced");
 	/* Durable now. The file is for the readers of the running agent (a Query, the prune);
 	 * synced by the settler. Until it is written the slot stays open: a Query says running. */
 	j->bytes += len;
