@@ -1,7 +1,8 @@
-/* The journal (see journal.h). Each finished entry is written to a temporary name, fsynced,
- * renamed into place and the directory fsynced: a crash leaves the old entry or the new one, never
- * half. A begin is a slot of .running overwritten in place and fdatasynced; each slot carries the
- * SHA-256 of its text, so a torn one is told from a whole one. */
+/* The journal (see journal.h). A begin is a slot of .running overwritten in place and
+ * fdatasynced, an end the same slot's part of .ends; each carries the SHA-256 of its text, so a torn
+ * one is told from a whole one. The entry files an end stands for are new files, synced by the
+ * settler thread; an entry replaced (a running file closed) is written to a temporary name,
+ * fsynced, renamed into place and the directory fsynced: the old entry or the new one, never half. */
 #include "journal.h"
 #include "clock.h"
 #include "failpoint.h"
@@ -332,7 +333,8 @@ static int end_restore(struct journal *j, const struct journal_slot *sl, json_t 
 	const char *receipt;
 	int rc;
 
-	if (entry_name(sl->exec_id, "", name, sizeof name, err) < 0 || entry_name(sl->exec_id, ".tmp", tmp, sizeof tmp, err) < 0)
+	if (entry_name(sl->exec_id, "", name, sizeof name, err) < 0 ||
+	    entry_name(sl->exec_id, ".tmp", tmp, sizeof tmp, err) < 0)
 		return -1;
 	if (file != NULL && strcmp(json_string_value(json_object_get(file, "state")) ?: "", "finished") == 0) {
 		truth = file;
@@ -356,6 +358,11 @@ static int end_restore(struct journal *j, const struct journal_slot *sl, json_t 
 	return rc;
 }
 
+static bool slot_settling(const struct journal_slot *sl)
+{
+	return sl->files_pending && !sl->files_stuck;
+}
+
 /* The settler: syncs the files of each durable end off the call's path (the result is out). */
 static void *settler(void *arg)
 {
@@ -368,7 +375,7 @@ static void *settler(void *arg)
 	pthread_mutex_lock(&j->lock);
 	while (!j->settler_stop) {
 		for (i = 0; i < 2; i++)
-			if (j->slot[i].files_pending && !j->slot[i].files_stuck)
+			if (slot_settling(&j->slot[i]))
 				break;
 		if (i == 2) {
 			pthread_cond_wait(&j->changed, &j->lock);
@@ -402,8 +409,7 @@ static void *settler(void *arg)
 void journal_settle_wait(struct journal *j)
 {
 	pthread_mutex_lock(&j->lock);
-	while (j->settler_running &&
-	       ((j->slot[0].files_pending && !j->slot[0].files_stuck) || (j->slot[1].files_pending && !j->slot[1].files_stuck)))
+	while (j->settler_running && (slot_settling(&j->slot[0]) || slot_settling(&j->slot[1])))
 		pthread_cond_wait(&j->changed, &j->lock);
 	pthread_mutex_unlock(&j->lock);
 }
@@ -482,7 +488,7 @@ void journal_close(struct journal *j)
 		pthread_cond_wait(&j->changed, &j->lock);
 	pthread_mutex_unlock(&j->lock);
 	for (int i = 0; i < 2; i++) {
-		if (!j->slot[i].files_pending || j->slot[i].files_stuck || entry_name(j->slot[i].exec_id, "", name, sizeof name, &err) < 0)
+		if (!slot_settling(&j->slot[i]) || entry_name(j->slot[i].exec_id, "", name, sizeof name, &err) < 0)
 			continue;
 		if ((j->slot[i].has_receipt && j->receipts != NULL && file_sync(j->receipts, name, &err) < 0) ||
 		    file_sync(j->dir, name, &err) < 0)

@@ -488,7 +488,8 @@ static void test_whole_entry_outranks_end(void **state)
 	assert_int_equal(journal_begin(&f->journal, "a", 5, &err), 0);
 	assert_int_equal(journal_end(&f->journal, "a", 5, END_RESULT, END_RECEIPT, &err), 1);
 	journal_settle_wait(&f->journal);
-	file_put(f->dir, "a.json", "{\"exec_id\":\"a\",\"generation\":5,\"state\":\"finished\",\"result\":{\"status\":\"uncertain\"}}");
+	file_put(f->dir, "a.json",
+		 "{\"exec_id\":\"a\",\"generation\":5,\"state\":\"finished\",\"result\":{\"status\":\"uncertain\"}}");
 	reopen(f);
 	expect_state(f, "a", JOURNAL_FINISHED, "uncertain");
 	r = file_get(f->rdir, "a.json");
