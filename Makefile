@@ -134,8 +134,8 @@ $(BUILD)/tests/escape/%: tests/escape/%.c tests/escape/guard.h tests/escape/prob
 	$(CC) -std=gnu11 -O2 $(WARN) -D_GNU_SOURCE -static -o $@ $<
 
 # Failpoints (common/failpoint.h) live only in a test build: `make failpoints` builds the manager
-# again with -DSB_FAILPOINTS into $(BUILD)/fp (a recursive make, its own objects), for
-# tests/integration/manager_faults.sh. `make` never puts one in $(BUILD)/sandbox-manager.
+# and the agent again with -DSB_FAILPOINTS into $(BUILD)/fp (a recursive make, its own objects), for
+# tests/integration/manager_faults.sh and test_agent_serve.c. `make` never puts one in $(BUILD)/sandbox-*.
 FAILPOINTS ?= 0
 ifeq ($(FAILPOINTS),1)
 ifeq ($(filter %/fp,$(BUILD)),)
@@ -145,7 +145,7 @@ CFLAGS += -DSB_FAILPOINTS
 endif
 .PHONY: failpoints
 failpoints:
-	$(MAKE) BUILD=$(BUILD)/fp FAILPOINTS=1 $(BUILD)/fp/sandbox-manager $(BUILD)/fp/sandbox-manager-daemon
+	$(MAKE) BUILD=$(BUILD)/fp FAILPOINTS=1 $(BUILD)/fp/sandbox-manager $(BUILD)/fp/sandbox-manager-daemon $(BUILD)/fp/sandbox-agent
 
 test: all failpoints $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
 	python3 tests/docs_check.py docs/isolation.md

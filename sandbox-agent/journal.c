@@ -1,12 +1,15 @@
-/* The journal (see journal.h). Each finished entry is written to a temporary name, fsynced,
- * renamed into place and the directory fsynced: a crash leaves the old entry or the new one, never
- * half. A begin is a slot of .running overwritten in place and fdatasynced; each slot carries the
- * SHA-256 of its text, so a torn one is told from a whole one. */
+/* The journal (see journal.h). A begin is a slot of .running overwritten in place and
+ * fdatasynced, an end the same slot's part of .ends; each carries the SHA-256 of its text, so a torn
+ * one is told from a whole one. The entry files an end stands for are new files, synced by the
+ * settler thread; an entry replaced (a running file closed) is written to a temporary name,
+ * fsynced, renamed into place and the directory fsynced: the old entry or the new one, never half. */
 #include "journal.h"
 #include "clock.h"
+#include "failpoint.h"
 #include "fdio.h"
 #include "log.h"
 #include "random.h"
+#include "thread.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +28,8 @@
 #define ENTRY_MAX_BYTES (JOURNAL_MAX_BYTES / 2)
 #define SLOTS_NAME ".running" /* a dot: never an exec id's entry, never pruned */
 #define SLOT_BYTES 512
+#define ENDS_NAME ".ends"
+#define END_BYTES (64u * 1024u) /* the larger ends (big outputs) take the files' own syncs */
 
 static int entry_name(const char *exec_id, const char *suffix, char *out, size_t len, struct sb_err *err)
 {
@@ -200,32 +205,216 @@ static int slot_close_lost(const struct privdir *dir, const struct journal_slot 
 	return rc;
 }
 
-/* .running opened, or created whole (zeros written, not a hole: later writes allocate nothing)
+/* A fixed file opened, or created whole (zeros written, not a hole: later writes allocate nothing)
  * and made durable with its name, once. */
-static int slots_open(struct journal *j, struct sb_err *err)
+static int fixed_open(struct journal *j, const char *name, size_t size, int *out, struct sb_err *err)
 {
-	char zeros[2 * SLOT_BYTES] = { 0 };
 	struct stat st;
-	int fd = openat(j->dir->fd, SLOTS_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(j->dir->fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0 && errno == ENOENT) {
-		if (fd_file_create(j->dir->fd, j->dir->path, SLOTS_NAME, 0600, (uid_t)-1, (gid_t)-1, zeros, sizeof zeros,
-				   err) < 0)
+		char *zeros = calloc(1, size);
+		int rc = zeros ? fd_file_create(j->dir->fd, j->dir->path, name, 0600, (uid_t)-1, (gid_t)-1, zeros,
+					       size, err) :
+				 sb_fail(err, ENOMEM, "creating journal %s/%s", j->dir->path, name);
+
+		free(zeros);
+		if (rc < 0)
 			return -1;
-		fd = openat(j->dir->fd, SLOTS_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		fd = openat(j->dir->fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (fd < 0)
-		return sb_fail_errno(err, "opening journal %s/%s", j->dir->path, SLOTS_NAME);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof zeros) {
+		return sb_fail_errno(err, "opening journal %s/%s", j->dir->path, name);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)size) {
 		close(fd);
-		return sb_fail(err, EIO, "journal %s/%s is not a file of %zu bytes", j->dir->path, SLOTS_NAME,
-			       sizeof zeros);
+		return sb_fail(err, EIO, "journal %s/%s is not a file of %zu bytes", j->dir->path, name, size);
 	}
-	j->slots_fd = fd;
+	*out = fd;
 	return 0;
 }
 
-int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *err)
+/* ---- the ends ---- */
+
+/* An end's bytes: the hex SHA-256 of the rest, a space, the begin's seq, a space, the finished
+ * entry's text (compact JSON: no newline in it), a newline; what follows is stale. */
+static int end_encode(uint64_t seq, const char *text, size_t len, char **out, size_t *out_len)
+{
+	char head[32];
+	int n = snprintf(head, sizeof head, "%llu ", (unsigned long long)seq);
+	size_t body = (size_t)n + len;
+	char *buf;
+
+	if (65 + body + 1 > END_BYTES || (buf = malloc(65 + body + 1)) == NULL)
+		return -1;
+	memcpy(buf + 65, head, (size_t)n);
+	memcpy(buf + 65 + n, text, len);
+	buf[65 + body] = '\n';
+	slot_digest(buf + 65, body, buf);
+	buf[64] = ' ';
+	*out = buf;
+	*out_len = 65 + body + 1;
+	return 0;
+}
+
+/* The whole end of the begin sl (its seq, its exec id), parsed; NULL when the end is torn, damaged,
+ * or an older exec's (the slot was reused: that exec's files were durable first). */
+static json_t *end_load(const struct journal *j, int i, const struct journal_slot *sl)
+{
+	char *buf = malloc(END_BYTES), hex[65], *nl, *text;
+	json_t *obj = NULL;
+	unsigned long long seq;
+
+	if (buf == NULL || pread(j->ends_fd, buf, END_BYTES, (off_t)i * END_BYTES) != (ssize_t)END_BYTES)
+		goto out;
+	nl = memchr(buf + 65, '\n', END_BYTES - 65);
+	if (buf[64] != ' ' || nl == NULL)
+		goto out;
+	slot_digest(buf + 65, (size_t)(nl - buf - 65), hex);
+	if (memcmp(hex, buf, 64) != 0)
+		goto out;
+	*nl = '\0';
+	seq = strtoull(buf + 65, &text, 10);
+	if (seq != sl->seq || *text != ' ')
+		goto out;
+	obj = json_loads(text + 1, JSON_REJECT_DUPLICATES, NULL);
+	if (strcmp(json_string_value(json_object_get(obj, "exec_id")) ?: "", sl->exec_id) != 0 ||
+	    strcmp(json_string_value(json_object_get(obj, "state")) ?: "", "finished") != 0) {
+		json_decref(obj);
+		obj = NULL;
+	}
+out:
+	free(buf);
+	return obj;
+}
+
+/* name in dir, then dir, fsynced: a file written unsynced made durable with its name. */
+static int file_sync(const struct privdir *dir, const char *name, struct sb_err *err)
+{
+	int fd = openat(dir->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return sb_fail_errno(err, "opening %s/%s", dir->path, name);
+	if (fsync(fd) < 0)
+		rc = sb_fail_errno(err, "syncing %s/%s", dir->path, name);
+	close(fd);
+	if (rc == 0 && fsync(dir->fd) < 0)
+		rc = sb_fail_errno(err, "syncing directory %s", dir->path);
+	return rc;
+}
+
+/* True when name in dir holds exactly text (len bytes). */
+static bool file_holds(const struct privdir *dir, const char *name, const char *text, size_t len)
+{
+	int fd = openat(dir->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	char *buf = fd >= 0 ? malloc(len + 1) : NULL;
+	bool same = false;
+	ssize_t n = 0, got;
+
+	if (buf != NULL) {
+		while ((size_t)n < len + 1 && (got = read(fd, buf + n, len + 1 - (size_t)n)) > 0)
+			n += got;
+		same = (size_t)n == len && memcmp(buf, text, len) == 0;
+	}
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return same;
+}
+
+/* A slot's end durable, its files maybe not (the agent died, or the machine, before the settler
+ * synced them): the entry file is kept when it is whole and finished (what the agent wrote last,
+ * the end's text, or an entry that replaced it durably), else written from the end; the receipt
+ * the entry names is written from it unless the file holds exactly its bytes; both then synced. */
+static int end_restore(struct journal *j, const struct journal_slot *sl, json_t *end, struct sb_err *err)
+{
+	char name[NAME_MAX + 1], tmp[NAME_MAX + 1];
+	struct sb_err lerr;
+	json_t *file = entry_load(j->dir, sl->exec_id, &lerr), *truth;
+	const char *receipt;
+	int rc;
+
+	if (entry_name(sl->exec_id, "", name, sizeof name, err) < 0 ||
+	    entry_name(sl->exec_id, ".tmp", tmp, sizeof tmp, err) < 0)
+		return -1;
+	if (file != NULL && strcmp(json_string_value(json_object_get(file, "state")) ?: "", "finished") == 0) {
+		truth = file;
+		rc = file_sync(j->dir, name, err);
+	} else {
+		json_decref(file);
+		file = NULL;
+		truth = end;
+		rc = entry_store(j->dir, sl->exec_id, end, err);
+	}
+	receipt = json_string_value(json_object_get(truth, "receipt"));
+	if (rc == 0 && receipt != NULL && j->receipts != NULL) {
+		size_t len = strlen(receipt);
+
+		rc = file_holds(j->receipts, name, receipt, len) ? file_sync(j->receipts, name, err) :
+			fd_file_replace(j->receipts->fd, j->receipts->path, name, tmp, 0600, receipt, len, err);
+	}
+	json_decref(file);
+	if (rc < 0)
+		sb_err_prefix(err, "journal: restoring the end of exec '%s'", sl->exec_id);
+	return rc;
+}
+
+static bool slot_settling(const struct journal_slot *sl)
+{
+	return sl->files_pending && !sl->files_stuck;
+}
+
+/* The settler: syncs the files of each durable end off the call's path (the result is out). */
+static void *settler(void *arg)
+{
+	struct journal *j = arg;
+	char id[EXEC_ID_MAX + 1], name[NAME_MAX + 1];
+	struct sb_err err;
+	bool receipt;
+	int i, rc;
+
+	pthread_mutex_lock(&j->lock);
+	while (!j->settler_stop) {
+		for (i = 0; i < 2; i++)
+			if (slot_settling(&j->slot[i]))
+				break;
+		if (i == 2) {
+			pthread_cond_wait(&j->changed, &j->lock);
+			continue;
+		}
+		snprintf(id, sizeof id, "%s", j->slot[i].exec_id);
+		receipt = j->slot[i].has_receipt;
+		pthread_mutex_unlock(&j->lock);
+		FAILPOINT("agent.journal.settling");
+		/* The receipt first: the entry carries its bytes too, but it is the file verify reads. */
+		rc = entry_name(id, "", name, sizeof name, &err);
+		if (rc == 0 && receipt && j->receipts != NULL)
+			rc = file_sync(j->receipts, name, &err);
+		if (rc == 0)
+			rc = file_sync(j->dir, name, &err);
+		if (rc < 0)
+			sb_warn("journal: exec '%s': %s (its end stays in its slot)", id, err.msg);
+		pthread_mutex_lock(&j->lock);
+		if (rc == 0)
+			j->slot[i].files_pending = false;
+		else
+			j->slot[i].files_stuck = true;
+		pthread_cond_broadcast(&j->changed);
+	}
+	j->settler_running = false;
+	pthread_cond_broadcast(&j->changed);
+	pthread_mutex_unlock(&j->lock);
+	return NULL;
+}
+
+void journal_settle_wait(struct journal *j)
+{
+	pthread_mutex_lock(&j->lock);
+	while (j->settler_running && (slot_settling(&j->slot[0]) || slot_settling(&j->slot[1])))
+		pthread_cond_wait(&j->changed, &j->lock);
+	pthread_mutex_unlock(&j->lock);
+}
+
+int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err)
 {
 	char buf[2 * SLOT_BYTES];
 	struct dirent *d;
@@ -234,15 +423,28 @@ int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *er
 
 	memset(j, 0, sizeof *j);
 	j->dir = dir;
-	j->slots_fd = -1;
+	j->receipts = receipts;
+	j->slots_fd = j->ends_fd = -1;
 	pthread_mutex_init(&j->lock, NULL);
-	if (slots_open(j, err) < 0)
+	pthread_cond_init(&j->changed, NULL);
+	if (fixed_open(j, SLOTS_NAME, sizeof buf, &j->slots_fd, err) < 0 ||
+	    fixed_open(j, ENDS_NAME, 2 * END_BYTES, &j->ends_fd, err) < 0)
 		return -1;
 	if (pread(j->slots_fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf)
 		return sb_fail(err, EIO, "reading journal %s/%s", dir->path, SLOTS_NAME);
 	for (int i = 0; i < 2; i++) {
+		json_t *end;
+		int rc;
+
 		slot_decode(buf + i * SLOT_BYTES, &j->slot[i]);
-		if (slot_close_lost(dir, &j->slot[i], err) < 0)
+		if (j->slot[i].seq == 0)
+			continue;
+		/* A durable end is the exec's outcome (it may have been reported): its files are made
+		 * whole from it, never closed as uncertain. */
+		end = end_load(j, i, &j->slot[i]);
+		rc = end != NULL ? end_restore(j, &j->slot[i], end, err) : slot_close_lost(dir, &j->slot[i], err);
+		json_decref(end);
+		if (rc < 0)
 			return -1;
 	}
 	/* fdopendir takes the descriptor over: give it a copy and rewind; the held one stays ours. */
@@ -266,27 +468,67 @@ int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *er
 	closedir(dh);
 	/* Unknown until counted: the first finish reads the directory once (journal_prune). */
 	j->bytes = (uint64_t)JOURNAL_MAX_BYTES + 1;
+	j->settler_running = true;
+	if (sb_thread_detached(settler, j, err) < 0) {
+		j->settler_running = false;
+		return -1;
+	}
 	return 0;
 }
 
 void journal_close(struct journal *j)
 {
+	struct sb_err err;
+	char name[NAME_MAX + 1];
+
+	pthread_mutex_lock(&j->lock);
+	j->settler_stop = true;
+	pthread_cond_broadcast(&j->changed);
+	while (j->settler_running)
+		pthread_cond_wait(&j->changed, &j->lock);
+	pthread_mutex_unlock(&j->lock);
+	for (int i = 0; i < 2; i++) {
+		if (!slot_settling(&j->slot[i]) || entry_name(j->slot[i].exec_id, "", name, sizeof name, &err) < 0)
+			continue;
+		if ((j->slot[i].has_receipt && j->receipts != NULL && file_sync(j->receipts, name, &err) < 0) ||
+		    file_sync(j->dir, name, &err) < 0)
+			sb_warn("journal: exec '%s': %s (its end stays in its slot)", j->slot[i].exec_id, err.msg);
+	}
 	if (j->slots_fd >= 0)
 		close(j->slots_fd);
-	j->slots_fd = -1;
+	if (j->ends_fd >= 0)
+		close(j->ends_fd);
+	j->slots_fd = j->ends_fd = -1;
+	pthread_cond_destroy(&j->changed);
 	pthread_mutex_destroy(&j->lock);
 }
 
-/* The slot a begin may overwrite: one whose exec is settled (finished entry durable), the older
- * of two; -1 when both are open (a finish failed): the begin then writes a file of its own. */
-static int slot_free(const struct journal *j)
+/* The slot a begin may overwrite: one whose exec is settled (finished entry durable, and the files
+ * of a durable end too: overwriting the begin makes the end stale), the older of two; a slot whose
+ * files the settler is syncing is waited for (lock held). -1 when both are held (a finish failed, or
+ * a sync): the begin then writes a file of its own. */
+static int slot_free(struct journal *j)
 {
-	int best = -1;
+	int best;
 
-	for (int i = 0; i < 2; i++)
-		if (!j->slot[i].open && (best < 0 || j->slot[i].seq < j->slot[best].seq))
-			best = i;
-	return best;
+	for (;;) {
+		bool wait = false;
+
+		best = -1;
+		for (int i = 0; i < 2; i++) {
+			const struct journal_slot *sl = &j->slot[i];
+
+			if (sl->open || sl->files_stuck)
+				continue;
+			if (sl->files_pending)
+				wait = wait || j->settler_running;
+			else if (best < 0 || sl->seq < j->slot[best].seq)
+				best = i;
+		}
+		if (best >= 0 || !wait)
+			return best;
+		pthread_cond_wait(&j->changed, &j->lock);
+	}
 }
 
 static bool slot_holds(const struct journal *j, const char *exec_id, bool open_only)
@@ -463,6 +705,72 @@ static char *entry_finished_text(const char *exec_id, uint64_t generation, const
 	}
 	free(head_text);
 	return text;
+}
+
+int journal_end(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+		const char *receipt_text, struct sb_err *err)
+{
+	char name[NAME_MAX + 1], *text, *buf = NULL;
+	size_t len = 0, buf_len = 0;
+	struct journal_slot sl = { 0 };
+	int i, fd;
+
+	if (result_json[0] != '{')
+		return sb_fail(err, EINVAL, "journal: the result of exec '%s' is not a JSON object", exec_id);
+	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
+		return -1;
+	pthread_mutex_lock(&j->lock);
+	for (i = 0; i < 2; i++)
+		if (j->slot[i].open && strcmp(j->slot[i].exec_id, exec_id) == 0)
+			break;
+	if (i < 2)
+		sl = j->slot[i];
+	pthread_mutex_unlock(&j->lock);
+	/* A begin that fell back to a file of its own, or an end too big for its slot: the files'
+	 * own syncs (journal_finish_write). */
+	if (i == 2 || strlen(result_json) + (receipt_text ? strlen(receipt_text) : 0) > END_BYTES)
+		return 0;
+	text = entry_finished_text(exec_id, generation, result_json, receipt_text, &len);
+	if (text == NULL)
+		return sb_fail(err, ENOMEM, "building journal entry");
+	if (end_encode(sl.seq, text, len, &buf, &buf_len) < 0) {
+		free(text);
+		return 0;
+	}
+	/* In place, in a file whose size never changes: one fdatasync of blocks that exist. A write
+	 * that failed leaves an end the files' own path outranks (end_restore keeps a whole entry). */
+	ssize_t wrote = pwrite(j->ends_fd, buf, buf_len, (off_t)i * END_BYTES);
+
+	FAILPOINT("agent.journal.end_written");
+	if (wrote != (ssize_t)buf_len || fdatasync(j->ends_fd) < 0) {
+		sb_warn("journal: exec '%s': writing its end in %s/%s: %s", exec_id, j->dir->path, ENDS_NAME,
+			strerror(errno));
+		free(buf);
+		free(text);
+		return 0;
+	}
+	free(buf);
+	FAILPOINT("agent.journal.end_synced");
+	/* Durable now. The file is for the readers of the running agent (a Query, the prune);
+	 * synced by the settler. Until it is written the slot stays open: a Query says running. */
+	j->bytes += len;
+	fd = fd_file_write_new(j->dir->fd, j->dir->path, name, 0600, text, len, err);
+	free(text);
+	if (fd < 0) {
+		/* The end holds it: a restart writes the file from it. The slot stays held. */
+		sb_err_prefix(err, "journal entry for exec '%s'", exec_id);
+		sb_error("%s (kept in its slot's end)", err->msg);
+		return 1;
+	}
+	close(fd);
+	pthread_mutex_lock(&j->lock);
+	j->slot[i].open = false;
+	j->slot[i].files_pending = true;
+	j->slot[i].has_receipt = receipt_text != NULL;
+	pthread_cond_broadcast(&j->changed);
+	pthread_mutex_unlock(&j->lock);
+	journal_prune(j, exec_id);
+	return 1;
 }
 
 int journal_finish_write(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,

@@ -4,7 +4,10 @@
  * An exec's "accepted, may run" entry goes into one of two fixed slots of a file that exists
  * (.running, created once): overwritten in place and fdatasynced, one sync and no new name per
  * call. A slot is only reused once its exec's finished entry is durable; a torn slot (a crash in
- * its write) is one whose command never started. */
+ * its write) is one whose command never started. Each slot has an end beside it (.ends, created
+ * once): an exec's finished entry, its receipt's bytes inside, written there in place and
+ * fdatasynced is durable with one sync; its two files (the entry, the receipt) are then written
+ * unsynced and synced off the call's path, and a slot is reused only once they are durable. */
 #ifndef SB_JOURNAL_H
 #define SB_JOURNAL_H
 
@@ -26,12 +29,19 @@ struct journal_slot {
 	char exec_id[EXEC_ID_MAX + 1];
 	uint64_t generation;
 	bool open;                /* begun, its finished entry not yet durable */
+	bool files_pending;       /* its end durable in the slot's end, its files not yet */
+	bool files_stuck;         /* their sync failed: the slot stays held (a restart settles it) */
+	bool has_receipt;         /* its end named a receipt file */
 };
 
 struct journal {
 	const struct privdir *dir;
+	const struct privdir *receipts; /* where the ends' receipts are restored and synced, or NULL */
 	int slots_fd;             /* dir/.running, two slots */
+	int ends_fd;              /* dir/.ends, the slots' ends */
 	pthread_mutex_t lock;     /* the slots: Query reads them while an exec runs */
+	pthread_cond_t changed;   /* a slot's files settled, or the settler stopped */
+	bool settler_running, settler_stop;
 	struct journal_slot slot[2];
 	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
 };
@@ -43,12 +53,15 @@ struct journal_entry {
 	char *receipt_text;    /* malloc'd; NULL when no receipt was written */
 };
 
-/* dir: the journal directory, held by descriptor (privdir.h), kept open while j is used. Entries
- * left running by an earlier agent (a slot without a finished entry, or an older agent's running
- * file) are closed as uncertain: that agent died with the exec in flight, and nobody can say how
- * it ended. */
-int journal_open(struct journal *j, const struct privdir *dir, struct sb_err *err);
+/* dir: the journal directory, held by descriptor (privdir.h), kept open while j is used; receipts:
+ * the receipts directory (or NULL: no end keeps a receipt file). A slot whose end is durable has its
+ * files made whole and durable from it (a power loss may have lost them). Entries left running by an
+ * earlier agent (a slot without a finished entry, or an older agent's running file) are closed as
+ * uncertain: that agent died with the exec in flight, and nobody can say how it ended. Starts the
+ * thread that syncs the ends' files. */
+int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err);
 
+/* Stops the settler thread; the files it had not synced yet are synced here. */
 void journal_close(struct journal *j);
 
 /* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST). */
@@ -71,6 +84,19 @@ int journal_finish_write(struct journal *j, const char *exec_id, uint64_t genera
 			 const char *receipt_text, struct journal_pending *p, struct sb_err *err);
 int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err);
 void journal_pending_drop(struct journal_pending *p);
+
+/* The end in one sync, when the exec's begin is in a slot and its entry fits the slot's end: the
+ * entry (receipt_text, the bytes of the receipt file already written as receipts/<id>.json, inside)
+ * written into the end and fdatasynced, then the entry file written, unsynced. Returns 1 when the
+ * end is durable (the result may be reported; the receipt file must not be synced or removed by the
+ * caller: the settler syncs both files, before the slot is reused), 0 when it does not apply or its
+ * write failed (nothing relies on the end then: use journal_finish_write/_sync), -1 on a bad
+ * result. */
+int journal_end(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
+		const char *receipt_text, struct sb_err *err);
+
+/* Waits until every end's files are durable (or their sync failed); for tests and measurements. */
+void journal_settle_wait(struct journal *j);
 
 /* Both halves: the result JSON and the receipt's bytes (may be NULL), durable on return. */
 int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,

@@ -1,6 +1,7 @@
 /* Completion receipts: written only after init is reaped, in a directory outside every
- * command's mount view, created exclusively and fsynced (file and directory) before the result is
- * reported. */
+ * command's mount view, created exclusively, and durable before the result is reported: fsynced
+ * (file and directory), or (serve) their bytes inside the journal's end, durable in its slot, the
+ * file synced after (journal.h). */
 #ifndef SB_RECEIPT_H
 #define SB_RECEIPT_H
 
@@ -34,7 +35,9 @@ int receipt_write(const struct privdir *dir, const struct exec_request *req, con
 
 /* receipt_write without the fsyncs: the file written and kept open (info->unsynced), so that the
  * caller writes its other files before syncing them all (serve: the journal's finished entry).
- * Nothing may rely on the receipt, and no result may be reported, before receipt_sync. */
+ * Nothing may rely on the receipt, and no result may be reported, before receipt_sync, or before
+ * journal_end made its bytes durable (then the journal's settler syncs the file, and
+ * receipt_info_free only closes it). */
 int receipt_write_unsynced(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
 			   const struct secrets *sec, struct receipt_info *info, struct sb_err *err);
 

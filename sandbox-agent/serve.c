@@ -252,10 +252,12 @@ static char *result_without_receipt(const char *result, const char *why)
 	return text;
 }
 
-/* The call's durability point, before anything is reported: the receipt and the journal's
- * finished entry, both written already, are synced together (the first fsync commits most of what
- * the others need). A receipt that cannot be made durable is no receipt: the result becomes
- * uncertain and the entry is written again, durably, to say so. */
+/* The call's durability point, before anything is reported. Mostly one fdatasync: the finished
+ * entry, the receipt's bytes inside, into the exec's slot's end (journal_end); the settler syncs
+ * the two files after. Else (a big result) the receipt and the journal's finished entry, both
+ * written already, are synced together (the first fsync commits most of what the others need).
+ * A receipt that cannot be made durable is no receipt: the result becomes uncertain and the entry
+ * is written again, durably, to say so. */
 static void exec_settle(struct agent *a, const char *exec_id, uint64_t gen, struct receipt_info *info, char **result,
 			char **receipt)
 {
@@ -263,6 +265,14 @@ static void exec_settle(struct agent *a, const char *exec_id, uint64_t gen, stru
 	struct sb_err err, rerr;
 	int written;
 
+	/* The receipt's file written whole, or none: the end names it only then. */
+	written = info->written == (*receipt != NULL) ?
+			  journal_end(&a->journal, exec_id, gen, *result, *receipt, &err) : 0;
+	if (written != 0) {
+		if (written < 0)
+			sb_error("exec %s: journal: %s", exec_id, err.msg);
+		return;
+	}
 	written = journal_finish_write(&a->journal, exec_id, gen, *result, *receipt, &p, &err);
 	if (receipt_sync(&a->receipts, info, &rerr) < 0) {
 		char *again = result_without_receipt(*result, rerr.msg);
@@ -704,7 +714,7 @@ static int agent_paths(struct agent *a, const struct serve_config *cfg, struct s
 	    privdir_open_at(&a->receipts, &a->state, "receipts", true, 077, err) < 0 ||
 	    privdir_open_at(&a->journal_dir, &a->state, "journal", true, 077, err) < 0)
 		return -1;
-	return journal_open(&a->journal, &a->journal_dir, err);
+	return journal_open(&a->journal, &a->journal_dir, &a->receipts, err);
 }
 
 static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)

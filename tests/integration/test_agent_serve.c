@@ -58,6 +58,7 @@ struct fixture {
 	uint8_t key[RECEIPT_KEY_BYTES];
 	pid_t agent;
 	struct tls_config *client;  /* the manager: its certificate, expects AGENT_NAME */
+	const char *agent_bin;      /* or NULL: SANDBOX_AGENT */
 };
 
 /* ---------- small helpers ---------- */
@@ -180,7 +181,7 @@ static void receipt_key_write(struct fixture *f)
 
 static void agent_spawn(struct fixture *f)
 {
-	const char *bin = getenv("SANDBOX_AGENT");
+	const char *bin = f->agent_bin ? f->agent_bin : getenv("SANDBOX_AGENT");
 	char crt[256], key[256], ca[256], listen_arg[256], *argv[20];
 	posix_spawn_file_actions_t fa;
 	int i = 0;
@@ -880,6 +881,132 @@ static void test_connection_dropped_mid_exec(void **state)
 	agent_close(c);
 }
 
+/* The end of an exec is durable in its journal slot's end before the result goes out; its files
+ * (the finished entry, the receipt) are synced after. A power loss in between may lose them: here
+ * the agent is killed (-9) right after the result and the files are taken as that loss leaves
+ * them (the entry gone, the receipt torn to nothing). The restarted agent writes both again from
+ * the end: a Query answers the reported outcome with the same receipt, and the receipt file on
+ * disk is that receipt's bytes; the id stays refused. */
+static void test_end_survives_lost_files(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_expect want;
+	struct agent_reply r, q;
+	char path[PATH_MAX], disk[16384];
+	struct sb_err err;
+	ssize_t len;
+	json_t *res;
+	int status, fd;
+
+	exec_request(f, &req, "power-1", "echo hi; exit 4");
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "the exec");
+	agent_close(c);
+	kill(f->agent, SIGKILL);
+	waitpid(f->agent, &status, 0);
+	f->agent = 0;
+	path_join(path, sizeof path, f->state, "journal/power-1.json");
+	assert_int_equal(unlink(path), 0);
+	path_join(path, sizeof path, f->state, "receipts/power-1.json");
+	assert_int_equal(truncate(path, 0), 0);
+	agent_spawn(f);
+	agent_wait_ready(f);
+	c = conn_open(f);
+	want = (struct agent_expect){ .exec_id = "power-1", .generation = GENERATION, .nonce = req.nonce,
+				      .receipt_key = f->key };
+	must(agent_query(c, &want, step_deadline(), &q, &err), &err, "the query");
+	assert_int_equal(q.state, AGENT_EXEC_FINISHED);
+	res = json_parse(q.result_json);
+	assert_string_equal(jstr(res, "status"), "exited");
+	assert_int_equal(json_integer_value(json_object_get(res, "exit_code")), 4);
+	assert_string_equal(jstr(res, "stdout"), "hi\n");
+	json_decref(res);
+	receipt_check(f, &q, &req);
+	assert_int_equal(q.receipt_len, r.receipt_len);
+	assert_memory_equal(q.receipt, r.receipt, r.receipt_len);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	len = read(fd, disk, sizeof disk);
+	close(fd);
+	assert_int_equal(len, (ssize_t)r.receipt_len);
+	assert_memory_equal(disk, r.receipt, r.receipt_len);
+	agent_reply_free(&q);
+	agent_reply_free(&r);
+	exec_request(f, &req, "power-1", "echo again");
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+	agent_close(c);
+}
+
+/* The agent killed (-9) at each new point of an exec's end (the failpoint agent of `make
+ * failpoints`, beside SANDBOX_AGENT in fp/): its end written but not synced, synced but no file
+ * written yet, the result out and the files not yet synced. The exec is never lost and its id never
+ * runs again: the restarted agent answers it finished with its real outcome and a receipt that
+ * verifies (kill -9 keeps every byte written; the point after the sync also has its receipt file
+ * taken, as a power loss may). */
+static void test_end_killed_at_each_point(void **state)
+{
+	static const char *const points[] = { "agent.journal.end_written", "agent.journal.end_synced",
+					      "agent.journal.settling" };
+	struct fixture *f = *state;
+	const char *bin = getenv("SANDBOX_AGENT");
+	char fp_bin[PATH_MAX], path[PATH_MAX], id[32];
+	const char *slash = bin ? strrchr(bin, '/') : NULL;
+
+	if (slash == NULL || (size_t)snprintf(fp_bin, sizeof fp_bin, "%.*s/fp/sandbox-agent", (int)(slash - bin), bin) >=
+				     sizeof fp_bin || access(fp_bin, X_OK) != 0)
+		skip();
+	for (size_t k = 0; k < sizeof points / sizeof points[0]; k++) {
+		struct agent_conn *c;
+		struct agent_exec_request req;
+		struct agent_expect want;
+		struct agent_reply r, q;
+		struct sb_err err;
+		json_t *res;
+		int status;
+
+		agent_stop(f);
+		f->agent_bin = fp_bin;
+		assert_int_equal(setenv("SB_FAILPOINT", points[k], 1), 0);
+		agent_spawn(f);
+		agent_wait_ready(f);
+		unsetenv("SB_FAILPOINT");
+		f->agent_bin = NULL;
+		snprintf(id, sizeof id, "killed-%zu", k);
+		c = conn_open(f);
+		exec_request(f, &req, id, "echo out; exit 3");
+		(void)agent_exec(c, &req, step_deadline(), &r, &err); /* the result may or may not come */
+		agent_reply_free(&r);
+		agent_close(c);
+		assert_int_equal(waitpid(f->agent, &status, 0), f->agent);
+		f->agent = 0;
+		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		if (strcmp(points[k], "agent.journal.end_synced") == 0) {
+			snprintf(path, sizeof path, "%s/receipts/%s.json", f->state, id);
+			assert_int_equal(unlink(path), 0);
+		}
+		agent_spawn(f);
+		agent_wait_ready(f);
+		c = conn_open(f);
+		want = (struct agent_expect){ .exec_id = id, .generation = GENERATION, .nonce = req.nonce,
+					      .receipt_key = f->key };
+		must(agent_query(c, &want, step_deadline(), &q, &err), &err, points[k]);
+		assert_int_equal(q.state, AGENT_EXEC_FINISHED);
+		res = json_parse(q.result_json);
+		assert_string_equal(jstr(res, "status"), "exited");
+		assert_int_equal(json_integer_value(json_object_get(res, "exit_code")), 3);
+		assert_string_equal(jstr(res, "stdout"), "out\n");
+		json_decref(res);
+		receipt_check(f, &q, &req);
+		agent_reply_free(&q);
+		exec_request(f, &req, id, "echo again");
+		assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+		assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+		agent_close(c);
+	}
+}
+
 /* ---------- bad frames ---------- */
 
 static void test_oversized_frame(void **state)
@@ -1391,6 +1518,8 @@ int main(void)
 		cmocka_unit_test(test_exec_busy),
 		cmocka_unit_test(test_cancel_running_exec),
 		cmocka_unit_test(test_connection_dropped_mid_exec),
+		cmocka_unit_test(test_end_survives_lost_files),
+		cmocka_unit_test(test_end_killed_at_each_point),
 		cmocka_unit_test(test_oversized_frame),
 		cmocka_unit_test(test_malformed_frame_keeps_connection),
 		cmocka_unit_test(test_listener_and_state_hidden),

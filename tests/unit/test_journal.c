@@ -3,7 +3,11 @@
  * member, and a result that is not a JSON object is refused before anything is written. The
  * begin slots: a begin is found running without a file of its own; a journal opened again (the
  * agent restarted) closes a begun exec as uncertain and refuses its id; a torn slot is an exec
- * that never started; a slot whose exec has not finished is never overwritten. */
+ * that never started; a slot whose exec has not finished is never overwritten. The ends: an end
+ * durable in its slot is the outcome, its files made whole from it by a restart (a power loss
+ * before the settler synced them); a torn or half-written end is an exec closed as uncertain, never
+ * a result; an end a reused slot left behind is never read as the new exec's. */
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -23,8 +27,8 @@
 #include "journal.h"
 
 struct fixture {
-	char dir[64];
-	struct privdir journal_dir;
+	char dir[64], rdir[64];
+	struct privdir journal_dir, receipts;
 	struct journal journal;
 };
 
@@ -38,25 +42,41 @@ static int setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	assert_int_equal(chmod(f->dir, 0700), 0);
 	assert_int_equal(privdir_open(&f->journal_dir, f->dir, false, 077, &err), 0);
-	assert_int_equal(journal_open(&f->journal, &f->journal_dir, &err), 0);
+	snprintf(f->rdir, sizeof f->rdir, "/tmp/test-receipts.XXXXXX");
+	assert_non_null(mkdtemp(f->rdir));
+	assert_int_equal(privdir_open(&f->receipts, f->rdir, false, 077, &err), 0);
+	assert_int_equal(journal_open(&f->journal, &f->journal_dir, &f->receipts, &err), 0);
 	*state = f;
 	return 0;
+}
+
+/* Every file of a test's directory (no subdirectories), then the directory. */
+static void dir_remove(const char *dir)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *d;
+	char path[512];
+
+	while (dh != NULL && (d = readdir(dh)) != NULL) {
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, d->d_name);
+		unlink(path);
+	}
+	if (dh != NULL)
+		closedir(dh);
+	rmdir(dir);
 }
 
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	char path[128];
 
-	for (const char *const *n = (const char *const[]){ "e1.json", "e2.json", "e3.json", "a.json", "b.json",
-							  "c.json", "x.json", "y.json", "z.json", ".running", NULL };
-	     *n; n++) {
-		snprintf(path, sizeof path, "%s/%s", f->dir, *n);
-		unlink(path);
-	}
 	journal_close(&f->journal);
 	privdir_close(&f->journal_dir);
-	rmdir(f->dir);
+	privdir_close(&f->receipts);
+	dir_remove(f->dir);
+	dir_remove(f->rdir);
 	free(f);
 	return 0;
 }
@@ -154,7 +174,7 @@ static void reopen(struct fixture *f)
 	struct sb_err err;
 
 	journal_close(&f->journal);
-	assert_int_equal(journal_open(&f->journal, &f->journal_dir, &err), 0);
+	assert_int_equal(journal_open(&f->journal, &f->journal_dir, &f->receipts, &err), 0);
 }
 
 static void expect_state(struct fixture *f, const char *id, enum journal_state want, const char *status)
@@ -301,6 +321,225 @@ static void test_prune_spares_the_slots(void **state)
 	assert_true(entry_file(f, "c.json"));
 }
 
+/* ---- the ends ---- */
+
+#define END_RESULT "{\"exec_id\":\"a\",\"status\":\"exited\",\"exit_code\":3,\"stdout\":\"out\\n\"}"
+#define END_RECEIPT "{\"exec_id\":\"a\",\"mac\":\"0123\",\"status\":\"exited\"}"
+
+static void file_put(const char *dir, const char *name, const char *text)
+{
+	char path[128];
+	FILE *fp;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	assert_int_equal(fputs(text, fp) >= 0, 1);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* The file's bytes, or NULL when it does not exist (malloc'd). */
+static char *file_get(const char *dir, const char *name)
+{
+	char path[128], *buf = calloc(1, 4096);
+	FILE *fp;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	fp = fopen(path, "r");
+	assert_non_null(buf);
+	if (fp == NULL) {
+		free(buf);
+		return NULL;
+	}
+	assert_true(fread(buf, 1, 4095, fp) < 4095);
+	fclose(fp);
+	return buf;
+}
+
+/* Exec a begun and ended in its slot, its receipt file written first (as serve does). */
+static void end_a(struct fixture *f)
+{
+	struct sb_err err;
+
+	assert_int_equal(journal_begin(&f->journal, "a", 5, &err), 0);
+	file_put(f->rdir, "a.json", END_RECEIPT);
+	assert_int_equal(journal_end(&f->journal, "a", 5, END_RESULT, END_RECEIPT, &err), 1);
+}
+
+static void expect_a_finished(struct fixture *f)
+{
+	struct journal_entry e;
+	struct sb_err err;
+	char *r;
+
+	expect_state(f, "a", JOURNAL_FINISHED, "exited");
+	assert_int_equal(journal_lookup(&f->journal, "a", &e, &err), 0);
+	assert_int_equal(e.generation, 5);
+	assert_string_equal(e.receipt_text, END_RECEIPT);
+	journal_entry_free(&e);
+	r = file_get(f->rdir, "a.json");
+	assert_non_null(r);
+	assert_string_equal(r, END_RECEIPT);
+	free(r);
+}
+
+static void end_bytes_damage(struct fixture *f, int slot, off_t at, const char *bytes, size_t len)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/.ends", f->dir);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, bytes, len, (off_t)slot * 65536 + at), (ssize_t)len);
+	close(fd);
+}
+
+/* Ended: reported finished at once, from its file, the same bytes as its end's. */
+static void test_end_in_slot(void **state)
+{
+	struct fixture *f = *state;
+	json_t *disk;
+
+	end_a(f);
+	expect_a_finished(f);
+	disk = entry_on_disk(f, "a.json");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
+	json_decref(disk);
+	journal_settle_wait(&f->journal);
+	reopen(f);
+	expect_a_finished(f);
+}
+
+/* A power loss after the end's sync, before the settler synced the files: the entry lost (or torn),
+ * the receipt lost. The restart writes both from the end: the reported outcome stands. */
+static void test_end_restores_lost_files(void **state)
+{
+	struct fixture *f = *state;
+	char path[128];
+
+	end_a(f);
+	snprintf(path, sizeof path, "%s/a.json", f->dir);
+	assert_int_equal(truncate(path, 10), 0);
+	snprintf(path, sizeof path, "%s/a.json", f->rdir);
+	assert_int_equal(unlink(path), 0);
+	reopen(f);
+	expect_a_finished(f);
+	/* And a receipt torn to other bytes of the same length is replaced, not trusted. */
+	file_put(f->rdir, "a.json", "{\"exec_id\":\"a\",\"mac\":\"9999\",\"status\":\"exited\"}");
+	reopen(f);
+	expect_a_finished(f);
+}
+
+/* A kill -9 or power loss between the end's write and its sync: a torn end (its digest disagrees)
+ * or half of it written (the rest what the slot held). Never the result: closed as uncertain. */
+static void test_torn_end_is_uncertain(void **state)
+{
+	struct fixture *f = *state;
+	char path[128];
+
+	end_a(f);
+	end_bytes_damage(f, 0, 90, "X", 1);
+	snprintf(path, sizeof path, "%s/a.json", f->dir);
+	assert_int_equal(unlink(path), 0);
+	reopen(f);
+	expect_state(f, "a", JOURNAL_FINISHED, "uncertain");
+}
+
+static void test_half_end_is_uncertain(void **state)
+{
+	struct fixture *f = *state;
+	char path[128], zeros[64] = { 0 };
+
+	end_a(f);
+	/* The end is ~200 bytes: its second half never reached the disk. */
+	end_bytes_damage(f, 0, 100, zeros, sizeof zeros);
+	snprintf(path, sizeof path, "%s/a.json", f->dir);
+	assert_int_equal(unlink(path), 0);
+	reopen(f);
+	expect_state(f, "a", JOURNAL_FINISHED, "uncertain");
+}
+
+/* A reused slot keeps the older exec's end (a's) beside the new begin (c's): the restart closes c as
+ * uncertain, never as a's outcome, and a stays as it was. */
+static void test_stale_end_never_read(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+
+	end_a(f);
+	assert_int_equal(journal_begin(&f->journal, "b", 1, &err), 0);
+	assert_int_equal(journal_end(&f->journal, "b", 1, "{\"status\":\"exited\"}", NULL, &err), 1);
+	assert_int_equal(journal_begin(&f->journal, "c", 1, &err), 0); /* a's slot, once a's files are synced */
+	reopen(f);
+	expect_state(f, "c", JOURNAL_FINISHED, "uncertain");
+	expect_state(f, "b", JOURNAL_FINISHED, "exited");
+	expect_a_finished(f);
+}
+
+/* An entry the agent replaced durably after the end (a receipt that could not be synced: the
+ * result made uncertain) outranks the end: a restart keeps it, and restores no receipt. */
+static void test_whole_entry_outranks_end(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+	char *r;
+
+	assert_int_equal(journal_begin(&f->journal, "a", 5, &err), 0);
+	assert_int_equal(journal_end(&f->journal, "a", 5, END_RESULT, END_RECEIPT, &err), 1);
+	journal_settle_wait(&f->journal);
+	file_put(f->dir, "a.json",
+		 "{\"exec_id\":\"a\",\"generation\":5,\"state\":\"finished\",\"result\":{\"status\":\"uncertain\"}}");
+	reopen(f);
+	expect_state(f, "a", JOURNAL_FINISHED, "uncertain");
+	r = file_get(f->rdir, "a.json");
+	assert_null(r);
+}
+
+/* An end whose files could not be synced (here its receipt file is missing) keeps its slot: with
+ * the other slot open, a third begin gets a file of its own, and the end still answers after a
+ * power loss took the entry file. */
+static void test_unsynced_end_never_overwritten(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+	char path[128];
+
+	assert_int_equal(journal_begin(&f->journal, "a", 5, &err), 0);
+	assert_int_equal(journal_end(&f->journal, "a", 5, END_RESULT, END_RECEIPT, &err), 1);
+	journal_settle_wait(&f->journal);
+	assert_int_equal(journal_begin(&f->journal, "b", 1, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "c", 1, &err), 0);
+	assert_true(entry_file(f, "c.json"));
+	snprintf(path, sizeof path, "%s/a.json", f->dir);
+	assert_int_equal(unlink(path), 0);
+	reopen(f);
+	expect_a_finished(f);
+	expect_state(f, "b", JOURNAL_FINISHED, "uncertain");
+	expect_state(f, "c", JOURNAL_FINISHED, "uncertain");
+}
+
+/* Too big for its slot's end: the files' own syncs (journal_finish_write), the slot open till then. */
+static void test_big_end_takes_the_files(void **state)
+{
+	struct fixture *f = *state;
+	size_t big = 70u << 10;
+	char *result = malloc(big + 16);
+	struct sb_err err;
+
+	assert_non_null(result);
+	memset(result, 'x', big + 16);
+	memcpy(result, "{\"o\":\"", 6);
+	memcpy(result + big, "\"}", 3);
+	assert_int_equal(journal_begin(&f->journal, "a", 1, &err), 0);
+	assert_int_equal(journal_end(&f->journal, "a", 1, result, NULL, &err), 0);
+	assert_false(entry_file(f, "a.json"));
+	expect_state(f, "a", JOURNAL_RUNNING, NULL);
+	assert_int_equal(journal_finish(&f->journal, "a", 1, result, NULL, &err), 0);
+	free(result);
+	expect_state(f, "a", JOURNAL_FINISHED, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +552,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_slots_never_overwritten, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fallback_finished_when_synced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_spares_the_slots, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_end_in_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_end_restores_lost_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_end_is_uncertain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_half_end_is_uncertain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_end_never_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_whole_entry_outranks_end, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsynced_end_never_overwritten, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_big_end_takes_the_files, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("journal", tests, NULL, NULL);
 }
