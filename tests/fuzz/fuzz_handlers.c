@@ -72,15 +72,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		abort();
 	atexit(fuzz_dir_remove);
 	fuzz_agent.generation = 1;
-	snprintf(fuzz_agent.journal, sizeof fuzz_agent.journal, "%s/journal", fuzz_dir);
-	if (journal_open(fuzz_agent.journal, &err) < 0) {
+	/* The agent's own layout (serve.c state_open): the state directory, then receipts/ and journal/
+	 * held by descriptor beneath it. */
+	if (privdir_open(&fuzz_agent.state, fuzz_dir, false, 022, &err) < 0 ||
+	    privdir_open_at(&fuzz_agent.receipts, &fuzz_agent.state, "receipts", true, 077, &err) < 0 ||
+	    privdir_open_at(&fuzz_agent.journal_dir, &fuzz_agent.state, "journal", true, 077, &err) < 0 ||
+	    journal_open(&fuzz_agent.journal, &fuzz_agent.journal_dir, &fuzz_agent.receipts, &err) < 0) {
 		fprintf(stderr, "fuzz_handlers: %s\n", err.msg);
 		abort();
 	}
 	/* One finished and one running entry, so Query finds all three states. */
-	if (journal_begin(fuzz_agent.journal, "done-1", 1, &err) < 0 ||
-	    journal_finish(fuzz_agent.journal, "done-1", 1, "{\"exec_id\":\"done-1\"}", "{\"r\":1}", &err) < 0 ||
-	    journal_begin(fuzz_agent.journal, "run-1", 1, &err) < 0) {
+	if (journal_begin(&fuzz_agent.journal, "done-1", 1, &err) < 0 ||
+	    journal_finish(&fuzz_agent.journal, "done-1", 1, "{\"exec_id\":\"done-1\"}", "{\"r\":1}", &err) < 0 ||
+	    journal_begin(&fuzz_agent.journal, "run-1", 1, &err) < 0) {
 		fprintf(stderr, "fuzz_handlers: %s\n", err.msg);
 		abort();
 	}
