@@ -18,7 +18,7 @@ static void notice_ignore(void *arg, const char *message)
 	(void)message;
 }
 
-/* The last failure's message, one line. */
+/* The last failure's message, one line: its newlines become "; ". */
 static void pg_error_set(struct records *r, const char *msg)
 {
 	size_t n;
@@ -27,6 +27,24 @@ static void pg_error_set(struct records *r, const char *msg)
 	n = strlen(r->pg_error);
 	while (n > 0 && (r->pg_error[n - 1] == '\n' || r->pg_error[n - 1] == ' '))
 		r->pg_error[--n] = '\0';
+	for (char *p = r->pg_error; (p = strchr(p, '\n')) != NULL;)
+		*p = ';';
+}
+
+/* A statement's failure: PostgreSQL's message and its detail (which key, which row), without the
+ * "ERROR:" prefix. */
+static void pg_result_error(struct records *r, const PGresult *res)
+{
+	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	char msg[sizeof r->pg_error];
+
+	if (!primary) {
+		pg_error_set(r, PQresultErrorMessage(res));
+		return;
+	}
+	snprintf(msg, sizeof msg, "%s%s%s%s", primary, detail ? " (" : "", detail ? detail : "", detail ? ")" : "");
+	pg_error_set(r, msg);
 }
 
 /* The store as messages name it: database, host (or socket directory) and port, never the password. */
@@ -104,7 +122,10 @@ static bool pg_ok(struct records *r, PGresult *res)
 
 	if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
 		return true;
-	pg_error_set(r, res ? PQresultErrorMessage(res) : PQerrorMessage(r->pg));
+	if (res && PQstatus(r->pg) == CONNECTION_OK)
+		pg_result_error(r, res);
+	else
+		pg_error_set(r, PQerrorMessage(r->pg));
 	pg_lost(r);
 	return false;
 }

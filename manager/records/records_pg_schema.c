@@ -16,13 +16,14 @@
 #define PG_SCHEMA_LOCK "7232901951424176740"
 
 /* Text is compared as bytes (COLLATE "C"), as SQLite's BINARY does, so pages and lists come in the
- * same order from either store; "rowid" is the order of insertion SQLite keeps on its own. */
+ * same order from either store; "rowid" is the order of insertion SQLite keeps on its own, the
+ * last column so that a row given by position (psql, a test) reads as it does in SQLite. */
 static const char PG_SCHEMA_V1[] =
 	"CREATE TABLE sessions ("
-	"  rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,"
 	"  id TEXT COLLATE \"C\" PRIMARY KEY, identity TEXT COLLATE \"C\" NOT NULL, repo TEXT NOT NULL,"
 	"  worktree TEXT NOT NULL, branch TEXT NOT NULL, state TEXT COLLATE \"C\" NOT NULL,"
-	"  generation BIGINT NOT NULL, turn BIGINT NOT NULL, created_ms BIGINT NOT NULL);"
+	"  generation BIGINT NOT NULL, turn BIGINT NOT NULL, created_ms BIGINT NOT NULL,"
+	"  rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE);"
 	"CREATE TABLE grants ("
 	"  session TEXT COLLATE \"C\" NOT NULL REFERENCES sessions(id), resource TEXT COLLATE \"C\" NOT NULL,"
 	"  access TEXT NOT NULL, PRIMARY KEY (session, resource));"
@@ -31,14 +32,14 @@ static const char PG_SCHEMA_V1[] =
 	"  backend TEXT NOT NULL, runtime_id TEXT NOT NULL, address TEXT NOT NULL, private_dir TEXT NOT NULL,"
 	"  state TEXT COLLATE \"C\" NOT NULL, grants_json TEXT NOT NULL, started_ms BIGINT NOT NULL, evidence TEXT);"
 	"CREATE TABLE execs ("
-	"  rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,"
 	"  id TEXT COLLATE \"C\" PRIMARY KEY, session TEXT COLLATE \"C\" NOT NULL REFERENCES sessions(id),"
 	"  turn BIGINT NOT NULL,"
 	"  state TEXT COLLATE \"C\" NOT NULL CHECK (state IN ('accepted', 'dispatched', 'exited', 'signaled',"
 	"                                       'timed_out', 'cancelled', 'uncertain', 'refused')),"
 	"  command TEXT NOT NULL, timeout_seconds BIGINT NOT NULL, generation BIGINT, nonce_hex TEXT,"
 	"  sandbox TEXT, accepted_ms BIGINT NOT NULL, dispatched_ms BIGINT, finished_ms BIGINT,"
-	"  result_json TEXT, receipt_json TEXT, reason TEXT, authority TEXT);"
+	"  result_json TEXT, receipt_json TEXT, reason TEXT, authority TEXT,"
+	"  rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE);"
 	"CREATE INDEX execs_session_accepted ON execs (session, accepted_ms);"
 	"CREATE INDEX execs_state ON execs (state);"
 	/* The functions of records_execs.c only move states forward (their UPDATEs carry the allowed

@@ -92,6 +92,30 @@ static inline int pgtest_exec(const char *db, const char *sql, char *msg, size_t
 	return rc;
 }
 
+/* The first column of the first row of sql with text parameters on database db: a new string,
+ * or NULL with PostgreSQL's message in msg (an UPDATE answers the rows it changed). */
+static inline char *pgtest_text(const char *db, const char *sql, int n, const char *const *values, char *msg,
+				size_t size)
+{
+	char conninfo[PATH_MAX + 128];
+	PGconn *c;
+	PGresult *res;
+	char *out = NULL;
+
+	snprintf(conninfo, sizeof conninfo, "host=%s port=5432 user=sbrecords dbname=%s", pgtest.dir, db);
+	c = PQconnectdb(conninfo);
+	res = PQstatus(c) == CONNECTION_OK ? PQexecParams(c, sql, n, NULL, values, NULL, NULL, 0) : NULL;
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0)
+		out = strdup(PQgetvalue(res, 0, 0));
+	else if (res && PQresultStatus(res) == PGRES_COMMAND_OK)
+		out = strdup(PQcmdTuples(res));
+	if (msg)
+		snprintf(msg, size, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(c));
+	PQclear(res);
+	PQfinish(c);
+	return out;
+}
+
 /* A new, empty database: its name in db, and the records' store string for it in store. */
 static inline void pgtest_new_db(char *db, size_t db_size, char *store, size_t store_size)
 {
