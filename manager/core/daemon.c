@@ -213,7 +213,8 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, m->cfg.sandbox_uid, err) < 0 ||
 			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))
 		return -1;
-	if (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 || records_open(db, &m->rec, err) < 0)
+	if (!m->rec && (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 ||
+			records_open(db, &m->rec, err) < 0))
 		return -1;
 	records_set_output_limit(m->rec, m->cfg.record_output_limit);
 	if (manager_tls(m, err) < 0)
@@ -259,7 +260,11 @@ int daemon_serve(int argc, char **argv)
 	}
 	/* Private state first (everything else lives in it), then the claim on it, before anything
 	 * in it is read or changed: a second manager leaves a live one's state as it found it. */
-	if (rc < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
+	/* A store that was named is opened before anything is made: a bad or unreachable one leaves
+	 * no state directory behind. (The default store is a file in the state directory, opened in
+	 * manager_start once the directory is claimed.) */
+	if (rc < 0 || (m.cfg.store[0] && records_open_store(m.cfg.store, &m.rec, &err) < 0) ||
+	    dir_private(m.cfg.state_dir, &err) < 0 ||
 	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);
