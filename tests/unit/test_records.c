@@ -1433,7 +1433,8 @@ static void test_pg_open_refusals(void **state)
 }
 
 /* The server ends the manager's connection: that call fails and says so, the next one reconnects
- * (prepared statements again), and nothing committed is lost. */
+ * (prepared statements again), and nothing committed is lost. The connection's socket, before and
+ * after, is close-on-exec (libpq's), so no sandbox runtime the manager starts inherits it. */
 static void test_pg_connection_lost(void **state)
 {
 	struct fixture *f = *state;
@@ -1444,6 +1445,7 @@ static void test_pg_connection_lost(void **state)
 
 	session_add(r, "s1");
 	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
+	assert_int_equal(check_cloexec_fds("socket:"), 1);
 	snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'"
 		 " AND pid <> pg_backend_pid()", pg_db);
 	if (pgtest_exec(NULL, sql, msg, sizeof msg) != 0)
@@ -1454,6 +1456,7 @@ static void test_pg_connection_lost(void **state)
 	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
 	assert_string_equal(s.identity, "alice");
 	session_add(r, "s2");
+	assert_int_equal(check_cloexec_fds("socket:"), 1);
 	records_close(r);
 }
 
