@@ -5,7 +5,9 @@
  * killed at any point restarts with records that say what was in flight. Never stores a key;
  * stores each exec's nonce only as the hex the receipt must carry. Thread-safe: one connection
  * behind a mutex (SQLite serialises writers anyway). Either store runs the same statements with
- * the same rules: a transition is one compare-and-set statement on the current state. */
+ * the same rules: a transition is one compare-and-set statement on the current state, so a check
+ * of the writer's generation (fencing, when several managers share a PostgreSQL store) joins
+ * each write's WHERE in the same statement, refused as RECORDS_REFUSED when no row matched. */
 #ifndef SB_RECORDS_H
 #define SB_RECORDS_H
 

@@ -97,7 +97,6 @@ int sqlite_open(struct records *r, const char *path, struct sb_err *err)
 {
 	if (check_arg("database path", path, PATH_MAX - 8, err) != 0 || db_file_prepare(path, err) != 0)
 		return -1;
-	r->kind = STORE_SQLITE;
 	copy_text(r->name, sizeof r->name, path);
 	/* FULLMUTEX: SQLite's own locking too, though every call here also holds r->lock.
 	 * NOFOLLOW: the file was just checked not to be a symbolic link; keep it so.

@@ -72,6 +72,31 @@ test_manager_store_postgres() {
 }
 t manager_store_postgres test_manager_store_postgres
 
+# kill -9 of a manager on PostgreSQL mid-call: the next one, on the same store, settles the call
+# from the agent's journal (the recovery reads and writes the store), and the command ran once.
+test_manager_store_postgres_midcall() {
+	local m i
+	m=$(unique_marker)
+	store_pg_start || return
+	mgr_repo && mgr_start --store "$STORE" && trap store_cleanup EXIT && mgr_session || return
+	mgr_bg_exec r "echo run >> \"\$TMPDIR/runs.$m\"; sleep 2; echo done.$m"
+	for i in $(seq 1 50); do [ -s "$WT/.sandbox-tmp/runs.$m" ] && break; sleep 0.1; done
+	assert_eq "the exec in flight, in PostgreSQL" dispatched "$(psql_q "SELECT state FROM execs")"
+	kill -KILL "$MGR_PID"
+	wait_bg_execs_allow_fail
+	sleep 2.5
+	mgr_start --store "$STORE" || return
+	trap store_cleanup EXIT
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited"]'
+	assert_json '.records[0].result.stdout' "\"done.$m\\n\""
+	assert_eq "the command ran once" 1 "$(wc -l <"$WT/.sandbox-tmp/runs.$m")"
+	assert_eq "the exec, in PostgreSQL" exited "$(psql_q "SELECT state FROM execs")"
+	mgr exec --session "$SID" -- 'echo after'
+	assert_eq "a call after the recovery: output" after "$(cat "$OUT")"
+}
+t manager_store_postgres_midcall test_manager_store_postgres_midcall
+
 # A database whose schema is newer than this manager's is refused, left as it was, and nothing of
 # the manager's is created.
 test_manager_store_newer_schema() {
