@@ -87,9 +87,11 @@ void records_close(struct records *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < STMT_KEPT; i++)
+	for (size_t i = 0; i < STMT_KEPT; i++) {
 		if (r->kept[i].sql && r->kind == STORE_SQLITE)
 			sqlite_stmt_free(&r->kept[i]);
+		free(r->kept[i].text);
+	}
 	if (r->kind == STORE_SQLITE)
 		sqlite_close(r);
 	else
@@ -106,6 +108,7 @@ int stmt_prepare(struct records *r, const char *sql, struct stmt **out, struct s
 {
 	struct stmt *st = NULL;
 	size_t i, room = STMT_KEPT;
+	int rc = 0;
 
 	for (i = 0; i < STMT_KEPT; i++) {
 		struct stmt *k = &r->kept[i];
@@ -114,7 +117,7 @@ int stmt_prepare(struct records *r, const char *sql, struct stmt **out, struct s
 			room = room < STMT_KEPT ? room : i;
 		} else if (!k->busy && k->sql == sql) {
 			/* Same text, not only the same address: a caller's buffer may hold another. */
-			if (r->kind == STORE_POSTGRES || strcmp(sqlite3_sql(k->sq), sql) == 0) {
+			if (strcmp(r->kind == STORE_SQLITE ? sqlite3_sql(k->sq) : k->text, sql) == 0) {
 				k->busy = true;
 				k->nparams = 0;
 				k->row = -1;
@@ -131,7 +134,11 @@ int stmt_prepare(struct records *r, const char *sql, struct stmt **out, struct s
 	st->sql = sql;
 	st->kept = room < STMT_KEPT;
 	st->row = -1;
-	if (r->kind == STORE_SQLITE && sqlite_stmt_prepare(st, err) != 0) {
+	if (r->kind == STORE_SQLITE)
+		rc = sqlite_stmt_prepare(st, err);
+	else if (st->kept && !(st->text = strdup(sql)))
+		rc = oom_fail(err, "keeping a statement");
+	if (rc != 0) {
 		if (st->kept)
 			memset(st, 0, sizeof *st);
 		else

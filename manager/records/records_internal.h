@@ -45,6 +45,7 @@ struct stmt {
 	const char *sql;
 	bool kept, busy;
 	sqlite3_stmt *sq;
+	char *text;                    /* PostgreSQL, kept: its own copy of sql (SQLite keeps one in sq) */
 	char name[16];                 /* PostgreSQL: its prepared name, "" until prepared */
 	int nparams;
 	const char *values[STMT_PARAMS];
