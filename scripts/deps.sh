@@ -5,7 +5,8 @@
 # sqlite3: the live backup of records.db that docs/operations.md describes (and its test);
 # systemd: systemd-analyze verify of the units (tests/integration/manager_install.sh; no running
 # systemd is needed). libpq-dev: the records' PostgreSQL store (`serve --store postgres:...`);
-# postgresql-15: the server the tests start on a unix socket (tests/support/pg.sh), never a service.
+# postgresql-15: its binaries, for the servers the tests start of their own on a unix socket
+# (tests/support/pg.sh); the package's own cluster is not used.
 set -euo pipefail
 
 packages=(

@@ -258,11 +258,10 @@ int daemon_serve(int argc, char **argv)
 		config_usage(stderr);
 		return 2;
 	}
-	/* Private state first (everything else lives in it), then the claim on it, before anything
-	 * in it is read or changed: a second manager leaves a live one's state as it found it. */
-	/* A store that was named is opened before anything is made: a bad or unreachable one leaves
-	 * no state directory behind. (The default store is a file in the state directory, opened in
-	 * manager_start once the directory is claimed.) */
+	/* A store that was named first, so a bad or unreachable one leaves nothing made (the default
+	 * store is a file in the state directory, opened in manager_start). Then private state
+	 * (everything else lives in it), then the claim on it, before anything in it is read or
+	 * changed: a second manager leaves a live one's state as it found it. */
 	if (rc < 0 || (m.cfg.store[0] && records_open_store(m.cfg.store, &m.rec, &err) < 0) ||
 	    dir_private(m.cfg.state_dir, &err) < 0 ||
 	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
