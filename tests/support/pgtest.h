@@ -134,8 +134,8 @@ static inline int pgtest_run_group(const char *name, const struct CMUnitTest *te
 	int rc = pgtest_start();
 
 	if (rc == 77) {
-		fprintf(stderr, "[  SKIPPED ] %s: no PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin); "
-			"CI=true fails here instead\n", name);
+		fprintf(stderr, "[  SKIPPED ] %s: no PostgreSQL 15 binaries (%s); CI=true fails here instead\n", name,
+			getenv("PG_BIN") ? getenv("PG_BIN") : "/usr/lib/postgresql/15/bin");
 		return 0;
 	}
 	if (rc != 0) {
