@@ -75,12 +75,12 @@ t manager_store_postgres test_manager_store_postgres
 # kill -9 of a manager on PostgreSQL mid-call: the next one, on the same store, settles the call
 # from the agent's journal (the recovery reads and writes the store), and the command ran once.
 test_manager_store_postgres_midcall() {
-	local m i
+	local m
 	m=$(unique_marker)
 	store_pg_start || return
 	mgr_repo && mgr_start --store "$STORE" && trap store_cleanup EXIT && mgr_session || return
 	mgr_bg_exec r "echo run >> \"\$TMPDIR/runs.$m\"; sleep 2; echo done.$m"
-	for i in $(seq 1 50); do [ -s "$WT/.sandbox-tmp/runs.$m" ] && break; sleep 0.1; done
+	for _ in $(seq 1 50); do [ -s "$WT/.sandbox-tmp/runs.$m" ] && break; sleep 0.1; done
 	assert_eq "the exec in flight, in PostgreSQL" dispatched "$(psql_q "SELECT state FROM execs")"
 	kill -KILL "$MGR_PID"
 	wait_bg_execs_allow_fail
@@ -118,7 +118,7 @@ t manager_store_newer_schema test_manager_store_newer_schema
 
 # No PostgreSQL needed: a server that is not there, a store of neither kind, and sqlite:PATH.
 test_manager_store_refusals() {
-	local state rc
+	local state rc bad_store
 	state=$TD/never
 	timeout -k 2 20 "${AS[@]}" "$MANAGER" serve --state-dir "$state" \
 		--store "postgres:host=$TD/nowhere port=5432 dbname=records password=s3cret" >"$TD/serve.out" 2>"$TD/serve.err"
