@@ -1395,6 +1395,79 @@ static void test_crash_keeps_committed(void **state)
 	free(e);
 }
 
+/* Two connections to one store (two handles here; several managers later): each transition is one
+ * compare-and-set on the current state, so of two threads racing to dispatch or to finish the same
+ * exec, exactly one wins, every time, and the loser is told the state it found. */
+struct racer {
+	pthread_t thread;
+	struct records *r;
+	pthread_barrier_t *start;
+	int index, won_dispatch, won_finish;
+	char error[SB_ERR_MSG_MAX + 16];
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *w = arg;
+	struct sb_err err;
+	char id[32];
+
+	for (int i = 0; i < 50; i++) {
+		snprintf(id, sizeof id, "race-%02d", i);
+		pthread_barrier_wait(w->start);
+		if (records_exec_dispatched(w->r, id, 1, "abcd", "process:1:1", NULL, &err) == 0)
+			w->won_dispatch++;
+		else if (!strstr(err.msg, "never dispatched twice"))
+			snprintf(w->error, sizeof w->error, "dispatch: %s", err.msg);
+		pthread_barrier_wait(w->start);
+		if (records_exec_finish(w->r, id, w->index ? "exited" : "uncertain", NULL, NULL, NULL, &err) == 0)
+			w->won_finish++;
+		else if (!strstr(err.msg, "an exec finished once stays finished"))
+			snprintf(w->error, sizeof w->error, "finish: %s", err.msg);
+	}
+	return NULL;
+}
+
+static void test_two_connections_one_transition(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct racer w[2];
+	pthread_barrier_t start;
+	char id[32];
+
+	session_add(r, "s1");
+	for (int i = 0; i < 50; i++) {
+		snprintf(id, sizeof id, "race-%02d", i);
+		exec_add(r, id, "s1", 1000 + i);
+	}
+	assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct racer){ .r = open_ok(f->db), .start = &start, .index = i };
+		assert_int_equal(pthread_create(&w[i].thread, NULL, racer_main, &w[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(w[i].thread, NULL), 0);
+		records_close(w[i].r);
+		if (w[i].error[0])
+			fail_msg("connection %d: %s", i, w[i].error);
+	}
+	pthread_barrier_destroy(&start);
+	assert_int_equal(w[0].won_dispatch + w[1].won_dispatch, 50);
+	assert_int_equal(w[0].won_finish + w[1].won_finish, 50);
+	for (int i = 0; i < 50; i++) {
+		struct exec_row *e = calloc(1, sizeof *e);
+		struct sb_err err;
+
+		assert_non_null(e);
+		snprintf(id, sizeof id, "race-%02d", i);
+		assert_int_equal(records_exec_get(r, id, e, &err), RECORDS_FOUND);
+		assert_true(strcmp(e->state, "exited") == 0 || strcmp(e->state, "uncertain") == 0);
+		free(e);
+	}
+	records_close(r);
+}
+
 /* ---------------------------------------------------------------- the PostgreSQL store's own */
 
 /* A database written by a newer schema is refused and left as it was; a server that is not there,
@@ -1480,6 +1553,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_records_huge_single_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_records_binary_output_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_connections_one_transition, setup, teardown),
 	};
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
@@ -1500,6 +1574,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_records_binary_output_round_trip, setup, teardown),
 		cmocka_unit_test(test_control_error_not_utf8),
 		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_connections_one_transition, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_keeps_committed, setup, teardown),
 	};
 
