@@ -284,8 +284,8 @@ int daemon_serve(int argc, char **argv)
 		fprintf(stderr, "sandbox-manager serve: %s\n", fd < 0 ? err.msg : "cannot start the idle evictor");
 		return 125;
 	}
-	sb_info("serving on %s (state %s, volume %s, backend %s)", m.cfg.socket, m.cfg.state_dir, m.cfg.volume,
-		m.cfg.backend);
+	sb_info("serving on %s (state %s, volume %s, backend %s, store %s)", m.cfg.socket, m.cfg.state_dir, m.cfg.volume,
+		m.cfg.backend, records_store_kind(m.rec));
 	for (;;) {
 		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = sigfd, .events = POLLIN } };
 		int conn, signo;

@@ -1,7 +1,8 @@
 /* What the files of manager/records/ share and nothing else may include (tests/layering_check.py):
  * the connection and its lock, the statements both stores run, scope-bound cleanup of statements
- * and locks, the statement helpers, JSON out of columns, and the bounding of records (invariant 13). Every value reaches SQL as a
- * bound parameter through these helpers; none of them builds SQL from strings. */
+ * and locks, the statement helpers, JSON out of columns, and the bounding of records (invariant 13).
+ * Every value reaches SQL as a bound parameter through these helpers; none of them builds SQL from
+ * strings. */
 #ifndef SB_RECORDS_INTERNAL_H
 #define SB_RECORDS_INTERNAL_H
 

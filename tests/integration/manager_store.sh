@@ -51,6 +51,7 @@ test_manager_store_postgres() {
 	assert_eq "the exec's row in PostgreSQL" "exited|echo one" "$(psql_q "SELECT state, command FROM execs")"
 	assert_eq "the schema version" 2 "$(psql_q "SELECT version FROM records_schema")"
 	[ -e "$MSTATE/records.db" ] && bad "a records.db was created in the state dir with --store postgres"
+	grep -qF "backend process, store postgres)" "$TD/manager.log" || bad "the start's log line does not name the store"
 
 	# a restart on the same store: named by the config file's "store" and libpq's environment
 	kill -TERM "$MGR_PID"
