@@ -29,7 +29,7 @@ CLIENT_LINK  := $(AGENT_LINK)
 CLIENT_LIBS  := -ljansson -lmbedcrypto -lpthread
 
 AGENT_LIBS   := -pthread -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
-MANAGER_LIBS := -lsqlite3 -lcurl -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
+MANAGER_LIBS := -lsqlite3 -lpq -lcurl -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
 TEST_LIBS    := -lcmocka -lseccomp -lcap $(MANAGER_LIBS)
 
 GEN_SRC    := $(BUILD)/gen/sandbox.pb-c.c
@@ -99,6 +99,11 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/gen/sandbox.pb-c.h | $(DEPS_STAMP)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj/manager/%.o: CFLAGS += $(MANAGER_INC)
+# The records' PostgreSQL store (libpq): only manager/records/ and the tests' pgtest.h include it;
+# linked into the daemon and the tests, never into the client.
+PG_INC := -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+$(BUILD)/obj/manager/records/%.o: CFLAGS += $(PG_INC)
+$(BUILD)/tests/unit/%: CFLAGS += $(PG_INC)
 # The backend finds sandbox_init.h (and, by tests/layering_check.py, only that header of sandbox-agent/).
 $(BUILD)/obj/manager/backend/%.o: CFLAGS += -Isandbox-agent
 

@@ -4,16 +4,18 @@
 # prints the exact apt-get line to run and fails. Nothing else is ever downloaded.
 # sqlite3: the live backup of records.db that docs/operations.md describes (and its test);
 # systemd: systemd-analyze verify of the units (tests/integration/manager_install.sh; no running
-# systemd is needed).
+# systemd is needed). libpq-dev: the records' PostgreSQL store (`serve --store postgres:...`);
+# postgresql-15: its binaries, for the servers the tests start of their own on a unix socket
+# (tests/support/pg.sh); the package's own cluster is not used.
 set -euo pipefail
 
 packages=(
 	build-essential pkg-config clang
 	libcap-dev libseccomp-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler
-	libcurl4-openssl-dev libsqlite3-dev libjansson-dev libcmocka-dev
+	libcurl4-openssl-dev libsqlite3-dev libpq-dev libjansson-dev libcmocka-dev
 	git jq util-linux procps passwd iproute2 nodejs python3 openssl
 	podman runc uidmap debootstrap curl
-	sqlite3 systemd
+	sqlite3 systemd postgresql-15
 )
 
 missing=()

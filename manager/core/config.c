@@ -227,6 +227,13 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
 	if (strcmp(key, "record-output-limit") == 0)
 		return uint_set(&c->record_output_limit, value, 256, 1024 * 1024, key, err);
+	if (strcmp(key, "store") == 0) {
+		/* Its form here (a usage error); whether it can be reached, when serve opens it. */
+		if (strncmp(value, "postgres:", 9) != 0 && (strncmp(value, "sqlite:/", 8) != 0 || value[8] == '\0'))
+			return sb_fail(err, EINVAL, "config: store must be sqlite:PATH (PATH absolute) or postgres:CONNINFO "
+				       "(libpq's key=value or URI; empty: the PG* environment), not '%.100s'", value);
+		return str_set(c->store, sizeof c->store, value, key, err);
+	}
 	if (strcmp(key, "metrics-listen") == 0)
 		return metrics_http_check(value, err) < 0 ? -1 :
 		       str_set(c->metrics_listen, sizeof c->metrics_listen, value, key, err);
@@ -296,6 +303,7 @@ void config_usage(FILE *f)
 	      "  --state-dir DIR                records, CA, sandboxes' private directories, the socket\n"
 	      "  --volume DIR                   the persistent volume (default <state-dir>/volume)\n"
 	      "  --socket PATH                  the control socket (default <state-dir>/manager.sock)\n"
+	      "  --store sqlite:PATH|postgres:CONNINFO  the records (default sqlite:<state-dir>/records.db)\n"
 	      "  --backend process|podman|kubernetes  where sandboxes run (default process)\n"
 	      "  --agent PATH                   the static sandbox-agent (default: beside this binary)\n"
 	      "  --default-timeout-seconds N    a call's timeout when it names none (default 120)\n"
@@ -338,6 +346,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
 		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
+		{ "store", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

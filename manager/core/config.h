@@ -42,6 +42,7 @@ struct config {
 	gid_t sandbox_gid;          /* own, or (manager as root) sandbox-uid/gid, default 65534 */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
 	char metrics_listen[PATH_MAX + 8]; /* "" (off), or where GET /metrics is served (metrics_http.h) */
+	char store[PATH_MAX + 4096]; /* "" (<state-dir>/records.db), "sqlite:PATH" or "postgres:CONNINFO" */
 };
 
 /* Parse `serve`'s flags (and the file named by --config); fills every default. 0: loaded;

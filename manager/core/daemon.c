@@ -213,7 +213,8 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, m->cfg.sandbox_uid, err) < 0 ||
 			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))
 		return -1;
-	if (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 || records_open(db, &m->rec, err) < 0)
+	if (!m->rec && (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 ||
+			records_open(db, &m->rec, err) < 0))
 		return -1;
 	records_set_output_limit(m->rec, m->cfg.record_output_limit);
 	if (manager_tls(m, err) < 0)
@@ -257,9 +258,12 @@ int daemon_serve(int argc, char **argv)
 		config_usage(stderr);
 		return 2;
 	}
-	/* Private state first (everything else lives in it), then the claim on it, before anything
-	 * in it is read or changed: a second manager leaves a live one's state as it found it. */
-	if (rc < 0 || dir_private(m.cfg.state_dir, &err) < 0 ||
+	/* A store that was named first, so a bad or unreachable one leaves nothing made (the default
+	 * store is a file in the state directory, opened in manager_start). Then private state
+	 * (everything else lives in it), then the claim on it, before anything in it is read or
+	 * changed: a second manager leaves a live one's state as it found it. */
+	if (rc < 0 || (m.cfg.store[0] && records_open_store(m.cfg.store, &m.rec, &err) < 0) ||
+	    dir_private(m.cfg.state_dir, &err) < 0 ||
 	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);
@@ -280,8 +284,8 @@ int daemon_serve(int argc, char **argv)
 		fprintf(stderr, "sandbox-manager serve: %s\n", fd < 0 ? err.msg : "cannot start the idle evictor");
 		return 125;
 	}
-	sb_info("serving on %s (state %s, volume %s, backend %s)", m.cfg.socket, m.cfg.state_dir, m.cfg.volume,
-		m.cfg.backend);
+	sb_info("serving on %s (state %s, volume %s, backend %s, store %s)", m.cfg.socket, m.cfg.state_dir, m.cfg.volume,
+		m.cfg.backend, records_store_kind(m.rec));
 	for (;;) {
 		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = sigfd, .events = POLLIN } };
 		int conn, signo;

@@ -1,138 +1,78 @@
-/* The manager's records in SQLite (see records.h): opening the one connection (the file's mode,
- * WAL, the connection's settings), closing it, and JSON out of columns for the other files of
- * manager/records/ (records_internal.h). The rows live in records_sessions.c and records_execs.c,
- * the pages in records_pages.c, the counts in records_counts.c, the schema in records_schema.c,
- * and the bounding of outputs in records_bound.c.
+/* The manager's records (see records.h): opening either store and closing it, the statements
+ * every other file of manager/records/ runs on either (records_internal.h), and JSON out of
+ * columns. The SQLite store lives in records_sqlite.c, the PostgreSQL one in records_pg.c; the
+ * rows in records_sessions.c, records_sandboxes.c and records_execs.c, the pages in
+ * records_pages.c, the counts in records_counts.c, the schemas in records_schema.c and
+ * records_pg_schema.c, and the bounding of outputs in records_bound.c.
  * Must never build SQL from strings (every value is a bound parameter), never let an exec's state
  * go backwards, never call a sandbox gone without evidence, never store a key, and never store or
  * serve an answer that grows with what a command prints (invariant 13: bounded outputs, pages). */
 #include "records.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include <inttypes.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cleanup.h"
-#include "fdio.h"
 #include "records_internal.h"
 #include "utf8.h"
 
-#define BUSY_TIMEOUT_MS 5000   /* another process (a second manager, the sqlite3 shell) holding the lock */
+#define TEXTOID 25 /* PostgreSQL's type oids (server/catalog/pg_type_d.h, not in libpq-fe.h) */
+#define INT8OID 20
 
 /* ---------------------------------------------------------------- opening */
 
-/* The database file is created 0600 here, before SQLite opens it: SQLite creates -wal and -shm with
- * the database file's mode (fchmod, so the umask does not matter). An existing file is tightened,
- * and so are sidecars left by an older run. The directory must exist: the manager's private state
- * is made (0700) by whoever owns it, not as a side effect of opening records. */
-static int tighten_sidecar(const char *path, const char *suffix, struct sb_err *err)
+static struct records *records_new(void)
 {
-	char side[PATH_MAX];
-	int fd cleanup_close = -1;
+	struct records *r = calloc(1, sizeof *r);
 
-	if ((size_t)snprintf(side, sizeof side, "%s%s", path, suffix) >= sizeof side)
-		return sb_fail(err, ENAMETOOLONG, "records: %s%s", path, suffix);
-	fd = open(side, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : sb_fail_errno(err, "records: opening %s", side);
-	if (fd_private_tighten(fd, side, err) != 0) {
-		sb_err_prefix(err, "records");
-		return -1;
-	}
-	return 0;
-}
-
-/* common/fdio.c's private file: 0600, no link, a regular file. */
-static int db_file_prepare(const char *path, struct sb_err *err)
-{
-	int fd cleanup_close = fd_private_open(path, err);
-
-	if (fd < 0) {
-		sb_err_prefix(err, "records");
-		return -1;
-	}
-	if (tighten_sidecar(path, "-wal", err) != 0 || tighten_sidecar(path, "-shm", err) != 0)
-		return -1;
-	return 0;
-}
-
-static int wal_enable(struct records *r, const char *path, struct sb_err *err)
-{
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	const char *mode;
-
-	/* The pragma answers the mode now in force: a file system without shared memory stays put. */
-	if (prepare(r, "PRAGMA journal_mode = WAL", &st, err) != 0)
-		return -1;
-	if (sqlite3_step(st) != SQLITE_ROW)
-		return db_fail(r, err, "switching %s to WAL", path);
-	mode = col_text(st, 0);
-	if (!mode || strcasecmp(mode, "wal") != 0)
-		return sb_fail(err, 0, "records: %s stayed in journal mode %s instead of WAL: put the state directory "
-			       "on a local file system", path, mode ? mode : "(none)");
-	return 0;
-}
-
-/* Connection settings. WAL + synchronous=NORMAL: a commit is appended to the WAL by write(2)
- * before sqlite3_step returns, so a kill -9 of the manager at any point keeps every committed
- * transaction (the kernel has the pages); only a power loss or kernel crash can lose the last few,
- * and never corrupts the file. Durability against a process kill is the requirement here; FULL
- * would add an fsync per commit for the power-loss case only. */
-static int db_configure(struct records *r, const char *path, struct sb_err *err)
-{
-	int64_t v = 0;
-
-	if (sqlite3_busy_timeout(r->db, BUSY_TIMEOUT_MS) != SQLITE_OK)
-		return db_fail(r, err, "setting the busy timeout on %s", path);
-	if (wal_enable(r, path, err) != 0)
-		return -1;
-	if (exec_sql(r, "PRAGMA synchronous = NORMAL", "setting synchronous=NORMAL", err) != 0 ||
-	    exec_sql(r, "PRAGMA foreign_keys = ON", "turning foreign keys on", err) != 0)
-		return -1;
-	if (pragma_int(r, "PRAGMA foreign_keys", &v, err) != 0)
-		return -1;
-	if (v != 1)
-		return sb_fail(err, 0, "records: this SQLite does not enforce foreign keys");
-	return 0;
-}
-
-int records_open(const char *path, struct records **out, struct sb_err *err)
-{
-	struct records *r;
-
-	*out = NULL;
-	if (check_arg("database path", path, PATH_MAX - 8, err) != 0 || db_file_prepare(path, err) != 0)
-		return -1;
-	r = calloc(1, sizeof *r);
 	if (!r)
-		return oom_fail(err, "opening the records");
+		return NULL;
 	pthread_mutex_init(&r->lock, NULL);
 	r->output_limit = RECORDS_OUTPUT_LIMIT_DEFAULT;
-	/* FULLMUTEX: SQLite's own locking too, though every call here also holds r->lock.
-	 * NOFOLLOW: the file was just checked not to be a symbolic link; keep it so.
-	 * Close-on-exec: SQLite's unix VFS opens the file, -wal and -shm with O_CLOEXEC (test_records
-	 * checks /proc/self/fd), so a sandbox runtime started by the manager inherits none of them. */
-	if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE |
-				SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
-		if (r->db)
-			sb_fail(err, sqlite3_system_errno(r->db), "records: opening %s: %s", path, sqlite3_errmsg(r->db));
-		else
-			oom_fail(err, "opening the records");
-		records_close(r);
-		return -1;
-	}
-	if (db_configure(r, path, err) != 0 || schema_ensure(r, path, err) != 0) {
+	return r;
+}
+
+static int records_start(struct records *r, enum store_kind kind, const char *where, struct records **out,
+			 struct sb_err *err)
+{
+	int rc;
+
+	if (!r)
+		return oom_fail(err, "opening the records");
+	r->kind = kind;
+	rc = kind == STORE_SQLITE ? sqlite_open(r, where, err) : pg_open(r, where, err);
+	if (rc != 0) {
 		records_close(r);
 		return -1;
 	}
 	*out = r;
 	return 0;
+}
+
+int records_open(const char *path, struct records **out, struct sb_err *err)
+{
+	*out = NULL;
+	return records_start(records_new(), STORE_SQLITE, path, out, err);
+}
+
+int records_open_store(const char *store, struct records **out, struct sb_err *err)
+{
+	*out = NULL;
+	if (store && strncmp(store, "sqlite:", 7) == 0)
+		return records_open(store + 7, out, err);
+	if (store && strncmp(store, "postgres:", 9) == 0)
+		return records_start(records_new(), STORE_POSTGRES, store + 9, out, err);
+	return sb_fail(err, EINVAL, "records: the store must be sqlite:PATH or postgres:CONNINFO, not '%.200s'",
+		       store ? store : "");
+}
+
+const char *records_store_kind(const struct records *r)
+{
+	return r->kind == STORE_SQLITE ? "sqlite" : "postgres";
 }
 
 void records_set_output_limit(struct records *r, size_t limit)
@@ -143,96 +83,215 @@ void records_set_output_limit(struct records *r, size_t limit)
 			  limit > RECORDS_OUTPUT_LIMIT_MAX ? RECORDS_OUTPUT_LIMIT_MAX : limit;
 }
 
-/* ---------------------------------------------------------------- statements prepared once */
-
-/* Process-wide (a statement's cleanup knows only the statement), for every open connection; each
- * entry is used by one caller at a time, and every use is under its connection's lock as well. */
-#define STMT_KEPT 96
-static struct {
-	pthread_mutex_t lock;
-	struct {
-		sqlite3 *db;
-		const char *sql;
-		sqlite3_stmt *st;
-		bool busy;
-	} e[STMT_KEPT];
-} kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-int stmt_prepare(struct records *r, const char *sql, sqlite3_stmt **st, struct sb_err *err)
-{
-	size_t i, room = STMT_KEPT;
-
-	pthread_mutex_lock(&kept.lock);
-	for (i = 0; i < STMT_KEPT; i++) {
-		if (kept.e[i].st == NULL) {
-			room = room < STMT_KEPT ? room : i;
-		} else if (!kept.e[i].busy && kept.e[i].db == r->db && kept.e[i].sql == sql &&
-			   strcmp(sqlite3_sql(kept.e[i].st), sql) == 0) {
-			/* Same text, not only the same address: a caller's buffer may hold another. */
-			kept.e[i].busy = true;
-			*st = kept.e[i].st;
-			pthread_mutex_unlock(&kept.lock);
-			return 0;
-		}
-	}
-	pthread_mutex_unlock(&kept.lock);
-	if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
-		return db_fail(r, err, "preparing \"%.60s...\"", sql);
-	pthread_mutex_lock(&kept.lock);
-	if (room < STMT_KEPT && kept.e[room].st == NULL) {
-		kept.e[room].db = r->db;
-		kept.e[room].sql = sql;
-		kept.e[room].st = *st;
-		kept.e[room].busy = true;
-	}
-	pthread_mutex_unlock(&kept.lock);
-	return 0;
-}
-
-void stmt_release(sqlite3_stmt *st)
-{
-	if (st == NULL)
-		return;
-	pthread_mutex_lock(&kept.lock);
-	for (size_t i = 0; i < STMT_KEPT; i++) {
-		if (kept.e[i].st == st) {
-			/* Reset ends its read or write of the file; the next caller binds its own values. */
-			sqlite3_reset(st);
-			sqlite3_clear_bindings(st);
-			kept.e[i].busy = false;
-			pthread_mutex_unlock(&kept.lock);
-			return;
-		}
-	}
-	pthread_mutex_unlock(&kept.lock);
-	sqlite3_finalize(st);
-}
-
-/* The connection's kept statements, before it closes. */
-static void stmts_forget(sqlite3 *db)
-{
-	pthread_mutex_lock(&kept.lock);
-	for (size_t i = 0; i < STMT_KEPT; i++) {
-		if (kept.e[i].st != NULL && kept.e[i].db == db) {
-			sqlite3_finalize(kept.e[i].st);
-			memset(&kept.e[i], 0, sizeof kept.e[i]);
-		}
-	}
-	pthread_mutex_unlock(&kept.lock);
-}
-
 void records_close(struct records *r)
 {
 	if (!r)
 		return;
-	/* Every statement is released by the call that used it and the kept ones are finalized here,
-	 * so the close itself cannot be busy; the last connection's close checkpoints the WAL into the
-	 * database file. */
-	if (r->db)
-		stmts_forget(r->db);
-	sqlite3_close_v2(r->db);
+	for (size_t i = 0; i < STMT_KEPT; i++) {
+		if (r->kept[i].sql && r->kind == STORE_SQLITE)
+			sqlite_stmt_free(&r->kept[i]);
+		free(r->kept[i].text);
+	}
+	if (r->kind == STORE_SQLITE)
+		sqlite_close(r);
+	else
+		pg_close(r);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
+}
+
+/* ---------------------------------------------------------------- statements prepared once */
+
+/* Each connection's own: every use is under its lock (a call holds it from its first statement
+ * to its last release). */
+int stmt_prepare(struct records *r, const char *sql, struct stmt **out, struct sb_err *err)
+{
+	struct stmt *st = NULL;
+	size_t i, room = STMT_KEPT;
+	int rc = 0;
+
+	for (i = 0; i < STMT_KEPT; i++) {
+		struct stmt *k = &r->kept[i];
+
+		if (k->sql == NULL) {
+			room = room < STMT_KEPT ? room : i;
+		} else if (!k->busy && k->sql == sql) {
+			/* Same text, not only the same address: a caller's buffer may hold another. */
+			if (strcmp(r->kind == STORE_SQLITE ? sqlite3_sql(k->sq) : k->text, sql) == 0) {
+				k->busy = true;
+				k->nparams = 0;
+				k->row = -1;
+				*out = k;
+				return 0;
+			}
+		}
+	}
+	st = room < STMT_KEPT ? &r->kept[room] : calloc(1, sizeof *st);
+	if (!st)
+		return oom_fail(err, "preparing a statement");
+	memset(st, 0, sizeof *st);
+	st->r = r;
+	st->sql = sql;
+	st->kept = room < STMT_KEPT;
+	st->row = -1;
+	if (r->kind == STORE_SQLITE)
+		rc = sqlite_stmt_prepare(st, err);
+	else if (st->kept && !(st->text = strdup(sql)))
+		rc = oom_fail(err, "keeping a statement");
+	if (rc != 0) {
+		if (st->kept)
+			memset(st, 0, sizeof *st);
+		else
+			free(st);
+		return -1;
+	}
+	st->busy = true;
+	*out = st;
+	return 0;
+}
+
+void stmt_release(struct stmt *st)
+{
+	if (st == NULL)
+		return;
+	if (st->r->kind == STORE_SQLITE) {
+		if (!st->kept)
+			sqlite_stmt_free(st);
+		else
+			sqlite_stmt_reset(st);
+	} else {
+		pg_stmt_reset(st);
+	}
+	if (st->kept)
+		st->busy = false;
+	else
+		free(st);
+}
+
+/* ---------------------------------------------------------------- binds, steps and columns */
+
+/* PostgreSQL: parameter i (from 1) is v, of type oid; *rc turns to an error past STMT_PARAMS. */
+static void pg_bind(struct stmt *st, int i, const char *v, Oid oid, int *rc)
+{
+	if (i < 1 || i > STMT_PARAMS) {
+		snprintf(st->r->pg_error, sizeof st->r->pg_error, "parameter %d is beyond the %d a statement has", i,
+			 STMT_PARAMS);
+		*rc = DB_ERROR;
+		return;
+	}
+	st->values[i - 1] = v;
+	st->types[i - 1] = oid;
+	if (i > st->nparams)
+		st->nparams = i;
+}
+
+void bind_text(struct stmt *st, int i, const char *s, int *rc)
+{
+	if (*rc != DB_OK)
+		return;
+	if (st->r->kind == STORE_SQLITE)
+		*rc = s ? sqlite3_bind_text(st->sq, i, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st->sq, i);
+	else
+		pg_bind(st, i, s, TEXTOID, rc);
+}
+
+/* The bytes that are not UTF-8 as the text "\xNN", as col_json_text serves them. */
+static char *text_utf8(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char *buf = n < SIZE_MAX / 4 ? malloc(4 * n + 1) : NULL;
+	size_t len = 0;
+
+	if (!buf)
+		return NULL;
+	for (size_t i = 0; i < n && p[i];) {
+		size_t k = utf8_seq_len(p + i, n - i);
+
+		if (k == 0) {
+			len += (size_t)sprintf(buf + len, "\\x%02x", p[i]);
+			i++;
+		} else {
+			memcpy(buf + len, p + i, k);
+			len += k;
+			i += k;
+		}
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+void bind_textn(struct stmt *st, int i, const char *s, size_t n, int *rc)
+{
+	if (*rc != DB_OK)
+		return;
+	if (st->r->kind == STORE_SQLITE) {
+		*rc = sqlite3_bind_text(st->sq, i, s, (int)n, SQLITE_STATIC);
+		return;
+	}
+	if (i < 1 || i > STMT_PARAMS || !(st->owned[i - 1] = text_utf8(s, n))) {
+		snprintf(st->r->pg_error, sizeof st->r->pg_error, "no memory for parameter %d", i);
+		*rc = DB_ERROR;
+		return;
+	}
+	pg_bind(st, i, st->owned[i - 1], TEXTOID, rc);
+}
+
+void bind_int(struct stmt *st, int i, int64_t v, int *rc)
+{
+	if (*rc != DB_OK)
+		return;
+	if (st->r->kind == STORE_SQLITE) {
+		*rc = sqlite3_bind_int64(st->sq, i, v);
+		return;
+	}
+	if (i >= 1 && i <= STMT_PARAMS)
+		snprintf(st->ints[i - 1], sizeof st->ints[i - 1], "%" PRId64, v);
+	pg_bind(st, i, i >= 1 && i <= STMT_PARAMS ? st->ints[i - 1] : NULL, INT8OID, rc);
+}
+
+int step(struct stmt *st, int bind_rc)
+{
+	int rc;
+
+	if (bind_rc != DB_OK)
+		return DB_ERROR;
+	if (st->r->kind == STORE_POSTGRES)
+		return pg_step(st);
+	rc = sqlite3_step(st->sq);
+	return rc == SQLITE_ROW ? DB_ROW : rc == SQLITE_DONE ? DB_DONE : DB_ERROR;
+}
+
+int64_t db_changes(struct records *r)
+{
+	return r->kind == STORE_SQLITE ? sqlite3_changes(r->db) : r->changes;
+}
+
+bool col_null(struct stmt *st, int i)
+{
+	if (st->r->kind == STORE_SQLITE)
+		return sqlite3_column_type(st->sq, i) == SQLITE_NULL;
+	return !st->res || st->row < 0 || PQgetisnull(st->res, st->row, i);
+}
+
+const char *col_text(struct stmt *st, int i)
+{
+	if (st->r->kind == STORE_SQLITE)
+		return (const char *)sqlite3_column_text(st->sq, i);
+	return col_null(st, i) ? NULL : PQgetvalue(st->res, st->row, i);
+}
+
+size_t col_bytes(struct stmt *st, int i)
+{
+	if (st->r->kind == STORE_SQLITE)
+		return (size_t)sqlite3_column_bytes(st->sq, i);
+	return col_null(st, i) ? 0 : (size_t)PQgetlength(st->res, st->row, i);
+}
+
+int64_t col_int(struct stmt *st, int i)
+{
+	if (st->r->kind == STORE_SQLITE)
+		return sqlite3_column_int64(st->sq, i);
+	return col_null(st, i) ? 0 : strtoll(PQgetvalue(st->res, st->row, i), NULL, 10);
 }
 
 /* ---------------------------------------------------------------- JSON out of columns */
@@ -265,19 +324,19 @@ static json_t *json_text(const char *s, size_t n)
 	return j;
 }
 
-json_t *col_json_text(sqlite3_stmt *st, int i)
+json_t *col_json_text(struct stmt *st, int i)
 {
 	const char *t = col_text(st, i);
 
-	return t ? json_text(t, (size_t)sqlite3_column_bytes(st, i)) : json_null();
+	return t ? json_text(t, col_bytes(st, i)) : json_null();
 }
 
 /* Stored JSON parsed back; text that is not JSON (a receipt as the agent sent it) stays a string,
  * since a record keeps what it was given. */
-json_t *col_json_parsed(sqlite3_stmt *st, int i)
+json_t *col_json_parsed(struct stmt *st, int i)
 {
 	const char *t = col_text(st, i);
-	size_t n = (size_t)sqlite3_column_bytes(st, i);
+	size_t n = col_bytes(st, i);
 	json_t *j;
 
 	if (!t)
@@ -307,7 +366,7 @@ json_t *json_row(const char *const keys[], json_t *const values[], size_t n)
 }
 
 /* Collect one JSON value per row (row_json builds it) into an array. */
-json_t *rows_json(struct records *r, sqlite3_stmt *st, int bind_rc, json_t *(*row_json)(sqlite3_stmt *),
+json_t *rows_json(struct records *r, struct stmt *st, int bind_rc, json_t *(*row_json)(struct stmt *),
 		  const char *what, struct sb_err *err)
 {
 	json_t *list cleanup_json = json_array();
@@ -317,13 +376,13 @@ json_t *rows_json(struct records *r, sqlite3_stmt *st, int bind_rc, json_t *(*ro
 		oom_fail(err, what);
 		return NULL;
 	}
-	while ((rc = step(st, bind_rc)) == SQLITE_ROW) {
+	while ((rc = step(st, bind_rc)) == DB_ROW) {
 		if (json_array_append_new(list, row_json(st)) != 0) {
 			oom_fail(err, what);
 			return NULL;
 		}
 	}
-	if (rc != SQLITE_DONE) {
+	if (rc != DB_DONE) {
 		db_fail(r, err, "%s", what);
 		return NULL;
 	}
@@ -331,7 +390,7 @@ json_t *rows_json(struct records *r, sqlite3_stmt *st, int bind_rc, json_t *(*ro
 }
 
 
-json_t *id_json(sqlite3_stmt *st)
+json_t *id_json(struct stmt *st)
 {
 	return col_json_text(st, 0);
 }

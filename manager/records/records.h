@@ -1,8 +1,13 @@
-/* The manager's records in SQLite (WAL): sessions, turns, grants, sandboxes and one row per exec.
+/* The manager's records: sessions, turns, grants, sandboxes and one row per exec, in one of two
+ * stores behind these functions: SQLite (WAL; the embedded default, one file in the state
+ * directory) or PostgreSQL 15 through libpq (`serve --store postgres:CONNINFO`).
  * Every state change is a committed transaction before the manager acts on it, so a manager
  * killed at any point restarts with records that say what was in flight. Never stores a key;
  * stores each exec's nonce only as the hex the receipt must carry. Thread-safe: one connection
- * behind a mutex (SQLite serialises writers anyway). */
+ * behind a mutex (SQLite serialises writers anyway). Either store runs the same statements with
+ * the same rules: a transition is one compare-and-set statement on the current state, so a check
+ * of the writer's generation (fencing, when several managers share a PostgreSQL store) joins
+ * each write's WHERE in the same statement, refused as RECORDS_REFUSED when no row matched. */
 #ifndef SB_RECORDS_H
 #define SB_RECORDS_H
 
@@ -60,7 +65,14 @@ struct sandbox_row {
 	char evidence[2048];       /* what the last state change said: the evidence, or why there is none */
 };
 
+/* The SQLite store at path. */
 int records_open(const char *path, struct records **out, struct sb_err *err);
+/* "sqlite:PATH" or "postgres:CONNINFO" (libpq's key=value or URI form; empty: libpq's PG*
+ * environment). Either store's schema is created or migrated here, and a newer one refused;
+ * a store that cannot be reached or read fails with err naming it (never a password). */
+int records_open_store(const char *store, struct records **out, struct sb_err *err);
+/* "sqlite" or "postgres". */
+const char *records_store_kind(const struct records *r);
 void records_close(struct records *r);
 
 int records_session_insert(struct records *r, const struct session_row *s, struct sb_err *err);

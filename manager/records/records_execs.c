@@ -3,7 +3,6 @@
  * backwards, never dispatch one twice (invariant 7), and never store a whole output (the result is
  * bounded here, where every final record is written). */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -21,20 +20,20 @@ static bool is_hex(const char *s)
 
 /* The row sql (its ?1 the exec id) selects, at *st: RECORDS_FOUND, RECORDS_NOT_FOUND (err says
  * there is no such exec), or -1. */
-static int exec_row_read(struct records *r, const char *sql, const char *exec_id, sqlite3_stmt **st,
+static int exec_row_read(struct records *r, const char *sql, const char *exec_id, struct stmt **st,
 			 struct sb_err *err)
 {
-	int rc = SQLITE_OK;
+	int rc = DB_OK;
 
 	if (prepare(r, sql, st, err) != 0)
 		return -1;
 	bind_text(*st, 1, exec_id, &rc);
 	rc = step(*st, rc);
-	if (rc == SQLITE_DONE) {
+	if (rc == DB_DONE) {
 		sb_fail(err, 0, "records: no exec %s", exec_id);
 		return RECORDS_NOT_FOUND;
 	}
-	if (rc != SQLITE_ROW)
+	if (rc != DB_ROW)
 		return db_fail(r, err, "reading exec %s", exec_id);
 	return RECORDS_FOUND;
 }
@@ -58,8 +57,8 @@ static int exec_row_check(const struct exec_row *e, struct sb_err *err)
 int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (exec_row_check(e, err) != 0 ||
 	    prepare(r, "INSERT INTO execs (id, session, turn, state, command, timeout_seconds, accepted_ms)"
@@ -71,7 +70,7 @@ int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_e
 	bind_textn(st, 4, e->command, strnlen(e->command, sizeof e->command - 1), &rc);
 	bind_int(st, 5, e->timeout_seconds, &rc);
 	bind_int(st, 6, e->accepted_ms ? e->accepted_ms : clock_real_ms(), &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "inserting exec %s", e->id);
 	return 0;
 }
@@ -79,7 +78,7 @@ int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_e
 /* The current state of an exec, to explain a refused transition. */
 static int exec_state_of(struct records *r, const char *id, char state[16], struct sb_err *err)
 {
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 
 	if (exec_row_read(r, "SELECT state FROM execs WHERE id = ?1", id, &st, err) != RECORDS_FOUND)
 		return -1;
@@ -93,9 +92,9 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 			    const char *sandbox, const char *authority, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 	char state[16];
-	int rc = SQLITE_OK;
+	int rc = DB_OK;
 
 	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("exec nonce", nonce_hex, 64, err) != 0 ||
 	    check_arg("exec sandbox", sandbox, 255, err) != 0)
@@ -111,9 +110,9 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 	bind_text(st, 3, sandbox, &rc);
 	bind_int(st, 4, clock_real_ms(), &rc);
 	bind_text(st, 5, exec_id, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "dispatching exec %s", exec_id);
-	if (sqlite3_changes(r->db) == 1)
+	if (db_changes(r) == 1)
 		return 0;
 	if (exec_state_of(r, exec_id, state, err) != 0)
 		return -1;
@@ -126,10 +125,10 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 			const char *receipt_json, const char *reason, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 	char *stored cleanup_free = NULL;
 	char current[16];
-	int rc = SQLITE_OK;
+	int rc = DB_OK;
 
 	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("exec state", state, 15, err) != 0)
 		return -1;
@@ -148,9 +147,9 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 	bind_text(st, 4, reason, &rc);
 	bind_int(st, 5, clock_real_ms(), &rc);
 	bind_text(st, 6, exec_id, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "finishing exec %s as %s", exec_id, state);
-	if (sqlite3_changes(r->db) == 1)
+	if (db_changes(r) == 1)
 		return 0;
 	if (exec_state_of(r, exec_id, current, err) != 0)
 		return -1;
@@ -161,7 +160,7 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 int records_exec_get(struct records *r, const char *exec_id, struct exec_row *out, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 	int rc;
 
 	memset(out, 0, sizeof *out);
@@ -174,16 +173,16 @@ int records_exec_get(struct records *r, const char *exec_id, struct exec_row *ou
 	/* Columns that are NULL before dispatch or finish read as 0 and "". */
 	copy_text(out->id, sizeof out->id, col_text(st, 0));
 	copy_text(out->session, sizeof out->session, col_text(st, 1));
-	out->turn = sqlite3_column_int64(st, 2);
+	out->turn = col_int(st, 2);
 	copy_text(out->state, sizeof out->state, col_text(st, 3));
 	copy_text(out->command, sizeof out->command, col_text(st, 4));
-	out->timeout_seconds = (uint32_t)sqlite3_column_int64(st, 5);
-	out->generation = (uint64_t)sqlite3_column_int64(st, 6);
+	out->timeout_seconds = (uint32_t)col_int(st, 5);
+	out->generation = (uint64_t)col_int(st, 6);
 	copy_text(out->nonce_hex, sizeof out->nonce_hex, col_text(st, 7));
 	copy_text(out->sandbox, sizeof out->sandbox, col_text(st, 8));
-	out->accepted_ms = sqlite3_column_int64(st, 9);
-	out->dispatched_ms = sqlite3_column_int64(st, 10);
-	out->finished_ms = sqlite3_column_int64(st, 11);
+	out->accepted_ms = col_int(st, 9);
+	out->dispatched_ms = col_int(st, 10);
+	out->finished_ms = col_int(st, 11);
 	return RECORDS_FOUND;
 }
 
@@ -198,7 +197,7 @@ static bool is_outcome(const char *outcome)
  * or is resolved already (RECORDS_REFUSED). */
 static int resolve_refusal(struct records *r, const char *exec_id, struct sb_err *err)
 {
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 	int rc = exec_row_read(r, "SELECT e.state, x.outcome FROM execs e LEFT JOIN resolutions x ON x.exec_id = e.id"
 			       " WHERE e.id = ?1", exec_id, &st, err);
 
@@ -218,8 +217,8 @@ static int resolve_refusal(struct records *r, const char *exec_id, struct sb_err
 int records_exec_resolve(struct records *r, const char *exec_id, struct exec_resolution *res, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("outcome", res->outcome, 16, err) != 0)
 		return -1;
@@ -241,17 +240,17 @@ int records_exec_resolve(struct records *r, const char *exec_id, struct exec_res
 	bind_int(st, 4, res->by_uid, &rc);
 	bind_text(st, 5, res->by_name, &rc);
 	bind_int(st, 6, res->at_ms, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "resolving exec %s", exec_id);
-	if (sqlite3_changes(r->db) == 1)
+	if (db_changes(r) == 1)
 		return RECORDS_FOUND;
 	return resolve_refusal(r, exec_id, err);
 }
 json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("exec state", state, 15, err) != 0 ||
 	    prepare(r, "SELECT id FROM execs WHERE state = ?1 ORDER BY accepted_ms, rowid", &st, err) != 0)

@@ -1,13 +1,15 @@
 /* What the files of manager/records/ share and nothing else may include (tests/layering_check.py):
- * the connection and its lock, scope-bound cleanup of statements and locks, the statement helpers,
- * JSON out of columns, and the bounding of records (invariant 13). Every value reaches SQL as a
- * bound parameter through these helpers; none of them builds SQL from strings. */
+ * the connection and its lock, the statements both stores run, scope-bound cleanup of statements
+ * and locks, the statement helpers, JSON out of columns, and the bounding of records (invariant 13).
+ * Every value reaches SQL as a bound parameter through these helpers; none of them builds SQL from
+ * strings. */
 #ifndef SB_RECORDS_INTERNAL_H
 #define SB_RECORDS_INTERNAL_H
 
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -21,25 +23,80 @@
 
 #define ID_MAX 64 /* session and exec ids: the rows' id[65] */
 
+/* The two stores behind records.h. Every file of manager/records/ but the two store files
+ * (records_sqlite.c, records_pg.c) and their schemas speaks to either through the statements
+ * below, with one SQL text that both dialects read: ?N parameters (PostgreSQL gets $N), a
+ * "rowid" column (SQLite's own; an identity column in PostgreSQL), no dialect's functions. */
+enum store_kind { STORE_SQLITE, STORE_POSTGRES };
+
+/* What step() answers, for either store. */
+#define DB_OK 0
+#define DB_ERROR 1
+#define DB_ROW 100
+#define DB_DONE 101
+
+#define STMT_PARAMS 12 /* the most parameters any statement here has */
+#define STMT_KEPT 96   /* statements kept prepared per connection */
+
+/* One statement in use. SQLite: its prepared statement. PostgreSQL: the parameters bound so far
+ * (text, or int8 as decimal text), the result of its one execution and the row being read; it is
+ * prepared on the connection (PQprepare) at its first execution, with the types its binds gave. */
+struct stmt {
+	struct records *r;
+	const char *sql;
+	bool kept, busy;
+	sqlite3_stmt *sq;
+	char *text;                    /* PostgreSQL, kept: its own copy of sql (SQLite keeps one in sq) */
+	char name[16];                 /* PostgreSQL: its prepared name, "" until prepared */
+	int nparams;
+	const char *values[STMT_PARAMS];
+	Oid types[STMT_PARAMS];
+	char ints[STMT_PARAMS][24];
+	char *owned[STMT_PARAMS];      /* copies made for bind_textn */
+	PGresult *res;
+	int row;                       /* the row read, -1 before the first */
+};
+
 struct records {
-	pthread_mutex_t lock;  /* held for a whole call: its statements and sqlite3_errmsg() belong together */
+	pthread_mutex_t lock;  /* held for a whole call: its statements and the store's message belong together */
+	enum store_kind kind;
 	sqlite3 *db;
+	PGconn *pg;
+	char name[160];        /* the store as messages name it: a path, or "postgres (database D on H)" */
+	char pg_error[512];    /* PostgreSQL: the last failure's message */
+	int64_t changes;       /* PostgreSQL: rows the last statement changed */
 	size_t output_limit;   /* bytes of text per stream in a stored or served record */
+	unsigned prepared;     /* PostgreSQL: statements prepared on this connection, for their names */
+	struct stmt kept[STMT_KEPT];
 };
 
 /* ---------------------------------------------------------------- statements prepared once (records.c) */
 
-/* A statement for sql on r's connection: the one prepared before when it is free (reset, its
- * bindings cleared), else a new one, kept for the next call while there is room. Parsing SQL was a
- * sixth of the daemon's CPU per call (issue 18). sql is what the callers pass: a constant. */
-int stmt_prepare(struct records *r, const char *sql, sqlite3_stmt **st, struct sb_err *err);
+/* A statement for sql on r's connection: the one prepared before when it is free, else a new one,
+ * kept for the next call while there is room. Parsing SQL was a sixth of the daemon's CPU per call
+ * (issue 18). sql is what the callers pass: a constant. */
+int stmt_prepare(struct records *r, const char *sql, struct stmt **st, struct sb_err *err);
 
-/* Done with st (NULL: nothing): a kept statement is reset for the next caller, any other finalized. */
-void stmt_release(sqlite3_stmt *st);
+/* Done with st (NULL: nothing): a kept statement is reset for the next caller, any other freed. */
+void stmt_release(struct stmt *st);
+
+/* ---------------------------------------------------------------- the stores (records_sqlite.c, records_pg.c) */
+
+int sqlite_open(struct records *r, const char *path, struct sb_err *err);
+void sqlite_close(struct records *r);
+int sqlite_stmt_prepare(struct stmt *st, struct sb_err *err);
+void sqlite_stmt_reset(struct stmt *st);
+void sqlite_stmt_free(struct stmt *st);
+
+int pg_open(struct records *r, const char *conninfo, struct sb_err *err);
+void pg_close(struct records *r);
+int pg_step(struct stmt *st);
+int pg_exec(struct records *r, const char *sql);
+void pg_stmt_reset(struct stmt *st);
 
 /* ---------------------------------------------------------------- scope-bound cleanup */
 
-static inline void stmt_finalizep(sqlite3_stmt **st)
+static inline void stmt_finalizep(struct stmt **st)
 {
 	stmt_release(*st); /* its code repeats the last step's, already handled */
 }
@@ -62,7 +119,12 @@ static inline struct records *records_lock(struct records *r)
 
 /* ---------------------------------------------------------------- small helpers */
 
-/* "records: <context>: <SQLite's message>"; errnum 0, since the failure is SQLite's, not a syscall's. */
+static inline const char *db_errmsg(struct records *r)
+{
+	return r->kind == STORE_SQLITE ? sqlite3_errmsg(r->db) : r->pg_error;
+}
+
+/* "records: <context>: <the store's message>"; errnum 0, since the failure is the store's, not a syscall's. */
 static inline int db_fail(struct records *r, struct sb_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static inline int db_fail(struct records *r, struct sb_err *err, const char *fmt, ...)
@@ -73,7 +135,7 @@ static inline int db_fail(struct records *r, struct sb_err *err, const char *fmt
 	va_start(ap, fmt);
 	vsnprintf(context, sizeof context, fmt, ap);
 	va_end(ap);
-	return sb_fail(err, 0, "records: %s: %s", context, sqlite3_errmsg(r->db));
+	return sb_fail(err, 0, "records: %s: %s", context, db_errmsg(r));
 }
 
 static inline int oom_fail(struct sb_err *err, const char *what)
@@ -116,94 +178,84 @@ static inline void copy_text(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
-/* ---------------------------------------------------------------- statements */
+/* ---------------------------------------------------------------- statements (records.c) */
 
-static inline int prepare(struct records *r, const char *sql, sqlite3_stmt **st, struct sb_err *err)
+static inline int prepare(struct records *r, const char *sql, struct stmt **st, struct sb_err *err)
 {
 	return stmt_prepare(r, sql, st, err);
 }
 
-/* Binds are no-ops once *rc holds an error, so a run of binds is checked once, at step(). */
-static inline void bind_text(sqlite3_stmt *st, int i, const char *s, int *rc)
-{
-	if (*rc == SQLITE_OK)
-		*rc = s ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
-}
+/* Binds are no-ops once *rc holds an error, so a run of binds is checked once, at step(). The
+ * text must outlive the statement's step (the callers' arguments and rows do). */
+void bind_text(struct stmt *st, int i, const char *s, int *rc);
+/* n bytes of s (the record's copy of a command: PostgreSQL's text must be UTF-8, so there the
+ * bytes that are not become the text "\xNN", as they are served from either store). */
+void bind_textn(struct stmt *st, int i, const char *s, size_t n, int *rc);
+void bind_int(struct stmt *st, int i, int64_t v, int *rc);
 
-static inline void bind_textn(sqlite3_stmt *st, int i, const char *s, size_t n, int *rc)
-{
-	if (*rc == SQLITE_OK)
-		*rc = sqlite3_bind_text(st, i, s, (int)n, SQLITE_STATIC);
-}
+/* DB_ROW, DB_DONE, or the binds' or the step's error (the store's message is set for either). */
+int step(struct stmt *st, int bind_rc);
 
-static inline void bind_int(sqlite3_stmt *st, int i, int64_t v, int *rc)
-{
-	if (*rc == SQLITE_OK)
-		*rc = sqlite3_bind_int64(st, i, v);
-}
+/* Rows the last INSERT, UPDATE or DELETE changed. */
+int64_t db_changes(struct records *r);
 
-/* The step's result code, or the binds' error (SQLite has set its message for either). */
-static inline int step(sqlite3_stmt *st, int bind_rc)
-{
-	return bind_rc != SQLITE_OK ? bind_rc : sqlite3_step(st);
-}
-
-static inline const char *col_text(sqlite3_stmt *st, int i)
-{
-	return (const char *)sqlite3_column_text(st, i);
-}
+const char *col_text(struct stmt *st, int i);
+size_t col_bytes(struct stmt *st, int i);
+int64_t col_int(struct stmt *st, int i);
+bool col_null(struct stmt *st, int i);
 
 /* Run one constant statement without parameters or rows (BEGIN, COMMIT, the schema). */
 static inline int exec_sql(struct records *r, const char *sql, const char *what, struct sb_err *err)
 {
-	if (sqlite3_exec(r->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		return db_fail(r, err, "%s", what);
-	return 0;
+	int rc = r->kind == STORE_SQLITE ? (sqlite3_exec(r->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1) :
+		 pg_exec(r, sql);
+
+	return rc == 0 ? 0 : db_fail(r, err, "%s", what);
 }
 
-/* A pragma that answers one integer. */
-static inline int pragma_int(struct records *r, const char *sql, int64_t *out, struct sb_err *err)
+/* A query that answers one integer (a pragma, a version); NULL reads as 0. */
+static inline int query_int(struct records *r, const char *sql, int64_t *out, struct sb_err *err)
 {
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 
 	if (prepare(r, sql, &st, err) != 0)
 		return -1;
-	if (sqlite3_step(st) != SQLITE_ROW)
+	if (step(st, DB_OK) != DB_ROW)
 		return db_fail(r, err, "reading %s", sql);
-	*out = sqlite3_column_int64(st, 0);
+	*out = col_int(st, 0);
 	return 0;
 }
 
 /* ---------------------------------------------------------------- JSON out of columns (records.c) */
 
-static inline json_t *col_json_int(sqlite3_stmt *st, int i)
+static inline json_t *col_json_int(struct stmt *st, int i)
 {
-	if (sqlite3_column_type(st, i) == SQLITE_NULL)
-		return json_null();
-	return json_integer(sqlite3_column_int64(st, i));
+	return col_null(st, i) ? json_null() : json_integer(col_int(st, i));
 }
 
 /* Stored text as a JSON string; bytes that are not UTF-8 become the text "\xNN". */
-json_t *col_json_text(sqlite3_stmt *st, int i);
+json_t *col_json_text(struct stmt *st, int i);
 
 /* Stored JSON parsed back; text that is not JSON stays a string. */
-json_t *col_json_parsed(sqlite3_stmt *st, int i);
+json_t *col_json_parsed(struct stmt *st, int i);
 
 /* An object of n keys and their values; NULL when any value is NULL (out of memory) or a set
  * fails. Every value is consumed either way. */
 json_t *json_row(const char *const keys[], json_t *const values[], size_t n);
 
 /* One JSON value per row (row_json builds it) into an array; NULL with err on failure. */
-json_t *rows_json(struct records *r, sqlite3_stmt *st, int bind_rc, json_t *(*row_json)(sqlite3_stmt *),
+json_t *rows_json(struct records *r, struct stmt *st, int bind_rc, json_t *(*row_json)(struct stmt *),
 		      const char *what, struct sb_err *err);
 
 /* The first column as text: a row_json for lists of ids. */
-json_t *id_json(sqlite3_stmt *st);
+json_t *id_json(struct stmt *st);
 
 /* ---------------------------------------------------------------- the schema (records_schema.c) */
 
-/* Create the schema on a new file or migrate an older one, in one transaction; a newer one is refused. */
+/* Create the schema on a new store or migrate an older one, in one transaction; a newer one is
+ * refused. SQLite: records_schema.c; PostgreSQL: records_pg_schema.c. */
 int schema_ensure(struct records *r, const char *path, struct sb_err *err);
+int pg_schema_ensure(struct records *r, struct sb_err *err);
 
 /* ---------------------------------------------------------------- bounded records (records_bound.c) */
 

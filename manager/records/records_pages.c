@@ -1,7 +1,6 @@
 /* Pages of an exec's or a session's records, newest first, within a byte budget (invariant 13,
  * see records.h). Must never serve an answer larger than its budget, whatever the commands printed. */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,16 +12,21 @@
  *  "sandbox", "accepted_ms", "dispatched_ms", "finished_ms", "result", "receipt", "reason",
  *  "authority", "resolution": {"outcome", "note", "by_uid", "by_name", "at_ms"} or null};
  * a column not yet set (before dispatch or finish) is null. */
-static json_t *exec_json(sqlite3_stmt *st)
+static json_t *exec_json(struct stmt *st)
 {
 	static const char *const keys[] = { "exec_id", "session", "turn", "state", "command", "timeout_seconds",
 					    "generation", "nonce", "sandbox", "accepted_ms", "dispatched_ms",
 					    "finished_ms", "result", "receipt", "reason", "authority", "resolution" };
+	static const char *const resolution_keys[] = { "outcome", "note", "by_uid", "by_name", "at_ms" };
+	json_t *resolution = col_null(st, 16) ? json_null() :
+			     json_row(resolution_keys, (json_t *const[]){ col_json_text(st, 16), col_json_text(st, 17),
+									  col_json_int(st, 18), col_json_text(st, 19),
+									  col_json_int(st, 20) }, 5);
 	json_t *values[] = { col_json_text(st, 0), col_json_text(st, 1), col_json_int(st, 2), col_json_text(st, 3),
 			     col_json_text(st, 4), col_json_int(st, 5), col_json_int(st, 6), col_json_text(st, 7),
 			     col_json_text(st, 8), col_json_int(st, 9), col_json_int(st, 10), col_json_int(st, 11),
 			     col_json_parsed(st, 12), col_json_parsed(st, 13), col_json_text(st, 14),
-			     col_json_parsed(st, 15), col_json_parsed(st, 16) };
+			     col_json_parsed(st, 15), resolution };
 
 	return json_row(keys, values, sizeof values / sizeof values[0]);
 }
@@ -56,44 +60,44 @@ static int page_query_check(const struct records_query *q, struct sb_err *err)
 static int page_cursor(struct records *r, const struct records_query *q, int64_t *cursor_ms, int64_t *cursor_rowid,
 		       struct sb_err *err)
 {
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (prepare(r, "SELECT (SELECT count(*) FROM sessions WHERE id = ?1), e.accepted_ms, e.rowid"
-		       " FROM (SELECT 1) LEFT JOIN execs e ON e.id = ?2 AND e.session = ?1", &st, err) != 0)
+		       " FROM (SELECT 1) AS one LEFT JOIN execs e ON e.id = ?2 AND e.session = ?1", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, q->session, &rc);
 	bind_text(st, 2, q->before, &rc);
-	if (step(st, rc) != SQLITE_ROW)
+	if (step(st, rc) != DB_ROW)
 		return db_fail(r, err, "reading session %s", q->session);
-	if (sqlite3_column_int64(st, 0) == 0) {
+	if (col_int(st, 0) == 0) {
 		sb_fail(err, 0, "records: no session %s", q->session);
 		return RECORDS_NOT_FOUND;
 	}
-	if (q->before && sqlite3_column_type(st, 2) == SQLITE_NULL) {
+	if (q->before && col_null(st, 2)) {
 		sb_fail(err, 0, "records: session %s has no exec %s to page before", q->session, q->before);
 		return RECORDS_NOT_FOUND;
 	}
-	*cursor_ms = sqlite3_column_int64(st, 1);
-	*cursor_rowid = sqlite3_column_int64(st, 2);
+	*cursor_ms = col_int(st, 1);
+	*cursor_rowid = col_int(st, 2);
 	return RECORDS_FOUND;
 }
 
-/* The resolution as one JSON column (SQLite's json_object escapes the note, stored as UTF-8). */
-#define EXEC_COLUMNS "id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox," \
+/* The resolution's columns beside the exec's (NULL without one), made into one object by exec_json. */
+#define EXEC_COLUMNS "execs.id, session, turn, state, command, timeout_seconds, generation, nonce_hex, sandbox," \
 		     " accepted_ms, dispatched_ms, finished_ms, result_json, receipt_json, reason, authority," \
-		     " (SELECT json_object('outcome', outcome, 'note', note, 'by_uid', by_uid, 'by_name', by_name," \
-		     " 'at_ms', at_ms) FROM resolutions WHERE exec_id = execs.id)"
+		     " outcome, note, by_uid, by_name, at_ms"
+#define EXEC_FROM " FROM execs LEFT JOIN resolutions ON resolutions.exec_id = execs.id"
 
-static int page_prepare(struct records *r, const struct records_query *q, sqlite3_stmt **st, int *brc,
+static int page_prepare(struct records *r, const struct records_query *q, struct stmt **st, int *brc,
 			struct sb_err *err)
 {
 	int64_t cursor_ms = 0, cursor_rowid = 0;
 	int found;
 
-	*brc = SQLITE_OK;
+	*brc = DB_OK;
 	if (q->exec_id) {
-		if (prepare(r, "SELECT " EXEC_COLUMNS " FROM execs WHERE id = ?1", st, err) != 0)
+		if (prepare(r, "SELECT " EXEC_COLUMNS EXEC_FROM " WHERE execs.id = ?1", st, err) != 0)
 			return -1;
 		bind_text(*st, 1, q->exec_id, brc);
 		return RECORDS_FOUND;
@@ -103,11 +107,10 @@ static int page_prepare(struct records *r, const struct records_query *q, sqlite
 		return found;
 	/* The row value compares (accepted_ms, rowid) as the ORDER BY does: each exec is on one page. */
 	/* "unresolved": the uncertain execs no operator has resolved yet. */
-	if (prepare(r, "SELECT " EXEC_COLUMNS " FROM execs WHERE session = ?1 AND (?2 IS NULL OR state = ?2 OR"
-		       " (?2 = 'unresolved' AND state = 'uncertain' AND"
-		       " NOT EXISTS (SELECT 1 FROM resolutions WHERE exec_id = execs.id)))"
-		       " AND (?3 IS NULL OR (accepted_ms, rowid) < (?4, ?5))"
-		       " ORDER BY accepted_ms DESC, rowid DESC LIMIT ?6", st, err) != 0)
+	if (prepare(r, "SELECT " EXEC_COLUMNS EXEC_FROM " WHERE session = ?1 AND (?2 IS NULL OR state = ?2 OR"
+		       " (?2 = 'unresolved' AND state = 'uncertain' AND outcome IS NULL))"
+		       " AND (?3 IS NULL OR (accepted_ms, execs.rowid) < (?4, ?5))"
+		       " ORDER BY accepted_ms DESC, execs.rowid DESC LIMIT ?6", st, err) != 0)
 		return -1;
 	bind_text(*st, 1, q->session, brc);
 	bind_text(*st, 2, q->state, brc);
@@ -120,7 +123,7 @@ static int page_prepare(struct records *r, const struct records_query *q, sqlite
 
 /* One row as served: its streams bounded as when written (older records hold whole outputs),
  * then, when it is the page's first and larger than the room alone, made to fit. */
-static json_t *page_record(struct records *r, sqlite3_stmt *st)
+static json_t *page_record(struct records *r, struct stmt *st)
 {
 	json_t *rec = exec_json(st);
 	int bounded = rec ? result_bound(json_object_get(rec, "result"), json_object_get(rec, "receipt"),
@@ -136,7 +139,7 @@ static json_t *page_record(struct records *r, sqlite3_stmt *st)
 int records_page(struct records *r, const struct records_query *q, json_t **out, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 	json_t *list cleanup_json = NULL, *last cleanup_json = NULL, *page;
 	size_t budget = q->budget ? q->budget : RECORDS_PAGE_BYTES, used = 2; /* "[]" */
 	bool more = false;
@@ -152,7 +155,7 @@ int records_page(struct records *r, const struct records_query *q, json_t **out,
 		return found;
 	if (!(list = json_array()))
 		return oom_fail(err, "listing execs");
-	while ((rc = step(st, brc)) == SQLITE_ROW) {
+	while ((rc = step(st, brc)) == DB_ROW) {
 		size_t n = json_array_size(list), comma = n > 0, size;
 		json_t *rec;
 
@@ -177,7 +180,7 @@ int records_page(struct records *r, const struct records_query *q, json_t **out,
 		if (json_array_append_new(list, rec) != 0 || !last)
 			return oom_fail(err, "listing execs");
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	if (rc != DB_ROW && rc != DB_DONE)
 		return db_fail(r, err, "listing execs");
 	if (q->exec_id && json_array_size(list) == 0) {
 		sb_fail(err, 0, "records: no exec %s", q->exec_id);

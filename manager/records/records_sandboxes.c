@@ -2,7 +2,6 @@
  * row that may still stand for a running runtime, never call a sandbox gone without evidence, and
  * never let a gone sandbox come back. */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,18 +33,18 @@ static int sandbox_row_check(const struct sandbox_row *s, struct sb_err *err)
 static int sandbox_current(struct records *r, const char *session, int64_t *generation, char state[32],
 			   struct sb_err *err)
 {
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (prepare(r, "SELECT generation, state FROM sandboxes WHERE session = ?1", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, session, &rc);
 	rc = step(st, rc);
-	if (rc == SQLITE_DONE)
+	if (rc == DB_DONE)
 		return RECORDS_NOT_FOUND;
-	if (rc != SQLITE_ROW)
+	if (rc != DB_ROW)
 		return db_fail(r, err, "reading the sandbox of session %s", session);
-	*generation = sqlite3_column_int64(st, 0);
+	*generation = col_int(st, 0);
 	copy_text(state, 32, col_text(st, 1));
 	return RECORDS_FOUND;
 }
@@ -70,8 +69,8 @@ static int sandbox_upsert_refusal(struct records *r, const struct sandbox_row *s
 int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (sandbox_row_check(s, err) != 0 ||
 	    prepare(r, "INSERT INTO sandboxes (session, generation, backend, runtime_id, address, private_dir,"
@@ -92,9 +91,9 @@ int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struc
 	bind_text(st, 7, s->state, &rc);
 	bind_text(st, 8, *s->grants_json ? s->grants_json : "{}", &rc);
 	bind_int(st, 9, s->started_ms ? s->started_ms : clock_real_ms(), &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "recording the sandbox of session %s", s->session);
-	if (sqlite3_changes(r->db) == 0)
+	if (db_changes(r) == 0)
 		return sandbox_upsert_refusal(r, s, err);
 	return 0;
 }
@@ -102,8 +101,8 @@ int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struc
 int records_sandbox_get(struct records *r, const char *session, struct sandbox_row *out, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	memset(out, 0, sizeof *out);
 	if (check_arg("session id", session, ID_MAX, err) != 0 ||
@@ -112,21 +111,21 @@ int records_sandbox_get(struct records *r, const char *session, struct sandbox_r
 		return -1;
 	bind_text(st, 1, session, &rc);
 	rc = step(st, rc);
-	if (rc == SQLITE_DONE) {
+	if (rc == DB_DONE) {
 		sb_fail(err, 0, "records: no sandbox for session %s", session);
 		return RECORDS_NOT_FOUND;
 	}
-	if (rc != SQLITE_ROW)
+	if (rc != DB_ROW)
 		return db_fail(r, err, "reading the sandbox of session %s", session);
 	copy_text(out->session, sizeof out->session, col_text(st, 0));
-	out->generation = (uint64_t)sqlite3_column_int64(st, 1);
+	out->generation = (uint64_t)col_int(st, 1);
 	copy_text(out->backend, sizeof out->backend, col_text(st, 2));
 	copy_text(out->runtime_id, sizeof out->runtime_id, col_text(st, 3));
 	copy_text(out->address, sizeof out->address, col_text(st, 4));
 	copy_text(out->private_dir, sizeof out->private_dir, col_text(st, 5));
 	copy_text(out->state, sizeof out->state, col_text(st, 6));
 	copy_text(out->grants_json, sizeof out->grants_json, col_text(st, 7));
-	out->started_ms = sqlite3_column_int64(st, 8);
+	out->started_ms = col_int(st, 8);
 	copy_text(out->evidence, sizeof out->evidence, col_text(st, 9));
 	return RECORDS_FOUND;
 }
@@ -154,8 +153,8 @@ int records_sandbox_set_state(struct records *r, const char *session, uint64_t g
 			      const char *evidence, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("sandbox state", state, 31, err) != 0)
 		return -1;
@@ -172,16 +171,16 @@ int records_sandbox_set_state(struct records *r, const char *session, uint64_t g
 	bind_text(st, 2, evidence, &rc);
 	bind_text(st, 3, session, &rc);
 	bind_int(st, 4, (int64_t)generation, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "setting the sandbox of session %s to %s", session, state);
-	if (sqlite3_changes(r->db) == 0)
+	if (db_changes(r) == 0)
 		return sandbox_state_refusal(r, session, generation, err);
 	return 0;
 }
 
 /* {"session", "generation", "backend", "runtime_id", "address", "private_dir", "state",
  *  "grants": <the snapshot parsed>, "started_ms", "evidence": <text or null>} */
-static json_t *sandbox_json(sqlite3_stmt *st)
+static json_t *sandbox_json(struct stmt *st)
 {
 	static const char *const keys[] = { "session", "generation", "backend", "runtime_id", "address",
 					    "private_dir", "state", "grants", "started_ms", "evidence" };
@@ -195,10 +194,10 @@ static json_t *sandbox_json(sqlite3_stmt *st)
 json_t *records_sandboxes_not_gone(struct records *r, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 
 	if (prepare(r, "SELECT session, generation, backend, runtime_id, address, private_dir, state, grants_json,"
 		       " started_ms, evidence FROM sandboxes WHERE state <> 'gone' ORDER BY session", &st, err) != 0)
 		return NULL;
-	return rows_json(r, st, SQLITE_OK, sandbox_json, "listing sandboxes not gone", err);
+	return rows_json(r, st, DB_OK, sandbox_json, "listing sandboxes not gone", err);
 }

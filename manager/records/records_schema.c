@@ -91,7 +91,7 @@ int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 	struct records *txn cleanup_txn = NULL;
 	int64_t version = 0;
 
-	if (pragma_int(r, "PRAGMA user_version", &version, err) != 0)
+	if (query_int(r, "PRAGMA user_version", &version, err) != 0)
 		return -1;
 	if (version == RECORDS_SCHEMA_VERSION)
 		return 0;
@@ -100,7 +100,7 @@ int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 	if (exec_sql(r, "BEGIN IMMEDIATE", "starting the schema transaction", err) != 0)
 		return -1;
 	txn = r;
-	if (pragma_int(r, "PRAGMA user_version", &version, err) != 0)
+	if (query_int(r, "PRAGMA user_version", &version, err) != 0)
 		return -1;
 	if (version > RECORDS_SCHEMA_VERSION || version < 0)
 		return schema_refuse_newer(path, version, err);

@@ -2,7 +2,6 @@
  * session while one of its sandboxes is unproven gone, and never serve a page that grows with the
  * number of sessions. */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -30,8 +29,8 @@ static int session_row_check(const struct session_row *s, struct sb_err *err)
 int records_session_insert(struct records *r, const struct session_row *s, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (session_row_check(s, err) != 0)
 		return -1;
@@ -47,7 +46,7 @@ int records_session_insert(struct records *r, const struct session_row *s, struc
 	bind_int(st, 7, (int64_t)s->generation, &rc);
 	bind_int(st, 8, s->turn, &rc);
 	bind_int(st, 9, s->created_ms ? s->created_ms : clock_real_ms(), &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "inserting session %s", s->id);
 	return 0;
 }
@@ -55,8 +54,8 @@ int records_session_insert(struct records *r, const struct session_row *s, struc
 int records_session_get(struct records *r, const char *id, struct session_row *out, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	memset(out, 0, sizeof *out);
 	if (check_arg("session id", id, ID_MAX, err) != 0 ||
@@ -65,11 +64,11 @@ int records_session_get(struct records *r, const char *id, struct session_row *o
 		return -1;
 	bind_text(st, 1, id, &rc);
 	rc = step(st, rc);
-	if (rc == SQLITE_DONE) {
+	if (rc == DB_DONE) {
 		sb_fail(err, 0, "records: no session %s", id);
 		return RECORDS_NOT_FOUND;
 	}
-	if (rc != SQLITE_ROW)
+	if (rc != DB_ROW)
 		return db_fail(r, err, "reading session %s", id);
 	copy_text(out->id, sizeof out->id, col_text(st, 0));
 	copy_text(out->identity, sizeof out->identity, col_text(st, 1));
@@ -77,16 +76,16 @@ int records_session_get(struct records *r, const char *id, struct session_row *o
 	copy_text(out->worktree, sizeof out->worktree, col_text(st, 3));
 	copy_text(out->branch, sizeof out->branch, col_text(st, 4));
 	copy_text(out->state, sizeof out->state, col_text(st, 5));
-	out->generation = (uint64_t)sqlite3_column_int64(st, 6);
-	out->turn = sqlite3_column_int64(st, 7);
-	out->created_ms = sqlite3_column_int64(st, 8);
+	out->generation = (uint64_t)col_int(st, 6);
+	out->turn = col_int(st, 7);
+	out->created_ms = col_int(st, 8);
 	return RECORDS_FOUND;
 }
 
 /* After an UPDATE of one session: 0 when it changed a row, else "no session". */
 static int session_changed(struct records *r, const char *id, struct sb_err *err)
 {
-	if (sqlite3_changes(r->db) == 0)
+	if (db_changes(r) == 0)
 		return sb_fail(err, 0, "records: no session %s", id);
 	return 0;
 }
@@ -94,15 +93,15 @@ static int session_changed(struct records *r, const char *id, struct sb_err *err
 int records_session_set_state(struct records *r, const char *id, const char *state, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("session id", id, ID_MAX, err) != 0 || check_arg("session state", state, 31, err) != 0 ||
 	    prepare(r, "UPDATE sessions SET state = ?1 WHERE id = ?2", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, state, &rc);
 	bind_text(st, 2, id, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "setting session %s to %s", id, state);
 	return session_changed(r, id, err);
 }
@@ -112,15 +111,15 @@ int records_session_set_state(struct records *r, const char *id, const char *sta
 int records_sessions_release(struct records *r, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 
 	if (prepare(r, "UPDATE sessions SET state = 'active' WHERE state = 'reserved' AND NOT EXISTS"
 		       " (SELECT 1 FROM sandboxes WHERE sandboxes.session = sessions.id AND sandboxes.state <> 'gone')",
 		    &st, err) != 0)
 		return -1;
-	if (step(st, SQLITE_OK) != SQLITE_DONE)
+	if (step(st, DB_OK) != DB_DONE)
 		return db_fail(r, err, "releasing reserved sessions");
-	return sqlite3_changes(r->db);
+	return db_changes(r);
 }
 
 /* One statement (UPDATE ... RETURNING), so two threads or processes bumping at once each get
@@ -128,8 +127,8 @@ int records_sessions_release(struct records *r, struct sb_err *err)
 int records_session_bump_generation(struct records *r, const char *id, uint64_t *generation, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("session id", id, ID_MAX, err) != 0 ||
 	    prepare(r, "UPDATE sessions SET generation = generation + 1 WHERE id = ?1 RETURNING generation",
@@ -137,13 +136,13 @@ int records_session_bump_generation(struct records *r, const char *id, uint64_t 
 		return -1;
 	bind_text(st, 1, id, &rc);
 	rc = step(st, rc);
-	if (rc == SQLITE_DONE)
+	if (rc == DB_DONE)
 		return sb_fail(err, 0, "records: no session %s", id);
-	if (rc != SQLITE_ROW)
+	if (rc != DB_ROW)
 		return db_fail(r, err, "bumping the generation of session %s", id);
-	*generation = (uint64_t)sqlite3_column_int64(st, 0);
+	*generation = (uint64_t)col_int(st, 0);
 	/* Run the statement to its end so the change is committed before this returns. */
-	if (sqlite3_step(st) != SQLITE_DONE)
+	if (step(st, DB_OK) != DB_DONE)
 		return db_fail(r, err, "bumping the generation of session %s", id);
 	return 0;
 }
@@ -151,15 +150,15 @@ int records_session_bump_generation(struct records *r, const char *id, uint64_t 
 int records_session_set_turn(struct records *r, const char *id, int64_t turn, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("session id", id, ID_MAX, err) != 0 ||
 	    prepare(r, "UPDATE sessions SET turn = ?1 WHERE id = ?2", &st, err) != 0)
 		return -1;
 	bind_int(st, 1, turn, &rc);
 	bind_text(st, 2, id, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "setting the turn of session %s", id);
 	return session_changed(r, id, err);
 }
@@ -170,8 +169,8 @@ int records_grant_set(struct records *r, const char *session, const char *resour
 		      struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("grant resource", resource, 1024, err) != 0 ||
 	    check_arg("grant access", access, 64, err) != 0 ||
@@ -184,7 +183,7 @@ int records_grant_set(struct records *r, const char *session, const char *resour
 	bind_text(st, 1, session, &rc);
 	bind_text(st, 2, resource, &rc);
 	bind_text(st, 3, access, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "granting %s=%s to session %s", resource, access, session);
 	return 0;
 }
@@ -194,17 +193,17 @@ int records_grant_set(struct records *r, const char *session, const char *resour
 int records_grant_revoke(struct records *r, const char *session, const char *resource, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("grant resource", resource, 1024, err) != 0 ||
 	    prepare(r, "DELETE FROM grants WHERE session = ?1 AND resource = ?2", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, session, &rc);
 	bind_text(st, 2, resource, &rc);
-	if (step(st, rc) != SQLITE_DONE)
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "revoking %s from session %s", resource, session);
-	if (sqlite3_changes(r->db) == 0)
+	if (db_changes(r) == 0)
 		return sb_fail(err, 0, "records: session %s has no grant on %s to revoke", session, resource);
 	return 0;
 }
@@ -212,9 +211,9 @@ int records_grant_revoke(struct records *r, const char *session, const char *res
 json_t *records_grants(struct records *r, const char *session, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 	json_t *grants cleanup_json = NULL;
-	int rc = SQLITE_OK;
+	int rc = DB_OK;
 
 	if (check_arg("session id", session, ID_MAX, err) != 0 ||
 	    prepare(r, "SELECT resource, access FROM grants WHERE session = ?1 ORDER BY resource", &st, err) != 0)
@@ -225,17 +224,17 @@ json_t *records_grants(struct records *r, const char *session, struct sb_err *er
 		return NULL;
 	}
 	bind_text(st, 1, session, &rc);
-	if (rc != SQLITE_OK) {
+	if (rc != DB_OK) {
 		db_fail(r, err, "listing the grants of session %s", session);
 		return NULL;
 	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = step(st, DB_OK)) == DB_ROW) {
 		if (json_object_set_new(grants, col_text(st, 0), col_json_text(st, 1)) != 0) {
 			oom_fail(err, "listing grants");
 			return NULL;
 		}
 	}
-	if (rc != SQLITE_DONE) {
+	if (rc != DB_DONE) {
 		db_fail(r, err, "listing the grants of session %s", session);
 		return NULL;
 	}
@@ -268,33 +267,33 @@ static int sessions_query_check(const struct sessions_query *q, struct sb_err *e
 static int sessions_cursor(struct records *r, const char *before, int64_t *cursor_ms, int64_t *cursor_rowid,
 			   struct sb_err *err)
 {
-	sqlite3_stmt *st cleanup_stmt = NULL;
-	int rc = SQLITE_OK;
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (prepare(r, "SELECT created_ms, rowid FROM sessions WHERE id = ?1", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, before, &rc);
 	rc = step(st, rc);
-	if (rc == SQLITE_DONE) {
+	if (rc == DB_DONE) {
 		sb_fail(err, 0, "records: no session %s to page before", before);
 		return RECORDS_NOT_FOUND;
 	}
-	if (rc != SQLITE_ROW)
+	if (rc != DB_ROW)
 		return db_fail(r, err, "reading session %s", before);
-	*cursor_ms = sqlite3_column_int64(st, 0);
-	*cursor_rowid = sqlite3_column_int64(st, 1);
+	*cursor_ms = col_int(st, 0);
+	*cursor_rowid = col_int(st, 1);
 	return RECORDS_FOUND;
 }
 
 /* {"session", "identity", "state", "sandbox": runtime id or null, "generation", "created_ms",
  *  "last_exec": {"exec_id", "state", "accepted_ms", "finished_ms"} or null}. Every field is an id,
  * a state or a number (the runtime id at most 255 bytes), so a row is bounded by construction. */
-static json_t *session_list_json(sqlite3_stmt *st)
+static json_t *session_list_json(struct stmt *st)
 {
 	static const char *const keys[] = { "session", "identity", "state", "sandbox", "generation", "created_ms",
 					    "last_exec" };
 	static const char *const exec_keys[] = { "exec_id", "state", "accepted_ms", "finished_ms" };
-	json_t *last = sqlite3_column_type(st, 6) == SQLITE_NULL ? json_null() :
+	json_t *last = col_null(st, 6) ? json_null() :
 		       json_row(exec_keys, (json_t *const[]){ col_json_text(st, 6), col_json_text(st, 7),
 							       col_json_int(st, 8), col_json_int(st, 9) }, 4);
 	json_t *values[] = { col_json_text(st, 0), col_json_text(st, 1), col_json_text(st, 2), col_json_text(st, 3),
@@ -306,12 +305,12 @@ static json_t *session_list_json(sqlite3_stmt *st)
 int records_sessions_page(struct records *r, const struct sessions_query *q, json_t **out, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
-	sqlite3_stmt *st cleanup_stmt = NULL;
+	struct stmt *st cleanup_stmt = NULL;
 	json_t *list cleanup_json = NULL, *last cleanup_json = NULL, *page;
 	size_t budget = q->budget ? q->budget : RECORDS_PAGE_BYTES, used = 2; /* "[]" */
 	int64_t cursor_ms = 0, cursor_rowid = 0;
 	bool more = false;
-	int brc = SQLITE_OK, rc, found;
+	int brc = DB_OK, rc, found;
 
 	*out = NULL;
 	if (budget < RECORDS_PAGE_MIN_BYTES)
@@ -328,7 +327,7 @@ int records_sessions_page(struct records *r, const struct sessions_query *q, jso
 		       " FROM sessions s LEFT JOIN execs e ON e.rowid = (SELECT x.rowid FROM execs x"
 		       " WHERE x.session = s.id ORDER BY x.accepted_ms DESC, x.rowid DESC LIMIT 1)"
 		       " WHERE (?1 IS NULL OR s.identity = ?1)"
-		       " AND (s.state = ?2 OR (?2 IS NULL AND (?3 OR s.state <> 'deleted')))"
+		       " AND (s.state = ?2 OR (?2 IS NULL AND (?3 <> 0 OR s.state <> 'deleted')))"
 		       " AND (?4 IS NULL OR (s.created_ms, s.rowid) < (?5, ?6))"
 		       " ORDER BY s.created_ms DESC, s.rowid DESC LIMIT ?7", &st, err) != 0)
 		return -1;
@@ -341,7 +340,7 @@ int records_sessions_page(struct records *r, const struct sessions_query *q, jso
 	bind_int(st, 7, (int64_t)q->limit + 1, &brc); /* one more than served says whether more remain */
 	if (!(list = json_array()))
 		return oom_fail(err, "listing sessions");
-	while ((rc = step(st, brc)) == SQLITE_ROW) {
+	while ((rc = step(st, brc)) == DB_ROW) {
 		size_t n = json_array_size(list), comma = n > 0;
 		json_t *row;
 
@@ -363,7 +362,7 @@ int records_sessions_page(struct records *r, const struct sessions_query *q, jso
 		if (json_array_append_new(list, row) != 0 || !last)
 			return oom_fail(err, "listing sessions");
 	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	if (rc != DB_ROW && rc != DB_DONE)
 		return db_fail(r, err, "listing sessions");
 	page = json_pack("{s:O}", "sessions", list);
 	if (!page || (more && json_object_set(page, "next_before", last) != 0)) {

@@ -1,7 +1,9 @@
 /* Unit tests for manager/records/ on real SQLite files in temporary directories: open, reopen and
  * the file's settings (WAL, mode 0600, close-on-exec, schema version), sessions, grants, sandboxes,
  * the exec life cycle and the transitions it refuses, eight threads at once, and a writer killed
- * with SIGKILL in the middle of a transaction. */
+ * with SIGKILL in the middle of a transaction. The same tests (all but the SQLite file's own) run
+ * again on PostgreSQL (tests/support/pgtest.h: a server of their own, a database per test), with
+ * that store's refusals (a newer schema, a server that is not there). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,7 +31,12 @@
 #include "random.h"
 #include "records.h"
 #include "result.h"
+#include "pgtest.h"
 #include "testutil.h"
+
+/* The second run: every test's store is a new PostgreSQL database (setup), pg_store names it. */
+static bool on_postgres;
+static char pg_db[64], pg_store[PATH_MAX + 128];
 
 struct fixture {
 	char dir[PATH_MAX];  /* mkdtemp root */
@@ -47,6 +54,8 @@ static int setup(void **state)
 	snprintf(f->dir, sizeof f->dir, "/tmp/test_records.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	assert_int_equal(path_fmt(f->db, sizeof f->db, &err, "%s/records.db", f->dir), 0);
+	if (on_postgres)
+		pgtest_new_db(pg_db, sizeof pg_db, pg_store, sizeof pg_store);
 	*state = f;
 	return 0;
 }
@@ -71,7 +80,7 @@ static struct records *open_ok(const char *path)
 	struct records *r = NULL;
 	struct sb_err err;
 
-	if (records_open(path, &r, &err) != 0)
+	if ((on_postgres ? records_open_store(pg_store, &r, &err) : records_open(path, &r, &err)) != 0)
 		fail_msg("records_open: %s", err.msg);
 	return r;
 }
@@ -147,6 +156,43 @@ static char *raw_text(sqlite3 *db, const char *sql)
 	return out;
 }
 
+/* sql's first value through a second connection, on the test's store (SQLite: the file at path). */
+static char *store_text(const char *path, const char *sql)
+{
+	char msg[512], *out;
+	sqlite3 *db;
+
+	if (on_postgres) {
+		if (!(out = pgtest_text(pg_db, sql, 0, NULL, msg, sizeof msg)))
+			fail_msg("%s: %s", sql, msg);
+		return out;
+	}
+	db = raw_open(path);
+	out = raw_text(db, sql);
+	sqlite3_close(db);
+	return out;
+}
+
+/* sql through a second connection is refused, with want in the store's message. */
+static void store_refuses(const char *path, const char *sql, const char *want)
+{
+	char msg[512];
+	sqlite3 *db;
+
+	if (on_postgres) {
+		if (pgtest_exec(pg_db, sql, msg, sizeof msg) == 0)
+			fail_msg("%s was not refused", sql);
+	} else {
+		db = raw_open(path);
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK)
+			fail_msg("%s was not refused", sql);
+		snprintf(msg, sizeof msg, "%s", sqlite3_errmsg(db));
+		sqlite3_close(db);
+	}
+	if (want && !strstr(msg, want))
+		fail_msg("%s: expected \"%s\" in \"%s\"", sql, want, msg);
+}
+
 static void json_is(json_t *j, const char *expected)
 {
 	char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -176,7 +222,6 @@ static void test_reopen_keeps_data(void **state)
 	struct session_row s;
 	struct sb_err err;
 	json_t *grants;
-	sqlite3 *db;
 	char *version;
 
 	session_add(r, "s1");
@@ -196,11 +241,9 @@ static void test_reopen_keeps_data(void **state)
 	json_decref(grants);
 	records_close(r);
 
-	db = raw_open(f->db);
-	version = raw_text(db, "PRAGMA user_version");
+	version = store_text(f->db, on_postgres ? "SELECT version FROM records_schema" : "PRAGMA user_version");
 	assert_string_equal(version, "2");
 	free(version);
-	sqlite3_close(db);
 }
 
 /* Every descriptor on a file in dir is close-on-exec; returns how many there were. */
@@ -319,7 +362,9 @@ static void test_sessions(void **state)
 	snprintf(s.id, sizeof s.id, "s1");
 	snprintf(s.identity, sizeof s.identity, "bob");
 	assert_int_equal(records_session_insert(r, &s, &err), -1);
-	assert_string_equal(err.msg, "records: inserting session s1: UNIQUE constraint failed: sessions.id");
+	assert_string_equal(err.msg, on_postgres ? "records: inserting session s1: duplicate key value violates unique "
+						   "constraint \"sessions_pkey\" (Key (id)=(s1) already exists.)" :
+		"records: inserting session s1: UNIQUE constraint failed: sessions.id");
 
 	assert_int_equal(records_session_bump_generation(r, "s1", &gen, &err), 0);
 	assert_int_equal(gen, 2);
@@ -370,7 +415,7 @@ static void test_grants(void **state)
 	expect_msg(&err, "session s1 has no grant on aws:prod to revoke");
 
 	assert_int_equal(records_grant_set(r, "nope", "aws:prod", "read", &err), -1);
-	expect_msg(&err, "FOREIGN KEY constraint failed");
+	expect_msg(&err, on_postgres ? "violates foreign key constraint" : "FOREIGN KEY constraint failed");
 	assert_int_equal(records_grant_set(r, "s1", "bad\xff", "read", &err), -1);
 	expect_msg(&err, "not UTF-8");
 	records_close(r);
@@ -610,7 +655,6 @@ static void test_exec_forbidden_transitions(void **state)
 	struct records *r = open_ok(f->db);
 	struct exec_row *e;
 	struct sb_err err;
-	sqlite3 *db;
 
 	session_add(r, "s1");
 	exec_add(r, "e1", "s1", 0);
@@ -643,7 +687,9 @@ static void test_exec_forbidden_transitions(void **state)
 
 	e = exec_new("e1", "s1", 0);
 	assert_int_equal(records_exec_insert(r, e, &err), -1);
-	assert_string_equal(err.msg, "records: inserting exec e1: UNIQUE constraint failed: execs.id");
+	assert_string_equal(err.msg, on_postgres ? "records: inserting exec e1: duplicate key value violates unique "
+						   "constraint \"execs_pkey\" (Key (id)=(e1) already exists.)" :
+		"records: inserting exec e1: UNIQUE constraint failed: execs.id");
 	snprintf(e->id, sizeof e->id, "e3");
 	snprintf(e->state, sizeof e->state, "dispatched");
 	assert_int_equal(records_exec_insert(r, e, &err), -1);
@@ -651,17 +697,12 @@ static void test_exec_forbidden_transitions(void **state)
 	snprintf(e->state, sizeof e->state, "accepted");
 	snprintf(e->session, sizeof e->session, "nope");
 	assert_int_equal(records_exec_insert(r, e, &err), -1);
-	expect_msg(&err, "FOREIGN KEY constraint failed");
+	expect_msg(&err, on_postgres ? "violates foreign key constraint" : "FOREIGN KEY constraint failed");
 	free(e);
 
 	/* The same line holds for a writer that bypasses records.c. */
-	db = raw_open(f->db);
-	assert_int_not_equal(sqlite3_exec(db, "UPDATE execs SET state = 'dispatched' WHERE id = 'e1'", NULL, NULL, NULL),
-			     SQLITE_OK);
-	assert_non_null(strstr(sqlite3_errmsg(db), "an exec state only moves forward"));
-	assert_int_not_equal(sqlite3_exec(db, "UPDATE execs SET state = 'finished' WHERE id = 'e2'", NULL, NULL, NULL),
-			     SQLITE_OK);
-	sqlite3_close(db);
+	store_refuses(f->db, "UPDATE execs SET state = 'dispatched' WHERE id = 'e1'", "an exec state only moves forward");
+	store_refuses(f->db, "UPDATE execs SET state = 'finished' WHERE id = 'e2'", NULL);
 	exec_state_is(r, "e1", "uncertain");
 	records_close(r);
 }
@@ -898,7 +939,6 @@ static void test_records_output_bounded_when_written(void **state)
 	size_t elen, bytes;
 	char *out = control_chars(MB2, 0), *errt = escaped_binary(MB2 / 4, &elen);
 	char *result = result_text(out, MB2, errt, elen, true);
-	sqlite3 *db;
 	char *stored_len;
 	json_t *page, *rec, *res;
 	const char *so, *se;
@@ -906,9 +946,7 @@ static void test_records_output_bounded_when_written(void **state)
 	session_add(r, "s1");
 	exec_finished(r, "e1", "s1", 1000, result, receipt_text());
 	/* what is stored is bounded: 64 KiB of text per stream, 6 bytes per control character */
-	db = raw_open(f->db);
-	stored_len = raw_text(db, "SELECT length(result_json) FROM execs WHERE id = 'e1'");
-	sqlite3_close(db);
+	stored_len = store_text(f->db, "SELECT length(result_json) FROM execs WHERE id = 'e1'");
 	if (atol(stored_len) > 2 * 6 * (long)RECORDS_OUTPUT_LIMIT_DEFAULT + 4096)
 		fail_msg("the stored result is %s bytes", stored_len);
 	free(stored_len);
@@ -1070,11 +1108,19 @@ static void test_records_page_state_and_refusals(void **state)
 /* Set a column of one exec directly, as a writer that bypasses records.c (or an older version) would. */
 static void raw_set(const char *path, const char *id, const char *column, const char *text)
 {
-	sqlite3 *db = raw_open(path);
+	sqlite3 *db;
 	sqlite3_stmt *st = NULL;
-	char sql[128];
+	char sql[128], msg[512], *changed;
 
-	snprintf(sql, sizeof sql, "UPDATE execs SET %s = ?1 WHERE id = ?2", column);
+	snprintf(sql, sizeof sql, "UPDATE execs SET %s = $1 WHERE id = $2", column);
+	if (on_postgres) {
+		changed = pgtest_text(pg_db, sql, 2, (const char *const[]){ text, id }, msg, sizeof msg);
+		if (!changed || strcmp(changed, "1") != 0)
+			fail_msg("%s: %s", sql, msg);
+		free(changed);
+		return;
+	}
+	db = raw_open(path);
 	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC), SQLITE_OK);
 	assert_int_equal(sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC), SQLITE_OK);
@@ -1349,8 +1395,166 @@ static void test_crash_keeps_committed(void **state)
 	free(e);
 }
 
+/* Two connections to one store (two handles here; several managers later): each transition is one
+ * compare-and-set on the current state, so of two threads racing to dispatch or to finish the same
+ * exec, exactly one wins, every time, and the loser is told the state it found. */
+struct racer {
+	pthread_t thread;
+	struct records *r;
+	pthread_barrier_t *start;
+	int index, won_dispatch, won_finish;
+	char error[SB_ERR_MSG_MAX + 16];
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *w = arg;
+	struct sb_err err;
+	char id[32];
+
+	for (int i = 0; i < 50; i++) {
+		snprintf(id, sizeof id, "race-%02d", i);
+		pthread_barrier_wait(w->start);
+		if (records_exec_dispatched(w->r, id, 1, "abcd", "process:1:1", NULL, &err) == 0)
+			w->won_dispatch++;
+		else if (!strstr(err.msg, "never dispatched twice"))
+			snprintf(w->error, sizeof w->error, "dispatch: %s", err.msg);
+		pthread_barrier_wait(w->start);
+		if (records_exec_finish(w->r, id, w->index ? "exited" : "uncertain", NULL, NULL, NULL, &err) == 0)
+			w->won_finish++;
+		else if (!strstr(err.msg, "an exec finished once stays finished"))
+			snprintf(w->error, sizeof w->error, "finish: %s", err.msg);
+	}
+	return NULL;
+}
+
+static void test_two_connections_one_transition(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct racer w[2];
+	pthread_barrier_t start;
+	char id[32];
+
+	session_add(r, "s1");
+	for (int i = 0; i < 50; i++) {
+		snprintf(id, sizeof id, "race-%02d", i);
+		exec_add(r, id, "s1", 1000 + i);
+	}
+	assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct racer){ .r = open_ok(f->db), .start = &start, .index = i };
+		assert_int_equal(pthread_create(&w[i].thread, NULL, racer_main, &w[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(w[i].thread, NULL), 0);
+		records_close(w[i].r);
+		if (w[i].error[0])
+			fail_msg("connection %d: %s", i, w[i].error);
+	}
+	pthread_barrier_destroy(&start);
+	assert_int_equal(w[0].won_dispatch + w[1].won_dispatch, 50);
+	assert_int_equal(w[0].won_finish + w[1].won_finish, 50);
+	for (int i = 0; i < 50; i++) {
+		struct exec_row *e = calloc(1, sizeof *e);
+		struct sb_err err;
+
+		assert_non_null(e);
+		snprintf(id, sizeof id, "race-%02d", i);
+		assert_int_equal(records_exec_get(r, id, e, &err), RECORDS_FOUND);
+		assert_true(strcmp(e->state, "exited") == 0 || strcmp(e->state, "uncertain") == 0);
+		free(e);
+	}
+	records_close(r);
+}
+
+/* ---------------------------------------------------------------- the PostgreSQL store's own */
+
+/* A database written by a newer schema is refused and left as it was; a server that is not there,
+ * or a store that is neither, is a clear error naming it, never its password. */
+static void test_pg_open_refusals(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	char store[PATH_MAX + 160], msg[512], *version;
+	struct sb_err err;
+
+	records_close(r);
+	r = NULL;
+	if (pgtest_exec(pg_db, "UPDATE records_schema SET version = 99", msg, sizeof msg) != 0)
+		fail_msg("%s", msg);
+	assert_int_equal(records_open_store(pg_store, &r, &err), -1);
+	assert_null(r);
+	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (2)");
+	expect_msg(&err, pg_db);
+	version = store_text(f->db, "SELECT version FROM records_schema");
+	assert_string_equal(version, "99");
+	free(version);
+
+	snprintf(store, sizeof store, "postgres:host=%s/absent port=5432 user=sbrecords dbname=nowhere password=s3cret",
+		 f->dir);
+	assert_int_equal(records_open_store(store, &r, &err), -1);
+	assert_null(r);
+	expect_msg(&err, "cannot connect to the store postgres (database nowhere on ");
+	if (strstr(err.msg, "s3cret"))
+		fail_msg("the password is in the message: %s", err.msg);
+
+	assert_int_equal(records_open_store("mysql:localhost", &r, &err), -1);
+	expect_msg(&err, "the store must be sqlite:PATH or postgres:CONNINFO");
+	assert_int_equal(records_open_store("sqlite:", &r, &err), -1);
+	expect_msg(&err, "database path is missing");
+}
+
+/* The server ends the manager's connection: that call fails and says so, the next one reconnects
+ * (prepared statements again), and nothing committed is lost. The connection's socket, before and
+ * after, is close-on-exec (libpq's), so no sandbox runtime the manager starts inherits it. */
+static void test_pg_connection_lost(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	char sql[256], msg[512];
+	struct session_row s;
+	struct sb_err err;
+
+	session_add(r, "s1");
+	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
+	assert_int_equal(check_cloexec_fds("socket:"), 1);
+	snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'"
+		 " AND pid <> pg_backend_pid()", pg_db);
+	if (pgtest_exec(NULL, sql, msg, sizeof msg) != 0)
+		fail_msg("%s", msg);
+	assert_int_equal(records_session_get(r, "s1", &s, &err), -1);
+	expect_msg(&err, "the connection to postgres (database");
+	expect_msg(&err, "reconnected for the next call");
+	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
+	assert_string_equal(s.identity, "alice");
+	session_add(r, "s2");
+	assert_int_equal(check_cloexec_fds("socket:"), 1);
+	records_close(r);
+}
+
 int main(void)
 {
+	const struct CMUnitTest pg_tests[] = {
+		cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_open_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_connection_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grants, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_reserved, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_lifecycle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_forbidden_transitions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_odd_text_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_output_bounded_when_written, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_pages_flood, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_page_state_and_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_old_format_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_huge_single_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_binary_output_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_connections_one_transition, setup, teardown),
+	};
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_mode_and_cloexec, setup, teardown),
@@ -1370,8 +1574,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_records_binary_output_round_trip, setup, teardown),
 		cmocka_unit_test(test_control_error_not_utf8),
 		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_connections_one_transition, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_keeps_committed, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("records on sqlite", tests, NULL, NULL);
+
+	/* The same functions on the other store; the SQLite file's own tests (WAL, its mode, a link
+	 * refused, a killed writer, a newer user_version) have their PostgreSQL counterparts above. */
+	on_postgres = true;
+	return failed + pgtest_run_group("records on postgres", pg_tests, sizeof pg_tests / sizeof pg_tests[0]);
 }

@@ -1,7 +1,8 @@
 /* Unit tests for records_counts() (manager/records/records_counts.c), what status and metrics report: every exec
  * and session state counted, zeros included; uncertain execs counted as open only on sessions not
  * deleted, listed by session newest first with their newest exec; reserved sessions listed; both
- * lists bounded; and the time of one count over 100,000 execs (printed, bounded loosely). */
+ * lists bounded; and the time of one count over 100,000 execs (printed, bounded loosely). Every
+ * test runs on both stores: SQLite, then PostgreSQL (tests/support/pgtest.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,10 +19,14 @@
 #include "clock.h"
 #include "pathfmt.h"
 #include "records.h"
+#include "pgtest.h"
 #include "testutil.h"
+
+static bool on_postgres; /* the second run of the tests */
 
 struct fixture {
 	char dir[PATH_MAX];
+	char pgdb[64];         /* on PostgreSQL: the test's database */
 	struct records *r;
 };
 
@@ -34,8 +39,15 @@ static int setup(void **state)
 	assert_non_null(f);
 	snprintf(f->dir, sizeof f->dir, "/tmp/test_records_counts.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
-	assert_int_equal(path_fmt(db, sizeof db, &err, "%s/records.db", f->dir), 0);
-	must(records_open(db, &f->r, &err), &err, "records_open");
+	if (on_postgres) {
+		char store[PATH_MAX + 128];
+
+		pgtest_new_db(f->pgdb, sizeof f->pgdb, store, sizeof store);
+		must(records_open_store(store, &f->r, &err), &err, "records_open_store");
+	} else {
+		assert_int_equal(path_fmt(db, sizeof db, &err, "%s/records.db", f->dir), 0);
+		must(records_open(db, &f->r, &err), &err, "records_open");
+	}
 	*state = f;
 	return 0;
 }
@@ -206,21 +218,25 @@ static void test_counts_time(void **state)
 	session_add(f->r, "big", "active", 1);
 	/* one statement, through a second connection: the inserts are the setup, not what is measured */
 	{
+		static const char fill[] =
+			"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)"
+			" INSERT INTO execs (id, session, turn, state, command, timeout_seconds, accepted_ms)"
+			" SELECT 'b' || i, 'big', 0, CASE i % 7 WHEN 0 THEN 'exited' WHEN 1 THEN 'exited'"
+			" WHEN 2 THEN 'exited' WHEN 3 THEN 'timed_out' WHEN 4 THEN 'signaled'"
+			" WHEN 5 THEN 'refused' ELSE 'uncertain' END, 'true', 30, i FROM n";
 		struct sb_err err;
-		char db[PATH_MAX];
+		char db[PATH_MAX], msg[512];
 		sqlite3 *raw;
 
-		assert_int_equal(path_fmt(db, sizeof db, &err, "%s/records.db", f->dir), 0);
-		assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
-		assert_int_equal(sqlite3_exec(raw,
-					      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)"
-					      " INSERT INTO execs (id, session, turn, state, command, timeout_seconds, accepted_ms)"
-					      " SELECT 'b' || i, 'big', 0, CASE i % 7 WHEN 0 THEN 'exited' WHEN 1 THEN 'exited'"
-					      " WHEN 2 THEN 'exited' WHEN 3 THEN 'timed_out' WHEN 4 THEN 'signaled'"
-					      " WHEN 5 THEN 'refused' ELSE 'uncertain' END, 'true', 30, i FROM n",
-					      NULL, NULL, NULL),
-				 SQLITE_OK);
-		sqlite3_close(raw);
+		if (on_postgres) {
+			if (pgtest_exec(f->pgdb, fill, msg, sizeof msg) != 0)
+				fail_msg("filling the execs: %s", msg);
+		} else {
+			assert_int_equal(path_fmt(db, sizeof db, &err, "%s/records.db", f->dir), 0);
+			assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+			assert_int_equal(sqlite3_exec(raw, fill, NULL, NULL, NULL), SQLITE_OK);
+			sqlite3_close(raw);
+		}
 	}
 	t0 = clock_mono_ms();
 	c = counts(f->r);
@@ -242,5 +258,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_counts_time, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("records_counts on sqlite", tests, NULL, NULL);
+
+	on_postgres = true;
+	return failed + pgtest_run_group("records_counts on postgres", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1,7 +1,9 @@
 /* Unit tests for the records of the operator's commands (manager/records/, schema version 2): a
  * version 1 file, as sandbox-manager 0.1.0 wrote it, migrated with its rows intact (once, also by
  * two openers at once; a migration that fails leaves version 1 as it was); resolutions of uncertain
- * execs (once only, uncertain only, bounded notes, final for every writer); pages of sessions. */
+ * execs (once only, uncertain only, bounded notes, final for every writer); pages of sessions. All
+ * of it again on PostgreSQL (tests/support/pgtest.h), where "version 1" is today's schema taken
+ * back to version 1 (its table and triggers of version 2 dropped). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,7 +22,12 @@
 
 #include "pathfmt.h"
 #include "records.h"
+#include "pgtest.h"
 #include "testutil.h"
+
+/* The second run: every test's store is a new PostgreSQL database (setup), pg_store names it. */
+static bool on_postgres;
+static char pg_db[64], pg_store[PATH_MAX + 128];
 
 struct fixture {
 	char dir[PATH_MAX];
@@ -36,6 +43,8 @@ static int setup(void **state)
 	snprintf(f->dir, sizeof f->dir, "/tmp/test_records_operator.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	assert_int_equal(path_fmt(f->db, sizeof f->db, &err, "%s/records.db", f->dir), 0);
+	if (on_postgres)
+		pgtest_new_db(pg_db, sizeof pg_db, pg_store, sizeof pg_store);
 	*state = f;
 	return 0;
 }
@@ -104,9 +113,15 @@ static sqlite3 *raw_open(const char *path)
 
 static void raw_exec(const char *path, const char *sql)
 {
-	sqlite3 *db = raw_open(path);
-	char *msg = NULL;
+	sqlite3 *db;
+	char *msg = NULL, pg_msg[512];
 
+	if (on_postgres) {
+		if (pgtest_exec(pg_db, sql, pg_msg, sizeof pg_msg) != 0)
+			fail_msg("raw SQL failed: %s", pg_msg);
+		return;
+	}
+	db = raw_open(path);
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
 		fail_msg("raw SQL failed: %s", msg ? msg : "?");
 	sqlite3_close(db);
@@ -115,10 +130,19 @@ static void raw_exec(const char *path, const char *sql)
 /* The one integer a query answers. */
 static int64_t raw_int(const char *path, const char *sql)
 {
-	sqlite3 *db = raw_open(path);
+	sqlite3 *db;
 	sqlite3_stmt *st = NULL;
+	char msg[512], *text;
 	int64_t v;
 
+	if (on_postgres) {
+		if (!(text = pgtest_text(pg_db, sql, 0, NULL, msg, sizeof msg)))
+			fail_msg("%s: %s", sql, msg);
+		v = strtoll(text, NULL, 10);
+		free(text);
+		return v;
+	}
+	db = raw_open(path);
 	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	v = sqlite3_column_int64(st, 0);
@@ -130,18 +154,36 @@ static int64_t raw_int(const char *path, const char *sql)
 /* A statement another writer (the sqlite3 shell) might run: its SQLite code. */
 static int raw_try(const char *path, const char *sql)
 {
-	sqlite3 *db = raw_open(path);
-	int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+	sqlite3 *db;
+	int rc;
 
+	if (on_postgres)
+		return pgtest_exec(pg_db, sql, NULL, 0) == 0 ? SQLITE_OK : SQLITE_ERROR;
+	db = raw_open(path);
+	rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 	sqlite3_close(db);
 	return rc;
 }
 
-static void v1_file(const char *path)
+/* The schema version on the test's store. */
+#define VERSION_SQL (on_postgres ? "SELECT version FROM records_schema" : "PRAGMA user_version")
+
+/* Tables and triggers of that name on the test's store. */
+static int64_t object_count(const char *path, const char *name)
 {
-	raw_exec(path, V1_SCHEMA);
-	raw_exec(path, V1_ROWS);
-	assert_int_equal(raw_int(path, "PRAGMA user_version"), 1);
+	char sql[256];
+
+	if (on_postgres)
+		snprintf(sql, sizeof sql, "SELECT (SELECT count(*) FROM pg_class WHERE relname = '%s')"
+			 " + (SELECT count(*) FROM pg_trigger WHERE tgname = '%s')", name, name);
+	else
+		snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE name = '%s'", name);
+	return raw_int(path, sql);
+}
+
+static int store_open(const char *path, struct records **r, struct sb_err *err)
+{
+	return on_postgres ? records_open_store(pg_store, r, err) : records_open(path, r, err);
 }
 
 static struct records *open_ok(const char *path)
@@ -149,9 +191,26 @@ static struct records *open_ok(const char *path)
 	struct records *r = NULL;
 	struct sb_err err;
 
-	if (records_open(path, &r, &err) != 0)
+	if (store_open(path, &r, &err) != 0)
 		fail_msg("records_open: %s", err.msg);
 	return r;
+}
+
+/* PostgreSQL's version 1: today's schema without version 2's table and its triggers. */
+static const char PG_TO_V1[] =
+	"DROP TABLE resolutions; DROP FUNCTION resolutions_uncertain_only, resolutions_final;"
+	" UPDATE records_schema SET version = 1;";
+
+static void v1_file(const char *path)
+{
+	if (on_postgres) {
+		records_close(open_ok(path));
+		raw_exec(path, PG_TO_V1);
+	} else {
+		raw_exec(path, V1_SCHEMA);
+	}
+	raw_exec(path, V1_ROWS);
+	assert_int_equal(raw_int(path, VERSION_SQL), 1);
 }
 
 static json_t *exec_record(struct records *r, const char *id)
@@ -197,7 +256,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 	assert_non_null(e);
 	v1_file(f->db);
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 2);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 2);
 
 	/* every row as the version 1 manager left it */
 	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
@@ -238,7 +297,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 
 	/* a second open of the migrated file changes nothing */
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 2);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 2);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 	records_close(r);
@@ -254,13 +313,13 @@ static void test_migrate_failure_leaves_v1(void **state)
 	struct sb_err err;
 
 	v1_file(f->db);
-	raw_exec(f->db, "CREATE TABLE resolutions (x);");
-	assert_int_equal(records_open(f->db, &r, &err), -1);
+	raw_exec(f->db, on_postgres ? "CREATE TABLE resolutions (x int);" : "CREATE TABLE resolutions (x);");
+	assert_int_equal(store_open(f->db, &r, &err), -1);
 	assert_null(r);
 	assert_contains(err.msg, "migrating the records from schema version 1 to 2");
-	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 1);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
-	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name = 'resolutions_final_update'"), 0);
+	assert_int_equal(object_count(f->db, on_postgres ? "resolutions_final" : "resolutions_final_update"), 0);
 }
 
 struct opener {
@@ -275,7 +334,7 @@ static void *opener_main(void *arg)
 	struct opener *o = arg;
 	struct sb_err err;
 
-	if (records_open(o->path, &o->r, &err) != 0)
+	if (store_open(o->path, &o->r, &err) != 0)
 		snprintf(o->error, sizeof o->error, "%s", err.msg);
 	return NULL;
 }
@@ -297,8 +356,8 @@ static void test_migrate_concurrent_once(void **state)
 			fail_msg("opener %d: %s", i, o[i].error);
 		records_close(o[i].r);
 	}
-	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 2);
-	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name = 'resolutions'"), 1);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 2);
+	assert_int_equal(object_count(f->db, "resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 }
 
@@ -309,10 +368,10 @@ static void test_newer_version_refused(void **state)
 	struct sb_err err;
 
 	v1_file(f->db);
-	raw_exec(f->db, "PRAGMA user_version = 3;");
-	assert_int_equal(records_open(f->db, &r, &err), -1);
+	raw_exec(f->db, on_postgres ? "UPDATE records_schema SET version = 3;" : "PRAGMA user_version = 3;");
+	assert_int_equal(store_open(f->db, &r, &err), -1);
 	assert_contains(err.msg, "has schema version 3, newer than this sandbox-manager understands (2)");
-	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 3);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 3);
 }
 
 /* ---------------------------------------------------------------- resolutions */
@@ -604,5 +663,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sessions_page_budget, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("records_operator on sqlite", tests, NULL, NULL);
+
+	on_postgres = true;
+	return failed + pgtest_run_group("records_operator on postgres", tests, sizeof tests / sizeof tests[0]);
 }

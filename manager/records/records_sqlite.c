@@ -1,0 +1,146 @@
+/* The SQLite store (the embedded default, see records.h): opening its one file (the file's mode,
+ * WAL, the connection's settings), closing it, and its statements for records.c. Must never open
+ * a file through a symbolic link, nor leave the file or its sidecars readable by others. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cleanup.h"
+#include "fdio.h"
+#include "records_internal.h"
+
+#define BUSY_TIMEOUT_MS 5000   /* another process (a second manager, the sqlite3 shell) holding the lock */
+
+/* ---------------------------------------------------------------- opening */
+
+/* The database file is created 0600 here, before SQLite opens it: SQLite creates -wal and -shm with
+ * the database file's mode (fchmod, so the umask does not matter). An existing file is tightened,
+ * and so are sidecars left by an older run. The directory must exist: the manager's private state
+ * is made (0700) by whoever owns it, not as a side effect of opening records. */
+static int tighten_sidecar(const char *path, const char *suffix, struct sb_err *err)
+{
+	char side[PATH_MAX];
+	int fd cleanup_close = -1;
+
+	if ((size_t)snprintf(side, sizeof side, "%s%s", path, suffix) >= sizeof side)
+		return sb_fail(err, ENAMETOOLONG, "records: %s%s", path, suffix);
+	fd = open(side, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : sb_fail_errno(err, "records: opening %s", side);
+	if (fd_private_tighten(fd, side, err) != 0) {
+		sb_err_prefix(err, "records");
+		return -1;
+	}
+	return 0;
+}
+
+/* common/fdio.c's private file: 0600, no link, a regular file. */
+static int db_file_prepare(const char *path, struct sb_err *err)
+{
+	int fd cleanup_close = fd_private_open(path, err);
+
+	if (fd < 0) {
+		sb_err_prefix(err, "records");
+		return -1;
+	}
+	if (tighten_sidecar(path, "-wal", err) != 0 || tighten_sidecar(path, "-shm", err) != 0)
+		return -1;
+	return 0;
+}
+
+static int wal_enable(struct records *r, const char *path, struct sb_err *err)
+{
+	struct stmt *st cleanup_stmt = NULL;
+	const char *mode;
+
+	/* The pragma answers the mode now in force: a file system without shared memory stays put. */
+	if (prepare(r, "PRAGMA journal_mode = WAL", &st, err) != 0)
+		return -1;
+	if (step(st, DB_OK) != DB_ROW)
+		return db_fail(r, err, "switching %s to WAL", path);
+	mode = col_text(st, 0);
+	if (!mode || strcasecmp(mode, "wal") != 0)
+		return sb_fail(err, 0, "records: %s stayed in journal mode %s instead of WAL: put the state directory "
+			       "on a local file system", path, mode ? mode : "(none)");
+	return 0;
+}
+
+/* Connection settings. WAL + synchronous=NORMAL: a commit is appended to the WAL by write(2)
+ * before sqlite3_step returns, so a kill -9 of the manager at any point keeps every committed
+ * transaction (the kernel has the pages); only a power loss or kernel crash can lose the last few,
+ * and never corrupts the file. Durability against a process kill is the requirement here; FULL
+ * would add an fsync per commit for the power-loss case only. */
+static int db_configure(struct records *r, const char *path, struct sb_err *err)
+{
+	int64_t v = 0;
+
+	if (sqlite3_busy_timeout(r->db, BUSY_TIMEOUT_MS) != SQLITE_OK)
+		return db_fail(r, err, "setting the busy timeout on %s", path);
+	if (wal_enable(r, path, err) != 0)
+		return -1;
+	if (exec_sql(r, "PRAGMA synchronous = NORMAL", "setting synchronous=NORMAL", err) != 0 ||
+	    exec_sql(r, "PRAGMA foreign_keys = ON", "turning foreign keys on", err) != 0)
+		return -1;
+	if (query_int(r, "PRAGMA foreign_keys", &v, err) != 0)
+		return -1;
+	if (v != 1)
+		return sb_fail(err, 0, "records: this SQLite does not enforce foreign keys");
+	return 0;
+}
+
+int sqlite_open(struct records *r, const char *path, struct sb_err *err)
+{
+	if (check_arg("database path", path, PATH_MAX - 8, err) != 0 || db_file_prepare(path, err) != 0)
+		return -1;
+	copy_text(r->name, sizeof r->name, path);
+	/* FULLMUTEX: SQLite's own locking too, though every call here also holds r->lock.
+	 * NOFOLLOW: the file was just checked not to be a symbolic link; keep it so.
+	 * Close-on-exec: SQLite's unix VFS opens the file, -wal and -shm with O_CLOEXEC (test_records
+	 * checks /proc/self/fd), so a sandbox runtime started by the manager inherits none of them. */
+	if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE |
+				SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
+		if (r->db)
+			return sb_fail(err, sqlite3_system_errno(r->db), "records: opening %s: %s", path,
+				       sqlite3_errmsg(r->db));
+		return oom_fail(err, "opening the records");
+	}
+	if (db_configure(r, path, err) != 0 || schema_ensure(r, path, err) != 0)
+		return -1;
+	return 0;
+}
+
+/* Every statement is released by the call that used it and the kept ones are finalized before
+ * (records_close), so the close itself cannot be busy; the last connection's close checkpoints
+ * the WAL into the database file. */
+void sqlite_close(struct records *r)
+{
+	sqlite3_close_v2(r->db);
+	r->db = NULL;
+}
+
+/* ---------------------------------------------------------------- statements */
+
+int sqlite_stmt_prepare(struct stmt *st, struct sb_err *err)
+{
+	if (sqlite3_prepare_v3(st->r->db, st->sql, -1, SQLITE_PREPARE_PERSISTENT, &st->sq, NULL) != SQLITE_OK)
+		return db_fail(st->r, err, "preparing \"%.60s...\"", st->sql);
+	return 0;
+}
+
+/* Reset ends its read or write of the file; the next caller binds its own values. */
+void sqlite_stmt_reset(struct stmt *st)
+{
+	sqlite3_reset(st->sq);
+	sqlite3_clear_bindings(st->sq);
+}
+
+void sqlite_stmt_free(struct stmt *st)
+{
+	sqlite3_finalize(st->sq);
+	st->sq = NULL;
+}
