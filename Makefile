@@ -202,7 +202,7 @@ cluster-image:
 # run FUZZ_SECONDS each on a copy of its seed corpus tests/fuzz/corpus/<name>/.
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -std=gnu11 -g -O1 -D_GNU_SOURCE -Icommon -Ibuild/gen -iquote sandbox-agent $(patsubst -I%,-iquote %,$(MANAGER_INC)) \
-                -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
+                $(PG_INC) -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
 build/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(AGENT_SRC) $(MANAGER_SRC) $(SANDBOX_INIT_SRC) $(GEN_SRC) $(BUILD)/gen/seccomp_bpf.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(TEST_LIBS:-lcmocka=)
