@@ -832,6 +832,19 @@ static void run_finish(struct run_fds *f, struct run_state *st, struct exec_outc
 	output_finish(&out->err);
 }
 
+/* Init released: the command's run to its end within its timeout, init reaped, everything read;
+ * the descriptors and init's pidfd are closed. A fresh init's call and a prebuilt one's share it. */
+static void run_to_end(const struct boundary *b, const struct exec_request *req, int cancel_fd, struct run_fds *f,
+		       struct run_state *st, struct exec_outcome *out, int64_t t0)
+{
+	st->deadline = t0 + (int64_t)req->timeout_seconds * 1000;
+	wait_loop(b, f, cancel_fd, st, out);
+	steptime_mark(STEP_AGENT_REAPED);
+	run_finish(f, st, out, t0);
+	run_fds_close(f);
+	close(st->pidfd);
+}
+
 int boundary_run(const struct boundary *b, const struct exec_request *req, int cancel_fd,
 		 struct exec_outcome *out, struct sb_err *err)
 {
@@ -895,12 +908,7 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 	}
 	fd_close(&f.go[1]);
 	steptime_mark(STEP_RELEASED);
-	st.deadline = t0 + (int64_t)req->timeout_seconds * 1000;
-	wait_loop(b, &f, cancel_fd, &st, out);
-	steptime_mark(STEP_AGENT_REAPED);
-	run_finish(&f, &st, out, t0);
-	run_fds_close(&f);
-	close(st.pidfd);
+	run_to_end(b, req, cancel_fd, &f, &st, out, t0);
 	return 0;
 }
 
@@ -1236,12 +1244,7 @@ int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, co
 	f = (struct run_fds){ .out = { bi->out, -1 }, .errp = { bi->errp, -1 }, .go = { -1, -1 },
 			      .report = { bi->report, -1 }, .error = { bi->error, -1 } };
 	bi->out = bi->errp = bi->report = bi->error = -1;
-	st.deadline = t0 + (int64_t)req->timeout_seconds * 1000;
-	wait_loop(b, &f, cancel_fd, &st, out);
-	steptime_mark(STEP_AGENT_REAPED);
-	run_finish(&f, &st, out, t0);
-	run_fds_close(&f);
-	close(st.pidfd);
+	run_to_end(b, req, cancel_fd, &f, &st, out, t0);
 	bi->pidfd = -1;
 	bi->pid = -1;
 	init_view_free(bi);

@@ -195,40 +195,44 @@ void bind_text(struct stmt *st, int i, const char *s, int *rc)
 		pg_bind(st, i, s, TEXTOID, rc);
 }
 
-/* The bytes that are not UTF-8 as the text "\xNN", as col_json_text serves them. */
-static char *text_utf8(const char *s, size_t n)
+/* Text with each byte that is not UTF-8, and each NUL, as "\xNN" (the project's escaping rule,
+ * common/textesc.h): what PostgreSQL's text parameters take, and what col_json_text serves when the
+ * stored bytes are not UTF-8. NUL-terminated; *len without the NUL. */
+static char *text_utf8(const char *s, size_t n, size_t *len)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	char *buf = n < SIZE_MAX / 4 ? malloc(4 * n + 1) : NULL;
-	size_t len = 0;
 
+	*len = 0;
 	if (!buf)
 		return NULL;
-	for (size_t i = 0; i < n && p[i];) {
-		size_t k = utf8_seq_len(p + i, n - i);
+	for (size_t i = 0; i < n;) {
+		size_t k = p[i] ? utf8_seq_len(p + i, n - i) : 0;
 
 		if (k == 0) {
-			len += (size_t)sprintf(buf + len, "\\x%02x", p[i]);
+			*len += (size_t)sprintf(buf + *len, "\\x%02x", p[i]);
 			i++;
 		} else {
-			memcpy(buf + len, p + i, k);
-			len += k;
+			memcpy(buf + *len, p + i, k);
+			*len += k;
 			i += k;
 		}
 	}
-	buf[len] = '\0';
+	buf[*len] = '\0';
 	return buf;
 }
 
 void bind_textn(struct stmt *st, int i, const char *s, size_t n, int *rc)
 {
+	size_t len;
+
 	if (*rc != DB_OK)
 		return;
 	if (st->r->kind == STORE_SQLITE) {
 		*rc = sqlite3_bind_text(st->sq, i, s, (int)n, SQLITE_STATIC);
 		return;
 	}
-	if (i < 1 || i > STMT_PARAMS || !(st->owned[i - 1] = text_utf8(s, n))) {
+	if (i < 1 || i > STMT_PARAMS || !(st->owned[i - 1] = text_utf8(s, n, &len))) {
 		snprintf(st->r->pg_error, sizeof st->r->pg_error, "no memory for parameter %d", i);
 		*rc = DB_ERROR;
 		return;
@@ -300,25 +304,12 @@ int64_t col_int(struct stmt *st, int i)
  * command line may hold some); they become the text "\xNN" so nothing is dropped silently. */
 static json_t *json_text(const char *s, size_t n)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	char *buf;
-	size_t len = 0;
 	json_t *j = json_stringn(s, n);
+	size_t len;
+	char *buf;
 
-	if (j || !(buf = malloc(4 * n + 1)))
+	if (j || !(buf = text_utf8(s, n, &len)))
 		return j;
-	for (size_t i = 0; i < n;) {
-		size_t k = utf8_seq_len(p + i, n - i);
-
-		if (k == 0) {
-			len += (size_t)sprintf(buf + len, "\\x%02x", p[i]);
-			i++;
-		} else {
-			memcpy(buf + len, p + i, k);
-			len += k;
-			i += k;
-		}
-	}
 	j = json_stringn(buf, len);
 	free(buf);
 	return j;
