@@ -114,13 +114,17 @@ static const struct command cmd_mcp = {
 static int stop_signals_take(void)
 {
 	sigset_t stop;
+	int rc;
 
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGHUP);
-	if (pthread_sigmask(SIG_BLOCK, &stop, NULL) != 0)
+	rc = pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	if (rc != 0) {
+		errno = rc; /* it returns the error; the caller reports errno */
 		return -1;
+	}
 	return signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 

@@ -123,6 +123,17 @@ t manager_mcp_inspector test_manager_mcp_inspector
 # recorded cancelled, each of three rounds, and the server exits by itself. Without a cancellation
 # the running call is left to the manager and recorded when it ends.
 MCP_IT_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# mcp_stop_settled: the session's newest record's state once it is final (up to 10 s), on stdout.
+mcp_stop_settled() {
+	local state
+	for _ in $(seq 1 100); do
+		mgr records --session "$SID" --limit 1
+		state=$(jr '.records[0].state')
+		[ "$state" = dispatched ] || [ "$state" = accepted ] || break
+		sleep 0.1
+	done
+	echo "$state"
+}
 test_manager_mcp_stop() {
 	local m i state
 	mgr_repo && mgr_start && mgr_session || return
@@ -135,12 +146,7 @@ test_manager_mcp_stop() {
 		assert_json '.status' 0 "$TD/stop.json"
 		grep -q 'Interrupt: the messages already sent were read; stopping' "$TD/stop.err" ||
 			bad "round $i: the server did not say it read the messages before stopping"
-		for _ in $(seq 1 100); do
-			mgr records --session "$SID" --limit 1
-			state=$(jr '.records[0].state')
-			[ "$state" = dispatched ] || [ "$state" = accepted ] || break
-			sleep 0.1
-		done
+		state=$(mcp_stop_settled)
 		assert_eq "round $i: the cancelled call's record" cancelled "$state"
 		assert_eq "round $i: its reason" '"cancelled by request"' "$(jr '.records[0].reason | tojson')"
 		[ -e "$WT/finished.$m" ] && bad "round $i: the cancelled command ran to its end"
@@ -150,12 +156,7 @@ test_manager_mcp_stop() {
 		"touch $WT/started.$m; sleep 1; echo done > $WT/done.$m" >"$TD/stop.json" 2>"$TD/stop.err"
 	assert_eq "no cancellation: the driver's exit code (stderr: $(tail -c 300 "$TD/stop.err"))" 0 "$?"
 	assert_json '.status' 0 "$TD/stop.json"
-	for _ in $(seq 1 100); do
-		mgr records --session "$SID" --limit 1
-		state=$(jr '.records[0].state')
-		[ "$state" = dispatched ] || [ "$state" = accepted ] || break
-		sleep 0.1
-	done
+	state=$(mcp_stop_settled)
 	assert_eq "no cancellation: the call ran to its end in the manager" exited "$state"
 	assert_eq "no cancellation: its output" done "$(cat "$WT/done.$m" 2>/dev/null)"
 }
