@@ -158,6 +158,6 @@ test_manager_mcp_stop() {
 	assert_json '.status' 0 "$TD/stop.json"
 	state=$(mcp_stop_settled)
 	assert_eq "no cancellation: the call ran to its end in the manager" exited "$state"
-	assert_eq "no cancellation: its output" done "$(cat "$WT/done.$m" 2>/dev/null)"
+	assert_eq "no cancellation: its output" "done" "$(cat "$WT/done.$m" 2>/dev/null)"
 }
 t manager_mcp_stop test_manager_mcp_stop
