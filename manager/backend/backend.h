@@ -92,7 +92,10 @@ struct backend_ops {
 	/* Wait up to timeout_ms for evidence that the sandbox and all its processes are gone.
 	 * 0: proven gone (the handle's resources are released), h->evidence says what the runtime
 	 * said: "reaped init of the sandbox's PID namespace (pid N)", "container exited for Id X";
-	 * -1: not proven, err says why. */
+	 * -1: not proven, err says why. Once it returned 0 for a handle, later calls return 0 at
+	 * once and leave h->evidence as it is: the first proof stands (the backend deleted the
+	 * sandbox's object after it, so asking the runtime again would find only its absence, and
+	 * a probe and the sandbox's end may both ask, execpath.c and sandbox.c). */
 	int (*evidence)(struct backend *be, struct sandbox_handle *h, int timeout_ms, struct sb_err *err);
 	/* Rebuild a handle from a recorded runtime_id after a manager restart (the process may be
 	 * gone already, or another process may have the pid: the start time tells). */

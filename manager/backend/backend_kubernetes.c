@@ -52,6 +52,7 @@ struct kube {
 /* The backend's own bytes of a handle. */
 struct kstate {
 	bool deleted;          /* a delete with preconditions.uid of this pod was accepted */
+	bool proven;           /* evidence() returned 0: h->evidence is the first proof, and stands */
 	/* The pod's resourceVersion at its create: a watch from it replays the pod's states, its last
 	 * one (the kubelet's word that the container terminated) included, should someone else's
 	 * delete take the pod out of the API before the manager looks (evidence()). */
@@ -519,6 +520,8 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 
 	if (ident_parse(h->runtime_id, &id, err) < 0)
 		return -1;
+	if (kstate_of(h)->proven)
+		return 0; /* the pod was deleted after that proof: a 404 now would replace how it ended */
 	w.deleted = kstate_of(h)->deleted;
 	err->msg[0] = '\0';
 	for (;;) {
@@ -571,6 +574,7 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 	}
 	/* The pod is gone or its container ended: its Secrets go now, not only when the garbage
 	 * collector gets to them (k8s_secrets.c says why both). */
+	kstate_of(h)->proven = true;
 	k8s_secrets_delete(&k->conn, k->ns, id.name, STOP_MS);
 	/* Evidence by a terminated container: the object goes too (evidence stands whatever the delete). */
 	if (strncmp(h->evidence, "pod terminated", 14) == 0 && !w.deleted) {

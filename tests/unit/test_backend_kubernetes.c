@@ -386,6 +386,12 @@ static void terminated_with_recorded_cid_is_evidence(void **state)
 	/* and its Secrets by the backend itself, not only by the garbage collector */
 	assert_int_equal(seen("DELETE " SECRETS "/" NAME "-agent", NULL), 1);
 	assert_int_equal(seen("DELETE " SECRETS "/" NAME "-credentials", NULL), 1);
+	/* asked again (a probe proved it, then the sandbox's end asks): the kubelet's word stands,
+	 * not the 404 of the pod it deleted, and the server is not asked */
+	route_pod(404, strdup("{\"kind\":\"Status\",\"code\":404}"));
+	assert_int_equal(be->ops->evidence(be, &h, 2000, &err), 0);
+	assert_string_equal(h.evidence, "pod terminated for UID " UID " (container " CID " exited 137)");
+	assert_int_equal(seen("DELETE " PODS "/" NAME, NULL), 1);
 	be->ops->destroy(be);
 }
 

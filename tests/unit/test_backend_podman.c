@@ -276,6 +276,13 @@ static void evidence_exited_then_deleted(void **state)
 	assert_string_equal(h.evidence, "container exited for Id " ID " (podman inspect: State.Status exited, ExitCode 137, "
 			    "FinishedAt 2026-12-01T15:00:00Z)");
 	assert_int_equal(seen("DELETE /v1.41/containers/" ID "?v=true", NULL), 1);
+	/* asked again (a probe proved it, then the sandbox's end asks): the first proof stands, not
+	 * the 404 of the container it deleted, and the service is not asked */
+	route("GET /v1.41/containers/" ID "/json", 404, "{\"message\":\"no such container\"}");
+	assert_int_equal(be->ops->evidence(be, &h, 2000, &err), 0);
+	assert_string_equal(h.evidence, "container exited for Id " ID " (podman inspect: State.Status exited, ExitCode 137, "
+			    "FinishedAt 2026-12-01T15:00:00Z)");
+	assert_int_equal(seen("GET /v1.41/containers/" ID "/json", NULL), 1);
 	/* the connections to the service are close-on-exec (curl_handle.c) */
 	assert_int_equal(F.inheritable_sockets, 0);
 	be->ops->destroy(be);
