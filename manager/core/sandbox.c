@@ -486,9 +486,10 @@ static int recover_unproven(struct manager *m, const char *session, uint64_t gen
 	return 0;
 }
 
-/* One sandbox a previous run left not gone: stopped with evidence and recorded gone, or recorded
- * unproven with its session reserved. -1 (err) when a record could not be written. */
-static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
+/* One sandbox a previous run (or a manager that lost the session) left not gone: stopped with
+ * evidence and recorded gone, or recorded unproven with its session reserved. -1 (err) when a
+ * record could not be written. context: what left it, for the record. */
+static int recover_one(struct manager *m, json_t *row, const char *context, struct sb_err *err)
 {
 	const char *session = json_string_value(json_object_get(row, "session"));
 	const char *runtime_id = json_string_value(json_object_get(row, "runtime_id"));
@@ -496,7 +497,7 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 	const char *dir = json_string_value(json_object_get(row, "private_dir"));
 	uint64_t generation = (uint64_t)json_integer_value(json_object_get(row, "generation"));
 	struct sandbox_handle h = { .runtime_id = "" };
-	char found_id[sizeof h.runtime_id], said[sizeof h.evidence + 64];
+	char found_id[sizeof h.runtime_id], said[sizeof h.evidence + 256];
 	struct sb_err why;
 
 	if (session == NULL || runtime_id == NULL)
@@ -522,7 +523,7 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 		if (m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &why) < 0)
 			return recover_unproven(m, session, generation, why.msg, err);
 	}
-	snprintf(said, sizeof said, "after a manager restart: %s",
+	snprintf(said, sizeof said, "%.200s: %s", context,
 		 h.evidence[0] ? h.evidence : "its prepare never finished, and the runtime holds no sandbox of it");
 	if (records_sandbox_set_state(m->rec, session, generation, "gone", said, err) < 0) {
 		sb_err_prefix(err, "session %s: recording the previous run's sandbox %s as gone", session, runtime_id);
@@ -534,33 +535,25 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 	return 0;
 }
 
-int sandbox_recover(struct manager *m, struct sb_err *err)
+int sandbox_recover_session(struct manager *m, const char *session, const char *context, struct sb_err *err)
 {
-	struct sb_err first = { 0 };
-	int released, failed = 0;
-	json_t *rows;
-	size_t i;
-	json_t *row;
+	struct sandbox_row *sb = malloc(sizeof *sb);
+	json_t *row = NULL;
+	int rc = 0, found;
 
-	rows = records_sandboxes_not_gone(m->rec, err);
-	if (rows == NULL)
-		return -1;
-	/* Every row is settled as far as it can be; then a failed write refuses the start: the
-	 * manager must not serve with a sandbox whose end it could not record. */
-	json_array_foreach(rows, i, row)
-		if (recover_one(m, row, failed ? err : &first) < 0)
-			failed++;
-	json_decref(rows);
-	if (failed > 0) {
-		*err = first;
-		return -1;
+	if (sb == NULL)
+		return sb_fail(err, ENOMEM, "recovering the sandbox of session %s", session);
+	found = records_sandbox_get(m->rec, session, sb, err);
+	if (found < 0) {
+		rc = -1;
+	} else if (found == RECORDS_FOUND && strcmp(sb->state, "gone") != 0) {
+		row = json_pack("{s:s, s:s, s:s, s:s, s:I}", "session", sb->session, "runtime_id", sb->runtime_id,
+				"address", sb->address, "private_dir", sb->private_dir, "generation",
+				(json_int_t)sb->generation);
+		rc = row == NULL ? sb_fail(err, ENOMEM, "recovering the sandbox of session %s", session) :
+				   recover_one(m, row, context, err);
 	}
-	/* A session reserved because a sandbox's end was not proven gets its workspace back once
-	 * every one of its sandboxes is: the operator removed it, or it ended since. */
-	released = records_sessions_release(m->rec, err);
-	if (released < 0)
-		return -1;
-	if (released > 0)
-		sb_info("%d reserved session(s) released: their sandboxes are proven gone", released);
-	return 0;
+	json_decref(row);
+	free(sb);
+	return rc;
 }
