@@ -133,9 +133,10 @@ unsigned cancel_stop_calls(struct manager *m, const char *reason);
 /* recovery.c: at start, before the first call: accepted execs are refused (they never ran),
  * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). */
 int recovery_run(struct manager *m, struct sb_err *err);
-/* What one session's previous owner (this manager's previous run, or another manager) left in
- * flight, settled: execs never rerun, the sandbox proven gone or the session reserved. */
-int recovery_session(struct manager *m, const char *session, const char *context, struct sb_err *err);
+/* What one session's previous owner left in flight, settled: execs never rerun, the sandbox
+ * proven gone or the session reserved. previous: "" for this manager's own earlier run, else the
+ * manager whose lease it took over. */
+int recovery_session(struct manager *m, const char *session, const char *previous, struct sb_err *err);
 /* Before a request that acts on a session (connections.c): NULL when the session is this
  * manager's now (taken if free, taken over if its owner's lease expired, and then settled under
  * the session's turn before anything runs), or no such session (the op says so); else the

@@ -163,7 +163,8 @@ static int recover_settled(struct manager *m, const char *exec_id)
 
 /* Settle one dispatched exec: its verified end, or uncertain. -1 when neither can be recorded.
  * context: what left it, for the reason ("the manager restarted", "its owner ... stopped"). */
-static int recover_dispatched(struct manager *m, const char *exec_id, const char *context, struct sb_err *err)
+static int recover_dispatched(struct manager *m, const char *exec_id, const char *context, bool ask,
+			      struct sb_err *err)
 {
 	struct call *c = calloc(1, sizeof *c);
 	struct exec_row *e = malloc(sizeof *e);
@@ -179,7 +180,13 @@ static int recover_dispatched(struct manager *m, const char *exec_id, const char
 		snprintf(c->exec_id, sizeof c->exec_id, "%s", e->id);
 		snprintf(c->session, sizeof c->session, "%s", e->session);
 		snprintf(c->nonce_hex, sizeof c->nonce_hex, "%s", e->nonce_hex);
-		if (recover_query(m, c, e, &why) == 0 && (result = call_result_parse(c)) != NULL) {
+		if (!ask) {
+			/* Another manager's sandbox: its agent trusts only that manager's CA, so nothing
+			 * here can ask it; the sandbox was stopped with evidence first (recovery_session). */
+			snprintf(c->reason, sizeof c->reason, "%.200s while it ran; its sandbox was stopped before "
+				 "its end was seen (only the manager that started a sandbox can ask its agent)", context);
+			result = call_refused_result(c, "uncertain", c->reason);
+		} else if (recover_query(m, c, e, &why) == 0 && (result = call_result_parse(c)) != NULL) {
 			status = json_string_value(json_object_get(result, "status")) ?: "uncertain";
 		} else {
 			/* Invariant 7: lost is uncertain, and uncertain is never rerun. */
@@ -220,13 +227,14 @@ static void exec_session(struct manager *m, const char *exec_id, char *session, 
  * a takeover that answers no call). Accepted execs first: they never ran (a stale owner cannot
  * dispatch them now: its dispatch is a compare-and-set on `accepted` that the fence also holds);
  * then dispatched ones, which their sandbox may still know the end of. */
-static int recovery_execs(struct manager *m, const char *session, const char *context, struct sb_err *err)
+static int recovery_execs(struct manager *m, const char *session, const char *context, bool ask,
+			  struct sb_err *err)
 {
 	static const char *const states[] = { "accepted", "dispatched" };
 	char refusal[300], of[65];
 	int rc = 0;
 
-	snprintf(refusal, sizeof refusal, "%.200s before dispatching it: it never ran", context);
+	snprintf(refusal, sizeof refusal, "%.200s before dispatching it: it never ran", ask ? "the manager stopped" : context);
 	for (size_t k = 0; k < 2 && rc == 0; k++) {
 		json_t *ids = records_exec_ids_in_state(m->rec, states[k], err), *id;
 		size_t i;
@@ -241,7 +249,7 @@ static int recovery_execs(struct manager *m, const char *session, const char *co
 				continue;
 			if (k == 0 && records_exec_finish(m->rec, exec_id, "refused", NULL, NULL, refusal, err) < 0)
 				rc = recover_settled(m, exec_id);
-			if (k == 1 && recover_dispatched(m, exec_id, context, err) < 0)
+			if (k == 1 && recover_dispatched(m, exec_id, context, ask, err) < 0)
 				rc = -1;
 		}
 		json_decref(ids);
@@ -249,12 +257,23 @@ static int recovery_execs(struct manager *m, const char *session, const char *co
 	return rc;
 }
 
-int recovery_session(struct manager *m, const char *session, const char *context, struct sb_err *err)
+int recovery_session(struct manager *m, const char *session, const char *previous, struct sb_err *err)
 {
-	/* Execs first: their sandbox may still know how they ended (recover_query asks it). */
-	if (recovery_execs(m, session, context, err) < 0)
+	char context[160];
+
+	if (previous[0] == '\0') {
+		/* This manager's own earlier run: execs first, since their sandbox may still know how
+		 * they ended (recover_query asks it); then the sandbox. */
+		if (recovery_execs(m, session, "the manager restarted", true, err) < 0)
+			return -1;
+		return sandbox_recover_session(m, session, "after a manager restart", err);
+	}
+	/* Another manager's: its sandbox first, stopped with evidence (or the session reserved), so
+	 * nothing it runs can still end after the records say how its calls ended. */
+	snprintf(context, sizeof context, "its owner, manager %.64s, stopped renewing its lease", previous);
+	if (sandbox_recover_session(m, session, context, err) < 0)
 		return -1;
-	return sandbox_recover_session(m, session, context, err);
+	return recovery_execs(m, session, context, false, err);
 }
 
 /* ---- which sessions a manager settles ----
@@ -306,7 +325,6 @@ int recovery_run(struct manager *m, struct sb_err *err)
 	json_object_foreach(set, session, v) {
 		struct lease l;
 		int took = ownership_take(m, session, &l, err);
-		char context[160];
 
 		if (took == RECORDS_REFUSED) {
 			sb_info("session %s: owned by manager %s, which is alive: its leftovers are its own", session,
@@ -319,11 +337,7 @@ int recovery_run(struct manager *m, struct sb_err *err)
 			rc = -1;
 			break;
 		}
-		if (l.previous[0] != '\0')
-			snprintf(context, sizeof context, "its owner, manager %.64s, stopped renewing its lease", l.previous);
-		else
-			snprintf(context, sizeof context, "the manager restarted");
-		if (recovery_session(m, session, context, err) < 0) {
+		if (recovery_session(m, session, l.previous, err) < 0) {
 			rc = -1;
 			break;
 		}
@@ -395,7 +409,7 @@ json_t *recovery_claim(struct manager *m, const char *session)
 {
 	struct lease l;
 	struct sb_err err;
-	char previous[65], context[160];
+	char previous[65];
 	int took, rc = 0;
 
 	if (session == NULL)
@@ -418,8 +432,7 @@ json_t *recovery_claim(struct manager *m, const char *session)
 		settle_previous(m, session, previous, sizeof previous);
 		sb_info("session %s: taken over from manager %s, whose lease expired; settling what it left", session,
 			previous);
-		snprintf(context, sizeof context, "its owner, manager %.64s, stopped renewing its lease", previous);
-		rc = recovery_session(m, session, context, &err);
+		rc = recovery_session(m, session, previous, &err);
 		if (rc == 0)
 			settle_pending(m, session, true);
 	}

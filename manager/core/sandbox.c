@@ -529,7 +529,9 @@ static int recover_one(struct manager *m, json_t *row, const char *context, stru
 		sb_err_prefix(err, "session %s: recording the previous run's sandbox %s as gone", session, runtime_id);
 		return -1;
 	}
-	if (dir != NULL && dir[0] != '\0')
+	/* Only a directory of this manager's own state dir: another manager's is that manager's. */
+	if (dir != NULL && dir[0] != '\0' && strncmp(dir, m->cfg.state_dir, strlen(m->cfg.state_dir)) == 0 &&
+	    dir[strlen(m->cfg.state_dir)] == '/')
 		private_dir_remove(dir, &why);
 	sb_info("session %s: the previous run's sandbox %s is gone: %s", session, runtime_id, said);
 	return 0;
