@@ -324,13 +324,25 @@ static int retire_unproven(struct manager *m, struct live_sandbox *l, struct sb_
 {
 	char why[sizeof err->msg];
 	struct sb_err rec_err;
+	bool failed;
 
 	snprintf(why, sizeof why, "%s", err->msg);
 	pthread_mutex_lock(&m->lock);
 	m->unproven++; /* the stop's exit code says so (daemon.c) */
 	pthread_mutex_unlock(&m->lock);
-	if (records_sandbox_set_state(m->rec, l->session, l->generation, "unproven", why, &rec_err) < 0 ||
-	    records_session_set_state(m->rec, l->session, "reserved", &rec_err) < 0) {
+	failed = records_sandbox_set_state(m->rec, l->session, l->generation, "unproven", why, &rec_err) < 0 ||
+		 records_session_set_state(m->rec, l->session, "reserved", &rec_err) < 0;
+	if (failed && rec_err.errnum == ESTALE) {
+		/* Fenced: another manager owns the session now, and its takeover stops this sandbox with
+		 * evidence or reserves the session itself. Holding it here would retry a write that can
+		 * never be this manager's again. */
+		sb_error("session %s: the end of sandbox %s is NOT proven (%s), and the session is another manager's "
+			 "now (%s): it settles the sandbox", l->session, l->h.runtime_id, why, rec_err.msg);
+		live_unlink(m, l);
+		live_free(l);
+		return sb_fail(err, ESTALE, "the end of the sandbox is not proven (%.300s), and %.300s", why, rec_err.msg);
+	}
+	if (failed) {
 		sb_error("session %s: the end of sandbox %s is NOT proven (%s), and recording it failed (%s); it stays "
 			 "held, and the next use of the session tries again", l->session, l->h.runtime_id, why,
 			 rec_err.msg);
