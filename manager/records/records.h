@@ -36,8 +36,6 @@ struct session_row {
 	uint64_t generation;       /* bumped whenever the sandbox or the authority changes */
 	int64_t turn;              /* the current turn; 0 before any */
 	int64_t created_ms;
-	char owner[65];
-	int64_t lease_expires_ms;
 };
 
 /* Exec states: accepted -> dispatched -> exited|signaled|timed_out|cancelled|uncertain|refused. */
@@ -190,18 +188,5 @@ json_t *records_exec_ids_in_state(struct records *r, const char *state, struct s
  * with GROUP BY (the execs on their state index). A new reference, or NULL with err. */
 #define RECORDS_COUNTS_LIST_MAX 10
 json_t *records_counts(struct records *r, struct sb_err *err);
-
-struct lease { char owner[65]; char address[4200]; int64_t expires_ms; uint64_t generation;
-	       char previous[65]; };
-int records_manager_register(struct records *r, const char *id, const char *incarnation,
-     const char *address, int64_t now_ms, int64_t lease_ms, struct sb_err *err);
-int records_manager_heartbeat(struct records *r, const char *id, const char *incarnation,
-     int64_t now_ms, int64_t lease_ms, struct sb_err *err);
-int records_manager_unregister(struct records *r, const char *id, const char *incarnation,
-     struct sb_err *err);
-int records_lease_take(struct records *r, const char *session, const char *me, int64_t now_ms,
-     int64_t lease_ms, struct lease *out, struct sb_err *err);
-int records_lease_get(struct records *r, const char *session, struct lease *out, struct sb_err *err);
-void records_set_fence(struct records *r, const char *manager_id);
 
 #endif
