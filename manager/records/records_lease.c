@@ -13,6 +13,7 @@
 
 #define MANAGER_ID_MAX 64
 #define INCARNATION_MAX 64
+#define ADDRESS_MAX 4199 /* struct lease's address[4200] */
 
 /* ---------------------------------------------------------------- transactions */
 
@@ -87,7 +88,7 @@ int records_manager_register(struct records *r, const char *id, const char *inca
 
 	if (check_arg("manager id", id, MANAGER_ID_MAX, err) != 0 ||
 	    check_arg("manager incarnation", incarnation, INCARNATION_MAX, err) != 0 ||
-	    check_arg("manager address", address, sizeof ((struct lease *)0)->address - 1, err) != 0 ||
+	    check_arg("manager address", address, ADDRESS_MAX, err) != 0 ||
 	    lease_until(now_ms, lease_ms, &until, err) != 0)
 		return -1;
 	if (prepare(r, "INSERT INTO managers (id, incarnation, address, heartbeat_ms) VALUES (?1, ?2, ?3, ?4)"
@@ -346,7 +347,7 @@ int fence_refused(struct records *r, const char *session, const uint64_t *genera
 		return 0;
 	if (generation)
 		snprintf(at, sizeof at, " at generation %llu", (unsigned long long)*generation);
-	sb_fail(err, ESTALE, "fenced: session %s is owned by %s%s (generation %llu), so manager %s%s may not write it: "
+	sb_fail(err, ESTALE, "fenced: session %s is owned by %s%s (generation %llu), so manager %s%s may not write it; "
 		"nothing was written", session, *cur.owner ? "manager " : "", *cur.owner ? cur.owner : "no manager",
 		(unsigned long long)cur.generation, r->fence, at);
 	return 1;
