@@ -213,12 +213,14 @@ int records_manager_register(struct records *r, const char *id, const char *inca
  * renewed, and the manager must stop dispatching and exit; -1. */
 int records_manager_heartbeat(struct records *r, const char *id, const char *incarnation, int64_t now_ms,
 			      int64_t lease_ms, struct sb_err *err);
-/* A clean stop, in one transaction: every session the manager owns released (owner NULL, expiry 0)
- * and its managers row removed, only if the row's incarnation is ours. RECORDS_FOUND;
+/* A clean stop, in one transaction: every session the manager owns with nothing in flight (no
+ * sandbox but gone ones, no exec accepted or dispatched) released (owner NULL, expiry 0), and its
+ * managers row removed, only if the row's incarnation is ours; the others stay its own until their
+ * lease expires, so that the manager taking them over settles them. RECORDS_FOUND;
  * RECORDS_REFUSED (not ours: nothing changed); -1. */
 int records_manager_unregister(struct records *r, const char *id, const char *incarnation, struct sb_err *err);
 /* Take session for manager me, in one transaction, until now_ms + lease_ms:
- * - owned by me: renewed (generation unchanged, previous "");
+ * - owned by me: one read, nothing written (the heartbeat renews it; *out's address is "");
  * - owned by no one: taken (generation unchanged, previous "");
  * - owned by another whose lease expired (lease_expires_ms < now_ms): taken over, a compare-and-set
  *   on the (owner, generation) read in the same transaction: generation + 1, previous = the old

@@ -181,7 +181,13 @@ int records_manager_unregister(struct records *r, const char *id, const char *in
 		struct stmt *st cleanup_stmt = NULL;
 		int rc = DB_OK;
 
-		if (prepare(r, "UPDATE sessions SET owner = NULL, lease_expires_ms = 0 WHERE owner = ?1", &st, err) != 0)
+		/* Not a session with something in flight (a sandbox not proven gone, an exec not
+		 * settled): a taker of a released session settles nothing, so those stay this
+		 * manager's until its lease expires and a takeover settles them. */
+		if (prepare(r, "UPDATE sessions SET owner = NULL, lease_expires_ms = 0 WHERE owner = ?1"
+			       " AND NOT EXISTS (SELECT 1 FROM sandboxes b WHERE b.session = sessions.id AND b.state <> 'gone')"
+			       " AND NOT EXISTS (SELECT 1 FROM execs e WHERE e.session = sessions.id"
+			       " AND e.state IN ('accepted', 'dispatched'))", &st, err) != 0)
 			return -1;
 		bind_text(st, 1, id, &rc);
 		if (step(st, rc) != DB_DONE)
@@ -269,7 +275,20 @@ int records_lease_take(struct records *r, const char *session, const char *me, i
 
 	memset(out, 0, sizeof *out);
 	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("manager id", me, MANAGER_ID_MAX, err) != 0 ||
-	    lease_until(now_ms, lease_ms, &until, err) != 0 || txn_begin(r, err) != 0)
+	    lease_until(now_ms, lease_ms, &until, err) != 0)
+		return -1;
+	/* Already me's: one read, no write (every call of a session takes it; the renewal keeps the
+	 * expiry, and a lease that lapsed with no taker is still me's: no one else acted on it). */
+	{
+		int rc = lease_read(r, session, out, err);
+
+		if (rc != RECORDS_FOUND)
+			return rc;
+		if (strcmp(out->owner, me) == 0)
+			return RECORDS_FOUND;
+		memset(out, 0, sizeof *out);
+	}
+	if (txn_begin(r, err) != 0)
 		return -1;
 	txn = r;
 	for (int i = 0; i < LEASE_TAKE_TRIES; i++) {

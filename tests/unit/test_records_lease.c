@@ -337,13 +337,16 @@ static void test_lease_take_cases(void **state)
 	assert_string_equal(s.owner, "m1");
 	assert_int_equal(s.lease_expires_ms, 3000);
 
-	/* owner == me: renewed, same generation */
+	/* owner == me: one read, nothing written (same generation, the expiry as it was) */
 	assert_int_equal(records_lease_take(r, "s1", "m1", 2000, 5000, &l, &err), RECORDS_FOUND);
 	assert_string_equal(l.owner, "m1");
-	assert_string_equal(l.address, "/run/m1.sock");
-	assert_int_equal(l.expires_ms, 7000);
+	assert_int_equal(l.expires_ms, 3000);
 	assert_int_equal(l.generation, 1);
 	assert_string_equal(l.previous, "");
+	assert_int_equal(session_of(r, "s1").lease_expires_ms, 3000);
+	/* the heartbeat renews it */
+	assert_int_equal(records_manager_heartbeat(r, "m1", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 2000, 5000, &err),
+			 RECORDS_FOUND);
 
 	/* another's live lease (to its last ms): refused with its owner, address and expiry */
 	for (int64_t now = 3000; now <= 7000; now += 4000) {
@@ -371,11 +374,11 @@ static void test_lease_take_cases(void **state)
 	assert_int_equal(s.generation, 2);
 	assert_int_equal(s.lease_expires_ms, 12001);
 
-	/* renewed by the new owner: no new generation, no previous */
+	/* taken again by the new owner: no new generation, no previous */
 	assert_int_equal(records_lease_take(r, "s1", "m2", 8000, 5000, &l, &err), RECORDS_FOUND);
 	assert_int_equal(l.generation, 2);
 	assert_string_equal(l.previous, "");
-	assert_int_equal(l.expires_ms, 13000);
+	assert_int_equal(l.expires_ms, 12001);
 
 	/* released by a clean stop, then taken by anyone without a new generation */
 	assert_int_equal(records_manager_unregister(r, "m2", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", &err), RECORDS_FOUND);
@@ -569,6 +572,34 @@ static void test_heartbeat_and_unregister(void **state)
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM managers"), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sessions WHERE owner IS NULL"), 3);
 	assert_int_equal(records_manager_unregister(r, "m1", a, &err), RECORDS_REFUSED);
+	records_close(r);
+}
+
+/* A clean stop keeps what it cannot hand over whole: a session with a sandbox not proven gone or
+ * an exec not settled stays the manager's, for a takeover (which settles) after its lease. */
+static void test_unregister_keeps_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db, NULL);
+	const char *a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	struct sandbox_row sb = sandbox_new("s2", 1, "process:1:1");
+	struct sb_err err;
+
+	registered(r, "m1", a, "/run/m1.sock", 500);
+	session_owned(r, "s1", "m1", 100);
+	session_owned(r, "s2", "m1", 100);
+	session_owned(r, "s3", "m1", 100);
+	session_owned(r, "s4", "m1", 100);
+	assert_int_equal(records_sandbox_upsert(r, &sb, &err), 0);
+	assert_int_equal(exec_insert(r, "e3", "s3", &err), 0);
+	assert_int_equal(exec_insert(r, "e4", "s4", &err), 0);
+	assert_int_equal(records_exec_finish(r, "e4", "refused", NULL, NULL, "settled", &err), 0);
+	assert_int_equal(records_manager_unregister(r, "m1", a, &err), RECORDS_FOUND);
+	assert_string_equal(session_of(r, "s1").owner, "");
+	assert_string_equal(session_of(r, "s2").owner, "m1"); /* its sandbox is not proven gone */
+	assert_string_equal(session_of(r, "s3").owner, "m1"); /* its exec is accepted */
+	assert_string_equal(session_of(r, "s4").owner, "");   /* its exec is settled */
+	assert_int_equal(session_of(r, "s2").lease_expires_ms, 100);
 	records_close(r);
 }
 
@@ -777,6 +808,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lease_takeover_race, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_manager_register, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_heartbeat_and_unregister, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unregister_keeps_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence_refuses_old_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence_accepts_new_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_fence_writes_as_before, setup, teardown),
