@@ -55,7 +55,4 @@ json_t *control_error_from(const char *kind, const struct sb_err *err);
 /* A request's whole-number argument: absent or null is dflt; -1 when it is not 0..UINT32_MAX. */
 int control_request_uint(json_t *req, const char *key, unsigned dflt, unsigned *out);
 
-/* The socket path from --socket, else $SANDBOX_MANAGER_SOCKET, else NULL. */
-const char *control_socket_path(const char *flag);
-
 #endif
