@@ -12,12 +12,12 @@
 static int list_add(struct follow_list *l, const char *path, size_t len, const char *from, struct sb_err *err)
 {
 	if (len == 0)
-		return sb_fail(err, EINVAL, "%s names an empty socket path", from);
+		return sb_fail(err, 0, "%s names an empty socket path", from);
 	if (len >= FOLLOW_PATH_MAX)
-		return sb_fail(err, ENAMETOOLONG, "%s: the socket path %.*s... is too long (max %d bytes)", from, 64,
+		return sb_fail(err, 0, "%s: the socket path %.*s... is too long (max %d bytes)", from, 64,
 			       path, FOLLOW_PATH_MAX - 1);
 	if (l->n == FOLLOW_SOCKETS_MAX)
-		return sb_fail(err, E2BIG, "%s names more than %d manager sockets", from, FOLLOW_SOCKETS_MAX);
+		return sb_fail(err, 0, "%s names more than %d manager sockets", from, FOLLOW_SOCKETS_MAX);
 	memcpy(l->path[l->n], path, len);
 	l->path[l->n][len] = '\0';
 	l->n++;
@@ -35,7 +35,7 @@ static int wait_parse(struct follow_list *l, struct sb_err *err)
 	errno = 0;
 	l->owned_wait_ms = strtol(v, &end, 10);
 	if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || l->owned_wait_ms > FOLLOW_WAIT_MS_MAX)
-		return sb_fail(err, EINVAL, "SANDBOX_MANAGER_OWNED_WAIT_MS takes a whole number of ms from 0 to %d, "
+		return sb_fail(err, 0, "SANDBOX_MANAGER_OWNED_WAIT_MS takes a whole number of ms from 0 to %d, "
 			       "not '%s'", FOLLOW_WAIT_MS_MAX, v);
 	return 0;
 }
@@ -66,7 +66,7 @@ int follow_list_parse(struct follow_list *l, const json_t *flags, struct sb_err 
 		p = colon;
 	}
 	if (l->n == 0)
-		return sb_fail(err, EINVAL, "no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET");
+		return sb_fail(err, 0, "no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET");
 	return 0;
 }
 
