@@ -63,7 +63,7 @@ struct json_t *mcli_call(const json_t *sockets, json_t *request)
 	if (request == NULL)
 		sb_fail(&err, ENOMEM, "cannot build the request (out of memory)");
 	if (request == NULL || follow_list_parse(&l, sockets, &err) < 0 ||
-	    follow_call(&l, request, cli_exchange, NULL, &response, &err) != FOLLOW_ANSWERED)
+	    follow_call(&l, request, cli_exchange, NULL, NULL, &response, &err) != FOLLOW_ANSWERED)
 		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
 	json_decref(request);
 	return response;

@@ -154,6 +154,20 @@ static int call_exchange(void *ctx, const char *path, json_t *req, json_t **resp
 	return FOLLOW_ANSWERED;
 }
 
+/* A bash call's cancellation, asked for while it waits for a dead owner's lease: not sent then. */
+static int call_stop(void *ctx)
+{
+	const struct call *c = ctx;
+	int cancelled;
+
+	if (c->w == NULL)
+		return 0;
+	pthread_mutex_lock(c->w->lock);
+	cancelled = *c->w->cancelled;
+	pthread_mutex_unlock(c->w->lock);
+	return cancelled;
+}
+
 json_t *daemon_call_quick(const struct daemon_peer *d, json_t *req, struct sb_err *err)
 {
 	struct call c = { d, NULL, NULL };
@@ -161,7 +175,7 @@ json_t *daemon_call_quick(const struct daemon_peer *d, json_t *req, struct sb_er
 
 	if (req == NULL)
 		sb_fail(err, ENOMEM, "out of memory");
-	else if (follow_call(d->managers, req, call_exchange, &c, &resp, err) != FOLLOW_ANSWERED)
+	else if (follow_call(d->managers, req, call_exchange, NULL, &c, &resp, err) != FOLLOW_ANSWERED)
 		resp = NULL;
 	json_decref(req);
 	return resp;
@@ -294,7 +308,7 @@ json_t *daemon_call_bash(const struct daemon_peer *d, const struct bash_tool_vie
 	if (req == NULL)
 		sb_fail(&err, ENOMEM, "out of memory");
 	else
-		rc = follow_call(d->managers, req, call_exchange, &c, &resp, &err);
+		rc = follow_call(d->managers, req, call_exchange, call_stop, &c, &resp, &err);
 	json_decref(req);
 	if (rc == FOLLOW_NOT_SENT) {
 		/* Nothing reached a daemon, so nothing ran; and nothing runs here instead. */

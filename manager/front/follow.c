@@ -70,12 +70,21 @@ int follow_list_parse(struct follow_list *l, const json_t *flags, struct sb_err 
 	return 0;
 }
 
-static void sleep_ms(long ms)
+/* Sleep ms, looking at stop every STOP_POLL_MS; 0 slept whole, 1 stopped. */
+#define STOP_POLL_MS 100
+static int sleep_ms(long ms, follow_stop stop, void *ctx)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (ms > 0) {
+		long step = stop != NULL && ms > STOP_POLL_MS ? STOP_POLL_MS : ms;
+		struct timespec ts = { step / 1000, (step % 1000) * 1000000L };
 
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+		if (stop != NULL && stop(ctx))
+			return 1;
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		ms -= step;
+	}
+	return stop != NULL && stop(ctx);
 }
 
 /* The first manager of l that takes req; FOLLOW_NOT_SENT with the last one's error when none. */
@@ -110,8 +119,8 @@ static int owned(json_t *resp, char address[FOLLOW_PATH_MAX], long *retry_ms)
 	return 1;
 }
 
-int follow_call(const struct follow_list *l, json_t *req, follow_exchange x, void *ctx, json_t **resp,
-		struct sb_err *err)
+int follow_call(const struct follow_list *l, json_t *req, follow_exchange x, follow_stop stop, void *ctx,
+		json_t **resp, struct sb_err *err)
 {
 	char address[FOLLOW_PATH_MAX];
 	long retry_ms, waited = 0;
@@ -130,11 +139,11 @@ int follow_call(const struct follow_list *l, json_t *req, follow_exchange x, voi
 			continue;
 		}
 		/* The owner is unreachable (dead, or gone): once its lease has expired, the first manager
-		 * of the list takes the session over. A wait past the bound would not help: the refusal
-		 * stands. */
-		if (waited + retry_ms + FOLLOW_WAIT_MARGIN_MS > l->owned_wait_ms)
+		 * of the list takes the session over. A wait past the bound would not help, and a call given
+		 * up while it waits is not sent again: the refusal stands. */
+		if (waited + retry_ms + FOLLOW_WAIT_MARGIN_MS > l->owned_wait_ms ||
+		    sleep_ms(retry_ms + FOLLOW_WAIT_MARGIN_MS, stop, ctx))
 			return FOLLOW_ANSWERED;
-		sleep_ms(retry_ms + FOLLOW_WAIT_MARGIN_MS);
 		waited += retry_ms + FOLLOW_WAIT_MARGIN_MS;
 		json_decref(*resp);
 		*resp = NULL;

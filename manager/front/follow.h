@@ -37,14 +37,17 @@ int follow_list_parse(struct follow_list *l, const json_t *flags, struct sb_err 
 
 /* Send req (not consumed) to the manager at path and read its answer. */
 typedef int (*follow_exchange)(void *ctx, const char *path, json_t *req, json_t **resp, struct sb_err *err);
+/* Nonzero: the caller gave the call up (a cancelled bash call): what waits for a lease stops. */
+typedef int (*follow_stop)(void *ctx);
 
 /* The follow rule: req to the first manager of l that takes it; on an answer of error kind "owned",
  * the same request to the answer's "address" when that is reachable, else, after waiting
  * retry_after_ms + FOLLOW_WAIT_MARGIN_MS (at most l->owned_wait_ms in all), to the first reachable
  * of l again (which takes the session over); at most FOLLOW_HOPS_MAX resends. FOLLOW_ANSWERED with
  * *resp (a new reference; the last "owned" refusal when no hop is left or the wait would pass its
- * bound), FOLLOW_NOT_SENT with err (no manager reachable: nothing ran), FOLLOW_LOST with err. */
-int follow_call(const struct follow_list *l, json_t *req, follow_exchange x, void *ctx, json_t **resp,
-		struct sb_err *err);
+ * bound, or stop (NULL: none) said so while it waited), FOLLOW_NOT_SENT with err (no manager
+ * reachable: nothing ran), FOLLOW_LOST with err. */
+int follow_call(const struct follow_list *l, json_t *req, follow_exchange x, follow_stop stop, void *ctx,
+		json_t **resp, struct sb_err *err);
 
 #endif

@@ -417,6 +417,40 @@ static void test_kept_not_across_managers(void **state)
 	fake_stop(b);
 }
 
+/* A bash call cancelled while it waits for a dead owner's lease is not sent again: the refusal is
+ * its answer, at once (nothing ran). */
+static void test_cancelled_while_waiting(void **state)
+{
+	char o[512], text[64];
+	struct fake *a = fake_start("a.sock", owned(o, sizeof o, "", 2000), "{\"ok\":true,\"result\":{}}", NULL);
+	struct follow_list l = { .n = 1, .owned_wait_ms = 60000 };
+	struct daemon_peer d = { &l, "s1", "test" };
+	const struct bash_tool_view v = { 30000, false };
+	struct daemon_exec x = { .command = text, .timeout = 10 };
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	int cancelled = 1;
+	const struct daemon_wait w = { &lock, &cancelled, NULL, NULL };
+	char *dump;
+	json_t *r;
+	int64_t t0;
+
+	(void)state;
+	snprintf(l.path[0], sizeof l.path[0], "%s", a->path);
+	snprintf(text, sizeof text, "true");
+	snprintf(x.tag, sizeof x.tag, "test-1");
+	t0 = clock_mono_ms();
+	r = daemon_call_bash(&d, &v, &x, &w);
+	assert_non_null(r);
+	assert_true(json_is_true(json_object_get(r, "isError")));
+	dump = json_dumps(r, 0);
+	assert_non_null(strstr(dump, "is owned by manager m2"));
+	free(dump);
+	assert_true(clock_mono_ms() - t0 < 1000);
+	assert_int_equal(fake_reqs(a), 1);
+	json_decref(r);
+	fake_stop(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -428,6 +462,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hop_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_resend_after_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_not_across_managers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancelled_while_waiting, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
