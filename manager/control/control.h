@@ -19,7 +19,10 @@
  *            peer's uid (resolve.c).
  * Response: {"ok": true, ...} or {"ok": false, "error": {"kind": K, "message": M}} with K one of
  *            "invalid" (bad input), "not_found", "refused" (a rule said no), "unavailable" (the
- *            sandbox or manager cannot run it now), "internal". */
+ *            sandbox or manager cannot run it now), "internal", or "owned": the session is another
+ *            manager's while its lease is live, with "owner", "address" (its control socket, or "")
+ *            and "retry_after_ms"; nothing was recorded and nothing ran, so the front ends resend it
+ *            there (front/follow.h). */
 #ifndef SB_CONTROL_H
 #define SB_CONTROL_H
 
