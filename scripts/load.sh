@@ -70,7 +70,10 @@ cleanup() {
 		wait "$p" 2>/dev/null || true
 	done
 	# this run's own sandboxes, by their state directories
-	for s in "${states[@]}"; do pkill -KILL -f -- "--state-dir $s/sandboxes/" 2>/dev/null || true; done
+	# this run's own sandboxes (found by their state directory, unique to this run), killed by PID
+	for s in "${states[@]}"; do
+		for p in $(pgrep -f -- "--state-dir $s/sandboxes/" || true); do kill -KILL "$p" 2>/dev/null || true; done
+	done
 	# after the managers: none is left holding a connection to it
 	if [ -n "$pg_started" ]; then bash "$here/tests/support/pg.sh" stop "$pgdir" || true; fi
 	if [ -n "${LOAD_KEEP:-}" ]; then echo "load: kept $work"; else rm -rf "$work"; fi
