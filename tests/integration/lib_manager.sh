@@ -140,6 +140,7 @@ store_pg_start() {
 		skip "no PostgreSQL 15 binaries in $PG_BIN (CI=true fails instead)"
 	fi
 	[ "$rc" -eq 0 ] || { bad "the test PostgreSQL did not start: $(head -c 500 "$TD/pg.err")"; return 1; }
+	# shellcheck disable=SC2034 # read by the manager_*.sh files
 	STORE="postgres:host=$PGD port=5432 user=sbrecords dbname=postgres"
 	trap store_cleanup EXIT
 }
