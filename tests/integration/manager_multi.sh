@@ -84,8 +84,8 @@ multi_socks() {
 }
 
 # mm "I J ..." ARGS...: a client command as the test user, given the sockets of managers I, J... in
-# that order (SANDBOX_MANAGER_SOCKET); "" gives none (the command's own --socket flags). Sets RC,
-# ELAPSED_MS; stdout in $OUT, stderr in $ERR.
+# that order (SANDBOX_MANAGER_SOCKET); "" gives none (the command's own --socket flags). The rest of
+# the environment passes (VAR=value mm ...). Sets RC, ELAPSED_MS; stdout in $OUT, stderr in $ERR.
 mm() {
 	local socks t0
 	socks=$(multi_socks "$1")
@@ -257,7 +257,7 @@ t multi_three_no_overlap test_multi_three_no_overlap
 # that the session is still m1's, waits out the lease and is served by m2, which took the session
 # over (generation + 1) and settled the killed call without running it again.
 test_multi_kill_owner_midcall() {
-	local m gen0 i rc
+	local m gen0 i rc n0
 	m=$(unique_marker)
 	multi_setup 2 || return
 	mm_session 1 || return
@@ -274,6 +274,15 @@ test_multi_kill_owner_midcall() {
 	wait "$BG_PID"
 	rc=$(cat "$TD/bg-killed.rc")
 	assert_ne "the killed call's client: exit code (its manager died)" 0 "$rc"
+
+	# within m1's lease (at least 1.3 s of it left), a client that may not wait for it: m2's
+	# refusal, printed as it came; nothing recorded, nothing ran
+	n0=$(psql_q "SELECT count(*) FROM execs")
+	SANDBOX_MANAGER_OWNED_WAIT_MS=0 mm 2 exec --session "$SID" -- "echo early >> \"\$TMPDIR/runs.$m\""
+	assert_eq "a call to m2 alone within m1's lease, no wait allowed: exit code (output: $(head -c 300 "$OUT"))" 125 "$RC"
+	assert_match "its message" "^sandbox-manager: owned: session $SID is owned by manager m1 \\(its control socket ${MM_SOCK[1]}\\)" \
+		"$(cat "$ERR")"
+	assert_eq "execs on record after that refusal" "$n0" "$(psql_q "SELECT count(*) FROM execs")"
 
 	MGR_TIMEOUT=60 mm "1 2" exec --session "$SID" -- "echo after.$m"
 	assert_eq "a call given m1 (dead) then m2: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
@@ -419,11 +428,13 @@ t multi_db_restart test_multi_db_restart
 
 # A second manager under a running one's id, on the same store: refused, and the first serves on.
 test_multi_manager_id_in_use() {
-	local state rc
+	local state rc inc
 	multi_setup 1 || return
 	mm_session 1 || return
 	state=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$state" || { bad "cannot create a state dir"; return; }
 	MM_STATE[9]=$state # removed with the others
+	inc=$(psql_q "SELECT incarnation FROM managers WHERE id = 'm1'")
+	assert_match "m1's incarnation in the store" '^[0-9a-f]{32}$' "$inc"
 	timeout -k 2 20 "${AS[@]}" "$MANAGER" serve --state-dir "$state" --volume "$MVOL" --store "$STORE" \
 		--manager-id m1 --lease-ms "$MULTI_LEASE_MS" >"$TD/second.out" 2>"$TD/second.err"
 	rc=$?
@@ -432,7 +443,8 @@ test_multi_manager_id_in_use() {
 		bad "a second serve as m1: no 'manager id m1 is in use by a running manager (its address ${MM_SOCK[1]}, ...' in: $(head -c 300 "$TD/second.err")"
 	[ -e "$state/manager.sock" ] && bad "the refused serve made a control socket"
 	kill -0 "${MM_PID[1]}" 2>/dev/null || bad "the first manager is gone: $(tail -n 5 "$TD/m1.log")"
-	assert_eq "managers registered as m1" 1 "$(psql_q "SELECT count(*) FROM managers WHERE id = 'm1'")"
+	assert_eq "m1's row in the store after the refused serve (its incarnation)" "$inc" \
+		"$(psql_q "SELECT incarnation FROM managers WHERE id = 'm1'")"
 	mm 1 exec --session "$SID" -- 'echo still'
 	assert_eq "a call on the first manager: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 	assert_eq "a call on the first manager: output" still "$(cat "$OUT")"
