@@ -362,6 +362,35 @@ test_multi_paused_owner_fenced() {
 }
 t multi_paused_owner_fenced test_multi_paused_owner_fenced
 
+# A clean stop (SIGTERM) releases the owner's sessions and its registration: another manager takes
+# them at the first request, with no wait for a lease.
+test_multi_clean_stop_release() {
+	local m
+	m=$(unique_marker)
+	multi_setup 2 || return
+	mm_session 1 || return
+	mm 1 exec --session "$SID" -- true
+	assert_eq "a first call through m1: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kill -TERM "${MM_PID[1]}"
+	wait "${MM_PID[1]}"
+	assert_eq "m1's exit status after SIGTERM" 0 "$?"
+	assert_eq "the session's owner in the store after m1's clean stop" "" \
+		"$(psql_q "SELECT coalesce(owner, '') FROM sessions WHERE id = '$SID'")"
+	assert_eq "m1's registration after its clean stop" 0 "$(psql_q "SELECT count(*) FROM managers WHERE id = 'm1'")"
+	# on the protocol: m2 serves it at once, no "owned" answer to wait out
+	mm_raw 2 "echo next.$m"
+	assert_json '[.ok, .result.status, .result.stdout]' "[true,\"exited\",\"next.$m\\n\"]"
+	mm "1 2" exec --session "$SID" -- "echo then.$m"
+	assert_eq "a call given m1 (stopped) then m2: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "a call given m1 (stopped) then m2: output" "then.$m" "$(cat "$OUT")"
+	mm 2 session show --session "$SID"
+	assert_owner 2 "session show after the release"
+	mm 2 records --session "$SID"
+	assert_json '[.records[] | .state]' '["exited","exited","exited"]'
+	no_process "--state-dir ${MM_STATE[1]}/sandboxes/"
+}
+t multi_clean_stop_release test_multi_clean_stop_release
+
 # PostgreSQL restarted under a manager making calls: each call succeeds or fails at once naming the
 # records (none hangs); the manager reconnects by itself; nothing that succeeded is lost, and nothing
 # is left in flight.
