@@ -14,6 +14,7 @@ MULTI_LEASE_MS=2000
 MM_STATE=()
 MM_SOCK=()
 MM_PID=()
+MM_STORE=()
 MM_BG=()
 
 # multi_setup N: the test's PostgreSQL, the fixture repository at $REPO, the shared volume $MVOL,
@@ -34,7 +35,7 @@ multi_setup() {
 
 # multi_serve I [SERVE ARGS...]: manager mI on its own short state directory (a unix socket path
 # has at most 107 bytes, and its agents' sockets live below it); sets MM_STATE[I], MM_SOCK[I],
-# MM_PID[I]; its log is $TD/mI.log.
+# MM_PID[I]; its log is $TD/mI.log. MM_STORE[I], when set, is its store instead of $STORE.
 multi_serve() {
 	local i=$1
 	shift
@@ -44,7 +45,7 @@ multi_serve() {
 	fi
 	MM_SOCK[i]=${MM_STATE[i]}/manager.sock
 	rm -f "${MM_SOCK[i]}" # a killed manager's socket must not pass for the new one's
-	"${AS[@]}" "$MANAGER" serve --state-dir "${MM_STATE[i]}" --volume "$MVOL" --store "$STORE" \
+	"${AS[@]}" "$MANAGER" serve --state-dir "${MM_STATE[i]}" --volume "$MVOL" --store "${MM_STORE[i]:-$STORE}" \
 		--manager-id "m$i" --lease-ms "$MULTI_LEASE_MS" "$@" >>"$TD/m$i.log" 2>&1 &
 	MM_PID[i]=$!
 	for _ in $(seq 1 100); do
@@ -390,6 +391,59 @@ test_multi_clean_stop_release() {
 	no_process "--state-dir ${MM_STATE[1]}/sandboxes/"
 }
 t multi_clean_stop_release test_multi_clean_stop_release
+
+# m1 cut off from the store (its connections reset, new ones closed: store_proxy.py), m2 not: m1
+# runs nothing it cannot record; its lease runs out and m2 takes the session over; with the link
+# back, m1 sends a request about the session to m2 instead of running it.
+test_multi_store_partition() {
+	local m px proxy gen0 i
+	m=$(unique_marker)
+	multi_setup 0 || return
+	px=$(mktemp -d /tmp/sbpx.XXXXXX) && chown "$RUN_USER:" "$px" || { bad "cannot create the proxy's directory"; return; }
+	MM_STATE[8]=$px # removed with the others
+	"${AS[@]}" python3 "$MULTI_HERE/store_proxy.py" "$px/.s.PGSQL.5432" "$PGD/.s.PGSQL.5432" 2>"$TD/proxy.err" &
+	proxy=$!
+	MM_BG+=("$proxy")
+	for i in $(seq 1 50); do [ -S "$px/.s.PGSQL.5432" ] && break; sleep 0.1; done
+	[ -S "$px/.s.PGSQL.5432" ] || { bad "the store's proxy did not start: $(head -c 300 "$TD/proxy.err")"; return; }
+	MM_STORE[1]="postgres:host=$px port=5432 user=sbrecords dbname=postgres"
+	multi_serve 1 && multi_serve 2 || return
+	mm_session 1 || return
+	mm 1 exec --session "$SID" -- true
+	assert_eq "a first call through m1: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	mm 1 session show --session "$SID"
+	gen0=$(jr .generation)
+
+	kill -USR1 "$proxy"
+	MGR_TIMEOUT=20 mm 1 exec --session "$SID" -- "echo cut >> \"\$TMPDIR/runs.$m\""
+	assert_eq "a call to m1 cut off from the store: exit code (output: $(head -c 300 "$OUT"))" 125 "$RC"
+	assert_match "its message names the records' PostgreSQL" '^sandbox-manager: .*records: .*(postgres|PostgreSQL)' \
+		"$(cat "$ERR")"
+	assert_eq "lines of the call m1 could not record" 0 "$(lines_in "$WT/.sandbox-tmp/runs.$m")"
+	sleep 2.5 # past m1's lease, which it cannot renew
+	mm 2 exec --session "$SID" -- "echo m2 >> \"\$TMPDIR/runs.$m\"; echo m2"
+	assert_eq "a call through m2 after m1's lease: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "a call through m2 after m1's lease: output" m2 "$(cat "$OUT")"
+	mm 2 session show --session "$SID"
+	assert_owner 2 "session show after the takeover"
+	assert_eq "the generation after the takeover" "$((gen0 + 1))" "$(jr .generation)"
+
+	kill -USR2 "$proxy"
+	sleep 1
+	# the statement that finds the cut connection fails, and the next one reconnects (a renewal
+	# usually is that statement; a request may be)
+	for i in 1 2 3; do
+		mm_raw 1 "echo back >> \"\$TMPDIR/runs.$m\""
+		[[ $(jr .error.message) == *"was lost; reconnected for the next call"* ]] || break
+	done
+	assert_refused_owned 2 "an exec sent to m1 with the link back"
+	sleep 0.5
+	assert_eq "the lines: m2's call only" m2 "$(cat "$WT/.sandbox-tmp/runs.$m" 2>/dev/null)"
+	kill -0 "${MM_PID[1]}" 2>/dev/null || bad "m1 died of the partition: $(tail -n 5 "$TD/m1.log")"
+	assert_eq "execs not final in the store" 0 \
+		"$(psql_q "SELECT count(*) FROM execs WHERE state IN ('accepted', 'dispatched')")"
+}
+t multi_store_partition test_multi_store_partition
 
 # PostgreSQL restarted under a manager making calls: each call succeeds or fails at once naming the
 # records (none hangs); the manager reconnects by itself; nothing that succeeded is lost, and nothing
