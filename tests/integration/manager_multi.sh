@@ -162,6 +162,17 @@ assert_refused_owned() {
 	fi
 }
 
+# assert_taken_over GEN0 WHAT: the last `session show` is of a session taken over from generation
+# GEN0 and then given a sandbox by its new owner: the takeover raises the generation by one (the
+# old owner's writes at GEN0 are fenced), and the new sandbox is a new generation again; the
+# store's sandbox row is that sandbox's.
+assert_taken_over() {
+	assert_eq "$2: the generation (GEN0 $1, + 1 for the takeover, + 1 for the new owner's sandbox)" \
+		"$(($1 + 2))" "$(jr .generation)"
+	assert_eq "$2: the sandbox's generation in the store" "$(jr .generation)" \
+		"$(psql_q "SELECT generation FROM sandboxes WHERE session = '$SID'")"
+}
+
 # sandboxes_of I: how many processes run below manager mI's sandboxes for $SID.
 sandboxes_of() { pgrep -c -f -- "--state-dir ${MM_STATE[$1]}/sandboxes/$SID" || true; }
 
@@ -293,7 +304,7 @@ test_multi_kill_owner_midcall() {
 	mm 2 session show --session "$SID"
 	assert_eq "session show through m2: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 	assert_owner 2 "session show after the takeover"
-	assert_eq "the generation after the takeover" "$((gen0 + 1))" "$(jr .generation)"
+	assert_taken_over "$gen0" "session show after the takeover"
 	mm 2 records --session "$SID"
 	assert_json '[.records[] | select(.command | endswith("after.'"$m"'")) | .state]' '["exited"]'
 	assert_match "the killed call's record" '^\["(exited|uncertain)"\]$' \
@@ -331,7 +342,7 @@ test_multi_paused_owner_fenced() {
 	assert_eq "a call through m2 with m1 paused: output" "taken.$m" "$(cat "$OUT")"
 	mm 2 session show --session "$SID"
 	assert_owner 2 "session show after the takeover"
-	assert_eq "the generation after the takeover" "$((gen0 + 1))" "$(jr .generation)"
+	assert_taken_over "$gen0" "session show after the takeover"
 	mm 2 records --session "$SID"
 	before=$(jv '[.records[] | select(.command | startswith("sleep 2.'"$m"'"))]')
 	assert_match "the stalled call as m2 settled it" '^\[\{.*"state":"(exited|uncertain)"' "$before"
@@ -359,7 +370,7 @@ test_multi_paused_owner_fenced() {
 		bad "m1's log after SIGCONT says nothing of being fenced or refused: $(tail -n +"$((log0 + 1))" "$TD/m1.log" | head -c 600)"
 	mm 2 session show --session "$SID"
 	assert_owner 2 "session show at the end"
-	assert_eq "the generation at the end" "$((gen0 + 1))" "$(jr .generation)"
+	assert_taken_over "$gen0" "session show at the end"
 }
 t multi_paused_owner_fenced test_multi_paused_owner_fenced
 
@@ -426,7 +437,7 @@ test_multi_store_partition() {
 	assert_eq "a call through m2 after m1's lease: output" m2 "$(cat "$OUT")"
 	mm 2 session show --session "$SID"
 	assert_owner 2 "session show after the takeover"
-	assert_eq "the generation after the takeover" "$((gen0 + 1))" "$(jr .generation)"
+	assert_taken_over "$gen0" "session show after the takeover"
 
 	kill -USR2 "$proxy"
 	sleep 1
