@@ -16,6 +16,7 @@ MM_SOCK=()
 MM_PID=()
 MM_STORE=()
 MM_BG=()
+MM_DIRS=() # other directories a test made, removed at its end
 
 # multi_setup N: the test's PostgreSQL, the fixture repository at $REPO, the shared volume $MVOL,
 # and managers m1..mN started one after the other (each registered before the next starts).
@@ -70,8 +71,8 @@ multi_cleanup() {
 	done
 	wait 2>/dev/null
 	if [ -z "${IT_KEEP:-}" ]; then
-		for i in "${!MM_STATE[@]}"; do
-			[ -n "${MM_STATE[i]}" ] && rm -rf -- "${MM_STATE[i]}"
+		for p in "${MM_STATE[@]}" "${MM_DIRS[@]}"; do
+			[ -n "$p" ] && rm -rf -- "$p"
 		done
 	fi
 	store_cleanup
@@ -411,7 +412,7 @@ test_multi_store_partition() {
 	m=$(unique_marker)
 	multi_setup 0 || return
 	px=$(mktemp -d /tmp/sbpx.XXXXXX) && chown "$RUN_USER:" "$px" || { bad "cannot create the proxy's directory"; return; }
-	MM_STATE[8]=$px # removed with the others
+	MM_DIRS+=("$px")
 	"${AS[@]}" python3 "$MULTI_HERE/store_proxy.py" "$px/.s.PGSQL.5432" "$PGD/.s.PGSQL.5432" 2>"$TD/proxy.err" &
 	proxy=$!
 	MM_BG+=("$proxy")
@@ -526,7 +527,7 @@ test_multi_manager_id_in_use() {
 	multi_setup 1 || return
 	mm_session 1 || return
 	state=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$state" || { bad "cannot create a state dir"; return; }
-	MM_STATE[9]=$state # removed with the others
+	MM_DIRS+=("$state")
 	inc=$(psql_q "SELECT incarnation FROM managers WHERE id = 'm1'")
 	assert_match "m1's incarnation in the store" '^[0-9a-f]{32}$' "$inc"
 	timeout -k 2 20 "${AS[@]}" "$MANAGER" serve --state-dir "$state" --volume "$MVOL" --store "$STORE" \
