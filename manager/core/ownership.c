@@ -21,7 +21,9 @@
 
 #include "clock.h"
 #include "control.h"
+#include "fdio.h"
 #include "log.h"
+#include "pathfmt.h"
 #include "random.h"
 
 /* The renewal, every third of the lease: a manager must miss two renewals before another may take
@@ -56,16 +58,68 @@ static void *renewer(void *arg)
 	return NULL;
 }
 
+/* ---- the previous run of this state dir ----
+ * A manager killed a moment ago left its registration with a fresh heartbeat, and a second
+ * manager under the same id must be refused while it lives: the incarnation tells them apart.
+ * Each run writes its incarnation into <state-dir>/manager.incarnation; the next run, holding the
+ * state dir's lock (daemon.c state_lock: the earlier one is dead), removes the registration of
+ * that incarnation before it registers. Only a process that held this state dir knows it. */
+#define INCARNATION_FILE "manager.incarnation"
+
+static int incarnation_file(struct manager *m, char *path, size_t len, struct sb_err *err)
+{
+	return path_fmt(path, len, err, "%s/" INCARNATION_FILE, m->cfg.state_dir);
+}
+
+/* The previous run's incarnation, or "" (none, or not 32 hex digits). */
+static void incarnation_previous(struct manager *m, char out[33])
+{
+	char path[PATH_MAX + sizeof INCARNATION_FILE + 1];
+	struct sb_err err;
+	ssize_t n = -1;
+	int fd;
+
+	out[0] = '\0';
+	if (incarnation_file(m, path, sizeof path, &err) < 0 || (fd = fd_private_open(path, &err)) < 0)
+		return;
+	n = pread(fd, out, 32, 0);
+	close(fd);
+	out[n == 32 ? 32 : 0] = '\0';
+	if (strspn(out, "0123456789abcdef") != 32)
+		out[0] = '\0';
+}
+
+static int incarnation_write(struct manager *m, struct sb_err *err)
+{
+	char path[PATH_MAX + sizeof INCARNATION_FILE + 1];
+	int fd;
+
+	if (incarnation_file(m, path, sizeof path, err) < 0 || (fd = fd_private_open(path, err)) < 0)
+		return -1;
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, m->incarnation, 32, 0) != 32) {
+		sb_fail_errno(err, "writing %s", path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 int ownership_start(struct manager *m, struct sb_err *err)
 {
+	char previous[33];
+	struct sb_err ignored;
 	pthread_t t;
 	int rc;
 
 	if (sb_random_hex(m->incarnation, 16, err) < 0)
 		return -1;
+	incarnation_previous(m, previous);
+	if (previous[0] != '\0')
+		(void)records_manager_unregister(m->rec, m->cfg.manager_id, previous, &ignored);
 	rc = records_manager_register(m->rec, m->cfg.manager_id, m->incarnation, m->cfg.socket, clock_real_ms(),
 				      (int64_t)m->cfg.lease_ms, err);
-	if (rc != RECORDS_FOUND)
+	if (rc != RECORDS_FOUND || incarnation_write(m, err) < 0)
 		return -1;
 	/* From here on every write about a session names this manager as its owner. */
 	records_set_fence(m->rec, m->cfg.manager_id);
