@@ -170,14 +170,17 @@ demo-agent: all
 bench: all
 	bash scripts/bench.sh $(BUILD)
 
-# A load report against one process-backend manager (scripts/load.sh; not a CI test): LOAD_SESSIONS
-# (64) sessions x LOAD_CALLS (100) mixed calls; `make soak` runs the same for SOAK_SECONDS.
+# A load report against process-backend managers (scripts/load.sh; not a CI test): LOAD_SESSIONS
+# (64) sessions x LOAD_CALLS (100) mixed calls; `make soak` runs the same for SOAK_SECONDS. One
+# manager on SQLite, or `make load STORE=postgres MANAGERS=N` (1..3) on one throwaway PostgreSQL.
 SOAK_SECONDS ?= 1800
+STORE ?=
+MANAGERS ?= 1
 load: all
-	bash scripts/load.sh $(BUILD)
+	STORE=$(STORE) MANAGERS=$(MANAGERS) bash scripts/load.sh $(BUILD)
 
 soak: all
-	LOAD_SECONDS=$(SOAK_SECONDS) bash scripts/load.sh $(BUILD)
+	STORE=$(STORE) MANAGERS=$(MANAGERS) LOAD_SECONDS=$(SOAK_SECONDS) bash scripts/load.sh $(BUILD)
 
 # The sandbox image, offline (no registry): debootstrap + the static agent, imported into root's podman
 # as infra-sandbox-agent:dev (IMAGE=... overrides). Root only; see images/README.md.

@@ -173,12 +173,3 @@ int control_request_uint(json_t *req, const char *key, unsigned dflt, unsigned *
 	*out = (unsigned)json_integer_value(v);
 	return 0;
 }
-
-const char *control_socket_path(const char *flag)
-{
-	const char *env = getenv("SANDBOX_MANAGER_SOCKET");
-
-	if (flag != NULL && flag[0] != '\0')
-		return flag;
-	return env != NULL && env[0] != '\0' ? env : NULL;
-}

@@ -19,7 +19,10 @@
  *            peer's uid (resolve.c).
  * Response: {"ok": true, ...} or {"ok": false, "error": {"kind": K, "message": M}} with K one of
  *            "invalid" (bad input), "not_found", "refused" (a rule said no), "unavailable" (the
- *            sandbox or manager cannot run it now), "internal". */
+ *            sandbox or manager cannot run it now), "internal", or "owned": the session is another
+ *            manager's while its lease is live, with "owner", "address" (its control socket, or "")
+ *            and "retry_after_ms"; nothing was recorded and nothing ran, so the front ends resend it
+ *            there (front/follow.h). */
 #ifndef SB_CONTROL_H
 #define SB_CONTROL_H
 
@@ -54,8 +57,5 @@ json_t *control_error_from(const char *kind, const struct sb_err *err);
 
 /* A request's whole-number argument: absent or null is dflt; -1 when it is not 0..UINT32_MAX. */
 int control_request_uint(json_t *req, const char *key, unsigned dflt, unsigned *out);
-
-/* The socket path from --socket, else $SANDBOX_MANAGER_SOCKET, else NULL. */
-const char *control_socket_path(const char *flag);
 
 #endif

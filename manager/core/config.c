@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,9 @@
 /* A record keeps less than a call's answer: the answer is read once, records are listed and paged
  * (records.h RECORDS_OUTPUT_LIMIT_DEFAULT; the byte counts and digests of the whole streams stay). */
 #define RECORD_OUTPUT_LIMIT (64 * 1024)
+/* A session's lease (issue 19): a dead owner's sessions wait this long before another manager may
+ * take them over; renewed every third of it, so a manager must miss two renewals to lose them. */
+#define LEASE_MS 10000
 
 static int str_set(char *dst, size_t len, const char *value, const char *key, struct sb_err *err)
 {
@@ -69,6 +73,15 @@ static int bytes_set(int64_t *dst, const char *value, int64_t min, int64_t max, 
 			       "suffix), not '%s'", key, (long long)(min >> 20), (long long)(max >> 30), value);
 	*dst = (int64_t)(v << shift);
 	return 0;
+}
+
+/* A manager id is a name in messages and in the store: letters, digits, '.', '_' and '-'. */
+static bool manager_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+
+	return n >= 1 && n <= 64 &&
+	       strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
 /* The directory of this executable: the agent ships beside the manager (build/, /usr/lib/...). */
@@ -121,6 +134,10 @@ static int defaults(struct config *c, struct sb_err *err)
 	c->stop_grace_seconds = STOP_GRACE_SECONDS;
 	c->output_limit = OUTPUT_LIMIT;
 	c->record_output_limit = RECORD_OUTPUT_LIMIT;
+	c->lease_ms = LEASE_MS;
+	/* The host name: what `session show` names as a session's owner when the operator gave none. */
+	if (gethostname(c->manager_id, sizeof c->manager_id - 1) < 0 || !manager_id_valid(c->manager_id))
+		snprintf(c->manager_id, sizeof c->manager_id, "manager");
 	c->resources = json_object();
 	/* Unprivileged, the manager can map only its own ids. As root it must not: nothing in a
 	 * sandbox is ever host root (backend.h), so sandboxes run as nobody unless told otherwise. */
@@ -234,6 +251,14 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 				       "(libpq's key=value or URI; empty: the PG* environment), not '%.100s'", value);
 		return str_set(c->store, sizeof c->store, value, key, err);
 	}
+	if (strcmp(key, "manager-id") == 0) {
+		if (!manager_id_valid(value))
+			return sb_fail(err, EINVAL, "config: manager-id must be 1 to 64 letters, digits, '.', '_' or '-', "
+				       "not '%.100s'", value);
+		return str_set(c->manager_id, sizeof c->manager_id, value, key, err);
+	}
+	if (strcmp(key, "lease-ms") == 0)
+		return uint_set(&c->lease_ms, value, 500, 3600 * 1000, key, err);
 	if (strcmp(key, "metrics-listen") == 0)
 		return metrics_http_check(value, err) < 0 ? -1 :
 		       str_set(c->metrics_listen, sizeof c->metrics_listen, value, key, err);
@@ -304,6 +329,10 @@ void config_usage(FILE *f)
 	      "  --volume DIR                   the persistent volume (default <state-dir>/volume)\n"
 	      "  --socket PATH                  the control socket (default <state-dir>/manager.sock)\n"
 	      "  --store sqlite:PATH|postgres:CONNINFO  the records (default sqlite:<state-dir>/records.db)\n"
+	      "  --manager-id ID                this manager's name in the store's session leases (default: the\n"
+	      "                                 host name; several managers on one store need one each)\n"
+	      "  --lease-ms N                   a session's lease, renewed every third of it; another manager takes\n"
+	      "                                 a dead owner's sessions over after it (default 10000)\n"
 	      "  --backend process|podman|kubernetes  where sandboxes run (default process)\n"
 	      "  --agent PATH                   the static sandbox-agent (default: beside this binary)\n"
 	      "  --default-timeout-seconds N    a call's timeout when it names none (default 120)\n"
@@ -346,7 +375,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
 		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
-		{ "store", 1, NULL, 0 },
+		{ "store", 1, NULL, 0 }, { "manager-id", 1, NULL, 0 }, { "lease-ms", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -462,6 +491,15 @@ static int config_check(struct config *c, struct sb_err *err)
 	}
 	if (c->state_dir[0] != '/' || c->volume[0] != '/')
 		return sb_fail(err, EINVAL, "config: state-dir and volume must be absolute paths");
+	/* The socket's path is also this manager's address in the store (docs/scaling.md): absolute,
+	 * so a client anywhere can follow it. */
+	if (c->socket[0] != '/') {
+		char cwd[PATH_MAX], rel[PATH_MAX];
+
+		memcpy(rel, c->socket, sizeof rel);
+		if (getcwd(cwd, sizeof cwd) == NULL || path_fmt(c->socket, sizeof c->socket, err, "%s/%s", cwd, rel) < 0)
+			return sb_fail(err, ENAMETOOLONG, "config: socket %s made absolute is too long", rel);
+	}
 	if (c->default_timeout > c->max_timeout)
 		return sb_fail(err, EINVAL, "config: default-timeout-seconds (%u) is over max-timeout-seconds (%u)",
 			       c->default_timeout, c->max_timeout);

@@ -43,6 +43,8 @@ struct config {
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
 	char metrics_listen[PATH_MAX + 8]; /* "" (off), or where GET /metrics is served (metrics_http.h) */
 	char store[PATH_MAX + 4096]; /* "" (<state-dir>/records.db), "sqlite:PATH" or "postgres:CONNINFO" */
+	char manager_id[65];        /* this manager's name in the store's leases (default: the host name) */
+	unsigned long lease_ms;     /* a session's lease: renewed every third of it, taken over after it */
 };
 
 /* Parse `serve`'s flags (and the file named by --config); fills every default. 0: loaded;

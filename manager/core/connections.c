@@ -31,8 +31,15 @@ static json_t *dispatch(struct manager *m, json_t *req, uid_t peer)
 	const char *op = json_string_value(json_object_get(req, "op"));
 	const char *session = json_string_value(json_object_get(req, "session"));
 
+	json_t *elsewhere;
+
 	if (op == NULL)
 		return control_error("invalid", "the request names no op");
+	/* The ops that act on a session run only at its owner (docs/scaling.md): taken here, before
+	 * the op, or answered with where to send it. Reads (show, records) are answered by any. */
+	if ((strcmp(op, "exec") == 0 || strcmp(op, "cancel") == 0 || strcmp(op, "session.delete") == 0 ||
+	     strcmp(op, "grant") == 0) && (elsewhere = recovery_claim(m, session)) != NULL)
+		return elsewhere;
 	if (strcmp(op, "exec") == 0)
 		return execpath_run(m, req);
 	if (strcmp(op, "session.create") == 0)

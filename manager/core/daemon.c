@@ -205,6 +205,7 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	char db[PATH_MAX + 16];
 
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->claim_lock, NULL);
 	if (mkdir(m->cfg.volume, 0755) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating the volume %s", m->cfg.volume);
 	/* The volume must do what git and the records rely on, or nothing it holds is safe. */
@@ -217,6 +218,10 @@ static int manager_start(struct manager *m, struct sb_err *err)
 			records_open(db, &m->rec, err) < 0))
 		return -1;
 	records_set_output_limit(m->rec, m->cfg.record_output_limit);
+	/* Before anything is read for recovery: this manager's name in the store, and the fence on
+	 * its writes (a second live manager with the same id is refused here). */
+	if (ownership_start(m, err) < 0)
+		return -1;
 	if (manager_tls(m, err) < 0)
 		return -1;
 	m->queue = queue_new();

@@ -57,8 +57,19 @@ struct cancel_pending {
 	int64_t until_ms;              /* monotonic; a free slot once past */
 };
 
+/* A session this manager took over from another (recovery.c recovery_claim): what the old owner
+ * left is settled before any call of this manager runs on it. */
+struct settle_note {
+	struct settle_note *next;
+	char session[65];
+	char previous[65];             /* the manager it was taken from */
+};
+
 struct manager {
 	struct config cfg;
+	char incarnation[33];          /* this run's, in the store's registry of managers (ownership.c) */
+	pthread_mutex_t claim_lock;    /* a lease's take and its settle note, together (recovery.c) */
+	struct settle_note *settle;    /* under `lock` */
 	struct records *rec;
 	struct queue *queue;
 	struct ca *ca;
@@ -94,9 +105,10 @@ void *sandbox_evictor(void *arg);
 /* sandbox_probe.c, at start: a write crosses the sandbox's mount view both ways (one throwaway
  * sandbox). */
 int sandbox_volume_probe(struct manager *m, struct sb_err *err);
-/* At start (recovery.c, after the execs): every sandbox a previous run left is stopped with
- * evidence and recorded gone, or recorded unproven with its session reserved. */
-int sandbox_recover(struct manager *m, struct sb_err *err);
+/* recovery.c, after the session's execs: the sandbox a previous run or another manager left for
+ * the session is stopped with evidence and recorded gone, or recorded unproven with its session
+ * reserved; context says what left it, in the record. */
+int sandbox_recover_session(struct manager *m, const char *session, const char *context, struct sb_err *err);
 
 /* execpath.c: the six steps of one call; returns the control response. */
 json_t *execpath_run(struct manager *m, json_t *req);
@@ -121,6 +133,26 @@ unsigned cancel_stop_calls(struct manager *m, const char *reason);
 /* recovery.c: at start, before the first call: accepted execs are refused (they never ran),
  * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). */
 int recovery_run(struct manager *m, struct sb_err *err);
+/* What one session's previous owner left in flight, settled: execs never rerun, the sandbox
+ * proven gone or the session reserved. previous: "" for this manager's own earlier run, else the
+ * manager whose lease it took over. */
+int recovery_session(struct manager *m, const char *session, const char *previous, struct sb_err *err);
+/* Before a request that acts on a session (connections.c): NULL when the session is this
+ * manager's now (taken if free, taken over if its owner's lease expired, and then settled under
+ * the session's turn before anything runs), or no such session (the op says so); else the
+ * answer: the owner's "owned" refusal, or why the store could not say. */
+json_t *recovery_claim(struct manager *m, const char *session);
+
+/* ownership.c: this manager in the store's registry, its leases renewed, released at a clean stop
+ * (docs/scaling.md). */
+int ownership_start(struct manager *m, struct sb_err *err);
+void ownership_release(struct manager *m);
+/* records_lease_take at this manager's clock and lease. */
+int ownership_take(struct manager *m, const char *session, struct lease *out, struct sb_err *err);
+/* The "owned" refusal of a request on a session that l's owner holds (control.h). */
+json_t *ownership_refusal(const char *session, const struct lease *l);
+/* {"manager", "address", "lease_expires_ms"} of the session's owner, or null, for `session show`. */
+json_t *ownership_json(struct manager *m, const char *session);
 
 /* sessions.c: the other control operations. */
 json_t *sessions_create(struct manager *m, json_t *req);

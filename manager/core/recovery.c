@@ -17,6 +17,7 @@
 
 #include "agent_client.h"
 #include "call.h"
+#include "control.h"
 #include "fstree.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -160,8 +161,10 @@ static int recover_settled(struct manager *m, const char *exec_id)
 	return settled ? 0 : -1;
 }
 
-/* Settle one dispatched exec: its verified end, or uncertain. -1 when neither can be recorded. */
-static int recover_dispatched(struct manager *m, const char *exec_id, struct sb_err *err)
+/* Settle one dispatched exec: its verified end, or uncertain. -1 when neither can be recorded.
+ * context: what left it, for the reason ("the manager restarted", "its owner ... stopped"). */
+static int recover_dispatched(struct manager *m, const char *exec_id, const char *context, bool ask,
+			      struct sb_err *err)
 {
 	struct call *c = calloc(1, sizeof *c);
 	struct exec_row *e = malloc(sizeof *e);
@@ -177,12 +180,18 @@ static int recover_dispatched(struct manager *m, const char *exec_id, struct sb_
 		snprintf(c->exec_id, sizeof c->exec_id, "%s", e->id);
 		snprintf(c->session, sizeof c->session, "%s", e->session);
 		snprintf(c->nonce_hex, sizeof c->nonce_hex, "%s", e->nonce_hex);
-		if (recover_query(m, c, e, &why) == 0 && (result = call_result_parse(c)) != NULL) {
+		if (!ask) {
+			/* Another manager's sandbox: its agent trusts only that manager's CA, so nothing
+			 * here can ask it; the sandbox was stopped with evidence first (recovery_session). */
+			snprintf(c->reason, sizeof c->reason, "%.200s while it ran; its sandbox was stopped before "
+				 "its end was seen (only the manager that started a sandbox can ask its agent)", context);
+			result = call_refused_result(c, "uncertain", c->reason);
+		} else if (recover_query(m, c, e, &why) == 0 && (result = call_result_parse(c)) != NULL) {
 			status = json_string_value(json_object_get(result, "status")) ?: "uncertain";
 		} else {
 			/* Invariant 7: lost is uncertain, and uncertain is never rerun. */
-			snprintf(c->reason, sizeof c->reason, "the manager restarted while it ran, and its end could "
-				 "not be established: %.900s", why.msg[0] ? why.msg : "the result is not JSON");
+			snprintf(c->reason, sizeof c->reason, "%.200s while it ran, and its end could not be "
+				 "established: %.700s", context, why.msg[0] ? why.msg : "the result is not JSON");
 			result = call_refused_result(c, "uncertain", c->reason);
 		}
 		rc = call_record_end(m, c, status, result, err);
@@ -194,7 +203,7 @@ static int recover_dispatched(struct manager *m, const char *exec_id, struct sb_
 		json_decref(result);
 	}
 	if (rc < 0)
-		sb_err_prefix(err, "settling exec %s left dispatched by the previous run", exec_id);
+		sb_err_prefix(err, "settling exec %s left dispatched (%s)", exec_id, context);
 	if (c != NULL)
 		agent_reply_free(&c->reply);
 	free(c);
@@ -202,37 +211,234 @@ static int recover_dispatched(struct manager *m, const char *exec_id, struct sb_
 	return rc;
 }
 
-/* Fail closed: a start-up that cannot record how the previous run's execs ended does not serve. */
-static int recovery_execs(struct manager *m, struct sb_err *err)
+/* The session of an exec, or "" (gone from the records). */
+static void exec_session(struct manager *m, const char *exec_id, char *session, size_t len)
 {
-	json_t *ids = records_exec_ids_in_state(m->rec, "accepted", err), *id;
-	size_t i;
+	struct exec_row *e = malloc(sizeof *e);
+	struct sb_err ignored;
+
+	session[0] = '\0';
+	if (e != NULL && records_exec_get(m->rec, exec_id, e, &ignored) == RECORDS_FOUND)
+		snprintf(session, len, "%s", e->session);
+	free(e);
+}
+
+/* Fail closed: what cannot be recorded as settled stops the caller (a start that does not serve,
+ * a takeover that answers no call). Accepted execs first: they never ran (a stale owner cannot
+ * dispatch them now: its dispatch is a compare-and-set on `accepted` that the fence also holds);
+ * then dispatched ones, which their sandbox may still know the end of. */
+static int recovery_execs(struct manager *m, const char *session, const char *context, bool ask,
+			  struct sb_err *err)
+{
+	static const char *const states[] = { "accepted", "dispatched" };
+	char refusal[300], of[65];
 	int rc = 0;
 
-	if (ids == NULL)
-		return -1;
-	json_array_foreach(ids, i, id) {
-		if (rc == 0 && records_exec_finish(m->rec, json_string_value(id), "refused", NULL, NULL,
-						   "the manager stopped before dispatching it: it never ran", err) < 0)
-			rc = recover_settled(m, json_string_value(id));
+	snprintf(refusal, sizeof refusal, "%.200s before dispatching it: it never ran", ask ? "the manager stopped" : context);
+	for (size_t k = 0; k < 2 && rc == 0; k++) {
+		json_t *ids = records_exec_ids_in_state(m->rec, states[k], err), *id;
+		size_t i;
+
+		if (ids == NULL)
+			return -1;
+		json_array_foreach(ids, i, id) {
+			const char *exec_id = json_string_value(id);
+
+			exec_session(m, exec_id, of, sizeof of);
+			if (rc != 0 || strcmp(of, session) != 0)
+				continue;
+			if (k == 0 && records_exec_finish(m->rec, exec_id, "refused", NULL, NULL, refusal, err) < 0)
+				rc = recover_settled(m, exec_id);
+			if (k == 1 && recover_dispatched(m, exec_id, context, ask, err) < 0)
+				rc = -1;
+		}
+		json_decref(ids);
 	}
-	json_decref(ids);
-	if (rc < 0)
-		return -1;
-	ids = records_exec_ids_in_state(m->rec, "dispatched", err);
-	if (ids == NULL)
-		return -1;
-	json_array_foreach(ids, i, id)
-		if (rc == 0 && recover_dispatched(m, json_string_value(id), err) < 0)
-			rc = -1;
-	json_decref(ids);
 	return rc;
+}
+
+int recovery_session(struct manager *m, const char *session, const char *previous, struct sb_err *err)
+{
+	char context[160];
+
+	if (previous[0] == '\0') {
+		/* This manager's own earlier run: execs first, since their sandbox may still know how
+		 * they ended (recover_query asks it); then the sandbox. */
+		if (recovery_execs(m, session, "the manager restarted", true, err) < 0)
+			return -1;
+		return sandbox_recover_session(m, session, "after a manager restart", err);
+	}
+	/* Another manager's: its sandbox first, stopped with evidence (or the session reserved), so
+	 * nothing it runs can still end after the records say how its calls ended. */
+	snprintf(context, sizeof context, "its owner, manager %.64s, stopped renewing its lease", previous);
+	if (sandbox_recover_session(m, session, context, err) < 0)
+		return -1;
+	return recovery_execs(m, session, context, false, err);
+}
+
+/* ---- which sessions a manager settles ----
+ * A session's leftovers are settled by the manager that holds its lease: at start the sessions
+ * this manager owned before (its id), those no one owns, and those whose owner stopped renewing;
+ * a session whose owner is alive is that owner's to settle, and is left as it is. */
+
+static void set_add(json_t *set, const char *session)
+{
+	if (session != NULL && session[0] != '\0')
+		json_object_set_new(set, session, json_true());
+}
+
+/* {SESSION: true} for every session with an exec in flight or a sandbox not proven gone. */
+static json_t *sessions_in_flight(struct manager *m, struct sb_err *err)
+{
+	static const char *const states[] = { "accepted", "dispatched" };
+	json_t *set = json_object(), *rows, *v;
+	char of[65];
+	size_t i;
+
+	if (set == NULL)
+		return (void)sb_fail(err, ENOMEM, "recovering"), NULL;
+	for (size_t k = 0; k < 2; k++) {
+		if ((rows = records_exec_ids_in_state(m->rec, states[k], err)) == NULL)
+			return json_decref(set), NULL;
+		json_array_foreach(rows, i, v) {
+			exec_session(m, json_string_value(v), of, sizeof of);
+			set_add(set, of);
+		}
+		json_decref(rows);
+	}
+	if ((rows = records_sandboxes_not_gone(m->rec, err)) == NULL)
+		return json_decref(set), NULL;
+	json_array_foreach(rows, i, v)
+		set_add(set, json_string_value(json_object_get(v, "session")));
+	json_decref(rows);
+	return set;
 }
 
 int recovery_run(struct manager *m, struct sb_err *err)
 {
-	/* Execs first: their sandboxes may still know how they ended (recover_query asks them). */
-	if (recovery_execs(m, err) < 0)
+	json_t *set = sessions_in_flight(m, err), *v;
+	const char *session;
+	int released, rc = 0;
+
+	if (set == NULL)
 		return -1;
-	return sandbox_recover(m, err);
+	json_object_foreach(set, session, v) {
+		struct lease l;
+		int took = ownership_take(m, session, &l, err);
+
+		if (took == RECORDS_REFUSED) {
+			sb_info("session %s: owned by manager %s, which is alive: its leftovers are its own", session,
+				l.owner);
+			continue;
+		}
+		if (took == RECORDS_NOT_FOUND)
+			continue;
+		if (took < 0) {
+			rc = -1;
+			break;
+		}
+		if (recovery_session(m, session, l.previous, err) < 0) {
+			rc = -1;
+			break;
+		}
+	}
+	json_decref(set);
+	if (rc < 0)
+		return -1;
+	/* A session reserved because a sandbox's end was not proven gets its workspace back once
+	 * every one of its sandboxes is: the operator removed it, or it ended since. */
+	released = records_sessions_release(m->rec, err);
+	if (released < 0)
+		return -1;
+	if (released > 0)
+		sb_info("%d reserved session(s) released: their sandboxes are proven gone", released);
+	return 0;
+}
+
+/* ---- a session taken over while serving ----
+ * The take and the note that the session must be settled happen under claim_lock, so a second
+ * request of the same session that finds it this manager's already also finds the note; the
+ * settling happens under the session's queue turn, so no call of this manager runs on the session
+ * before what the old owner left is settled (its sandbox proven gone or its session reserved). */
+
+static bool settle_pending(struct manager *m, const char *session, bool take)
+{
+	struct settle_note **p, *n;
+	bool found = false;
+
+	pthread_mutex_lock(&m->lock);
+	for (p = &m->settle; (n = *p) != NULL; p = &n->next)
+		if (strcmp(n->session, session) == 0) {
+			found = true;
+			if (take) {
+				*p = n->next;
+				free(n);
+			}
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+	return found;
+}
+
+static int settle_note_add(struct manager *m, const char *session, const char *previous)
+{
+	struct settle_note *n = calloc(1, sizeof *n);
+
+	if (n == NULL)
+		return -1;
+	snprintf(n->session, sizeof n->session, "%s", session);
+	snprintf(n->previous, sizeof n->previous, "%s", previous);
+	pthread_mutex_lock(&m->lock);
+	n->next = m->settle;
+	m->settle = n;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+static void settle_previous(struct manager *m, const char *session, char *previous, size_t len)
+{
+	previous[0] = '\0';
+	pthread_mutex_lock(&m->lock);
+	for (struct settle_note *n = m->settle; n != NULL; n = n->next)
+		if (strcmp(n->session, session) == 0)
+			snprintf(previous, len, "%s", n->previous);
+	pthread_mutex_unlock(&m->lock);
+}
+
+json_t *recovery_claim(struct manager *m, const char *session)
+{
+	struct lease l;
+	struct sb_err err;
+	char previous[65];
+	int took, rc = 0;
+
+	if (session == NULL)
+		return NULL; /* the op answers its own "needs a session" */
+	pthread_mutex_lock(&m->claim_lock);
+	took = ownership_take(m, session, &l, &err);
+	if (took == RECORDS_FOUND && l.previous[0] != '\0' && settle_note_add(m, session, l.previous) < 0)
+		took = sb_fail(&err, ENOMEM, "noting session %s to settle", session);
+	pthread_mutex_unlock(&m->claim_lock);
+	if (took == RECORDS_REFUSED)
+		return ownership_refusal(session, &l);
+	if (took == RECORDS_NOT_FOUND)
+		return NULL; /* the op answers not_found itself */
+	if (took < 0)
+		return control_error_from("unavailable", &err);
+	if (!settle_pending(m, session, false))
+		return NULL;
+	queue_enter(m->queue, session);
+	if (settle_pending(m, session, false)) {
+		settle_previous(m, session, previous, sizeof previous);
+		sb_info("session %s: taken over from manager %s, whose lease expired; settling what it left", session,
+			previous);
+		rc = recovery_session(m, session, previous, &err);
+		if (rc == 0)
+			settle_pending(m, session, true);
+	}
+	queue_leave(m->queue, session);
+	if (rc < 0)
+		return control_error("unavailable", "session %s was taken over from another manager, and what it left "
+				     "could not be settled yet (nothing ran; retry): %s", session, err.msg);
+	return NULL;
 }

@@ -324,13 +324,25 @@ static int retire_unproven(struct manager *m, struct live_sandbox *l, struct sb_
 {
 	char why[sizeof err->msg];
 	struct sb_err rec_err;
+	bool failed;
 
 	snprintf(why, sizeof why, "%s", err->msg);
 	pthread_mutex_lock(&m->lock);
 	m->unproven++; /* the stop's exit code says so (daemon.c) */
 	pthread_mutex_unlock(&m->lock);
-	if (records_sandbox_set_state(m->rec, l->session, l->generation, "unproven", why, &rec_err) < 0 ||
-	    records_session_set_state(m->rec, l->session, "reserved", &rec_err) < 0) {
+	failed = records_sandbox_set_state(m->rec, l->session, l->generation, "unproven", why, &rec_err) < 0 ||
+		 records_session_set_state(m->rec, l->session, "reserved", &rec_err) < 0;
+	if (failed && rec_err.errnum == ESTALE) {
+		/* Fenced: another manager owns the session now, and its takeover stops this sandbox with
+		 * evidence or reserves the session itself. Holding it here would retry a write that can
+		 * never be this manager's again. */
+		sb_error("session %s: the end of sandbox %s is NOT proven (%s), and the session is another manager's "
+			 "now (%s): it settles the sandbox", l->session, l->h.runtime_id, why, rec_err.msg);
+		live_unlink(m, l);
+		live_free(l);
+		return sb_fail(err, ESTALE, "the end of the sandbox is not proven (%.300s), and %.300s", why, rec_err.msg);
+	}
+	if (failed) {
 		sb_error("session %s: the end of sandbox %s is NOT proven (%s), and recording it failed (%s); it stays "
 			 "held, and the next use of the session tries again", l->session, l->h.runtime_id, why,
 			 rec_err.msg);
@@ -486,9 +498,10 @@ static int recover_unproven(struct manager *m, const char *session, uint64_t gen
 	return 0;
 }
 
-/* One sandbox a previous run left not gone: stopped with evidence and recorded gone, or recorded
- * unproven with its session reserved. -1 (err) when a record could not be written. */
-static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
+/* One sandbox a previous run (or a manager that lost the session) left not gone: stopped with
+ * evidence and recorded gone, or recorded unproven with its session reserved. -1 (err) when a
+ * record could not be written. context: what left it, for the record. */
+static int recover_one(struct manager *m, json_t *row, const char *context, struct sb_err *err)
 {
 	const char *session = json_string_value(json_object_get(row, "session"));
 	const char *runtime_id = json_string_value(json_object_get(row, "runtime_id"));
@@ -496,7 +509,7 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 	const char *dir = json_string_value(json_object_get(row, "private_dir"));
 	uint64_t generation = (uint64_t)json_integer_value(json_object_get(row, "generation"));
 	struct sandbox_handle h = { .runtime_id = "" };
-	char found_id[sizeof h.runtime_id], said[sizeof h.evidence + 64];
+	char found_id[sizeof h.runtime_id], said[sizeof h.evidence + 256];
 	struct sb_err why;
 
 	if (session == NULL || runtime_id == NULL)
@@ -522,45 +535,39 @@ static int recover_one(struct manager *m, json_t *row, struct sb_err *err)
 		if (m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &why) < 0)
 			return recover_unproven(m, session, generation, why.msg, err);
 	}
-	snprintf(said, sizeof said, "after a manager restart: %s",
+	snprintf(said, sizeof said, "%.200s: %s", context,
 		 h.evidence[0] ? h.evidence : "its prepare never finished, and the runtime holds no sandbox of it");
 	if (records_sandbox_set_state(m->rec, session, generation, "gone", said, err) < 0) {
 		sb_err_prefix(err, "session %s: recording the previous run's sandbox %s as gone", session, runtime_id);
 		return -1;
 	}
-	if (dir != NULL && dir[0] != '\0')
+	/* Only a directory of this manager's own state dir: another manager's is that manager's. */
+	if (dir != NULL && dir[0] != '\0' && strncmp(dir, m->cfg.state_dir, strlen(m->cfg.state_dir)) == 0 &&
+	    dir[strlen(m->cfg.state_dir)] == '/')
 		private_dir_remove(dir, &why);
 	sb_info("session %s: the previous run's sandbox %s is gone: %s", session, runtime_id, said);
 	return 0;
 }
 
-int sandbox_recover(struct manager *m, struct sb_err *err)
+int sandbox_recover_session(struct manager *m, const char *session, const char *context, struct sb_err *err)
 {
-	struct sb_err first = { 0 };
-	int released, failed = 0;
-	json_t *rows;
-	size_t i;
-	json_t *row;
+	struct sandbox_row *sb = malloc(sizeof *sb);
+	json_t *row = NULL;
+	int rc = 0, found;
 
-	rows = records_sandboxes_not_gone(m->rec, err);
-	if (rows == NULL)
-		return -1;
-	/* Every row is settled as far as it can be; then a failed write refuses the start: the
-	 * manager must not serve with a sandbox whose end it could not record. */
-	json_array_foreach(rows, i, row)
-		if (recover_one(m, row, failed ? err : &first) < 0)
-			failed++;
-	json_decref(rows);
-	if (failed > 0) {
-		*err = first;
-		return -1;
+	if (sb == NULL)
+		return sb_fail(err, ENOMEM, "recovering the sandbox of session %s", session);
+	found = records_sandbox_get(m->rec, session, sb, err);
+	if (found < 0) {
+		rc = -1;
+	} else if (found == RECORDS_FOUND && strcmp(sb->state, "gone") != 0) {
+		row = json_pack("{s:s, s:s, s:s, s:s, s:I}", "session", sb->session, "runtime_id", sb->runtime_id,
+				"address", sb->address, "private_dir", sb->private_dir, "generation",
+				(json_int_t)sb->generation);
+		rc = row == NULL ? sb_fail(err, ENOMEM, "recovering the sandbox of session %s", session) :
+				   recover_one(m, row, context, err);
 	}
-	/* A session reserved because a sandbox's end was not proven gets its workspace back once
-	 * every one of its sandboxes is: the operator removed it, or it ended since. */
-	released = records_sessions_release(m->rec, err);
-	if (released < 0)
-		return -1;
-	if (released > 0)
-		sb_info("%d reserved session(s) released: their sandboxes are proven gone", released);
-	return 0;
+	json_decref(row);
+	free(sb);
+	return rc;
 }

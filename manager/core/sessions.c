@@ -91,6 +91,9 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 	snprintf(s.branch, sizeof s.branch, "%s", ws->branch ? ws->branch : "");
 	snprintf(s.state, sizeof s.state, "active");
 	s.created_ms = clock_real_ms();
+	/* Owned by the manager that made it, from its first row on (docs/scaling.md). */
+	snprintf(s.owner, sizeof s.owner, "%s", m->cfg.manager_id);
+	s.lease_expires_ms = s.created_ms + (int64_t)m->cfg.lease_ms;
 	if (records_session_insert(m->rec, &s, err) < 0)
 		return -1;
 	json_array_foreach(grants, i, g)
@@ -212,11 +215,11 @@ json_t *sessions_show(struct manager *m, const char *id)
 				    "generation", (json_int_t)sb.generation, "state", sb.state, "evidence",
 				    sb.evidence[0] ? sb.evidence : NULL);
 	}
-	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i}", "ok", 1, "session",
+	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o}", "ok", 1, "session",
 			 s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch", s.branch,
 			 "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn, "sandbox",
 			 sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
-			 (int)queue_depth(m->queue, id));
+			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id));
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)

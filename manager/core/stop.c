@@ -126,6 +126,9 @@ int daemon_stop(struct manager *m, int signo, int sigfd, int fd, const struct st
 	unproven = m->unproven - unproven;
 	pthread_mutex_unlock(&m->lock);
 	if (unanswered == 0 && not_retired == 0 && unproven == 0) {
+		/* Its sessions are free for any manager now (records_manager_unregister keeps any with
+		 * something still in flight: those wait for the lease to expire and a takeover). */
+		ownership_release(m);
 		sb_info("stopped: every call settled, every sandbox's end proven");
 		return 0;
 	}

@@ -13,45 +13,58 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "cli_flags.h"
 #include "control.h"
 #include "control_limits.h"
+#include "follow.h"
 #include "textesc.h"
 #include "utf8.h"
 
-struct json_t *mcli_call(const char *socket_flag, json_t *request)
+/* One manager asked on a connection of its own. A manager at its connection limit answers and
+ * closes, maybe before the request is written: the write then fails (EPIPE, not a signal) and the
+ * answer is still there to read; with nothing to read, nothing was delivered whole. */
+static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp, struct sb_err *err)
 {
-	const char *path = control_socket_path(socket_flag);
-	struct sb_err err, send_err;
-	json_t *response = NULL;
-	int fd, rc = -1;
+	struct sb_err send_err;
+	int fd, rc;
 
-	if (path == NULL) {
-		fprintf(stderr, "sandbox-manager: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
-		json_decref(request);
-		return NULL;
-	}
-	/* A manager at its connection limit answers and closes, maybe before the request is written:
-	 * the write then fails (EPIPE, not a signal) and the answer is still there to read. */
-	signal(SIGPIPE, SIG_IGN);
+	(void)ctx;
 	sb_err_clear(&send_err);
-	fd = control_connect(path, &err);
-	if (fd >= 0 && control_send(fd, request, CONTROL_REQUEST_CAP, &send_err) < 0 && send_err.errnum != EPIPE) {
-		err = send_err;
-	} else if (fd >= 0) {
-		rc = control_recv(fd, CONTROL_RESPONSE_CAP, &response, &err);
-		/* Nothing to read after a failed write: the write's error is the one to say. */
-		if (rc <= 0 && send_err.msg[0] != '\0') {
-			err = send_err;
-			rc = -1;
-		}
-	}
-	if (rc < 0)
-		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
-	else if (rc == 0)
-		fprintf(stderr, "sandbox-manager: the manager closed the connection without answering\n");
-	if (fd >= 0)
+	fd = control_connect(path, err);
+	if (fd < 0)
+		return FOLLOW_NOT_SENT;
+	if (control_send(fd, req, CONTROL_REQUEST_CAP, &send_err) < 0 && send_err.errnum != EPIPE) {
+		*err = send_err;
 		close(fd);
+		return FOLLOW_NOT_SENT;
+	}
+	rc = control_recv(fd, CONTROL_RESPONSE_CAP, resp, err);
+	close(fd);
+	if (rc > 0)
+		return FOLLOW_ANSWERED;
+	/* Nothing to read after a failed write: the write's error is the one to say. */
+	if (send_err.msg[0] != '\0') {
+		*err = send_err;
+		return FOLLOW_NOT_SENT;
+	}
+	if (rc == 0)
+		sb_fail(err, EPIPE, "the manager closed the connection without answering");
+	return FOLLOW_LOST;
+}
+
+struct json_t *mcli_call(const json_t *sockets, json_t *request)
+{
+	struct follow_list l;
+	json_t *response = NULL;
+	struct sb_err err;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (request == NULL)
+		sb_fail(&err, ENOMEM, "cannot build the request (out of memory)");
+	if (request == NULL || follow_list_parse(&l, sockets, &err) < 0 ||
+	    follow_call(&l, request, cli_exchange, NULL, NULL, &response, &err) != FOLLOW_ANSWERED)
+		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
 	json_decref(request);
 	return response;
 }
@@ -110,7 +123,7 @@ static const struct command cmd_session = {
 static const struct command cmd_session_create = {
 	"session create",
 	"usage: sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
-	"                                      [--socket PATH]\n"
+	"                                      [--socket PATH]...\n"
 	"\n"
 	"Creates a session and its worktree; prints {\"session\", \"worktree\", \"branch\"}.\n"
 	"\n"
@@ -123,7 +136,7 @@ static const struct command cmd_session_create = {
 
 static const struct command cmd_session_show = {
 	"session show",
-	"usage: sandbox-manager session show --session S [--socket PATH]\n"
+	"usage: sandbox-manager session show --session S [--socket PATH]...\n"
 	"\n"
 	"Prints the session: identity, worktree, branch, grants, generation, sandbox, limits, state.\n"
 	"\n"
@@ -133,7 +146,7 @@ static const struct command cmd_session_show = {
 
 static const struct command cmd_session_delete = {
 	"session delete",
-	"usage: sandbox-manager session delete --session S [--delete-branch] [--socket PATH]\n"
+	"usage: sandbox-manager session delete --session S [--delete-branch] [--socket PATH]...\n"
 	"\n"
 	"Deletes the session's worktree once its sandbox is proven gone; its records stay.\n"
 	"\n"
@@ -145,7 +158,7 @@ static const struct command cmd_session_delete = {
 static const struct command cmd_session_list = {
 	"session list",
 	"usage: sandbox-manager session list [--identity ID] [--state STATE] [--all] [--limit N] [--before S]\n"
-	"                                    [--socket PATH]\n"
+	"                                    [--socket PATH]...\n"
 	"\n"
 	"Prints {\"sessions\": [{session, identity, state, sandbox, generation, created_ms, last_exec}],\n"
 	"\"next_before\"}, newest first; \"next_before\", when present, is what --before takes next.\n"
@@ -160,7 +173,7 @@ static const struct command cmd_session_list = {
 
 static const struct command cmd_exec = {
 	"exec",
-	"usage: sandbox-manager exec --session S [--timeout-seconds N] [--turn N] [--json] [--socket PATH] -- COMMAND\n"
+	"usage: sandbox-manager exec --session S [--timeout-seconds N] [--turn N] [--json] [--socket PATH]... -- COMMAND\n"
 	"\n"
 	"Runs COMMAND (one argument, a bash command line) in the session's sandbox, prints its output\n"
 	"and exits with its exit code: 124 when it timed out, 128+N when signal N ended it, 125 when it\n"
@@ -175,7 +188,7 @@ static const struct command cmd_exec = {
 
 static const struct command cmd_status = {
 	"status",
-	"usage: sandbox-manager status [--json] [--socket PATH]\n"
+	"usage: sandbox-manager status [--json] [--socket PATH]...\n"
 	"\n"
 	"The manager's backend, version, sandboxes, sessions and execs by state, and its health. Exits 0\n"
 	"healthy, 1 degraded (uncertain execs or reserved sessions await an operator: it says which),\n"
@@ -187,7 +200,7 @@ static const struct command cmd_status = {
 
 static const struct command cmd_metrics = {
 	"metrics",
-	"usage: sandbox-manager metrics [--socket PATH]\n"
+	"usage: sandbox-manager metrics [--socket PATH]...\n"
 	"\n"
 	"The manager's metrics in the Prometheus text format (also: serve --metrics-listen ADDR).\n"
 	"\n"
@@ -196,7 +209,7 @@ static const struct command cmd_metrics = {
 
 static const struct command cmd_cancel = {
 	"cancel",
-	"usage: sandbox-manager cancel --session S [--socket PATH]\n"
+	"usage: sandbox-manager cancel --session S [--socket PATH]...\n"
 	"\n"
 	"Stops the session's running command and answers once it is recorded: {\"cancelled\": EXEC, \"state\"},\n"
 	"or {\"cancelled\": null} when nothing was running.\n"
@@ -207,7 +220,7 @@ static const struct command cmd_cancel = {
 
 static const struct command cmd_grant = {
 	"grant",
-	"usage: sandbox-manager grant --session S (--set RES=ACCESS | --revoke RES) [--socket PATH]\n"
+	"usage: sandbox-manager grant --session S (--set RES=ACCESS | --revoke RES) [--socket PATH]...\n"
 	"\n"
 	"Changes the session's authority (its sandbox is retired first) and prints the session.\n"
 	"\n"
@@ -219,8 +232,8 @@ static const struct command cmd_grant = {
 
 static const struct command cmd_records = {
 	"records",
-	"usage: sandbox-manager records --session S [--limit N] [--before EXEC] [--state STATE] [--socket PATH]\n"
-	"       sandbox-manager records --exec ID [--socket PATH]\n"
+	"usage: sandbox-manager records --session S [--limit N] [--before EXEC] [--state STATE] [--socket PATH]...\n"
+	"       sandbox-manager records --exec ID [--socket PATH]...\n"
 	"\n"
 	"Prints {\"records\": [...], \"next_before\"}: a page of the session's execs, newest first, or one exec.\n"
 	"\n"
@@ -235,7 +248,7 @@ static const struct command cmd_records = {
 
 static const struct command cmd_resolve = {
 	"resolve",
-	"usage: sandbox-manager resolve --exec ID --outcome ran|not-ran|unknown --note TEXT [--socket PATH]\n"
+	"usage: sandbox-manager resolve --exec ID --outcome ran|not-ran|unknown --note TEXT [--socket PATH]...\n"
 	"\n"
 	"Records an operator's word on an exec recorded uncertain: what they found it did and why. The\n"
 	"exec stays uncertain and is never run again; the resolution (outcome, note, by_uid, by_name,\n"
@@ -261,9 +274,10 @@ static int flags_utf8(const struct command *c, const struct flag *f, size_t n)
 static int session_create(int argc, char **argv)
 {
 	const struct command *c = &cmd_session_create;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "identity", 1, NULL, NULL, 0 }, { "repo", 1, NULL, NULL, 0 },
 			    { "branch", 1, NULL, NULL, 0 },   { "grant", 1, NULL, json_array(), 0 },
-			    { "socket", 1, NULL, NULL, 0 } };
+			    { "socket", 1, NULL, sockets, 0 } };
 	json_t *req;
 	int code = 0;
 
@@ -278,13 +292,14 @@ static int session_create(int argc, char **argv)
 			f[1].value, "branch", f[2].value, "grants", f[3].values);
 	if (req == NULL)
 		return request_fail(NULL);
-	return print_response(mcli_call(f[4].value, req));
+	return print_response(mcli_call(sockets, req));
 }
 
 /* session show, session delete and cancel: one session, one op. */
 static int session_simple(const struct command *c, int argc, char **argv, const char *op, bool delete_flag)
 {
-	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "socket", 1, NULL, NULL, 0 },
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
+	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "socket", 1, NULL, sockets, 0 },
 			    { "delete-branch", 0, NULL, NULL, 0 } };
 	json_t *req;
 	int code = 0;
@@ -295,15 +310,16 @@ static int session_simple(const struct command *c, int argc, char **argv, const 
 	req = json_pack("{s:s, s:s}", "op", op, "session", f[0].value);
 	if (req == NULL || (delete_flag && json_object_set_new(req, "delete_branch", json_boolean(f[2].set)) != 0))
 		return request_fail(req);
-	return print_response(mcli_call(f[1].value, req));
+	return print_response(mcli_call(sockets, req));
 }
 
 static int session_list(int argc, char **argv)
 {
 	const struct command *c = &cmd_session_list;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "identity", 1, NULL, NULL, 0 }, { "state", 1, NULL, NULL, 0 },
 			    { "all", 0, NULL, NULL, 0 },      { "limit", 1, NULL, NULL, 0 },
-			    { "before", 1, NULL, NULL, 0 },   { "socket", 1, NULL, NULL, 0 } };
+			    { "before", 1, NULL, NULL, 0 },   { "socket", 1, NULL, sockets, 0 } };
 	long limit = 0;
 	json_t *req;
 	int code = 0;
@@ -321,7 +337,7 @@ static int session_list(int argc, char **argv)
 	/* A request without its limit would ask for another page than the one named: not sent. */
 	if (req == NULL || (limit > 0 && json_object_set_new(req, "limit", json_integer(limit)) != 0))
 		return request_fail(req);
-	return print_response(mcli_call(f[5].value, req));
+	return print_response(mcli_call(sockets, req));
 }
 
 int mcli_session(int argc, char **argv)
@@ -405,8 +421,9 @@ static int exec_print(json_t *result, int as_json)
 int mcli_exec(int argc, char **argv)
 {
 	const struct command *c = &cmd_exec;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "timeout-seconds", 1, NULL, NULL, 0 },
-			    { "json", 0, NULL, NULL, 0 },    { "socket", 1, NULL, NULL, 0 },
+			    { "json", 0, NULL, NULL, 0 },    { "socket", 1, NULL, sockets, 0 },
 			    { "turn", 1, NULL, NULL, 0 } };
 	json_t *req, *resp, *result;
 	long timeout = 0, turn = -1;
@@ -430,7 +447,7 @@ int mcli_exec(int argc, char **argv)
 	if (req == NULL || (timeout > 0 && json_object_set_new(req, "timeout_seconds", json_integer(timeout)) != 0) ||
 	    (turn >= 0 && json_object_set_new(req, "turn", json_integer(turn)) != 0))
 		return request_fail(req);
-	resp = mcli_call(f[3].value, req);
+	resp = mcli_call(sockets, req);
 	if (resp == NULL)
 		return MCLI_FAILED;
 	result = json_object_get(resp, "result");
@@ -451,8 +468,9 @@ int mcli_cancel(int argc, char **argv)
 int mcli_grant(int argc, char **argv)
 {
 	const struct command *c = &cmd_grant;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "set", 1, NULL, NULL, 0 },
-			    { "revoke", 1, NULL, NULL, 0 },  { "socket", 1, NULL, NULL, 0 } };
+			    { "revoke", 1, NULL, NULL, 0 },  { "socket", 1, NULL, sockets, 0 } };
 	json_t *req;
 	int code = 0;
 
@@ -466,7 +484,7 @@ int mcli_grant(int argc, char **argv)
 			f[2].value);
 	if (req == NULL)
 		return request_fail(NULL);
-	return print_response(mcli_call(f[3].value, req));
+	return print_response(mcli_call(sockets, req));
 }
 
 /* A page of records: newest first; the answer's "next_before", when present, is what --before
@@ -474,9 +492,10 @@ int mcli_grant(int argc, char **argv)
 int mcli_records(int argc, char **argv)
 {
 	const struct command *c = &cmd_records;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "exec", 1, NULL, NULL, 0 },
 			    { "limit", 1, NULL, NULL, 0 },   { "before", 1, NULL, NULL, 0 },
-			    { "state", 1, NULL, NULL, 0 },   { "socket", 1, NULL, NULL, 0 } };
+			    { "state", 1, NULL, NULL, 0 },   { "socket", 1, NULL, sockets, 0 } };
 	json_t *req;
 	long limit = 0;
 	int code = 0;
@@ -497,14 +516,15 @@ int mcli_records(int argc, char **argv)
 	/* A request without its limit would ask for another page than the one named: not sent. */
 	if (req == NULL || (limit > 0 && json_object_set_new(req, "limit", json_integer(limit)) != 0))
 		return request_fail(req);
-	return print_response(mcli_call(f[5].value, req));
+	return print_response(mcli_call(sockets, req));
 }
 
 int mcli_resolve(int argc, char **argv)
 {
 	const struct command *c = &cmd_resolve;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "exec", 1, NULL, NULL, 0 }, { "outcome", 1, NULL, NULL, 0 },
-			    { "note", 1, NULL, NULL, 0 }, { "socket", 1, NULL, NULL, 0 } };
+			    { "note", 1, NULL, NULL, 0 }, { "socket", 1, NULL, sockets, 0 } };
 	const char *o;
 	json_t *req;
 	int code = 0;
@@ -522,7 +542,7 @@ int mcli_resolve(int argc, char **argv)
 	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "exec", f[0].value, "outcome", o, "note", f[2].value);
 	if (req == NULL)
 		return request_fail(NULL);
-	return print_response(mcli_call(f[3].value, req));
+	return print_response(mcli_call(sockets, req));
 }
 
 int mcli_version(int argc, char **argv, const char *version)
@@ -545,10 +565,11 @@ int mcli_status(int argc, char **argv)
 {
 	bool metrics = strcmp(argv[0], "metrics") == 0;
 	const struct command *c = metrics ? &cmd_metrics : &cmd_status;
-	struct flag f[] = { { "socket", 1, NULL, NULL, 0 }, { "json", 0, NULL, NULL, 0 } };
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
+	struct flag f[] = { { "socket", 1, NULL, sockets, 0 }, { "json", 0, NULL, NULL, 0 } };
 	int code = 0;
 
 	if (flags_only(c, argc, argv, f, metrics ? 1 : 2, &code) == FLAGS_DONE)
 		return code;
-	return metrics ? mcli_metrics_run(f[0].value) : mcli_status_run(f[0].value, f[1].set);
+	return metrics ? mcli_metrics_run(sockets) : mcli_status_run(sockets, f[1].set);
 }

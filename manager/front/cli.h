@@ -25,12 +25,13 @@ int mcli_version(int argc, char **argv, const char *version);
 /* status and metrics (argv[0] says which; flags in cli.c, the answers printed by cli_status.c):
  * status exits 0 healthy, 1 degraded. */
 int mcli_status(int argc, char **argv);
-int mcli_status_run(const char *socket, int as_json);
-int mcli_metrics_run(const char *socket);
-
-/* Send one request to the daemon at the socket from --socket / $SANDBOX_MANAGER_SOCKET and
- * return its response (a new reference), or NULL with one message printed. */
 struct json_t;
-struct json_t *mcli_call(const char *socket_flag, struct json_t *request);
+int mcli_status_run(const struct json_t *sockets, int as_json);
+int mcli_metrics_run(const struct json_t *sockets);
+
+/* Send one request (consumed; NULL: out of memory) to the managers of the --socket values
+ * (sockets, a JSON array) or $SANDBOX_MANAGER_SOCKET, following the session's owner (follow.h),
+ * and return the response (a new reference), or NULL with one message printed. */
+struct json_t *mcli_call(const struct json_t *sockets, struct json_t *request);
 
 #endif

@@ -14,7 +14,10 @@ struct command {
 };
 
 /* The lines of the flags several commands share. */
-#define SOCKET_HELP "  --socket PATH          the manager's control socket (default $SANDBOX_MANAGER_SOCKET)\n"
+#define SOCKET_HELP                                                                                         \
+	"  --socket PATH          a manager's control socket; repeatable, up to 8, tried in order, and\n"      \
+	"                         a session's owner is followed (default $SANDBOX_MANAGER_SOCKET, paths\n"     \
+	"                         separated by ':')\n"
 #define HELP_HELP "  -h, --help             this text\n"
 #define OUTPUT_CHARS_HELP                                                                                   \
 	"  --max-output-chars N   the tool result's text, about N bytes at most (500 to 4194304;\n"            \

@@ -66,9 +66,9 @@ static int answer_error(json_t *resp, const char *none)
 	return MCLI_FAILED;
 }
 
-int mcli_status_run(const char *socket, int as_json)
+int mcli_status_run(const json_t *sockets, int as_json)
 {
-	json_t *resp = mcli_call(socket, json_pack("{s:s}", "op", "status"));
+	json_t *resp = mcli_call(sockets, json_pack("{s:s}", "op", "status"));
 	const char *health;
 	int code;
 
@@ -93,9 +93,9 @@ int mcli_status_run(const char *socket, int as_json)
 	return code;
 }
 
-int mcli_metrics_run(const char *socket)
+int mcli_metrics_run(const json_t *sockets)
 {
-	json_t *resp = mcli_call(socket, json_pack("{s:s}", "op", "metrics")), *text;
+	json_t *resp = mcli_call(sockets, json_pack("{s:s}", "op", "metrics")), *text;
 
 	if (resp == NULL)
 		return MCLI_FAILED;

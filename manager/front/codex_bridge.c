@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "bash_tool.h"
+#include "cleanup.h"
 #include "cli.h"
 #include "cli_flags.h"
 #include "codex_policy.h"
@@ -432,7 +433,7 @@ static void *codex_reader(void *arg)
 
 static const struct command cmd_bridge = {
 	"codex-bridge",
-	"usage: sandbox-manager codex-bridge --session S [--socket PATH] [--max-output-chars N]\n"
+	"usage: sandbox-manager codex-bridge --session S [--socket PATH]... [--max-output-chars N]\n"
 	"                                    [-- CODEX_COMMAND...]\n"
 	"\n"
 	"Runs CODEX_COMMAND (default: codex app-server) and passes its JSON-RPC on stdio through, except:\n"
@@ -451,7 +452,9 @@ static const struct command cmd_bridge = {
 int codex_bridge_serve(int argc, char **argv)
 {
 	const struct command *c = &cmd_bridge;
-	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "socket", 1, NULL, NULL, 0 },
+	static struct follow_list managers; /* for the whole process: the calls' threads use them */
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
+	struct flag f[] = { { "session", 1, NULL, NULL, 0 }, { "socket", 1, NULL, sockets, 0 },
 			    { "max-output-chars", 1, NULL, NULL, 0 } };
 	static char *default_command[] = { "codex", "app-server", NULL };
 	char **command = default_command;
@@ -471,12 +474,11 @@ int codex_bridge_serve(int argc, char **argv)
 		command = argv + i;
 	if (f[0].value == NULL || f[0].value[0] == '\0')
 		return usage_error(c, "--session is required");
-	br.peer = (struct daemon_peer){ control_socket_path(f[1].value), f[0].value, "codex-bridge" };
-	if (br.peer.socket_path == NULL) {
-		fprintf(stderr, "sandbox-manager codex-bridge: no manager socket: pass --socket PATH or set "
-				"SANDBOX_MANAGER_SOCKET\n");
+	if (follow_list_parse(&managers, sockets, &err) < 0) {
+		fprintf(stderr, "sandbox-manager codex-bridge: %s\n", err.msg);
 		return MCLI_USAGE;
 	}
+	br.peer = (struct daemon_peer){ &managers, f[0].value, "codex-bridge" };
 	br.asked = json_array();
 	if (br.asked == NULL) {
 		fprintf(stderr, "sandbox-manager codex-bridge: out of memory\n");
@@ -492,7 +494,8 @@ int codex_bridge_serve(int argc, char **argv)
 		sb_error("codex-bridge: could not start the reader thread");
 		return FAILED_EXIT;
 	}
-	sb_info("codex-bridge: %s for session %s (manager at %s)", command[0], br.peer.session, br.peer.socket_path);
+	sb_info("codex-bridge: %s for session %s (manager at %s; %zu sockets listed)", command[0], br.peer.session,
+		managers.path[0], managers.n);
 	if (lines_read(STDIN_FILENO, LINE_CAP, supervisor_line) < 0)
 		sb_warn("codex-bridge: reading stdin: %s", strerror(errno));
 	/* The supervisor is done: Codex sees the end of its input and exits; the reader ends the bridge. */

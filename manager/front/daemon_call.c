@@ -1,8 +1,9 @@
 /* The front ends' calls to the daemon (see daemon_call.h). It must never run a command itself: no
  * shell, no exec, no fallback when the daemon is unreachable. Every call has a connection of its
  * own while it runs, so the threads of a front end call at once without sharing one; one whose
- * answer came whole is kept for the next call (one at most), which then skips the connect and the
- * daemon's new connection thread (issue 18). */
+ * answer came whole is kept for the next call to that manager (one per manager), which then skips
+ * the connect and the daemon's new connection thread (issue 18). Which manager is asked is
+ * follow.c's rule: the first reachable of the list, then the session's owner. */
 #include "daemon_call.h"
 
 #include <errno.h>
@@ -42,20 +43,27 @@ static int socket_timeout(int fd, int ms, struct sb_err *err)
 	return 0;
 }
 
-/* The kept connection: between two calls it carries nothing, so anything to read on it (the
- * daemon's close, at its stop or restart) means it is done with. */
+/* The kept connections, one per manager (by its socket path, so a call that followed an owner
+ * never sends to one manager on another's connection): between two calls one carries nothing, so
+ * anything to read on it (the daemon's close, at its stop or restart) means it is done with. */
 static struct {
 	pthread_mutex_t lock;
-	int fd;
-} kept = { PTHREAD_MUTEX_INITIALIZER, -1 };
+	struct {
+		char path[FOLLOW_PATH_MAX];
+		int fd;
+	} slot[FOLLOW_SOCKETS_MAX];
+} kept = { .lock = PTHREAD_MUTEX_INITIALIZER, .slot = { [0 ... FOLLOW_SOCKETS_MAX - 1] = { "", -1 } } };
 
-static int kept_take(void)
+static int kept_take(const char *path)
 {
 	struct pollfd p = { -1, POLLIN, 0 };
 
 	pthread_mutex_lock(&kept.lock);
-	p.fd = kept.fd;
-	kept.fd = -1;
+	for (size_t i = 0; i < FOLLOW_SOCKETS_MAX && p.fd < 0; i++)
+		if (kept.slot[i].fd >= 0 && strcmp(kept.slot[i].path, path) == 0) {
+			p.fd = kept.slot[i].fd;
+			kept.slot[i].fd = -1;
+		}
 	pthread_mutex_unlock(&kept.lock);
 	if (p.fd >= 0 && poll(&p, 1, 0) != 0) {
 		close(p.fd);
@@ -64,12 +72,25 @@ static int kept_take(void)
 	return p.fd;
 }
 
-/* A connection whose answer was read whole, for the next call; closed when one is kept already. */
-static void kept_put(int fd)
+/* A connection to path whose answer was read whole, for the next call; closed when that manager
+ * has one kept already, or every slot is another manager's. */
+static void kept_put(const char *path, int fd)
 {
+	size_t i, free_slot = FOLLOW_SOCKETS_MAX;
+
 	pthread_mutex_lock(&kept.lock);
-	if (kept.fd < 0) {
-		kept.fd = fd;
+	for (i = 0; i < FOLLOW_SOCKETS_MAX; i++) {
+		if (kept.slot[i].path[0] != '\0' && strcmp(kept.slot[i].path, path) == 0)
+			break;
+		if (kept.slot[i].path[0] == '\0' && free_slot == FOLLOW_SOCKETS_MAX)
+			free_slot = i;
+	}
+	if (i == FOLLOW_SOCKETS_MAX && free_slot < FOLLOW_SOCKETS_MAX && strlen(path) < FOLLOW_PATH_MAX) {
+		i = free_slot;
+		memcpy(kept.slot[i].path, path, strlen(path) + 1);
+	}
+	if (i < FOLLOW_SOCKETS_MAX && kept.slot[i].fd < 0) {
+		kept.slot[i].fd = fd;
 		fd = -1;
 	}
 	pthread_mutex_unlock(&kept.lock);
@@ -77,44 +98,87 @@ static void kept_put(int fd)
 		close(fd);
 }
 
-/* Connect (or take the kept connection) and send one request (consumed; NULL: out of memory).
- * -1: nothing reached the daemon, so nothing ran. A send on the kept connection that fails
- * delivered no whole request (the daemon acts on whole frames only): it is sent once more on a
- * new connection. */
-static int daemon_open(const struct daemon_peer *d, json_t *req, struct sb_err *err)
+/* Take the kept connection to path, or connect, and send one request (not consumed). -1: nothing
+ * reached that manager, so nothing ran. A send on the kept connection that fails delivered no
+ * whole request (the daemon acts on whole frames only): it is sent once more on a new connection. */
+static int daemon_open(const char *path, json_t *req, struct sb_err *err)
 {
-	int fd = req ? kept_take() : sb_fail(err, ENOMEM, "out of memory");
+	int fd = kept_take(path);
 
 	if (fd >= 0 && control_send(fd, req, CONTROL_REQUEST_CAP, err) < 0) {
 		close(fd);
 		fd = -1;
 	}
-	if (fd < 0 && req != NULL) {
-		fd = control_connect(d->socket_path, err);
+	if (fd < 0) {
+		fd = control_connect(path, err);
 		if (fd >= 0 && control_send(fd, req, CONTROL_REQUEST_CAP, err) < 0) {
 			close(fd);
 			fd = -1;
 		}
 	}
-	json_decref(req);
 	return fd;
+}
+
+/* One call as follow_call asks it of one manager: a quick answer (x NULL), or the exec of x
+ * waited for while acting on w. */
+struct call {
+	const struct daemon_peer *d;
+	const struct daemon_exec *x;
+	const struct daemon_wait *w;
+};
+
+static int exec_wait(const struct daemon_peer *d, const struct daemon_exec *x, const struct daemon_wait *w, int fd,
+		     json_t **resp, struct sb_err *err);
+
+static int quick_wait(int fd, json_t **resp, struct sb_err *err)
+{
+	int rc = socket_timeout(fd, QUICK_CALL_MS, err);
+
+	if (rc == 0 && (rc = control_recv(fd, CONTROL_RESPONSE_CAP, resp, err)) == 0)
+		sb_fail(err, EPIPE, "the manager closed the connection without answering");
+	return rc > 0 ? 1 : -1;
+}
+
+static int call_exchange(void *ctx, const char *path, json_t *req, json_t **resp, struct sb_err *err)
+{
+	const struct call *c = ctx;
+	int fd = daemon_open(path, req, err);
+
+	if (fd < 0)
+		return FOLLOW_NOT_SENT;
+	if ((c->x != NULL ? exec_wait(c->d, c->x, c->w, fd, resp, err) : quick_wait(fd, resp, err)) < 0) {
+		close(fd);
+		return FOLLOW_LOST;
+	}
+	kept_put(path, fd);
+	return FOLLOW_ANSWERED;
+}
+
+/* A bash call's cancellation, asked for while it waits for a dead owner's lease: not sent then. */
+static int call_stop(void *ctx)
+{
+	const struct call *c = ctx;
+	int cancelled;
+
+	if (c->w == NULL)
+		return 0;
+	pthread_mutex_lock(c->w->lock);
+	cancelled = *c->w->cancelled;
+	pthread_mutex_unlock(c->w->lock);
+	return cancelled;
 }
 
 json_t *daemon_call_quick(const struct daemon_peer *d, json_t *req, struct sb_err *err)
 {
+	struct call c = { d, NULL, NULL };
 	json_t *resp = NULL;
-	int fd = daemon_open(d, req, err), rc;
 
-	if (fd < 0)
-		return NULL;
-	rc = socket_timeout(fd, QUICK_CALL_MS, err);
-	if (rc == 0 && (rc = control_recv(fd, CONTROL_RESPONSE_CAP, &resp, err)) == 0)
-		sb_fail(err, EPIPE, "the manager closed the connection without answering");
-	if (rc > 0)
-		kept_put(fd);
-	else
-		close(fd);
-	return rc > 0 ? resp : NULL;
+	if (req == NULL)
+		sb_fail(err, ENOMEM, "out of memory");
+	else if (follow_call(d->managers, req, call_exchange, NULL, &c, &resp, err) != FOLLOW_ANSWERED)
+		resp = NULL;
+	json_decref(req);
+	return resp;
 }
 
 int daemon_call_config(const struct daemon_peer *d, long long *max_timeout, long long *default_timeout,
@@ -229,30 +293,34 @@ json_t *daemon_call_bash(const struct daemon_peer *d, const struct bash_tool_vie
 	/* Beyond what the text can show whole, the manager keeps the whole output for the model. */
 	json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "exec", "session", d->session, "command", x->command,
 				"tag", x->tag, "keep_output", (json_int_t)mcp_shape_budget(v->max_output_chars));
+	struct call c = { d, x, w };
 	json_t *resp = NULL;
 	struct sb_err err;
 	char why[SB_ERR_MSG_MAX + 200];
-	int fd;
+	int rc;
 
 	/* Unset, the daemon would apply its default instead of the timeout asked for: not sent. */
 	if (req != NULL && x->timeout_given && json_object_set_new(req, "timeout_seconds", json_integer(x->timeout)) != 0) {
 		json_decref(req);
 		req = NULL;
 	}
-	fd = daemon_open(d, req, &err);
-	if (fd < 0) {
-		/* Nothing reached the daemon, so nothing ran; and nothing runs here instead. */
+	rc = FOLLOW_NOT_SENT;
+	if (req == NULL)
+		sb_fail(&err, ENOMEM, "out of memory");
+	else
+		rc = follow_call(d->managers, req, call_exchange, call_stop, &c, &resp, &err);
+	json_decref(req);
+	if (rc == FOLLOW_NOT_SENT) {
+		/* Nothing reached a daemon, so nothing ran; and nothing runs here instead. */
 		snprintf(why, sizeof why, "sandbox-manager unavailable: %s", err.msg);
 		return bash_tool_refusal(v, why);
 	}
-	if (exec_wait(d, x, w, fd, &resp, &err) < 0) {
-		close(fd);
+	if (rc == FOLLOW_LOST) {
 		/* The request was sent: the command may have run. Say so, never guess. */
 		snprintf(why, sizeof why, "sandbox-manager unavailable: %s before the result arrived; the command may "
 			 "have run: check `sandbox-manager records --session %s` before running it again", err.msg,
 			 d->session);
 		return bash_tool_lost(v, why, x->timeout);
 	}
-	kept_put(fd);
 	return bash_tool_answer(v, resp, x->timeout);
 }

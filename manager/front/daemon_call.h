@@ -11,12 +11,15 @@
 
 #include "bash_tool.h"
 #include "error.h"
+#include "follow.h"
 
 #define DAEMON_CALL_TAG_MAX 40 /* "mcp-<pid>-<n>", "codex-<pid>-<n>" and the terminator */
 
-/* The daemon a front end calls, for one session; set once, before any thread starts. */
+/* The managers a front end calls (the owner of the session is followed: follow.h), for one
+ * session; set once, before any thread starts. */
 struct daemon_peer {
-	const char *socket_path, *session;
+	const struct follow_list *managers;
+	const char *session;
 	const char *who; /* the front end, in logs: "mcp", "codex-bridge" */
 };
 

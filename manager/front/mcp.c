@@ -16,6 +16,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "cli.h"
 #include "cli_flags.h"
 #include "control.h"
@@ -88,7 +89,7 @@ static void stdin_line(const char *line, size_t len, int overlong)
 
 static const struct command cmd_mcp = {
 	"mcp",
-	"usage: sandbox-manager mcp --session S [--socket PATH] [--max-output-chars N]\n"
+	"usage: sandbox-manager mcp --session S [--socket PATH]... [--max-output-chars N]\n"
 	"                           [--http unix:PATH|127.0.0.1:PORT|[::1]:PORT --token-file F]\n"
 	"\n"
 	"Serves MCP (2026-07-28 statelessly; 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05 after an\n"
@@ -142,12 +143,15 @@ static int stop_signal_said(int stop_fd)
 int mcp_serve(int argc, char **argv, const char *version)
 {
 	const struct command *c = &cmd_mcp;
-	struct flag f[] = { { "session", 1, NULL, NULL, 0 },    { "socket", 1, NULL, NULL, 0 },
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
+	struct flag f[] = { { "session", 1, NULL, NULL, 0 },    { "socket", 1, NULL, sockets, 0 },
 			    { "max-output-chars", 1, NULL, NULL, 0 }, { "http", 1, NULL, NULL, 0 },
 			    { "token-file", 1, NULL, NULL, 0 } };
 	struct mcp_settings st = { .version = version, .max_output_chars = MCP_OUTPUT_CHARS_DEFAULT };
 	const char *http, *token_file;
+	static struct follow_list managers; /* for the whole process: the worker calls them */
 	struct mcp_http *h = NULL;
+	struct sb_err err;
 	int code = 0, rc, stop_fd = -1;
 
 	if (flags_only(c, argc, argv, f, 5, &code) == FLAGS_DONE ||
@@ -161,14 +165,12 @@ int mcp_serve(int argc, char **argv, const char *version)
 	if ((http == NULL) != (token_file == NULL))
 		return usage_error(c, "%s", http ? "--http needs --token-file (requests are refused without its token)"
 					       : "--token-file goes with --http");
-	st.socket_path = control_socket_path(f[1].value);
-	if (st.socket_path == NULL) {
-		fprintf(stderr, "sandbox-manager mcp: no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET\n");
+	if (follow_list_parse(&managers, sockets, &err) < 0) {
+		fprintf(stderr, "sandbox-manager mcp: %s\n", err.msg);
 		return MCLI_USAGE;
 	}
+	st.managers = &managers;
 	if (http != NULL) {
-		struct sb_err err;
-
 		if ((h = mcp_http_open(http, token_file, &err)) == NULL) {
 			fprintf(stderr, "sandbox-manager mcp: --http %s: %s\n", http, err.msg);
 			return MCLI_USAGE;
@@ -185,7 +187,8 @@ int mcp_serve(int argc, char **argv, const char *version)
 		sb_error("mcp: could not start the worker thread");
 		return 1;
 	}
-	sb_info("mcp: serving the bash tool for session %s (manager at %s)", st.session, st.socket_path);
+	sb_info("mcp: serving the bash tool for session %s (manager at %s; %zu sockets listed)", st.session,
+		managers.path[0], managers.n);
 	if (h != NULL)
 		return mcp_http_serve(h); /* until SIGTERM or SIGINT */
 	rc = lines_read_until(STDIN_FILENO, stop_fd, LINE_CAP, stdin_line);

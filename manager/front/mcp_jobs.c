@@ -261,7 +261,7 @@ void mcp_jobs_cancel_sink(struct mcp_sink *sink)
 int mcp_jobs_start(const struct mcp_settings *st)
 {
 	jobs.st = *st;
-	jobs.peer = (struct daemon_peer){ st->socket_path, st->session, "mcp" };
+	jobs.peer = (struct daemon_peer){ st->managers, st->session, "mcp" };
 	return pthread_create(&jobs.worker, NULL, worker_main, NULL) == 0 ? 0 : -1;
 }
 

@@ -9,6 +9,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "follow.h"
+
 /* JSON-RPC and MCP error codes (the last three: 2026-07-28's, basic/index "Error Codes"). */
 enum { RPC_PARSE = -32700, RPC_INVALID_REQUEST = -32600, RPC_NO_METHOD = -32601, RPC_INVALID_PARAMS = -32602,
        RPC_INTERNAL = -32603, RPC_HEADER_MISMATCH = -32020, RPC_MISSING_CAPABILITY = -32021,
@@ -40,7 +42,8 @@ enum mcp_kind { MCP_REQUEST, MCP_NOTIFICATION, MCP_RESPONSE, MCP_BAD };
 
 /* The settings every transport shares; set once before mcp_proto_start. */
 struct mcp_settings {
-	const char *session, *socket_path, *version;
+	const char *session, *version;
+	const struct follow_list *managers; /* the daemons the calls go to (follow.h) */
 	size_t max_output_chars;
 };
 

@@ -5,9 +5,16 @@
  * killed at any point restarts with records that say what was in flight. Never stores a key;
  * stores each exec's nonce only as the hex the receipt must carry. Thread-safe: one connection
  * behind a mutex (SQLite serialises writers anyway). Either store runs the same statements with
- * the same rules: a transition is one compare-and-set statement on the current state, so a check
- * of the writer's generation (fencing, when several managers share a PostgreSQL store) joins
- * each write's WHERE in the same statement, refused as RECORDS_REFUSED when no row matched. */
+ * the same rules: a transition is one compare-and-set statement on the current state.
+ *
+ * Several managers may share one store (PostgreSQL). Each session is then owned by at most one of
+ * them, under a lease: sessions.owner (a manager id) and sessions.lease_expires_ms (wall-clock ms),
+ * which the owner renews with its heartbeat (records_manager_heartbeat) and another manager may
+ * take over only once it has expired (records_lease_take: the session's generation + 1). The
+ * fence (records_set_fence) makes the store itself refuse a manager that lost a session and does
+ * not know it yet: every write about a session carries, in its own statement, the condition that
+ * the session is still owned by this manager (and, for the writes that carry one, still at that
+ * generation); a write the fence refuses changes nothing and fails with ESTALE, "fenced: ...". */
 #ifndef SB_RECORDS_H
 #define SB_RECORDS_H
 
@@ -36,6 +43,8 @@ struct session_row {
 	uint64_t generation;       /* bumped whenever the sandbox or the authority changes */
 	int64_t turn;              /* the current turn; 0 before any */
 	int64_t created_ms;
+	char owner[65];            /* the manager id owning it, "" none (released, or a store of one manager) */
+	int64_t lease_expires_ms;  /* wall-clock ms the owner's lease runs to; 0 when released */
 };
 
 /* Exec states: accepted -> dispatched -> exited|signaled|timed_out|cancelled|uncertain|refused. */
@@ -75,11 +84,12 @@ int records_open_store(const char *store, struct records **out, struct sb_err *e
 const char *records_store_kind(const struct records *r);
 void records_close(struct records *r);
 
+/* Not fenced (a new session): it is created owned by s->owner ("" none) until s->lease_expires_ms. */
 int records_session_insert(struct records *r, const struct session_row *s, struct sb_err *err);
 int records_session_get(struct records *r, const char *id, struct session_row *out, struct sb_err *err);
 int records_session_set_state(struct records *r, const char *id, const char *state, struct sb_err *err);
 /* Every `reserved` session whose sandboxes are all proven gone becomes `active` again; returns how
- * many, or -1. */
+ * many, or -1. With a fence, only the sessions owned by the fence's manager or by no one. */
 int records_sessions_release(struct records *r, struct sb_err *err);
 /* Increment the generation; *generation receives the new value. */
 int records_session_bump_generation(struct records *r, const char *id, uint64_t *generation, struct sb_err *err);
@@ -172,10 +182,63 @@ struct sessions_query {
 	size_t budget;         /* bytes of the serialised "sessions" array (0: RECORDS_PAGE_BYTES) */
 };
 /* *out = {"sessions": [{"session", "identity", "state", "sandbox" (its runtime id while one is not
- * proven gone, else null), "generation", "created_ms", "last_exec": {"exec_id", "state",
+ * proven gone, else null), "generation", "created_ms", "owner" (a manager id or null), "last_exec": {"exec_id", "state",
  * "accepted_ms", "finished_ms"} or null}], "next_before": ID when more remain}. Returns
  * RECORDS_FOUND, RECORDS_NOT_FOUND (no `before` session), or -1 (EINVAL: a bad argument). */
 int records_sessions_page(struct records *r, const struct sessions_query *q, json_t **out, struct sb_err *err);
+
+/* ---------------------------------------------------------------- leases, managers, the fence */
+
+/* A session's lease: who owns it (a manager id, "" no one), that manager's control socket as its
+ * managers row says ("" when it has none), the wall-clock ms the lease runs to, the session's
+ * generation, and, after a takeover, the manager it was taken from ("" otherwise). */
+struct lease {
+	char owner[65];
+	char address[4200];
+	int64_t expires_ms;
+	uint64_t generation;
+	char previous[65];
+};
+
+/* A manager's start on the store: its row in `managers` (id, incarnation: 32 hex chars of this
+ * run, address: its control socket, heartbeat now_ms), in one compare-and-set statement.
+ * RECORDS_FOUND: registered (a row of the same id left by an incarnation whose heartbeat is older
+ * than lease_ms is taken over); RECORDS_REFUSED: another incarnation's heartbeat is fresh, err
+ * "manager id ID is in use by a running manager (its address A, heartbeat N ms ago)"; -1. */
+int records_manager_register(struct records *r, const char *id, const char *incarnation, const char *address,
+			     int64_t now_ms, int64_t lease_ms, struct sb_err *err);
+/* The heartbeat, every lease_ms/3: in one transaction, the managers row's heartbeat_ms and every
+ * lease the manager owns renewed to now_ms + lease_ms. RECORDS_FOUND; RECORDS_REFUSED when the
+ * row's incarnation is not ours (another process took the id) or the row is gone: nothing was
+ * renewed, and the manager must stop dispatching and exit; -1. */
+int records_manager_heartbeat(struct records *r, const char *id, const char *incarnation, int64_t now_ms,
+			      int64_t lease_ms, struct sb_err *err);
+/* A clean stop, in one transaction: every session the manager owns with nothing in flight (no
+ * sandbox but gone ones, no exec accepted or dispatched) released (owner NULL, expiry 0), and its
+ * managers row removed, only if the row's incarnation is ours; the others stay its own until their
+ * lease expires, so that the manager taking them over settles them. RECORDS_FOUND;
+ * RECORDS_REFUSED (not ours: nothing changed); -1. */
+int records_manager_unregister(struct records *r, const char *id, const char *incarnation, struct sb_err *err);
+/* Take session for manager me, in one transaction, until now_ms + lease_ms:
+ * - owned by me: one read, nothing written (the heartbeat renews it; *out's address is "");
+ * - owned by no one: taken (generation unchanged, previous "");
+ * - owned by another whose lease expired (lease_expires_ms < now_ms): taken over, a compare-and-set
+ *   on the (owner, generation) read in the same transaction: generation + 1, previous = the old
+ *   owner; the caller then settles what the old owner left in flight (never rerun);
+ * - owned by another whose lease is live: RECORDS_REFUSED, *out the owner, its address and expiry.
+ * RECORDS_FOUND (*out: me, my address, the new expiry and generation), RECORDS_REFUSED,
+ * RECORDS_NOT_FOUND (no such session), or -1. Not fenced. */
+int records_lease_take(struct records *r, const char *session, const char *me, int64_t now_ms, int64_t lease_ms,
+		       struct lease *out, struct sb_err *err);
+/* The session's lease as stored (previous ""): RECORDS_FOUND, RECORDS_NOT_FOUND, or -1. */
+int records_lease_get(struct records *r, const char *session, struct lease *out, struct sb_err *err);
+/* Once at start, before any write: from then on each write about a session (exec insert,
+ * dispatched and finish; sandbox upsert and set_state; session set_state, bump_generation and
+ * set_turn; grant set and revoke) also requires, in its own statement, that the session is owned
+ * by manager_id, and exec dispatched and sandbox upsert that it is at their generation. A write
+ * the fence refuses writes nothing and returns -1 with err->errnum ESTALE and a message starting
+ * "fenced: " with the session, its owner and generation now. NULL or "": no fence (the default). */
+void records_set_fence(struct records *r, const char *manager_id);
 
 /* Exec ids in a state (e.g. "dispatched", "accepted"), for recovery. */
 json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err);

@@ -62,7 +62,9 @@ int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_e
 
 	if (exec_row_check(e, err) != 0 ||
 	    prepare(r, "INSERT INTO execs (id, session, turn, state, command, timeout_seconds, accepted_ms)"
-		       " VALUES (?1, ?2, ?3, 'accepted', ?4, ?5, ?6)", &st, err) != 0)
+		       " SELECT ?1, ?2, ?3, 'accepted', ?4, ?5, ?6"
+		       " WHERE (?7 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = ?2 AND s.owner = ?7))",
+		    &st, err) != 0)
 		return -1;
 	bind_text(st, 1, e->id, &rc);
 	bind_text(st, 2, e->session, &rc);
@@ -70,9 +72,14 @@ int records_exec_insert(struct records *r, const struct exec_row *e, struct sb_e
 	bind_textn(st, 4, e->command, strnlen(e->command, sizeof e->command - 1), &rc);
 	bind_int(st, 5, e->timeout_seconds, &rc);
 	bind_int(st, 6, e->accepted_ms ? e->accepted_ms : clock_real_ms(), &rc);
+	bind_text(st, 7, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "inserting exec %s", e->id);
-	return 0;
+	if (db_changes(r) == 1)
+		return 0;
+	if (fence_refused(r, e->session, NULL, err) != 0)
+		return -1;
+	return sb_fail(err, 0, "records: inserting exec %s: no session %s", e->id, e->session);
 }
 
 /* The current state of an exec, to explain a refused transition. */
@@ -87,7 +94,8 @@ static int exec_state_of(struct records *r, const char *id, char state[16], stru
 }
 
 /* accepted -> dispatched, once: the WHERE makes a second dispatch change nothing, and that is an
- * error, so an exec is never sent to an agent twice (invariant 7). */
+ * error, so an exec is never sent to an agent twice (invariant 7). With a fence, only while its
+ * session is this manager's and at the generation it is dispatched to. */
 int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t generation, const char *nonce_hex,
 			    const char *sandbox, const char *authority, struct sb_err *err)
 {
@@ -102,7 +110,9 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 	if (!is_hex(nonce_hex) || generation > INT64_MAX)
 		return sb_fail(err, EINVAL, "records: exec %s: the nonce must be hex and the generation in range", exec_id);
 	if (prepare(r, "UPDATE execs SET state = 'dispatched', generation = ?1, nonce_hex = ?2, sandbox = ?3,"
-		       " dispatched_ms = ?4, authority = ?6 WHERE id = ?5 AND state = 'accepted'", &st, err) != 0)
+		       " dispatched_ms = ?4, authority = ?6 WHERE id = ?5 AND state = 'accepted'"
+		       " AND (?7 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = execs.session"
+		       " AND s.owner = ?7 AND s.generation = ?1))", &st, err) != 0)
 		return -1;
 	bind_text(st, 6, authority, &rc);
 	bind_int(st, 1, (int64_t)generation, &rc);
@@ -110,10 +120,13 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 	bind_text(st, 3, sandbox, &rc);
 	bind_int(st, 4, clock_real_ms(), &rc);
 	bind_text(st, 5, exec_id, &rc);
+	bind_text(st, 7, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "dispatching exec %s", exec_id);
 	if (db_changes(r) == 1)
 		return 0;
+	if (fence_refused_exec(r, exec_id, &generation, err) != 0)
+		return -1;
 	if (exec_state_of(r, exec_id, state, err) != 0)
 		return -1;
 	return sb_fail(err, 0, "records: exec %s is not accepted (state %s): never dispatched twice", exec_id, state);
@@ -139,7 +152,9 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 		return sb_fail(err, EINVAL, "records: exec %s cannot finish as %s: a final state is one of exited, "
 			       "signaled, timed_out, cancelled, uncertain, refused", exec_id, state);
 	if (prepare(r, "UPDATE execs SET state = ?1, result_json = ?2, receipt_json = ?3, reason = ?4,"
-		       " finished_ms = ?5 WHERE id = ?6 AND state IN ('accepted', 'dispatched')", &st, err) != 0)
+		       " finished_ms = ?5 WHERE id = ?6 AND state IN ('accepted', 'dispatched')"
+		       " AND (?7 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = execs.session AND s.owner = ?7))",
+		    &st, err) != 0)
 		return -1;
 	bind_text(st, 1, state, &rc);
 	bind_text(st, 2, stored, &rc);
@@ -147,10 +162,13 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 	bind_text(st, 4, reason, &rc);
 	bind_int(st, 5, clock_real_ms(), &rc);
 	bind_text(st, 6, exec_id, &rc);
+	bind_text(st, 7, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "finishing exec %s as %s", exec_id, state);
 	if (db_changes(r) == 1)
 		return 0;
+	if (fence_refused_exec(r, exec_id, NULL, err) != 0)
+		return -1;
 	if (exec_state_of(r, exec_id, current, err) != 0)
 		return -1;
 	return sb_fail(err, 0, "records: exec %s already finished (state %s): an exec finished once stays finished",

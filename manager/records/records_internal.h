@@ -67,6 +67,7 @@ struct records {
 	int64_t changes;       /* PostgreSQL: rows the last statement changed */
 	size_t output_limit;   /* bytes of text per stream in a stored or served record */
 	unsigned prepared;     /* PostgreSQL: statements prepared on this connection, for their names */
+	char fence[65];        /* records_set_fence: the manager id every write about a session must own it as; "" none */
 	struct stmt kept[STMT_KEPT];
 };
 
@@ -249,6 +250,23 @@ json_t *rows_json(struct records *r, struct stmt *st, int bind_rc, json_t *(*row
 
 /* The first column as text: a row_json for lists of ids. */
 json_t *id_json(struct stmt *st);
+
+/* ---------------------------------------------------------------- fencing (records_lease.c) */
+
+/* The fence's manager id to bind as the writes' ?me, or NULL (no fence: the statements' clause
+ * `(?me IS NULL OR EXISTS (...))` is then true and nothing changes). */
+static inline const char *fence_me(const struct records *r)
+{
+	return r->fence[0] ? r->fence : NULL;
+}
+
+/* After a fenced write changed no row: 1 when the fence does not hold now for session (its owner
+ * is not r's fence manager, or, with generation non-NULL, its generation is another), err then the
+ * "fenced: ..." message with errnum ESTALE; 0 when it holds or there is no fence (the caller's own
+ * refusal applies); -1 with err when the session cannot be read. The exec form finds the session
+ * through the exec row. */
+int fence_refused(struct records *r, const char *session, const uint64_t *generation, struct sb_err *err);
+int fence_refused_exec(struct records *r, const char *exec_id, const uint64_t *generation, struct sb_err *err);
 
 /* ---------------------------------------------------------------- the schema (records_schema.c) */
 

@@ -1,6 +1,6 @@
 /* The PostgreSQL store's schema (see records.h): its version in the one-row table records_schema,
  * the same tables, rules and steps as the SQLite store's (records_schema.c: version 1 the rows,
- * version 2 operators' resolutions), its triggers holding the rules for any writer (psql
+ * version 2 operators' resolutions, version 3 leases and managers), its triggers holding the rules for any writer (psql
  * included), and the migration of an older schema in one transaction under an advisory lock, so
  * two managers starting at once migrate it once. Must never run on a schema newer than this code
  * knows, nor leave one between two versions. */
@@ -9,7 +9,7 @@
 #include "records_internal.h"
 
 /* The same numbers as records_schema.c's: a version means the same tables in either store. */
-#define PG_SCHEMA_VERSION 2
+#define PG_SCHEMA_VERSION 3
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a constant into SQL text */
 /* pg_advisory_xact_lock's key for the migration: "sbrecord" in ASCII. */
@@ -17,7 +17,7 @@
 
 /* Text is compared as bytes (COLLATE "C"), as SQLite's BINARY does, so pages and lists come in the
  * same order from either store; "rowid" is the order of insertion SQLite keeps on its own, the
- * last column so that a row given by position (psql, a test) reads as it does in SQLite. */
+ * last column of version 1's tables so that a row given by position (psql, a test) reads as it does in SQLite. */
 static const char PG_SCHEMA_V1[] =
 	"CREATE TABLE sessions ("
 	"  id TEXT COLLATE \"C\" PRIMARY KEY, identity TEXT COLLATE \"C\" NOT NULL, repo TEXT NOT NULL,"
@@ -71,6 +71,16 @@ static const char PG_SCHEMA_V2[] =
 	"CREATE TRIGGER resolutions_final BEFORE UPDATE OR DELETE ON resolutions"
 	"  FOR EACH ROW EXECUTE FUNCTION resolutions_final();";
 
+/* Version 3: leases and the managers sharing the store (records_schema.c's SCHEMA_V3). The new
+ * columns come after rowid here: code names its columns, never takes them by position. */
+static const char PG_SCHEMA_V3[] =
+	"ALTER TABLE sessions ADD COLUMN owner TEXT COLLATE \"C\","
+	"  ADD COLUMN lease_expires_ms BIGINT NOT NULL DEFAULT 0;"
+	"CREATE INDEX sessions_owner ON sessions (owner);"
+	"CREATE TABLE managers ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY, incarnation TEXT NOT NULL, address TEXT NOT NULL,"
+	"  heartbeat_ms BIGINT NOT NULL);";
+
 /* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
 static void txn_rollbackp(struct records **r)
 {
@@ -112,6 +122,8 @@ int pg_schema_ensure(struct records *r, struct sb_err *err)
 	if (version == 0 && exec_sql(r, PG_SCHEMA_V1, "creating the schema", err) != 0)
 		return -1;
 	if (version <= 1 && exec_sql(r, PG_SCHEMA_V2, "migrating the records from schema version 1 to 2", err) != 0)
+		return -1;
+	if (version <= 2 && exec_sql(r, PG_SCHEMA_V3, "migrating the records from schema version 2 to 3", err) != 0)
 		return -1;
 	if (exec_sql(r, "DELETE FROM records_schema; INSERT INTO records_schema VALUES (" STR(PG_SCHEMA_VERSION) ")",
 		     "recording the schema version", err) != 0 ||

@@ -65,7 +65,8 @@ static int sandbox_upsert_refusal(struct records *r, const struct sandbox_row *s
 
 /* Insert the session's sandbox, update it within its generation, or replace a gone one with a newer
  * generation. Replacing a live or unproven sandbox would lose the only record of a runtime that may
- * still be running, so that is refused (the DO UPDATE's WHERE). */
+ * still be running, so that is refused (the DO UPDATE's WHERE). With a fence, the SELECT's WHERE
+ * writes nothing unless the session is this manager's at that generation. */
 int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
@@ -74,7 +75,9 @@ int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struc
 
 	if (sandbox_row_check(s, err) != 0 ||
 	    prepare(r, "INSERT INTO sandboxes (session, generation, backend, runtime_id, address, private_dir,"
-		       " state, grants_json, started_ms, evidence) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)"
+		       " state, grants_json, started_ms, evidence) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL"
+		       " WHERE (?10 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = ?1 AND s.owner = ?10"
+		       " AND s.generation = ?2))"
 		       " ON CONFLICT (session) DO UPDATE SET generation = excluded.generation,"
 		       " backend = excluded.backend, runtime_id = excluded.runtime_id, address = excluded.address,"
 		       " private_dir = excluded.private_dir, state = excluded.state,"
@@ -91,10 +94,14 @@ int records_sandbox_upsert(struct records *r, const struct sandbox_row *s, struc
 	bind_text(st, 7, s->state, &rc);
 	bind_text(st, 8, *s->grants_json ? s->grants_json : "{}", &rc);
 	bind_int(st, 9, s->started_ms ? s->started_ms : clock_real_ms(), &rc);
+	bind_text(st, 10, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "recording the sandbox of session %s", s->session);
-	if (db_changes(r) == 0)
-		return sandbox_upsert_refusal(r, s, err);
+	if (db_changes(r) != 0)
+		return 0;
+	if (fence_refused(r, s->session, &s->generation, err) != 0)
+		return -1;
+	return sandbox_upsert_refusal(r, s, err);
 	return 0;
 }
 
@@ -165,17 +172,22 @@ int records_sandbox_set_state(struct records *r, const char *session, uint64_t g
 		return sb_fail(err, EINVAL, "records: sandbox generation %llu is out of range",
 			       (unsigned long long)generation);
 	if (prepare(r, "UPDATE sandboxes SET state = ?1, evidence = coalesce(?2, evidence)"
-		       " WHERE session = ?3 AND generation = ?4 AND state <> 'gone'", &st, err) != 0)
+		       " WHERE session = ?3 AND generation = ?4 AND state <> 'gone'"
+		       " AND (?5 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = ?3 AND s.owner = ?5))", &st,
+		       err) != 0)
 		return -1;
 	bind_text(st, 1, state, &rc);
 	bind_text(st, 2, evidence, &rc);
 	bind_text(st, 3, session, &rc);
 	bind_int(st, 4, (int64_t)generation, &rc);
+	bind_text(st, 5, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "setting the sandbox of session %s to %s", session, state);
-	if (db_changes(r) == 0)
-		return sandbox_state_refusal(r, session, generation, err);
-	return 0;
+	if (db_changes(r) != 0)
+		return 0;
+	if (fence_refused(r, session, NULL, err) != 0)
+		return -1;
+	return sandbox_state_refusal(r, session, generation, err);
 }
 
 /* {"session", "generation", "backend", "runtime_id", "address", "private_dir", "state",

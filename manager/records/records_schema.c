@@ -9,8 +9,9 @@
 
 /* The schema this code reads and writes, kept in PRAGMA user_version. A file with a newer version
  * was written by a newer sandbox-manager and is refused rather than misread; an older one is
- * migrated step by step (schema_ensure). 2: operators' resolutions of uncertain execs. */
-#define RECORDS_SCHEMA_VERSION 2
+ * migrated step by step (schema_ensure). 2: operators' resolutions of uncertain execs; 3: leases
+ * (sessions.owner, sessions.lease_expires_ms) and the managers sharing a store. */
+#define RECORDS_SCHEMA_VERSION 3
 
 /* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
 static void txn_rollbackp(struct records **r)
@@ -68,6 +69,18 @@ static const char SCHEMA_V2[] =
 	"  BEGIN SELECT RAISE(ABORT, 'a resolution is final'); END;"
 	"PRAGMA user_version = 2;";
 
+/* Version 3: several managers on one store (records_lease.c). A session's owner (a manager id, NULL
+ * when released) and the wall-clock ms its lease runs to; one row per manager id, its running
+ * incarnation, its control socket and its last heartbeat. Existing sessions start unowned. */
+static const char SCHEMA_V3[] =
+	"ALTER TABLE sessions ADD COLUMN owner TEXT;"
+	"ALTER TABLE sessions ADD COLUMN lease_expires_ms INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX sessions_owner ON sessions (owner);"
+	"CREATE TABLE managers ("
+	"  id TEXT PRIMARY KEY NOT NULL, incarnation TEXT NOT NULL, address TEXT NOT NULL,"
+	"  heartbeat_ms INTEGER NOT NULL);"
+	"PRAGMA user_version = 3;";
+
 static int schema_refuse_newer(const char *path, int64_t version, struct sb_err *err)
 {
 	return sb_fail(err, 0, "records: %s has schema version %lld, newer than this sandbox-manager understands (%d): "
@@ -107,6 +120,8 @@ int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 	if (version == 0 && exec_sql(r, SCHEMA_V1, "creating the schema", err) != 0)
 		return -1;
 	if (version <= 1 && schema_migrate_v2(r, err) != 0)
+		return -1;
+	if (version <= 2 && exec_sql(r, SCHEMA_V3, "migrating the records from schema version 2 to 3", err) != 0)
 		return -1;
 	if (exec_sql(r, "COMMIT", "committing the schema", err) != 0)
 		return -1;

@@ -19,7 +19,8 @@ static int session_row_check(const struct session_row *s, struct sb_err *err)
 	    check_field("session repository", s->repo, sizeof s->repo, false, err) != 0 ||
 	    check_field("session worktree", s->worktree, sizeof s->worktree, false, err) != 0 ||
 	    check_field("session branch", s->branch, sizeof s->branch, false, err) != 0 ||
-	    check_field("session state", s->state, sizeof s->state, false, err) != 0)
+	    check_field("session state", s->state, sizeof s->state, false, err) != 0 ||
+	    check_field("session owner", s->owner, sizeof s->owner, false, err) != 0)
 		return -1;
 	if (s->generation > INT64_MAX)
 		return sb_fail(err, EINVAL, "records: session %s generation is out of range", s->id);
@@ -35,7 +36,8 @@ int records_session_insert(struct records *r, const struct session_row *s, struc
 	if (session_row_check(s, err) != 0)
 		return -1;
 	if (prepare(r, "INSERT INTO sessions (id, identity, repo, worktree, branch, state, generation, turn,"
-		       " created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", &st, err) != 0)
+		       " created_ms, owner, lease_expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+		    &st, err) != 0)
 		return -1;
 	bind_text(st, 1, s->id, &rc);
 	bind_text(st, 2, s->identity, &rc);
@@ -46,6 +48,8 @@ int records_session_insert(struct records *r, const struct session_row *s, struc
 	bind_int(st, 7, (int64_t)s->generation, &rc);
 	bind_int(st, 8, s->turn, &rc);
 	bind_int(st, 9, s->created_ms ? s->created_ms : clock_real_ms(), &rc);
+	bind_text(st, 10, *s->owner ? s->owner : NULL, &rc);
+	bind_int(st, 11, s->lease_expires_ms, &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "inserting session %s", s->id);
 	return 0;
@@ -59,8 +63,8 @@ int records_session_get(struct records *r, const char *id, struct session_row *o
 
 	memset(out, 0, sizeof *out);
 	if (check_arg("session id", id, ID_MAX, err) != 0 ||
-	    prepare(r, "SELECT id, identity, repo, worktree, branch, state, generation, turn, created_ms"
-		       " FROM sessions WHERE id = ?1", &st, err) != 0)
+	    prepare(r, "SELECT id, identity, repo, worktree, branch, state, generation, turn, created_ms, owner,"
+		       " lease_expires_ms FROM sessions WHERE id = ?1", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, id, &rc);
 	rc = step(st, rc);
@@ -79,15 +83,20 @@ int records_session_get(struct records *r, const char *id, struct session_row *o
 	out->generation = (uint64_t)col_int(st, 6);
 	out->turn = col_int(st, 7);
 	out->created_ms = col_int(st, 8);
+	copy_text(out->owner, sizeof out->owner, col_text(st, 9));
+	out->lease_expires_ms = col_int(st, 10);
 	return RECORDS_FOUND;
 }
 
-/* After an UPDATE of one session: 0 when it changed a row, else "no session". */
+/* After a fenced UPDATE of one session: 0 when it changed a row, else the fence's refusal or "no
+ * session". */
 static int session_changed(struct records *r, const char *id, struct sb_err *err)
 {
-	if (db_changes(r) == 0)
-		return sb_fail(err, 0, "records: no session %s", id);
-	return 0;
+	if (db_changes(r) != 0)
+		return 0;
+	if (fence_refused(r, id, NULL, err) != 0)
+		return -1;
+	return sb_fail(err, 0, "records: no session %s", id);
 }
 
 int records_session_set_state(struct records *r, const char *id, const char *state, struct sb_err *err)
@@ -97,27 +106,31 @@ int records_session_set_state(struct records *r, const char *id, const char *sta
 	int rc = DB_OK;
 
 	if (check_arg("session id", id, ID_MAX, err) != 0 || check_arg("session state", state, 31, err) != 0 ||
-	    prepare(r, "UPDATE sessions SET state = ?1 WHERE id = ?2", &st, err) != 0)
+	    prepare(r, "UPDATE sessions SET state = ?1 WHERE id = ?2 AND (?3 IS NULL OR owner = ?3)", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, state, &rc);
 	bind_text(st, 2, id, &rc);
+	bind_text(st, 3, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "setting session %s to %s", id, state);
 	return session_changed(r, id, err);
 }
 
 /* A reserved session is released only when none of its sandboxes is left without evidence: the
- * check and the change are one statement, so no sandbox row can slip in between. */
+ * check and the change are one statement, so no sandbox row can slip in between. With a fence,
+ * another manager's sessions are its to release. */
 int records_sessions_release(struct records *r, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
 	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
 
 	if (prepare(r, "UPDATE sessions SET state = 'active' WHERE state = 'reserved' AND NOT EXISTS"
-		       " (SELECT 1 FROM sandboxes WHERE sandboxes.session = sessions.id AND sandboxes.state <> 'gone')",
-		    &st, err) != 0)
+		       " (SELECT 1 FROM sandboxes WHERE sandboxes.session = sessions.id AND sandboxes.state <> 'gone')"
+		       " AND (?1 IS NULL OR owner IS NULL OR owner = ?1)", &st, err) != 0)
 		return -1;
-	if (step(st, DB_OK) != DB_DONE)
+	bind_text(st, 1, fence_me(r), &rc);
+	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "releasing reserved sessions");
 	return db_changes(r);
 }
@@ -131,13 +144,17 @@ int records_session_bump_generation(struct records *r, const char *id, uint64_t 
 	int rc = DB_OK;
 
 	if (check_arg("session id", id, ID_MAX, err) != 0 ||
-	    prepare(r, "UPDATE sessions SET generation = generation + 1 WHERE id = ?1 RETURNING generation",
-		    &st, err) != 0)
+	    prepare(r, "UPDATE sessions SET generation = generation + 1 WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"
+		       " RETURNING generation", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, id, &rc);
+	bind_text(st, 2, fence_me(r), &rc);
 	rc = step(st, rc);
-	if (rc == DB_DONE)
-		return sb_fail(err, 0, "records: no session %s", id);
+	if (rc == DB_DONE) {
+		stmt_release(st);
+		st = NULL;
+		return session_changed(r, id, err);
+	}
 	if (rc != DB_ROW)
 		return db_fail(r, err, "bumping the generation of session %s", id);
 	*generation = (uint64_t)col_int(st, 0);
@@ -154,10 +171,11 @@ int records_session_set_turn(struct records *r, const char *id, int64_t turn, st
 	int rc = DB_OK;
 
 	if (check_arg("session id", id, ID_MAX, err) != 0 ||
-	    prepare(r, "UPDATE sessions SET turn = ?1 WHERE id = ?2", &st, err) != 0)
+	    prepare(r, "UPDATE sessions SET turn = ?1 WHERE id = ?2 AND (?3 IS NULL OR owner = ?3)", &st, err) != 0)
 		return -1;
 	bind_int(st, 1, turn, &rc);
 	bind_text(st, 2, id, &rc);
+	bind_text(st, 3, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "setting the turn of session %s", id);
 	return session_changed(r, id, err);
@@ -174,7 +192,8 @@ int records_grant_set(struct records *r, const char *session, const char *resour
 
 	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("grant resource", resource, 1024, err) != 0 ||
 	    check_arg("grant access", access, 64, err) != 0 ||
-	    prepare(r, "INSERT INTO grants (session, resource, access) VALUES (?1, ?2, ?3)"
+	    prepare(r, "INSERT INTO grants (session, resource, access) SELECT ?1, ?2, ?3"
+		       " WHERE (?4 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = ?1 AND s.owner = ?4))"
 		       " ON CONFLICT (session, resource) DO UPDATE SET access = excluded.access", &st, err) != 0)
 		return -1;
 	/* They become the keys and values of records_grants(), which JSON needs in UTF-8. */
@@ -183,9 +202,14 @@ int records_grant_set(struct records *r, const char *session, const char *resour
 	bind_text(st, 1, session, &rc);
 	bind_text(st, 2, resource, &rc);
 	bind_text(st, 3, access, &rc);
+	bind_text(st, 4, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "granting %s=%s to session %s", resource, access, session);
-	return 0;
+	if (db_changes(r) != 0)
+		return 0;
+	if (fence_refused(r, session, NULL, err) != 0)
+		return -1;
+	return sb_fail(err, 0, "records: no session %s to grant %s to", session, resource);
 }
 
 /* Revoking a grant the session does not hold is an error: the caller retires the sandbox for a
@@ -197,15 +221,20 @@ int records_grant_revoke(struct records *r, const char *session, const char *res
 	int rc = DB_OK;
 
 	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("grant resource", resource, 1024, err) != 0 ||
-	    prepare(r, "DELETE FROM grants WHERE session = ?1 AND resource = ?2", &st, err) != 0)
+	    prepare(r, "DELETE FROM grants WHERE session = ?1 AND resource = ?2"
+		       " AND (?3 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = ?1 AND s.owner = ?3))", &st,
+		       err) != 0)
 		return -1;
 	bind_text(st, 1, session, &rc);
 	bind_text(st, 2, resource, &rc);
+	bind_text(st, 3, fence_me(r), &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "revoking %s from session %s", resource, session);
-	if (db_changes(r) == 0)
-		return sb_fail(err, 0, "records: session %s has no grant on %s to revoke", session, resource);
-	return 0;
+	if (db_changes(r) != 0)
+		return 0;
+	if (fence_refused(r, session, NULL, err) != 0)
+		return -1;
+	return sb_fail(err, 0, "records: session %s has no grant on %s to revoke", session, resource);
 }
 
 json_t *records_grants(struct records *r, const char *session, struct sb_err *err)
@@ -286,18 +315,18 @@ static int sessions_cursor(struct records *r, const char *before, int64_t *curso
 }
 
 /* {"session", "identity", "state", "sandbox": runtime id or null, "generation", "created_ms",
- *  "last_exec": {"exec_id", "state", "accepted_ms", "finished_ms"} or null}. Every field is an id,
+ *  "owner": a manager id or null, "last_exec": {"exec_id", "state", "accepted_ms", "finished_ms"} or null}. Every field is an id,
  * a state or a number (the runtime id at most 255 bytes), so a row is bounded by construction. */
 static json_t *session_list_json(struct stmt *st)
 {
 	static const char *const keys[] = { "session", "identity", "state", "sandbox", "generation", "created_ms",
-					    "last_exec" };
+					    "owner", "last_exec" };
 	static const char *const exec_keys[] = { "exec_id", "state", "accepted_ms", "finished_ms" };
 	json_t *last = col_null(st, 6) ? json_null() :
 		       json_row(exec_keys, (json_t *const[]){ col_json_text(st, 6), col_json_text(st, 7),
 							       col_json_int(st, 8), col_json_int(st, 9) }, 4);
 	json_t *values[] = { col_json_text(st, 0), col_json_text(st, 1), col_json_text(st, 2), col_json_text(st, 3),
-			     col_json_int(st, 4), col_json_int(st, 5), last };
+			     col_json_int(st, 4), col_json_int(st, 5), col_json_text(st, 10), last };
 
 	return json_row(keys, values, sizeof values / sizeof values[0]);
 }
@@ -323,7 +352,7 @@ int records_sessions_page(struct records *r, const struct sessions_query *q, jso
 	 * session is on one page. The last exec is the session's newest by the records' own order. */
 	if (prepare(r, "SELECT s.id, s.identity, s.state,"
 		       " (SELECT b.runtime_id FROM sandboxes b WHERE b.session = s.id AND b.state <> 'gone'),"
-		       " s.generation, s.created_ms, e.id, e.state, e.accepted_ms, e.finished_ms"
+		       " s.generation, s.created_ms, e.id, e.state, e.accepted_ms, e.finished_ms, s.owner"
 		       " FROM sessions s LEFT JOIN execs e ON e.rowid = (SELECT x.rowid FROM execs x"
 		       " WHERE x.session = s.id ORDER BY x.accepted_ms DESC, x.rowid DESC LIMIT 1)"
 		       " WHERE (?1 IS NULL OR s.identity = ?1)"

@@ -122,3 +122,39 @@ wait_bg_execs_allow_fail() {
 	for p in "${BG_PIDS[@]}"; do wait "$p"; done
 	BG_PIDS=()
 }
+
+# ---- the test PostgreSQL (tests/support/pg.sh), for the records' second store ----
+
+PG_SH=$(cd "$(dirname "${BASH_SOURCE[0]}")/../support" && pwd)/pg.sh
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+
+# store_pg_start: a server in a short directory of its own (the socket path has at most 107 bytes);
+# sets PGD and STORE, and stops the server when the test's subshell exits (after the manager).
+store_pg_start() {
+	local rc
+	PGD=$(mktemp -d /tmp/sbpg.XXXXXX) || { bad "cannot create the server's directory"; return 1; }
+	bash "$PG_SH" start "$PGD" >"$TD/pg.env" 2>"$TD/pg.err"
+	rc=$?
+	if [ "$rc" -eq 77 ]; then
+		rmdir "$PGD"
+		skip "no PostgreSQL 15 binaries in $PG_BIN (CI=true fails instead)"
+	fi
+	[ "$rc" -eq 0 ] || { bad "the test PostgreSQL did not start: $(head -c 500 "$TD/pg.err")"; return 1; }
+	# shellcheck disable=SC2034 # read by the manager_*.sh files
+	STORE="postgres:host=$PGD port=5432 user=sbrecords dbname=postgres"
+	trap store_cleanup EXIT
+}
+
+store_cleanup() {
+	[ -n "${MSTATE:-}" ] && mgr_cleanup
+	if [ -n "${PGD:-}" ] && [ -d "$PGD" ]; then
+		bash "$PG_SH" stop "$PGD" || echo "    (the test PostgreSQL in $PGD did not stop)"
+		[ -z "${IT_KEEP:-}" ] && rm -rf -- "$PGD"
+	fi
+	return 0
+}
+
+# psql_q SQL: one query's rows, unaligned, on the test's server.
+psql_q() {
+	"$PG_BIN/psql" -X -q -At -h "$PGD" -p 5432 -U sbrecords -d postgres -c "$1" 2>&1
+}

@@ -164,6 +164,36 @@ test_manager_cli_not_found() {
 }
 t manager_cli_not_found test_manager_cli_not_found
 
+# Several sockets (docs/operations.md, Several managers): --socket repeated and SANDBOX_MANAGER_SOCKET
+# with ':' are tried in order, an unreachable one passed over; the list's bounds refused in one line.
+test_manager_cli_sockets() {
+	local nine=/1:/2:/3:/4:/5:/6:/7:/8:/9
+	mgr_repo && mgr_start || return
+	mgr_session
+	cli session show --session "$SID" --socket "$TD/no.sock" --socket "$MSOCK"
+	assert_eq "--socket twice, the first unreachable: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_json '.session' "\"$SID\""
+	timeout -k 3 30 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$TD/no.sock:$MSOCK" "$MANAGER" exec --session "$SID" \
+		-- 'echo via-list' >"$OUT" 2>"$ERR"
+	assert_eq "a list in SANDBOX_MANAGER_SOCKET: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$?"
+	assert_eq "a list in SANDBOX_MANAGER_SOCKET: output" via-list "$(cat "$OUT")"
+	cli session list --socket "$TD/no.sock" --socket "$TD/no2.sock"
+	assert_eq "none reachable: exit code" 125 "$RC"
+	assert_eq "none reachable: lines on stderr" 1 "$(wc -l <"$ERR")"
+	assert_match "none reachable: the message" \
+		"none of the 2 manager sockets is reachable; the last: the manager is not reachable at $TD/no2.sock" "$(cat "$ERR")"
+	timeout -k 3 30 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$nine" "$MANAGER" session list >"$OUT" 2>"$ERR"
+	assert_eq "nine sockets: exit code" 125 "$?"
+	assert_eq "nine sockets: the message" \
+		"sandbox-manager: SANDBOX_MANAGER_SOCKET names more than 8 manager sockets" "$(cat "$ERR")"
+	timeout -k 3 30 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$nine" "$MANAGER" mcp --session "$SID" </dev/null \
+		>"$OUT" 2>"$ERR"
+	assert_eq "nine sockets, mcp: exit code" 2 "$?"
+	assert_eq "nine sockets, mcp: the message" \
+		"sandbox-manager mcp: SANDBOX_MANAGER_SOCKET names more than 8 manager sockets" "$(cat "$ERR")"
+}
+t manager_cli_sockets test_manager_cli_sockets
+
 test_manager_session_list() {
 	local s1 s2 s3 e1
 	mgr_repo && mgr_start || return

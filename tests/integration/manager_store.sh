@@ -5,39 +5,6 @@
 # records; a store whose schema is newer is refused; an unreachable or malformed store is a clear
 # error that leaves nothing created; sqlite:PATH puts the file where it says.
 
-PG_SH=$(cd "$(dirname "${BASH_SOURCE[0]}")/../support" && pwd)/pg.sh
-PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
-
-# store_pg_start: a server in a short directory of its own (the socket path has at most 107 bytes);
-# sets PGD and STORE, and stops the server when the test's subshell exits (after the manager).
-store_pg_start() {
-	local rc
-	PGD=$(mktemp -d /tmp/sbpg.XXXXXX) || { bad "cannot create the server's directory"; return 1; }
-	bash "$PG_SH" start "$PGD" >"$TD/pg.env" 2>"$TD/pg.err"
-	rc=$?
-	if [ "$rc" -eq 77 ]; then
-		rmdir "$PGD"
-		skip "no PostgreSQL 15 binaries in $PG_BIN (CI=true fails instead)"
-	fi
-	[ "$rc" -eq 0 ] || { bad "the test PostgreSQL did not start: $(head -c 500 "$TD/pg.err")"; return 1; }
-	STORE="postgres:host=$PGD port=5432 user=sbrecords dbname=postgres"
-	trap store_cleanup EXIT
-}
-
-store_cleanup() {
-	[ -n "${MSTATE:-}" ] && mgr_cleanup
-	if [ -n "${PGD:-}" ] && [ -d "$PGD" ]; then
-		bash "$PG_SH" stop "$PGD" || echo "    (the test PostgreSQL in $PGD did not stop)"
-		[ -z "${IT_KEEP:-}" ] && rm -rf -- "$PGD"
-	fi
-	return 0
-}
-
-# psql_q SQL: one query's rows, unaligned, on the test's server.
-psql_q() {
-	"$PG_BIN/psql" -X -q -At -h "$PGD" -p 5432 -U sbrecords -d postgres -c "$1" 2>&1
-}
-
 test_manager_store_postgres() {
 	local sid
 	store_pg_start || return
@@ -49,7 +16,7 @@ test_manager_store_postgres() {
 	# the records are the server's, and no SQLite file was made beside them
 	assert_eq "the session's row in PostgreSQL" "$sid|alice|active" "$(psql_q "SELECT id, identity, state FROM sessions")"
 	assert_eq "the exec's row in PostgreSQL" "exited|echo one" "$(psql_q "SELECT state, command FROM execs")"
-	assert_eq "the schema version" 2 "$(psql_q "SELECT version FROM records_schema")"
+	assert_eq "the schema version" 3 "$(psql_q "SELECT version FROM records_schema")"
 	[ -e "$MSTATE/records.db" ] && bad "a records.db was created in the state dir with --store postgres"
 	grep -qF "backend process, store postgres)" "$TD/manager.log" || bad "the start's log line does not name the store"
 
@@ -108,7 +75,7 @@ test_manager_store_newer_schema() {
 	timeout -k 2 20 "${AS[@]}" "$MANAGER" serve --state-dir "$state" --store "$STORE" >"$TD/serve.out" 2>"$TD/serve.err"
 	rc=$?
 	assert_eq "serve on a newer schema: exit code (stderr: $(head -c 300 "$TD/serve.err"))" 125 "$rc"
-	grep -qF "has schema version 9, newer than this sandbox-manager understands (2)" "$TD/serve.err" ||
+	grep -qF "has schema version 9, newer than this sandbox-manager understands (3)" "$TD/serve.err" ||
 		bad "no 'newer than this sandbox-manager understands' in: $(head -c 300 "$TD/serve.err")"
 	grep -qF "database postgres on $PGD" "$TD/serve.err" || bad "the error does not name the store: $(head -c 300 "$TD/serve.err")"
 	assert_eq "the version is left as it was" 9 "$(psql_q "SELECT version FROM records_schema")"

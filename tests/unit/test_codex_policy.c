@@ -13,7 +13,8 @@
 #include "codex_policy.h"
 
 static const struct bash_tool_view view = { 30000, false };
-static const struct daemon_peer peer = { "/nonexistent/manager.sock", "s", "test" };
+static const struct follow_list managers = { .n = 1, .path = { "/nonexistent/manager.sock" }, .owned_wait_ms = 0 };
+static const struct daemon_peer peer = { &managers, "s", "test" };
 
 /* codex_policy_thread for a resume of text (a JSON request): its return, the request after, why. */
 static int resume(const char *text, json_t **request, char *why, size_t cap)

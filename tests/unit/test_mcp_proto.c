@@ -56,7 +56,8 @@ static int err_code(json_t *m)
 
 static int setup(void **state)
 {
-	static const struct mcp_settings st = { .session = "s1", .socket_path = "/nonexistent/manager.sock",
+	static const struct follow_list managers = { .n = 1, .path = { "/nonexistent/manager.sock" }, .owned_wait_ms = 0 };
+	static const struct mcp_settings st = { .session = "s1", .managers = &managers,
 						.version = "9.9.9", .max_output_chars = 30000 };
 
 	(void)state;
