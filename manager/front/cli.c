@@ -48,8 +48,9 @@ static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp,
 		*err = send_err;
 		return FOLLOW_NOT_SENT;
 	}
+	/* Said as it is, with no errno's words after it: scripts and docs/reliability.md match it. */
 	if (rc == 0)
-		sb_fail(err, EPIPE, "the manager closed the connection without answering");
+		sb_fail(err, 0, "the manager closed the connection without answering");
 	return FOLLOW_LOST;
 }
 
