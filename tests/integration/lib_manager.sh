@@ -30,7 +30,9 @@ mgr_start() {
 	"${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" "$@" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
 	trap mgr_cleanup EXIT
-	for i in $(seq 1 100); do
+	# Up to 30 s: a restart settles what the killed one left (it may ask an agent) before it
+	# binds its socket, on a machine that CI may share with other work.
+	for i in $(seq 1 300); do
 		[ -S "$MSOCK" ] && return 0
 		kill -0 "$MGR_PID" 2>/dev/null || break
 		sleep 0.1
