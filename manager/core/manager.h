@@ -95,6 +95,9 @@ int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, s
  * interrupts the running call's connection. The call's own thread then gets the evidence. */
 int sandbox_interrupt(struct manager *m, struct live_sandbox *l, struct sb_err *err);
 struct live_sandbox *sandbox_find(struct manager *m, const char *session);
+/* With the session's turn held, as this manager takes back a session another manager held
+ * meanwhile: its own sandbox of before, proven gone and dropped; -1 (err) when not proven. */
+int sandbox_forget_stale(struct manager *m, struct live_sandbox *l, struct sb_err *err);
 /* The memory of a live sandbox (its connection, TLS configuration, receipt key), not the sandbox:
  * that ends only through sandbox_retire. */
 void live_free(struct live_sandbox *l);

@@ -429,10 +429,18 @@ json_t *recovery_claim(struct manager *m, const char *session)
 		return NULL;
 	queue_enter(m->queue, session);
 	if (settle_pending(m, session, false)) {
+		struct live_sandbox *stale = sandbox_find(m, session);
+
 		settle_previous(m, session, previous, sizeof previous);
 		sb_info("session %s: taken over from manager %s, whose lease expired; settling what it left", session,
 			previous);
-		rc = recovery_session(m, session, previous, &err);
+		/* This manager held the session before (it lost it while paused or cut off, and takes it
+		 * back now): its sandbox of then is of a generation before the takeovers, which the fence
+		 * refuses; its end is proven before anything runs (sandbox.c sandbox_forget_stale). */
+		if (stale != NULL)
+			rc = sandbox_forget_stale(m, stale, &err);
+		if (rc == 0)
+			rc = recovery_session(m, session, previous, &err);
 		if (rc == 0)
 			settle_pending(m, session, true);
 	}

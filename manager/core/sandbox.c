@@ -393,6 +393,30 @@ int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, s
 	return 0;
 }
 
+/* A sandbox of this manager's from before the session was another manager's (recovery.c
+ * recovery_claim, as it takes the session back): the session's records now hold a later
+ * generation, so nothing about this one can be recorded (its row was superseded), but its end is
+ * proven before the session runs anything: the manager that took the session stopped it then,
+ * and the evidence says so now. Not proven: it stays listed and the caller refuses the call. */
+int sandbox_forget_stale(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	struct sb_err ignored;
+
+	if (m->backend->ops->stop(m->backend, &l->h, &ignored) < 0)
+		sb_warn("session %s: stopping the stale sandbox %s: %s", l->session, l->h.runtime_id, ignored.msg);
+	if (m->backend->ops->evidence(m->backend, &l->h, EVIDENCE_MS, err) < 0) {
+		sb_err_prefix(err, "session %s: this manager's sandbox %s from before another manager took the session",
+			      l->session, l->h.runtime_id);
+		return -1;
+	}
+	sb_info("session %s: this manager's sandbox %s from before another manager took the session is gone: %s",
+		l->session, l->h.runtime_id, l->h.evidence);
+	live_unlink(m, l);
+	private_dir_remove(l->private_dir, &ignored);
+	live_free(l);
+	return 0;
+}
+
 /* ---- idle eviction ---- */
 
 static struct live_sandbox *idle_pick(struct manager *m, int64_t now)

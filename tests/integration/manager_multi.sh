@@ -375,6 +375,42 @@ test_multi_paused_owner_fenced() {
 }
 t multi_paused_owner_fenced test_multi_paused_owner_fenced
 
+# A session goes back to the manager that lost it: m1 paused past its lease, m2 takes the session
+# over (and stops m1's sandbox), m1 resumes, then m2 is killed and m1 takes the session back after
+# m2's lease. m1 still lists its sandbox of before; that one is of a generation the fence refuses
+# now, so m1 proves it gone and drops it before the call, which runs on a new sandbox (not on the
+# stale one, whose dispatch the store would refuse).
+test_multi_taken_back() {
+	local m gen1 log0
+	m=$(unique_marker)
+	multi_setup 2 || return
+	mm_session 1 || return
+	mm 1 exec --session "$SID" -- true
+	assert_eq "a first call through m1: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kill -STOP "${MM_PID[1]}"
+	sleep 3 # past m1's lease
+	mm 2 exec --session "$SID" -- "echo taken.$m"
+	assert_eq "a call through m2 with m1 paused: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kill -CONT "${MM_PID[1]}"
+	mm 2 session show --session "$SID"
+	assert_owner 2 "session show after m2's takeover"
+	gen1=$(jr .generation)
+	kill -KILL "${MM_PID[2]}"
+	sleep 3 # past m2's lease
+	log0=$(lines_in "$TD/m1.log")
+	mm 1 exec --session "$SID" -- "echo back.$m"
+	assert_eq "the call through m1 taking the session back: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "the call through m1 taking the session back: output" "back.$m" "$(cat "$OUT")"
+	mm 1 session show --session "$SID"
+	assert_owner 1 "session show after m1 took it back"
+	assert_taken_over "$gen1" "session show after m1 took it back"
+	tail -n +"$((log0 + 1))" "$TD/m1.log" | grep -q "from before another manager took the session is gone" ||
+		bad "m1's log does not say its sandbox of before was proven gone: $(tail -n +"$((log0 + 1))" "$TD/m1.log" | head -c 600)"
+	mm 1 exec --session "$SID" -- "echo again.$m"
+	assert_eq "the next call through m1: output" "again.$m" "$(cat "$OUT")"
+}
+t multi_taken_back test_multi_taken_back
+
 # A clean stop (SIGTERM) releases the owner's sessions and its registration: another manager takes
 # them at the first request, with no wait for a lease.
 test_multi_clean_stop_release() {
