@@ -211,17 +211,8 @@ static int recover_dispatched(struct manager *m, const char *exec_id, const char
 	return rc;
 }
 
-/* The session of an exec, or "" (gone from the records). */
-static void exec_session(struct manager *m, const char *exec_id, char *session, size_t len)
-{
-	struct exec_row *e = malloc(sizeof *e);
-	struct sb_err ignored;
-
-	session[0] = '\0';
-	if (e != NULL && records_exec_get(m->rec, exec_id, e, &ignored) == RECORDS_FOUND)
-		snprintf(session, len, "%s", e->session);
-	free(e);
-}
+/* The exec states a manager's death can leave, in the order they are settled. */
+static const char *const in_flight[] = { "accepted", "dispatched" };
 
 /* Fail closed: what cannot be recorded as settled stops the caller (a start that does not serve,
  * a takeover that answers no call). Accepted execs first: they never ran (a stale owner cannot
@@ -230,13 +221,12 @@ static void exec_session(struct manager *m, const char *exec_id, char *session, 
 static int recovery_execs(struct manager *m, const char *session, const char *context, bool ask,
 			  struct sb_err *err)
 {
-	static const char *const states[] = { "accepted", "dispatched" };
-	char refusal[300], of[65];
+	char refusal[300];
 	int rc = 0;
 
 	snprintf(refusal, sizeof refusal, "%.200s before dispatching it: it never ran", ask ? "the manager stopped" : context);
 	for (size_t k = 0; k < 2 && rc == 0; k++) {
-		json_t *ids = records_exec_ids_in_state(m->rec, states[k], err), *id;
+		json_t *ids = records_exec_ids_in_state(m->rec, session, in_flight[k], err), *id;
 		size_t i;
 
 		if (ids == NULL)
@@ -244,8 +234,7 @@ static int recovery_execs(struct manager *m, const char *session, const char *co
 		json_array_foreach(ids, i, id) {
 			const char *exec_id = json_string_value(id);
 
-			exec_session(m, exec_id, of, sizeof of);
-			if (rc != 0 || strcmp(of, session) != 0)
+			if (rc != 0)
 				continue;
 			if (k == 0 && records_exec_finish(m->rec, exec_id, "refused", NULL, NULL, refusal, err) < 0)
 				rc = recover_settled(m, exec_id);
@@ -281,48 +270,16 @@ int recovery_session(struct manager *m, const char *session, const char *previou
  * this manager owned before (its id), those no one owns, and those whose owner stopped renewing;
  * a session whose owner is alive is that owner's to settle, and is left as it is. */
 
-static void set_add(json_t *set, const char *session)
-{
-	if (session != NULL && session[0] != '\0')
-		json_object_set_new(set, session, json_true());
-}
-
-/* {SESSION: true} for every session with an exec in flight or a sandbox not proven gone. */
-static json_t *sessions_in_flight(struct manager *m, struct sb_err *err)
-{
-	static const char *const states[] = { "accepted", "dispatched" };
-	json_t *set = json_object(), *rows, *v;
-	char of[65];
-	size_t i;
-
-	if (set == NULL)
-		return (void)sb_fail(err, ENOMEM, "recovering"), NULL;
-	for (size_t k = 0; k < 2; k++) {
-		if ((rows = records_exec_ids_in_state(m->rec, states[k], err)) == NULL)
-			return json_decref(set), NULL;
-		json_array_foreach(rows, i, v) {
-			exec_session(m, json_string_value(v), of, sizeof of);
-			set_add(set, of);
-		}
-		json_decref(rows);
-	}
-	if ((rows = records_sandboxes_not_gone(m->rec, err)) == NULL)
-		return json_decref(set), NULL;
-	json_array_foreach(rows, i, v)
-		set_add(set, json_string_value(json_object_get(v, "session")));
-	json_decref(rows);
-	return set;
-}
-
 int recovery_run(struct manager *m, struct sb_err *err)
 {
-	json_t *set = sessions_in_flight(m, err), *v;
-	const char *session;
+	json_t *set = records_sessions_in_flight(m->rec, err), *v;
+	size_t i;
 	int released, rc = 0;
 
 	if (set == NULL)
 		return -1;
-	json_object_foreach(set, session, v) {
+	json_array_foreach(set, i, v) {
+		const char *session = json_string_value(v);
 		struct lease l;
 		int took = ownership_take(m, session, &l, err);
 
@@ -361,7 +318,9 @@ int recovery_run(struct manager *m, struct sb_err *err)
  * settling happens under the session's queue turn, so no call of this manager runs on the session
  * before what the old owner left is settled (its sandbox proven gone or its session reserved). */
 
-static bool settle_pending(struct manager *m, const char *session, bool take)
+/* Whether session has a settle note; previous (may be NULL) gets the manager it was taken from;
+ * take removes the note. */
+static bool settle_pending(struct manager *m, const char *session, char previous[65], bool take)
 {
 	struct settle_note **p, *n;
 	bool found = false;
@@ -370,6 +329,8 @@ static bool settle_pending(struct manager *m, const char *session, bool take)
 	for (p = &m->settle; (n = *p) != NULL; p = &n->next)
 		if (strcmp(n->session, session) == 0) {
 			found = true;
+			if (previous != NULL)
+				memcpy(previous, n->previous, sizeof n->previous);
 			if (take) {
 				*p = n->next;
 				free(n);
@@ -395,16 +356,6 @@ static int settle_note_add(struct manager *m, const char *session, const char *p
 	return 0;
 }
 
-static void settle_previous(struct manager *m, const char *session, char *previous, size_t len)
-{
-	previous[0] = '\0';
-	pthread_mutex_lock(&m->lock);
-	for (struct settle_note *n = m->settle; n != NULL; n = n->next)
-		if (strcmp(n->session, session) == 0)
-			snprintf(previous, len, "%s", n->previous);
-	pthread_mutex_unlock(&m->lock);
-}
-
 json_t *recovery_claim(struct manager *m, const char *session)
 {
 	struct lease l;
@@ -425,13 +376,12 @@ json_t *recovery_claim(struct manager *m, const char *session)
 		return NULL; /* the op answers not_found itself */
 	if (took < 0)
 		return control_error_from("unavailable", &err);
-	if (!settle_pending(m, session, false))
+	if (!settle_pending(m, session, NULL, false))
 		return NULL;
 	queue_enter(m->queue, session);
-	if (settle_pending(m, session, false)) {
+	if (settle_pending(m, session, previous, false)) {
 		struct live_sandbox *stale = sandbox_find(m, session);
 
-		settle_previous(m, session, previous, sizeof previous);
 		sb_info("session %s: taken over from manager %s, whose lease expired; settling what it left", session,
 			previous);
 		/* This manager held the session before (it lost it while paused or cut off, and takes it
@@ -442,7 +392,7 @@ json_t *recovery_claim(struct manager *m, const char *session)
 		if (rc == 0)
 			rc = recovery_session(m, session, previous, &err);
 		if (rc == 0)
-			settle_pending(m, session, true);
+			settle_pending(m, session, NULL, true);
 	}
 	queue_leave(m->queue, session);
 	if (rc < 0)

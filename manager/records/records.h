@@ -240,8 +240,12 @@ int records_lease_get(struct records *r, const char *session, struct lease *out,
  * "fenced: " with the session, its owner and generation now. NULL or "": no fence (the default). */
 void records_set_fence(struct records *r, const char *manager_id);
 
-/* Exec ids in a state (e.g. "dispatched", "accepted"), for recovery. */
-json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err);
+/* Exec ids in a state (e.g. "dispatched", "accepted"), oldest first, of one session (NULL: of
+ * every session), for recovery. */
+json_t *records_exec_ids_in_state(struct records *r, const char *session, const char *state, struct sb_err *err);
+/* The sessions with something in flight, for recovery: an exec accepted or dispatched, or a
+ * sandbox not proven gone. A JSON array of session ids. */
+json_t *records_sessions_in_flight(struct records *r, struct sb_err *err);
 
 /* What status and metrics report, read in one call: {"execs": {STATE: N} for every exec state,
  * "sessions": {STATE: N} for every session state (zeros included), "uncertain_open": the uncertain

@@ -264,15 +264,29 @@ int records_exec_resolve(struct records *r, const char *exec_id, struct exec_res
 		return RECORDS_FOUND;
 	return resolve_refusal(r, exec_id, err);
 }
-json_t *records_exec_ids_in_state(struct records *r, const char *state, struct sb_err *err)
+json_t *records_exec_ids_in_state(struct records *r, const char *session, const char *state, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
 	struct stmt *st cleanup_stmt = NULL;
 	int rc = DB_OK;
 
 	if (check_arg("exec state", state, 15, err) != 0 ||
-	    prepare(r, "SELECT id FROM execs WHERE state = ?1 ORDER BY accepted_ms, rowid", &st, err) != 0)
+	    (session != NULL && check_arg("session id", session, ID_MAX, err) != 0) ||
+	    prepare(r, "SELECT id FROM execs WHERE state = ?1 AND (?2 IS NULL OR session = ?2)"
+		       " ORDER BY accepted_ms, rowid", &st, err) != 0)
 		return NULL;
 	bind_text(st, 1, state, &rc);
+	bind_text(st, 2, session, &rc);
 	return rows_json(r, st, rc, id_json, "listing execs by state", err);
+}
+
+json_t *records_sessions_in_flight(struct records *r, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	struct stmt *st cleanup_stmt = NULL;
+
+	if (prepare(r, "SELECT session FROM execs WHERE state IN ('accepted', 'dispatched')"
+		       " UNION SELECT session FROM sandboxes WHERE state <> 'gone' ORDER BY 1", &st, err) != 0)
+		return NULL;
+	return rows_json(r, st, DB_OK, id_json, "listing the sessions with something in flight", err);
 }

@@ -583,7 +583,7 @@ static void test_exec_lifecycle(void **state)
 	assert_int_equal(e->accepted_ms, 1000);
 	assert_int_equal(e->generation, 0);
 	assert_string_equal(e->nonce_hex, "");
-	ids = records_exec_ids_in_state(r, "accepted", &err);
+	ids = records_exec_ids_in_state(r, NULL, "accepted", &err);
 	json_is(ids, "[\"e1\"]");
 	json_decref(ids);
 
@@ -594,7 +594,7 @@ static void test_exec_lifecycle(void **state)
 	assert_string_equal(e->nonce_hex, "a1b2c3");
 	assert_string_equal(e->sandbox, "process:10:20");
 	assert_true(e->dispatched_ms > 0);
-	ids = records_exec_ids_in_state(r, "dispatched", &err);
+	ids = records_exec_ids_in_state(r, NULL, "dispatched", &err);
 	json_is(ids, "[\"e1\"]");
 	json_decref(ids);
 
@@ -1296,7 +1296,7 @@ static void test_concurrent_inserts(void **state)
 	list = execs_of(r, "s1");
 	assert_int_equal(json_array_size(list), 800);
 	json_decref(list);
-	ids = records_exec_ids_in_state(r, "exited", &err);
+	ids = records_exec_ids_in_state(r, NULL, "exited", &err);
 	assert_int_equal(json_array_size(ids), 800);
 	json_decref(ids);
 	for (int t = 0; t < 8; t++) {

@@ -603,6 +603,48 @@ static void test_unregister_keeps_in_flight(void **state)
 	records_close(r);
 }
 
+/* What recovery settles, per session: the sessions with an exec in flight or a sandbox not gone,
+ * and one session's execs in a state (not every session's). */
+static void test_in_flight_per_session(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db, NULL);
+	struct sandbox_row sb = sandbox_new("s2", 1, "process:1:1");
+	struct sb_err err;
+	json_t *v;
+	char *text;
+
+	session_owned(r, "s1", "m1", 100);
+	session_owned(r, "s2", "m1", 100);
+	session_owned(r, "s3", "m2", 100);
+	session_owned(r, "s4", "", 0);
+	assert_int_equal(exec_insert(r, "e1", "s1", &err), 0);
+	assert_int_equal(exec_insert(r, "e1b", "s1", &err), 0);
+	assert_int_equal(exec_insert(r, "e3", "s3", &err), 0);
+	assert_int_equal(records_exec_finish(r, "e3", "refused", NULL, NULL, "settled", &err), 0);
+	assert_int_equal(exec_insert(r, "e4", "s4", &err), 0);
+	assert_int_equal(records_sandbox_upsert(r, &sb, &err), 0);
+
+	v = records_sessions_in_flight(r, &err);
+	assert_non_null(v);
+	text = json_dumps(v, JSON_COMPACT);
+	assert_string_equal(text, "[\"s1\",\"s2\",\"s4\"]");
+	free(text);
+	json_decref(v);
+	v = records_exec_ids_in_state(r, "s1", "accepted", &err);
+	text = json_dumps(v, JSON_COMPACT);
+	assert_string_equal(text, "[\"e1\",\"e1b\"]");
+	free(text);
+	json_decref(v);
+	v = records_exec_ids_in_state(r, NULL, "accepted", &err);
+	assert_int_equal(json_array_size(v), 3);
+	json_decref(v);
+	v = records_exec_ids_in_state(r, "s3", "accepted", &err);
+	assert_int_equal(json_array_size(v), 0);
+	json_decref(v);
+	records_close(r);
+}
+
 /* ---------------------------------------------------------------- the fence */
 
 /* s1 owned by m1 (r1's fence), its lease expired, with an accepted exec e1 and e2, a dispatched e3,
@@ -809,6 +851,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_manager_register, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_heartbeat_and_unregister, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unregister_keeps_in_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_in_flight_per_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence_refuses_old_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence_accepts_new_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_fence_writes_as_before, setup, teardown),
