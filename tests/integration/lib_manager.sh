@@ -29,7 +29,8 @@ mgr_start() {
 	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
 	"${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" "$@" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
-	trap mgr_cleanup EXIT
+	# a test's PostgreSQL too, even when this start fails (store_cleanup calls mgr_cleanup)
+	if [ -n "${PGD:-}" ]; then trap store_cleanup EXIT; else trap mgr_cleanup EXIT; fi
 	# Up to 30 s: a restart settles what the killed one left (it may ask an agent) before it
 	# binds its socket, on a machine that CI may share with other work.
 	for i in $(seq 1 300); do
