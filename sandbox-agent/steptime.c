@@ -9,6 +9,7 @@
 #include <time.h>
 
 struct steptime *steptime_page;
+static unsigned wakeups; /* the agent's wait loop, this call (steptime_wakeup) */
 
 static const char *const step_names[STEP_COUNT] = {
 	[STEP_MAIN] = "main",           [STEP_REQUEST] = "request",        [STEP_BEGUN] = "begin",
@@ -44,10 +45,17 @@ void steptime_mark_on(enum step s)
 	steptime_page->ns[s] = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void steptime_wakeup(void)
+{
+	if (steptime_page != NULL)
+		wakeups++;
+}
+
 void steptime_reset(void)
 {
 	if (steptime_page != NULL)
 		memset(steptime_page, 0, sizeof *steptime_page);
+	wakeups = 0;
 }
 
 void steptime_report(const char *what)
@@ -72,6 +80,6 @@ void steptime_report(const char *what)
 		len += (size_t)n;
 		prev = t;
 	}
-	fprintf(stderr, "sandbox-agent timing (%s, us since the previous step):%s total=%lld\n", what, line,
-		(long long)((prev - first) / 1000));
+	fprintf(stderr, "sandbox-agent timing (%s, us since the previous step):%s total=%lld wakeups=%u\n", what,
+		line, (long long)((prev - first) / 1000), wakeups);
 }

@@ -151,3 +151,26 @@ test_fork_bomb_parent_exits() {
 	assert_lt "ms until the result" "$ELAPSED_MS" 3000
 }
 t fork_bomb_parent_exits test_fork_bomb_parent_exits
+
+# The agent sleeps while the namespace empties; it never spins. Init closes its report pipe as it
+# exits, before the kernel has emptied the namespace: a loop that kept polling that hung-up pipe woke
+# thousands of times, and on a busy core held init's exit behind it (~1 ms of every call, measured).
+# Here a process left in the background holds a private /tmp filled with 128 MiB: the namespace
+# empties only once it is killed and that tmpfs freed, milliseconds after init's pipe closed. The
+# count comes from the timing line (SANDBOX_AGENT_TIMING=1): wakeups of the wait loop, not time.
+wakeups_of() { grep -o 'wakeups=[0-9]*' "$ERR" | cut -d= -f2; }
+
+test_wait_no_spin() {
+	local m
+	m=$(unique_marker)
+	AGENT_ENV=(SANDBOX_AGENT_TIMING=1)
+	ax_ok --timeout-seconds 30 -- "head -c 128M /dev/zero >/tmp/fill; sleep 300.$m & echo started"
+	no_process "$m"
+	assert_result exited 0 null
+	assert_match "the timing line" '^[0-9]+$' "$(wakeups_of)"
+	assert_lt "wait-loop wakeups while the namespace emptied" "$(wakeups_of)" 20
+	ax_ok -- 'true'
+	assert_lt "wait-loop wakeups for true" "$(wakeups_of)" 20
+	AGENT_ENV=()
+}
+t wait_no_spin test_wait_no_spin
