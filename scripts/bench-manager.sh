@@ -52,7 +52,8 @@ cleanup() {
 		kill -KILL "$manager_pid" 2>/dev/null || true
 		wait "$manager_pid" 2>/dev/null || true
 	fi
-	pkill -KILL -f -- "--state-dir $STATE/sandboxes/" 2>/dev/null || true
+	# this run's own sandboxes (found by their state directory, unique to this run), killed by PID
+	for p in $(pgrep -f -- "--state-dir $STATE/sandboxes/" || true); do kill -KILL "$p" 2>/dev/null || true; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -70,7 +71,9 @@ mkdir -p "$STATE"
 chmod 700 "$STATE"
 bench_repo "$work/repo"
 
-manager_up "$manager" "$build/sandbox-agent"
+# The agents' step clock on (SANDBOX_AGENT_TIMING=1, passed on by the manager): one line per exec in
+# each agent's log, timestamps only, for "the agent's steps" below.
+SANDBOX_AGENT_TIMING=1 manager_up "$manager" "$build/sandbox-agent"
 
 sessions=()
 # new_sessions COUNT: creates sessions until there are COUNT, then warms the new ones with one call
@@ -185,9 +188,6 @@ echo "  inside the daemon (mean per call, from sandbox_manager_call_step_seconds
 paste <(echo "$steps0" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') \
 	<(echo "$steps1" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') |
 	awk -v n="$ncalls" '{ printf "    %-9s %6d us\n", $1, ($4 - $2) * 1e6 / n; t += ($4 - $2) * 1e6 / n } END { printf "    %-9s %6d us\n", "total", t }'
-agent_us=$(mgr records --session "$s" --limit 200 | jq -r '
-	[.records[] | select(.result.duration_ms != null)] | .[0:100]
-	| if length == 0 then 0 else (map(.result.duration_ms) | add) / length * 1000 | floor end') || agent_us=0
 step_us() { # step_us NAME: the daemon's mean for that step over the loops above
 	paste <(echo "$steps0" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") \
 		<(echo "$steps1" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") |
@@ -195,15 +195,27 @@ step_us() { # step_us NAME: the daemon's mean for that step over the loops above
 }
 daemon_us=0
 for k in queue sandbox dispatch command receipt record; do daemon_us=$((daemon_us + $(step_us "$k"))); done
-echo "  where a warm CLI call's wall time goes (means; the agent's part from the records, in whole ms each):"
+# The agent's own steps of those warm calls, in microseconds (its timing lines, sandbox-agent/steptime.h):
+# what the agent does on a call's path, from the Exec claimed to the Result sent. The prebuilt init's
+# own steps (view to drop) are built while the agent is idle and are left out.
+agent_steps=$(grep -h 'sandbox-agent timing (serve exec' "$STATE"/sandboxes/"$s".g*/agent.log 2>/dev/null |
+	tail -n "$ncalls" |
+	awk -v keep="request begin prepare idmaps cmd_fork landlock seccomp cmd_ran teardown receipt result_json journal result total wakeups" '
+	BEGIN { n = split(keep, order, " "); for (i = 1; i <= n; i++) want[order[i]] = 1 }
+	{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && (kv[1] in want)) { sum[kv[1]] += kv[2]; cnt[kv[1]]++ } }
+	END { for (i = 1; i <= n; i++) if (cnt[order[i]]) printf " %s %d", order[i], sum[order[i]] / cnt[order[i]] }')
+agent_us=$(awk '{ for (i = 1; i < NF; i++) if ($i == "total") print $(i + 1) }' <<<"$agent_steps")
+echo "  where a warm CLI call's wall time goes (means):"
 printf '    %-92s %6d us\n' "the client's start (sandbox-manager version)" "${wall[version]}" \
 	"control round trip, the client's request and answer (exec - version - the daemon's steps)" \
 	$((wall[cli] - wall[version] - daemon_us)) \
 	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits)" \
 	$((daemon_us - $(step_us command))) \
-	"TLS round trip and the agent's own work around the command (command step - clone to reaped)" \
-	$(($(step_us command) - agent_us)) \
-	"the command through the boundary (the agent's clone to reaped)" "$agent_us"
+	"TLS round trip to the agent (the daemon's command step - the agent's own time)" \
+	$(($(step_us command) - ${agent_us:-0})) \
+	"the agent, from the Exec claimed to the Result sent (its steps below)" "${agent_us:-0}"
+echo "  the agent's steps on a warm call's path (SANDBOX_AGENT_TIMING=1, mean of the last $ncalls calls, us):"
+echo "   ${agent_steps:- (no timing lines: the agent log was not found)}"
 
 # --- 1b. 16 sessions in parallel against 16 parallel bare loops -----------------------------------
 par=${BENCH_PARALLEL:-16}

@@ -15,7 +15,8 @@ manager_pid=
 cleanup() {
 	# the daemon ends on SIGTERM (143): that is the stop asked for, not a failure
 	[ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null && { wait "$manager_pid" 2>/dev/null || true; }
-	pkill -KILL -f -- "--state-dir $work/state/sandboxes/" 2>/dev/null || true
+	# this run's own sandboxes (found by their state directory, unique to this run), killed by PID
+	for p in $(pgrep -f -- "--state-dir $work/state/sandboxes/" || true); do kill -KILL "$p" 2>/dev/null || true; done
 	rm -rf "$work"
 }
 trap cleanup EXIT

@@ -130,6 +130,7 @@ static int dir_paths(struct agent_dir *d, const struct sandbox_spec *spec, struc
 static void dir_command(struct agent_dir *d, const struct sandbox_spec *spec)
 {
 	const char *level = getenv("SANDBOX_LOG_LEVEL");
+	const char *timing = getenv("SANDBOX_AGENT_TIMING");
 	size_t i = 0, e = 0;
 
 	snprintf(d->generation, sizeof d->generation, "%llu", (unsigned long long)spec->generation);
@@ -158,6 +159,10 @@ static void dir_command(struct agent_dir *d, const struct sandbox_spec *spec)
 		snprintf(d->env_log_level, sizeof d->env_log_level, "SANDBOX_LOG_LEVEL=%s", level);
 		d->envp[e++] = d->env_log_level;
 	}
+	/* The agent's step clock (a diagnostic: timestamps only, one line per exec in its log) follows
+	 * the manager's own switch, so `make bench` can say where a served call's time goes. */
+	if (timing != NULL && strcmp(timing, "1") == 0)
+		d->envp[e++] = "SANDBOX_AGENT_TIMING=1";
 	d->envp[e] = NULL;
 }
 

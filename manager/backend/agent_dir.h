@@ -27,7 +27,7 @@ struct agent_dir {
 	gid_t host_gid;
 	char env_log_level[64];
 	char *argv[20];                 /* "sandbox-agent", "serve", ...: argv[0] is a name only */
-	char *envp[4];
+	char *envp[5];
 };
 
 /* Canonical paths, the sandbox's ownership of what it writes (a root manager hands tls/, state/,
