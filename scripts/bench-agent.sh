@@ -49,6 +49,9 @@ met() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t) ? "yes" : "no" }'; }
 mkdir -p "$work/bin" "$work/cwd"
 chmod 0755 "$work/bin" "$work/cwd"
 cp "$build/sandbox-agent" "$work/bin/"
+# The kernel's floor beside them: namespaces, id maps and /proc only (scripts/bench-nsfloor.c).
+cc -O2 -static -Wall -Wextra -Werror -o "$work/bin/bench-nsfloor" "$here/scripts/bench-nsfloor.c" ||
+	{ echo "bench-agent: cannot build scripts/bench-nsfloor.c" >&2; exit 1; }
 agent=$work/bin/sandbox-agent
 shm=$(mktemp -d -p /dev/shm infra-sandbox-ba.XXXXXX)
 mkdir -m 700 "$work/receipts"
@@ -63,6 +66,7 @@ block() {
 		case $kind in
 		bare) for ((i = 0; i < n; i++)); do bash -c true; done ;;
 		agent) for ((i = 0; i < n; i++)); do "$agent" exec --receipt-dir "$rdir" -- true >/dev/null || exit 1; done ;;
+		floor) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor" true || exit 1; done ;;
 		esac
 		e=${EPOCHREALTIME/./}
 		# times: line 2 is the children, "XmY.YYYs XmY.YYYs" (user, sys); into a file, since in a
@@ -78,15 +82,18 @@ echo "sandbox-agent bench: $(uname -r), $(nproc) cores, uid $(id -u), load $(cut
 # --- 1. per call -----------------------------------------------------------------------------------
 block bare 10 "" >/dev/null
 block agent 10 "$shm" >/dev/null || { echo "bench-agent: sandbox-agent exec failed:" >&2; "$agent" exec --receipt-dir "$shm" -- true >&2; exit 1; }
-bw=0 bc=0 aw=0 ac=0 dw=0
+block floor 10 "" >/dev/null || { echo "bench-agent: bench-nsfloor failed:" >&2; "$work/bin/bench-nsfloor" true; exit 1; }
+bw=0 bc=0 aw=0 ac=0 dw=0 fw=0 fc=0
 for ((k = 0; k < blocks; k++)); do
 	read -r w c < <(block bare "$runs" "")
 	bw=$((bw + w)) bc=$((bc + c))
 	read -r w c < <(block agent "$runs" "$shm")
 	aw=$((aw + w)) ac=$((ac + c))
+	read -r w c < <(block floor "$runs" "")
+	fw=$((fw + w)) fc=$((fc + c))
 done
 read -r dw _ < <(block agent "$runs" "$work/receipts")
-bw=$((bw / blocks)) bc=$((bc / blocks)) aw=$((aw / blocks)) ac=$((ac / blocks))
+bw=$((bw / blocks)) bc=$((bc / blocks)) aw=$((aw / blocks)) ac=$((ac / blocks)) fw=$((fw / blocks)) fc=$((fc / blocks))
 echo
 echo "per call ($blocks interleaved blocks of $runs calls; wall and CPU = user + sys of the children):"
 printf '  bash -c true                        wall %6d us   CPU %6d us\n' "$bw" "$bc"
@@ -94,8 +101,10 @@ printf '  sandbox-agent exec -- true          wall %6d us   CPU %6d us   (x%s wa
 	"$aw" "$ac" "$(ratio "$aw" "$bw")" "$(ratio "$ac" "$bc")"
 printf '  sandbox-agent exec -- true          wall %6d us                (x%s wall; receipts on %s: two fsyncs)\n' \
 	"$dw" "$(ratio "$dw" "$bw")" "$(df --output=fstype "$work" | tail -1 | tr -d ' ')"
+printf '  the namespaces alone (floor)       wall %6d us   CPU %6d us   (x%s wall, x%s CPU; scripts/bench-nsfloor.c: user, PID, mount ns, /proc)\n' \
+	"$fw" "$fc" "$(ratio "$fw" "$bw")" "$(ratio "$fc" "$bc")"
 r=$(ratio "$aw" "$bw")
-row '`sandbox-agent exec -- true` (receipts on tmpfs)' "x$r wall, x$(ratio "$ac" "$bc") CPU" "<= x1.5" "$(met "$r" 1.5)"
+row '`sandbox-agent exec -- true` (receipts on tmpfs)' "x$r wall, x$(ratio "$ac" "$bc") CPU (the namespaces alone: x$(ratio "$fw" "$bw"))" "<= x1.5" "$(met "$r" 1.5)"
 
 # --- 2. where one call goes ------------------------------------------------------------------------
 echo
