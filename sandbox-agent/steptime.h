@@ -53,7 +53,7 @@ static inline void steptime_mark(enum step s)
 
 /* Counts one wake-up of the agent's wait loop (boundary.c). The count is the agent's own, never in
  * the shared page; the timing line reports it as wakeups=N: a loop that sleeps between events
- * wakes a few times for `true`, a spinning one hundreds of times (agent_basic's wait_no_spin). */
+ * wakes a few times for `true`, a spinning one thousands of times (agent_cleanup.sh's wait_no_spin). */
 void steptime_wakeup(void);
 
 /* Clears every mark (serve, as an exec is claimed: its steps then count from STEP_REQUEST). */
