@@ -17,6 +17,7 @@
 #include <grp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1156,21 +1157,16 @@ int boundary_init_end(const struct boundary *b, struct boundary_init *bi, int64_
 
 /* All of buf to the non-blocking go pipe by until: an init that stopped reading (stopped, or gone)
  * cannot hold the call. */
-static int go_write(int fd, const void *buf, size_t len, int64_t until)
+/* All of iov to the go pipe, within the deadline: one writev for the whole call when the pipe has
+ * room (init then wakes once, with all of it to read), resumed where a partial write stopped. */
+static int go_writev(int fd, struct iovec *iov, int n, int64_t until)
 {
-	const char *p = buf;
+	while (n > 0) {
+		ssize_t done = writev(fd, iov, n);
 
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
+		if (done < 0 && errno == EINTR)
 			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
+		if (done < 0 && errno == EAGAIN) {
 			struct pollfd w = { fd, POLLOUT, 0 };
 			int64_t left = until - clock_mono_ms();
 
@@ -1178,7 +1174,14 @@ static int go_write(int fd, const void *buf, size_t len, int64_t until)
 				return -1;
 			continue;
 		}
-		return -1;
+		if (done <= 0)
+			return -1;
+		for (; n > 0 && (size_t)done >= iov->iov_len; iov++, n--)
+			done -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + done;
+			iov->iov_len -= (size_t)done;
+		}
 	}
 	return 0;
 }
@@ -1187,21 +1190,24 @@ static int go_write(int fd, const void *buf, size_t len, int64_t until)
 static int call_send(const struct boundary *b, int fd, const struct exec_request *req)
 {
 	struct init_call h = { .command_len = (uint32_t)strlen(req->command), .n_env = (uint32_t)req->n_env };
+	struct iovec iov[2 + BOUNDARY_MAX_ENV];
 	int64_t until = clock_mono_ms() + b->teardown_ms;
 	size_t env_len = 0;
 
-	for (size_t i = 0; i < req->n_env; i++)
-		env_len += strlen(req->env[i]) + 1;
+	if (req->n_env > BOUNDARY_MAX_ENV)
+		return -1;
+	for (size_t i = 0; i < req->n_env; i++) {
+		iov[2 + i] = (struct iovec){ (char *)req->env[i], strlen(req->env[i]) + 1 };
+		env_len += iov[2 + i].iov_len;
+	}
 	if (strlen(req->command) > INIT_CALL_COMMAND_MAX || env_len > INIT_CALL_ENV_MAX)
 		return -1;
 	h.env_len = (uint32_t)env_len;
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || go_write(fd, &h, sizeof h, until) < 0 ||
-	    go_write(fd, req->command, h.command_len, until) < 0)
+	iov[0] = (struct iovec){ &h, sizeof h };
+	iov[1] = (struct iovec){ (char *)req->command, h.command_len };
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
 		return -1;
-	for (size_t i = 0; i < req->n_env; i++)
-		if (go_write(fd, req->env[i], strlen(req->env[i]) + 1, until) < 0)
-			return -1;
-	return 0;
+	return go_writev(fd, iov, (int)(2 + req->n_env), until);
 }
 
 /* The waiting init took the call: its READY, which it writes only once it holds the whole call and
