@@ -188,33 +188,42 @@ echo "  inside the daemon (mean per call, from sandbox_manager_call_step_seconds
 paste <(echo "$steps0" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') \
 	<(echo "$steps1" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') |
 	awk -v n="$ncalls" '{ printf "    %-9s %6d us\n", $1, ($4 - $2) * 1e6 / n; t += ($4 - $2) * 1e6 / n } END { printf "    %-9s %6d us\n", "total", t }'
-step_us() { # step_us NAME: the daemon's mean for that step over the loops above
-	paste <(echo "$steps0" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") \
-		<(echo "$steps1" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") |
-		awk -v n="$ncalls" '{ printf "%d", ($2 - $1) * 1e6 / n }'
+# Where a warm CLI call's wall time goes: one more block of CLI calls alone (the MCP calls above
+# start no client), between two snapshots of the daemon's step clock; the agent's own steps of the
+# same calls from its timing lines (sandbox-agent/steptime.h), the last lines of its log.
+cli0=$(mgr metrics)
+read -r cliw _ <<<"$(loop_cpu "$bound" "$runs" "$manager" exec --session "$s" -- true)"
+[ "$cliw" != fail ] || die "sandbox-manager exec failed"
+cli1=$(mgr metrics)
+step_us() { # step_us NAME: the daemon's mean for that step over the CLI block
+	paste <(echo "$cli0" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") \
+		<(echo "$cli1" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") |
+		awk -v n="$runs" '{ printf "%d", ($2 - $1) * 1e6 / n }'
 }
 daemon_us=0
 for k in queue sandbox dispatch command receipt record; do daemon_us=$((daemon_us + $(step_us "$k"))); done
-# The agent's own steps of those warm calls, in microseconds (its timing lines, sandbox-agent/steptime.h):
-# what the agent does on a call's path, from the Exec claimed to the Result sent. The prebuilt init's
+# What the agent does on a call's path, from the Exec claimed to the Result sent. The prebuilt init's
 # own steps (view to drop) are built while the agent is idle and are left out.
 agent_steps=$(grep -h 'sandbox-agent timing (serve exec' "$STATE"/sandboxes/"$s".g*/agent.log 2>/dev/null |
-	tail -n "$ncalls" |
+	tail -n "$runs" |
 	awk -v keep="request begin prepare idmaps cmd_fork landlock seccomp cmd_ran teardown receipt result_json journal result total wakeups" '
 	BEGIN { n = split(keep, order, " "); for (i = 1; i <= n; i++) want[order[i]] = 1 }
 	{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && (kv[1] in want)) { sum[kv[1]] += kv[2]; cnt[kv[1]]++ } }
 	END { for (i = 1; i <= n; i++) if (cnt[order[i]]) printf " %s %d", order[i], sum[order[i]] / cnt[order[i]] }')
 agent_us=$(awk '{ for (i = 1; i < NF; i++) if ($i == "total") print $(i + 1) }' <<<"$agent_steps")
-echo "  where a warm CLI call's wall time goes (means):"
+echo "  where a warm CLI call's wall time goes ($runs more CLI calls, ${cliw} us each; means):"
 printf '    %-92s %6d us\n' "the client's start (sandbox-manager version)" "${wall[version]}" \
 	"control round trip, the client's request and answer (exec - version - the daemon's steps)" \
-	$((wall[cli] - wall[version] - daemon_us)) \
+	$((cliw - wall[version] - daemon_us)) \
 	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits)" \
 	$((daemon_us - $(step_us command))) \
 	"TLS round trip to the agent (the daemon's command step - the agent's own time)" \
 	$(($(step_us command) - ${agent_us:-0})) \
 	"the agent, from the Exec claimed to the Result sent (its steps below)" "${agent_us:-0}"
-echo "  the agent's steps on a warm call's path (SANDBOX_AGENT_TIMING=1, mean of the last $ncalls calls, us):"
+printf '  the daemon'"'"'s steps on those calls (us):'
+for k in queue sandbox dispatch command receipt record; do printf ' %s %d' "$k" "$(step_us "$k")"; done
+echo
+echo "  the agent's steps on those calls (SANDBOX_AGENT_TIMING=1, means, us; each since the previous one):"
 echo "   ${agent_steps:- (no timing lines: the agent log was not found)}"
 
 # --- 1b. 16 sessions in parallel against 16 parallel bare loops -----------------------------------

@@ -82,6 +82,9 @@ int records_open(const char *path, struct records **out, struct sb_err *err);
 int records_open_store(const char *store, struct records **out, struct sb_err *err);
 /* "sqlite" or "postgres". */
 const char *records_store_kind(const struct records *r);
+/* SQLite: how many WAL checkpoints the store's own thread has run; commits never run one
+ * (records_sqlite.c). 0 for PostgreSQL, or when the thread could not start. */
+unsigned long records_sqlite_checkpoints(struct records *r);
 void records_close(struct records *r);
 
 /* Not fenced (a new session): it is created owned by s->owner ("" none) until s->lease_expires_ms. */

@@ -69,6 +69,7 @@ struct records {
 	unsigned prepared;     /* PostgreSQL: statements prepared on this connection, for their names */
 	char fence[65];        /* records_set_fence: the manager id every write about a session must own it as; "" none */
 	struct stmt kept[STMT_KEPT];
+	struct checkpointer *checkpointer; /* SQLite: the WAL's checkpoint thread (records_sqlite.c), or NULL */
 };
 
 /* ---------------------------------------------------------------- statements prepared once (records.c) */

@@ -1395,6 +1395,39 @@ static void test_crash_keeps_committed(void **state)
 	free(e);
 }
 
+/* The WAL's checkpoint runs on the store's own thread, never inside a commit (records_sqlite.c:
+ * SQLite's default ran it in the commit that took the WAL past 1000 pages, 2-11 ms of that call).
+ * Past those pages the thread says it ran, and the database file has taken the WAL's pages while
+ * the store is still open. Without the thread its count stays 0 (the commit checkpoints). */
+static void test_checkpoint_off_the_calls(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	char id[16], *out = control_chars(RECORDS_OUTPUT_LIMIT_DEFAULT, 3);
+	char *result = result_text(out, RECORDS_OUTPUT_LIMIT_DEFAULT, out, RECORDS_OUTPUT_LIMIT_DEFAULT, false);
+	struct stat before, after;
+	int waited = 0;
+
+	assert_int_equal(stat(f->db, &before), 0);
+	session_add(r, "s1");
+	/* each record holds two streams of 64 KiB: 60 of them are well past 1000 pages of 4 KiB */
+	for (int i = 0; i < 60; i++) {
+		snprintf(id, sizeof id, "ck%02d", i);
+		exec_finished(r, id, "s1", 1000 + i, result, receipt_text());
+	}
+	while (records_sqlite_checkpoints(r) == 0 && waited++ < 1000)
+		usleep(10 * 1000);
+	if (records_sqlite_checkpoints(r) == 0)
+		fail_msg("no checkpoint ran on the store's thread within 10 s of 60 large records");
+	assert_int_equal(stat(f->db, &after), 0);
+	if (after.st_size <= before.st_size)
+		fail_msg("the database file did not grow while open (%lld -> %lld bytes)", (long long)before.st_size,
+			 (long long)after.st_size);
+	free(out);
+	free(result);
+	records_close(r);
+}
+
 /* Two connections to one store (two handles here; several managers later): each transition is one
  * compare-and-set on the current state, so of two threads racing to dispatch or to finish the same
  * exec, exactly one wins, every time, and the loser is told the state it found. */
@@ -1576,6 +1609,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_connections_one_transition, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_keeps_committed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_off_the_calls, setup, teardown),
 	};
 
 	int failed = cmocka_run_group_tests_name("records on sqlite", tests, NULL, NULL);
