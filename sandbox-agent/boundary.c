@@ -1155,10 +1155,9 @@ int boundary_init_end(const struct boundary *b, struct boundary_init *bi, int64_
 	return 0;
 }
 
-/* All of buf to the non-blocking go pipe by until: an init that stopped reading (stopped, or gone)
- * cannot hold the call. */
-/* All of iov to the go pipe, within the deadline: one writev for the whole call when the pipe has
- * room (init then wakes once, with all of it to read), resumed where a partial write stopped. */
+/* All of iov to the non-blocking go pipe by until: an init that stopped reading (stopped, or gone)
+ * cannot hold the call. One writev for the whole call when the pipe has room (init then wakes once,
+ * with all of it to read), resumed where a partial write stopped. */
 static int go_writev(int fd, struct iovec *iov, int n, int64_t until)
 {
 	while (n > 0) {
@@ -1189,10 +1188,10 @@ static int go_writev(int fd, struct iovec *iov, int n, int64_t until)
 /* The command and environment, to the waiting init: one header, then the bytes (init.h). */
 static int call_send(const struct boundary *b, int fd, const struct exec_request *req)
 {
-	struct init_call h = { .command_len = (uint32_t)strlen(req->command), .n_env = (uint32_t)req->n_env };
+	size_t command_len = strlen(req->command), env_len = 0;
+	struct init_call h = { .command_len = (uint32_t)command_len, .n_env = (uint32_t)req->n_env };
 	struct iovec iov[2 + BOUNDARY_MAX_ENV];
 	int64_t until = clock_mono_ms() + b->teardown_ms;
-	size_t env_len = 0;
 
 	if (req->n_env > BOUNDARY_MAX_ENV)
 		return -1;
@@ -1200,7 +1199,7 @@ static int call_send(const struct boundary *b, int fd, const struct exec_request
 		iov[2 + i] = (struct iovec){ (char *)req->env[i], strlen(req->env[i]) + 1 };
 		env_len += iov[2 + i].iov_len;
 	}
-	if (strlen(req->command) > INIT_CALL_COMMAND_MAX || env_len > INIT_CALL_ENV_MAX)
+	if (command_len > INIT_CALL_COMMAND_MAX || env_len > INIT_CALL_ENV_MAX)
 		return -1;
 	h.env_len = (uint32_t)env_len;
 	iov[0] = (struct iovec){ &h, sizeof h };

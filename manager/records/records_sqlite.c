@@ -111,7 +111,7 @@ struct checkpointer {
 	pthread_cond_t wake;
 	bool due, stop;
 	sqlite3 *db;         /* the checkpointer's own connection: never the calls' */
-	unsigned long runs;  /* checkpoints run (records_sqlite_checkpoints) */
+	unsigned long runs;  /* checkpoints that ran through (records_sqlite_checkpoints) */
 };
 
 static int wal_committed(void *arg, sqlite3 *db, const char *name, int pages)
@@ -148,7 +148,8 @@ static void *checkpointer_main(void *arg)
 		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
 			sb_warn("records: checkpointing the WAL: %s (the next commit tries again)", sqlite3_errmsg(ck->db));
 		pthread_mutex_lock(&ck->lock);
-		ck->runs++;
+		if (rc == SQLITE_OK)
+			ck->runs++;
 	}
 	pthread_mutex_unlock(&ck->lock);
 	return NULL;
@@ -170,8 +171,15 @@ static void checkpointer_start(struct records *r, const char *path)
 
 	if (ck == NULL)
 		return;
-	pthread_mutex_init(&ck->lock, NULL);
-	pthread_cond_init(&ck->wake, NULL);
+	if (pthread_mutex_init(&ck->lock, NULL) != 0) {
+		free(ck);
+		return;
+	}
+	if (pthread_cond_init(&ck->wake, NULL) != 0) {
+		pthread_mutex_destroy(&ck->lock);
+		free(ck);
+		return;
+	}
 	if (sqlite3_open_v2(path, &ck->db, SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW,
 			    NULL) != SQLITE_OK ||
 	    sqlite3_busy_timeout(ck->db, BUSY_TIMEOUT_MS) != SQLITE_OK ||
