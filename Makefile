@@ -62,7 +62,7 @@ ESCAPE_BIN := $(patsubst tests/escape/%.c,$(BUILD)/tests/escape/%,$(ESCAPE_SRC))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: cluster-image all deps test test-unit test-integration test-asan demo demo-agent bench load soak fuzz image clean
+.PHONY: cluster-image all deps test test-setup test-unit test-integration test-asan demo demo-agent bench load soak fuzz image clean
 
 all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager $(BUILD)/sandbox-manager-daemon
 
@@ -152,11 +152,35 @@ endif
 failpoints:
 	$(MAKE) BUILD=$(BUILD)/fp FAILPOINTS=1 $(BUILD)/fp/sandbox-manager $(BUILD)/fp/sandbox-manager-daemon $(BUILD)/fp/sandbox-agent
 
-test: all failpoints $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
-	python3 tests/docs_check.py docs/isolation.md
-	python3 tests/layering_check.py
-	bash tests/run-unit.sh $(BUILD)
-	SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD)
+# The tests' setup step (scripts/test-setup.sh): the test user, the npm trees from their lockfiles
+# and the rest a test assumes; as root it creates what is missing, otherwise it prints the commands.
+# Every test target runs it first. tests/README.md says how to run one file or case.
+test-setup: | $(DEPS_STAMP)
+	@bash scripts/test-setup.sh
+
+# T=NAME runs one program (test-unit: test_records) or one file or case (test-integration:
+# manager_lock, kubernetes_session, test_agent_serve).
+T ?=
+run_checks      = python3 tests/docs_check.py docs/isolation.md && python3 tests/layering_check.py
+run_unit        = bash tests/run-cmocka.sh $(BUILD) unit $(T)
+run_integration = SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD) $(T)
+
+# One recipe, in order (a -j make runs no two suites at once: they share the test user and ports).
+test: test-setup
+	@[ -z "$(T)" ] || { echo "make test runs everything: T=$(T) goes with make test-unit or make test-integration" >&2; exit 2; }
+	$(MAKE) --no-print-directory all failpoints $(UNIT_BIN) $(ITEST_BIN) $(ESCAPE_BIN)
+	$(run_checks)
+	$(run_unit)
+	$(run_integration)
+
+test-unit: test-setup
+	$(MAKE) --no-print-directory $(UNIT_BIN)
+	$(run_checks)
+	$(run_unit)
+
+test-integration: test-setup
+	$(MAKE) --no-print-directory all failpoints $(ITEST_BIN) $(ESCAPE_BIN)
+	$(run_integration)
 
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=1 test

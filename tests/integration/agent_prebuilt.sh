@@ -15,7 +15,7 @@ PREBUILT_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
 test_prebuilt_serve() {
 	local bin=$TD/test_agent_serve want=5
 	[ -x "$PREBUILT_BUILD/tests/integration/test_agent_serve" ] ||
-		skip "no $PREBUILT_BUILD/tests/integration/test_agent_serve: build it with make test"
+		skip_setup "no $PREBUILT_BUILD/tests/integration/test_agent_serve: build it with make test"
 	if ! cp "$PREBUILT_BUILD/tests/integration/test_agent_serve" "$bin" || ! chmod 0755 "$bin"; then
 		bad "cannot copy the test"
 		return

@@ -50,9 +50,9 @@ fuse_preconditions() {
 	fi
 	[ -c /dev/fuse ] || skip "no /dev/fuse (modprobe fuse failed or is not possible here)"
 	grep -qw fuse /proc/filesystems || skip "the kernel has no fuse filesystem type (/proc/filesystems)"
-	command -v cc >/dev/null || skip "no C compiler (cc) to build tests/fuse/fuse_stall.c"
-	[ -f "$FUSE_SRC" ] || skip "no $FUSE_SRC"
-	[ -n "$FUSE_BUILD" ] || skip "no build directory"
+	command -v cc >/dev/null || skip_setup "no C compiler (cc) to build tests/fuse/fuse_stall.c"
+	[ -f "$FUSE_SRC" ] || skip_setup "no $FUSE_SRC"
+	[ -n "$FUSE_BUILD" ] || skip_setup "no build directory"
 	# Kernels from 6.14 can abort a connection whose request waits too long (/proc/sys/fs/fuse); a stall
 	# shorter than the agent's 5 s bound plus slack would not test the bound.
 	[ -r /proc/sys/fs/fuse/default_request_timeout ] && t_def=$(cat /proc/sys/fs/fuse/default_request_timeout)

@@ -140,7 +140,7 @@ store_pg_start() {
 	rc=$?
 	if [ "$rc" -eq 77 ]; then
 		rmdir "$PGD"
-		skip "no PostgreSQL 15 binaries in $PG_BIN (CI=true fails instead)"
+		skip_setup "no PostgreSQL 15 binaries in $PG_BIN (scripts/deps.sh installs postgresql-15)"
 	fi
 	[ "$rc" -eq 0 ] || { bad "the test PostgreSQL did not start: $(head -c 500 "$TD/pg.err")"; return 1; }
 	# shellcheck disable=SC2034 # read by the manager_*.sh files

@@ -26,7 +26,7 @@ brokers_certs() {
 # then a manager declaring kubernetes:staging (tokenrequest) and kubernetes:prod (rancher).
 brokers_start() {
 	local _ port
-	command -v openssl >/dev/null || skip "openssl is not installed (needed for the test server's certificate)"
+	command -v openssl >/dev/null || skip_setup "openssl is not installed (needed for the test server's certificate)"
 	brokers_certs || { bad "cannot make the test certificates"; return 1; }
 	/usr/bin/python3 "$BROKER_SERVER" --cert "$TD/tls/server.crt" --key "$TD/tls/server.key" \
 		--port-file "$TD/port" --log "$TD/requests.log" --bearer "$BROKER_BEARER" \

@@ -6,7 +6,7 @@
 # docs/operations.md "After a crash" says; the command ran at most once (it appends a line to a file in
 # the worktree); no record is lost or doubled; and the session serves the next call.
 
-fp_need() { [ -n "${FP_MANAGER:-}" ] || skip "no failpoint manager: \`make failpoints\` builds build/fp/sandbox-manager"; }
+fp_need() { [ -n "${FP_MANAGER:-}" ] || skip_setup "no failpoint manager: \`make failpoints\` builds build/fp/sandbox-manager"; }
 
 # fp_start SPEC [SERVE ARGS...]: the failpoint manager on this test's state dir, armed with SPEC
 # (SB_FAILPOINT=NAME[:N][:stop]). Points in agent_client.c count every Exec exchange, and each start

@@ -7,11 +7,11 @@ MCP_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")/../mcp" && pwd)
 
 test_manager_mcp() {
 	local node
-	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	node=$(command -v node) || skip_setup "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
 	[ -d "$MCP_TESTS/node_modules/@modelcontextprotocol/sdk" ] ||
-		skip "tests/mcp/node_modules is missing: run cd tests/mcp && npm ci"
+		skip_setup "tests/mcp/node_modules is missing: run cd tests/mcp && npm ci"
 	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/sdk/package.json" ||
-		skip "tests/mcp/node_modules is not readable by $RUN_USER"
+		skip_setup "tests/mcp/node_modules is not readable by $RUN_USER"
 	mgr_repo && mgr_start --max-timeout-seconds 30 --default-timeout-seconds 10 && mgr_session
 	timeout -k 5 150 "${AS[@]}" "$node" "$MCP_TESTS/client.mjs" --manager "$MANAGER" --socket "$MSOCK" \
 		--session "$SID" --manager-pid "$MGR_PID" --max-timeout 30 --default-timeout 10 >"$TD/mcp.out" 2>&1
@@ -28,11 +28,11 @@ t manager_mcp test_manager_mcp
 # mcp_output_checks: against the manager and session already started (also manager_podman.sh).
 mcp_output_checks() {
 	local node outside
-	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	node=$(command -v node) || skip_setup "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
 	[ -d "$MCP_TESTS/node_modules/@modelcontextprotocol/sdk" ] ||
-		skip "tests/mcp/node_modules is missing: run cd tests/mcp && npm ci"
+		skip_setup "tests/mcp/node_modules is missing: run cd tests/mcp && npm ci"
 	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/sdk/package.json" ||
-		skip "tests/mcp/node_modules is not readable by $RUN_USER"
+		skip_setup "tests/mcp/node_modules is not readable by $RUN_USER"
 	# Outside the worktree, writable by every uid: a write that followed a link would land here.
 	outside=$TD/outside
 	mkdir -p "$outside" && echo "keep me" >"$outside/victim" && chmod 0777 "$outside" && chmod 0666 "$outside/victim"
@@ -57,9 +57,9 @@ t manager_mcp_output test_manager_mcp_output
 # transport's token, Origin, bounds, deadline, cancellation by a closed connection, and refusals.
 test_manager_mcp_v2() {
 	local node
-	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	node=$(command -v node) || skip_setup "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
 	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/client/package.json" ||
-		skip "tests/mcp/node_modules has no @modelcontextprotocol/client readable by $RUN_USER: run cd tests/mcp && npm ci"
+		skip_setup "tests/mcp/node_modules has no @modelcontextprotocol/client readable by $RUN_USER: run cd tests/mcp && npm ci"
 	mgr_repo && mgr_start && mgr_session
 	mkdir -p "$TD/mcp2" && chown "$RUN_USER:" "$TD/mcp2" && chmod 0700 "$TD/mcp2"
 	timeout -k 5 180 "${AS[@]}" "$node" "$MCP_TESTS/client2.mjs" --manager "$MANAGER" --socket "$MSOCK" \
@@ -76,9 +76,9 @@ t manager_mcp_v2 test_manager_mcp_v2
 # scenario passes, or fails for a reason listed there (a one-tool server's design); nothing else.
 test_manager_mcp_conformance() {
 	local node
-	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	node=$(command -v node) || skip_setup "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
 	as_user test -r "$MCP_TESTS/node_modules/@modelcontextprotocol/conformance/package.json" ||
-		skip "tests/mcp/node_modules has no @modelcontextprotocol/conformance readable by $RUN_USER: run cd tests/mcp && npm ci"
+		skip_setup "tests/mcp/node_modules has no @modelcontextprotocol/conformance readable by $RUN_USER: run cd tests/mcp && npm ci"
 	mgr_repo && mgr_start && mgr_session
 	mkdir -p "$TD/conf" && chown "$RUN_USER:" "$TD/conf" && chmod 0700 "$TD/conf"
 	# HOME: the suite may write a cache there; the test user's own, inside this test.
@@ -96,8 +96,8 @@ t manager_mcp_conformance test_manager_mcp_conformance
 # over stdio (its CLI has no Streamable HTTP client).
 test_manager_mcp_inspector() {
 	local node inspector=$MCP_TESTS/node_modules/@modelcontextprotocol/inspector/cli/build/cli.js
-	node=$(command -v node) || skip "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
-	as_user test -r "$inspector" || skip "tests/mcp/node_modules has no inspector readable by $RUN_USER: run cd tests/mcp && npm ci"
+	node=$(command -v node) || skip_setup "node is not installed (Debian: nodejs npm; then cd tests/mcp && npm ci)"
+	as_user test -r "$inspector" || skip_setup "tests/mcp/node_modules has no inspector readable by $RUN_USER: run cd tests/mcp && npm ci"
 	mgr_repo && mgr_start && mgr_session
 	timeout -k 5 60 "${AS[@]}" env HOME="$TD" "$node" "$inspector" --cli "$MANAGER" mcp --session "$SID" --socket "$MSOCK" \
 		--method tools/list >"$TD/insp-list.json" 2>"$TD/insp.err"

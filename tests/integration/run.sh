@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
-# Integration tests against real namespaces: every test in tests/integration/agent_*.sh, manager_*.sh
-# and cluster_*.sh, each run as root and as an unprivileged user. Usage: run.sh BUILD_DIR (SANITIZE=1
-# for build/asan). IT_FILTER=ERE runs only the tests whose names match. Exits non-zero when any test
-# fails; the last line is always "integration: N passed, N failed".
+# Integration tests against real namespaces: the C programs BUILD/tests/integration/test_* (cmocka,
+# tests/run-cmocka.sh), then every test in tests/integration/setup_*.sh, agent_*.sh, manager_*.sh and
+# cluster_*.sh, each run as root and as an unprivileged user. Usage: run.sh BUILD_DIR [NAME] (SANITIZE=1 for
+# build/asan). NAME selects: a file (manager_lock, or manager_lock.sh: the cases it registers or
+# defines), a C program (test_agent_serve), or one case by its name (kubernetes_session); IT_FILTER=ERE
+# selects cases by name as well. Exits non-zero when any test fails or NAME names nothing; the last
+# line is always "integration: N passed, N failed".
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=${1:-build}
+only=${2:-}
+
+# NAME, read: IT_FILE (a file's cases), a C program (run alone, here), or IT_FILTER (a case's name).
+IT_FILE=
+if [ -n "$only" ]; then
+	if [ -f "$here/${only%.sh}.sh" ] && [[ $only != lib* ]]; then
+		IT_FILE=$here/${only%.sh}.sh
+	elif [[ $only == test_* ]]; then
+		exec bash "$here/../run-cmocka.sh" "$build" integration "$only"
+	else
+		IT_FILTER="^${only}\$"
+	fi
+fi
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
 # shellcheck source=tests/integration/lib_manager.sh
@@ -20,17 +37,33 @@ for tool in jq timeout setpriv pgrep python3 sha256sum; do
 	fi
 done
 
-it_setup "${1:-build}"
+if [ -z "$only" ]; then
+	bash "$here/../run-cmocka.sh" "$build" integration || c_failed=1
+fi
+it_setup "$build"
 echo "integration: agent $AGENT, modes: $IT_MODES, host pid ns $HOST_PIDNS, user ns $HOST_USERNS"
 # One podman service and an up-to-date image for the tests that need a container runtime (root only).
 podman_setup
 
-for f in "$here"/agent_*.sh "$here"/manager_*.sh "$here"/cluster_*.sh; do
+for f in "$here"/setup_*.sh "$here"/agent_*.sh "$here"/manager_*.sh "$here"/cluster_*.sh; do
 	echo "== $(basename "$f")"
 	# shellcheck source=/dev/null
 	. "$f"
 done
 
+if [ -n "$only" ] && [ $((IT_PASS + IT_FAIL + IT_SKIP)) -eq 0 ]; then
+	echo "integration: no file, C program or case is named '$only' (tests/README.md)" >&2
+	IT_FAIL=$((IT_FAIL + 1))
+	IT_FAILED+=("$only: nothing by that name")
+fi
+if [ "${c_failed:-0}" -eq 1 ]; then
+	IT_FAIL=$((IT_FAIL + 1))
+	IT_FAILED+=("the C integration programs (tests/run-cmocka.sh, above)")
+fi
+if [ "$IT_SKIP" -gt 0 ]; then
+	echo "skipped (by design, or for want of a setup step outside CI):"
+	printf '  %s\n' "${IT_SKIPPED[@]}"
+fi
 if [ "$IT_FAIL" -gt 0 ]; then
 	echo "failed:"
 	printf '  %s\n' "${IT_FAILED[@]}"

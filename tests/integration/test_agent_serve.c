@@ -956,7 +956,7 @@ static void test_end_killed_at_each_point(void **state)
 
 	if (slash == NULL || (size_t)snprintf(fp_bin, sizeof fp_bin, "%.*s/fp/sandbox-agent", (int)(slash - bin), bin) >=
 				     sizeof fp_bin || access(fp_bin, X_OK) != 0)
-		skip();
+		skip_setup("no failpoint agent beside SANDBOX_AGENT (make failpoints builds BUILD/fp/sandbox-agent)");
 	for (size_t k = 0; k < sizeof points / sizeof points[0]; k++) {
 		struct agent_conn *c;
 		struct agent_exec_request req;

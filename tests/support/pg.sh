@@ -56,6 +56,10 @@ start)
 	fi
 	[ -d "$dir" ] || { echo "pg.sh: $dir is not a directory" >&2; exit 1; }
 	if [ "$(id -u)" -eq 0 ]; then
+		if ! id sbtest >/dev/null 2>&1; then
+			echo "pg.sh: the test user sbtest, who owns the test servers when root runs them, is missing: run make test-setup (scripts/test-setup.sh) as root" >&2
+			exit 1
+		fi
 		chown sbtest: "$dir"
 	fi
 	chmod 0700 "$dir"
