@@ -19,7 +19,7 @@ now_ms() { date +%s%3N; }
 # ---- setup ------------------------------------------------------------------------------------------
 
 # it_setup BUILD: copies the agent and attack programs where the unprivileged user can run them (root-owned,
-# so no test user can change them), creates that user when root, and records the host's namespace inodes.
+# so no test user can change them), checks that user exists when root, and records the host's namespace inodes.
 it_setup() {
 	local build=$1 p
 	# Not under /tmp: `sandbox-agent exec` gives each command a private /tmp, and the attack programs
@@ -54,8 +54,11 @@ it_setup() {
 	GUARD="$HOST_PIDNS $HOST_USERNS"
 
 	if [ "$(id -u)" -eq 0 ]; then
+		# The test user is the setup step's to create (scripts/test-setup.sh), not the harness's: one
+		# place that makes it, so that CI's fresh machine proves that place.
 		if ! id "$IT_USER" >/dev/null 2>&1; then
-			useradd -m -s /bin/bash "$IT_USER" || { echo "integration: cannot create $IT_USER" >&2; exit 1; }
+			echo "integration: the test user $IT_USER is missing: run make test-setup (scripts/test-setup.sh) as root" >&2
+			exit 1
 		fi
 		IT_MODES="root $IT_USER"
 	else
