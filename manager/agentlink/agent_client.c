@@ -169,6 +169,32 @@ static int result_json_check(const char *text, const struct agent_expect *want, 
 	return rc;
 }
 
+#ifdef SB_FAILPOINTS
+/* Test builds only (failpoints manager.agent.result_running, manager.agent.result_exit_code): the
+ * Result as a compromised agent would send it, a non-final status or an exit code its receipt does
+ * not carry; what the manager then records is the test (result_proof.c, docs/reliability.md). */
+static void result_forge(char **text)
+{
+	bool running = failpoint_hit("manager.agent.result_running");
+	bool code = !running && failpoint_hit("manager.agent.result_exit_code");
+	json_t *obj = running || code ? json_loads(*text, 0, NULL) : NULL;
+	char *forged;
+
+	if (obj == NULL)
+		return;
+	if (running)
+		json_object_set_new(obj, "status", json_string("running"));
+	else
+		json_object_set_new(obj, "exit_code", json_integer(json_integer_value(json_object_get(obj, "exit_code")) + 1));
+	forged = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	if (forged != NULL) {
+		free(*text);
+		*text = forged;
+	}
+}
+#endif
+
 static int result_take(const Sandbox__Result *r, const struct agent_expect *want, bool *has_receipt,
 		       struct agent_reply *out, struct sb_err *err)
 {
@@ -178,6 +204,9 @@ static int result_take(const Sandbox__Result *r, const struct agent_expect *want
 	out->result_json = strdup(r->result_json);
 	if (out->result_json == NULL)
 		return sb_fail(err, ENOMEM, "keeping the result of exec %s", want->exec_id);
+#ifdef SB_FAILPOINTS
+	result_forge(&out->result_json);
+#endif
 	return 0;
 }
 

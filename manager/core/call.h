@@ -44,7 +44,8 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 /* Between two tries that reached no agent: the runtime's evidence, a short probe, says the sandbox is
  * gone. A cancel during the probe is deferred to its end (stop() and evidence() never at once). */
 bool call_sandbox_proven_gone(struct manager *m, struct call *c);
-/* The reply has a result and a receipt verified for this exec, nonce and generation. */
+/* The reply has a result and a receipt verified for this exec, nonce and generation, and the result
+ * says what the receipt proves (result_proof.h): status, exit code, signal, byte counts, digests. */
 int call_result_verify(struct call *c, struct sb_err *err);
 /* The reply's result as a JSON object, or NULL. */
 json_t *call_result_parse(const struct call *c);

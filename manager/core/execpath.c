@@ -27,6 +27,7 @@
 #include "pathfmt.h"
 #include "random.h"
 #include "receipt_mac.h"
+#include "result_proof.h"
 
 #define COMMAND_MAX (1024 * 1024)
 #define CONNECT_MS 10000
@@ -217,7 +218,8 @@ static void env_fill(struct agent_env *env, size_t *n, const char *scratch, cons
 
 int call_result_verify(struct call *c, struct sb_err *err)
 {
-	json_t *receipt;
+	json_t *receipt, *result;
+	int rc;
 
 	if (c->reply.result_json == NULL)
 		return sb_fail(err, EPROTO, "no result");
@@ -233,8 +235,13 @@ int call_result_verify(struct call *c, struct sb_err *err)
 		json_decref(receipt);
 		return sb_fail(err, EPROTO, "the receipt says the command's namespace was not confirmed empty");
 	}
+	/* The result travels unsigned: it is recorded only as far as the receipt proves it. A mismatch
+	 * is the agent's word against its own receipt: uncertain, the sandbox retired (the caller). */
+	result = json_loads(c->reply.result_json, JSON_REJECT_DUPLICATES, NULL);
+	rc = result_proof_check(result, receipt, err);
+	json_decref(result);
 	json_decref(receipt);
-	return 0;
+	return rc;
 }
 
 /* A cancel found the call's sandbox busy (cancel.c): it is being stopped. */

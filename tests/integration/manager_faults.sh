@@ -163,6 +163,40 @@ test_manager_fault_cut_result() {
 }
 t manager_fault_cut_result test_manager_fault_cut_result
 
+# A compromised agent's word (failpoints manager.agent.result_running and result_exit_code forge the
+# Result as it arrives, the receipt untouched): the manager records only what the receipt proves. The
+# call is uncertain with the reason, its sandbox retired; the session's next call runs on a new one;
+# a restart finds nothing left in flight and starts (issue 27: a non-final status used to stay
+# `dispatched`, and the next start refused to run).
+fault_agent_lies() {
+	local point=$1 why=$2 m
+	fp_need
+	m=$(unique_marker)
+	mgr_repo && fp_start "$point:3" && mgr_session || return
+	mgr exec --session "$SID" -- 'echo first'
+	assert_eq "the call before the forged result" 0 "$RC"
+	mgr exec --session "$SID" -- "$(fault_command "$m")"
+	assert_eq "the call's exit code (stderr: $(head -c 300 "$ERR"))" 125 "$RC"
+	assert_eq "the client's line" "sandbox-manager: the command's outcome is uncertain: $why" "$(cat "$ERR")"
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["uncertain","exited"]'
+	assert_match "the recorded reason" "$why" "$(jr '.records[0].reason')"
+	assert_eq "the command ran" 1 "$(runs_of "$m")"
+	fault_next_call '["exited","uncertain","exited"]'
+	mgr session show --session "$SID"
+	assert_json .generation 2
+	# The normal manager, after a crash, on the same records starts: nothing was left dispatched.
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	MANAGER=$IT_ROOT/bin/sandbox-manager mgr_start || return
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","uncertain","exited"]'
+}
+test_manager_fault_result_running() { fault_agent_lies manager.agent.result_running "the agent's result says status \"running\", which no finished exec has"; }
+test_manager_fault_result_exit_code() { fault_agent_lies manager.agent.result_exit_code "the agent's result says exit_code 4, its receipt 3"; }
+t manager_fault_result_running test_manager_fault_result_running
+t manager_fault_result_exit_code test_manager_fault_result_exit_code
+
 # The normal build holds no failpoint (the names are the proof), the failpoint build every one.
 test_manager_fault_build() {
 	local names
@@ -170,6 +204,6 @@ test_manager_fault_build() {
 	names=$(cat "$MANAGER" "$MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' | sort -u | tr '\n' ' ')
 	assert_eq "failpoint names in the normal manager" "" "$names"
 	names=$(cat "$FP_MANAGER" "$FP_MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' | sort -u | tr '\n' ' ')
-	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.result_read manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded " "$names"
+	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded " "$names"
 }
 t manager_fault_build test_manager_fault_build
