@@ -9,8 +9,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -182,6 +185,24 @@ static int root_enter(struct sandbox_init *si, int root, struct sb_err *err)
 	return si->workdir == NULL ? 0 : mfd_cwd_enter(si->workdir, err);
 }
 
+/* The sandbox's network namespace starts with its loopback down: up, so that a command's own
+ * servers on 127.0.0.1 work (the network policy `none` is this and nothing more; `open` adds a
+ * device of slirp4netns, process_net.c). Needs the namespace's CAP_NET_ADMIN, held until execve. */
+static int loopback_up(struct sb_err *err)
+{
+	struct ifreq ifr;
+	cleanup_close int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	memset(&ifr, 0, sizeof ifr);
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		return sb_fail_errno(err, "reading the flags of the sandbox's loopback");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		return sb_fail_errno(err, "bringing the sandbox's loopback up");
+	return 0;
+}
+
 static int stdio_attach(const struct sandbox_init *si, struct sb_err *err)
 {
 	/* All our descriptors are above 2 (the manager moved them there: process_launch.c
@@ -229,6 +250,8 @@ void sandbox_init_main(struct sandbox_init *si)
 		sb_err_prefix(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)si->uid, (unsigned)si->gid);
 		die_report(si->error_fd, &err);
 	}
+	if (loopback_up(&err) < 0)
+		die_report(si->error_fd, &err);
 	/* The root, while we hold the namespace's CAP_SYS_ADMIN (every capability: the first
 	 * process of a new user namespace holds the full set in it, whatever its uid). */
 	root = root_mount(si, &err);

@@ -6,7 +6,8 @@
 # systemd: systemd-analyze verify of the units (tests/integration/manager_install.sh; no running
 # systemd is needed). libpq-dev: the records' PostgreSQL store (`serve --store postgres:...`);
 # postgresql-15: its binaries, for the servers the tests start of their own on a unix socket
-# (tests/support/pg.sh); the package's own cluster is not used.
+# (tests/support/pg.sh); the package's own cluster is not used. slirp4netns: the network policy
+# `open` of the process backend's sandboxes (manager/backend/process_net.c).
 set -euo pipefail
 
 packages=(
@@ -15,7 +16,7 @@ packages=(
 	libcurl4-openssl-dev libsqlite3-dev libpq-dev libjansson-dev libcmocka-dev
 	git jq util-linux procps passwd iproute2 nodejs python3 openssl
 	podman runc uidmap debootstrap curl
-	sqlite3 systemd postgresql-15
+	sqlite3 systemd postgresql-15 slirp4netns
 )
 
 missing=()

@@ -17,6 +17,11 @@ cd "$repo"
 # initdb refuses root). Only a root run needs it: an unprivileged run is its own test user.
 test_user=sbtest
 
+# The tun device: slirp4netns, the process backend's network `open`, opens it as the manager's user;
+# udev makes it 0666 on a standard Debian, some machines (these) have it 0600, root's only.
+tun=/dev/net/tun
+tun_open() { [ "$(stat -c %a "$tun" 2>/dev/null)" = 666 ]; }
+
 # The npm trees, each from its lockfile: the MCP SDK client, its conformance suite and inspector
 # (tests/mcp), Claude Code and the Agent SDK (tests/frameworks/claude), Codex (tests/frameworks/codex:
 # --ignore-scripts, its binary comes in the package and its install script would download).
@@ -65,6 +70,11 @@ reset() {
 		userdel -r "$test_user" 2>/dev/null || userdel "$test_user"
 		echo "test-setup: removed the user $test_user and its home"
 	fi
+	# What a machine without udev's rule has (CI's do): the setup step must open it again.
+	if [ "${CI:-}" = true ] && [ -c "$tun" ]; then
+		chmod 0600 "$tun"
+		echo "test-setup: $tun back to 0600"
+	fi
 	for t in "${npm_trees[@]}"; do
 		[ -d "$t/node_modules" ] || continue
 		rm -rf "$t/node_modules"
@@ -84,6 +94,7 @@ missing_items() {
 	if is_root && ! id "$test_user" >/dev/null 2>&1; then
 		echo user
 	fi
+	tun_open || echo tun
 	for t in "${npm_trees[@]}"; do
 		npm_tree_current "$t" || echo "npm $t"
 	done
@@ -93,6 +104,7 @@ missing_items() {
 say() {
 	case $1 in
 	user) echo "useradd -m -s /bin/bash $test_user" ;;
+	tun) echo "chmod 0666 $tun   # as root; udev's own mode on a standard Debian" ;;
 	npm\ *) echo "(cd $repo/${1#npm } && npm ci $(npm_ci_args "${1#npm }"))" ;;
 	esac
 }
@@ -102,6 +114,7 @@ make_item() {
 	local dir
 	case $1 in
 	user) useradd -m -s /bin/bash "$test_user" ;;
+	tun) chmod 0666 "$tun" ;;
 	npm\ *)
 		dir=${1#npm }
 		# shellcheck disable=SC2046 # the fixed option words

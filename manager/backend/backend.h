@@ -26,9 +26,22 @@ struct sandbox_bound {
 
 /* Everything a backend needs to start one sandbox generation. The manager core has already
  * issued the agent's certificate and written the receipt key into private_dir. */
+/* A session's network policy (issue 26, N1): every sandbox has a network namespace of its own;
+ * `none` gives it loopback only, `open` also a way out through a user-mode NAT (process backend:
+ * slirp4netns) from which the host's loopback, and so the manager's listeners, are unreachable. */
+enum sandbox_network {
+	SANDBOX_NETWORK_OPEN = 0,   /* the default, as the seed describes */
+	SANDBOX_NETWORK_NONE,
+};
+
+/* "open" or "none"; sandbox_network_parse: 0, or -1 for any other word. */
+const char *sandbox_network_name(enum sandbox_network n);
+int sandbox_network_parse(const char *word, enum sandbox_network *out);
+
 struct sandbox_spec {
 	const char *session;
 	uint64_t generation;
+	enum sandbox_network network;    /* the session's policy */
 	const struct mount_plan *plan;   /* from mount_plan_build(): what the sandbox sees */
 	const char *private_dir;         /* manager-owned, 0700: tls/ (agent.crt, agent.key, ca.crt),
 					  * state/ (the agent's --state-dir, with receipt.key), sock/ */
@@ -130,6 +143,7 @@ struct process_settings {
 	int64_t memory_bytes;            /* per sandbox in its cgroup: memory.max (memory.swap.max 0), */
 	int64_t pids;                    /* pids.max, */
 	int64_t nano_cpus;               /* cpu.max in 1e-9 CPUs; 0: that limit is not set */
+	char slirp4netns[PATH_MAX];      /* the user-mode NAT of the `open` policy; "": /usr/bin/slirp4netns */
 };
 
 /* Without a cgroup_parent, sandboxes get no memory, pids or CPU limit beyond the tmpfs sizes and

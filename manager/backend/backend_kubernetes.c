@@ -387,6 +387,12 @@ static int kube_prepare(struct backend *be, const struct sandbox_spec *spec, str
 	int rc = -1;
 
 	memset(h, 0, sizeof *h);
+	/* Fail closed: a pod always has the pod network, so loopback only cannot be given (the config
+	 * and session create refuse it first). */
+	if (spec->network == SANDBOX_NETWORK_NONE) {
+		free(d);
+		return sb_fail(err, 0, "network none: a pod always has the pod network (docs/isolation.md, N1)");
+	}
 	if (d == NULL)
 		return sb_fail(err, ENOMEM, "preparing a pod");
 	if (spec == NULL || spec->session == NULL || spec->plan == NULL || spec->private_dir == NULL ||

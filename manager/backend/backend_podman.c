@@ -273,7 +273,9 @@ static json_t *container_body(const struct podman *p, const struct agent_dir *d,
 			 "infra-sandbox.private-dir", d->private_dir,
 			 "AttachStdin", 0,
 			 "HostConfig", "Binds", binds, "Tmpfs", tmpfs, "SecurityOpt", security_json(p), "CapDrop", "ALL",
-			 "ReadonlyRootfs", 1, "NetworkMode", p->set.network, "NanoCpus", (json_int_t)p->set.nano_cpus,
+			 "ReadonlyRootfs", 1, "NetworkMode",
+			 /* The session's policy none: the runtime's own loopback-only namespace. */
+			 spec->network == SANDBOX_NETWORK_NONE ? "none" : p->set.network, "NanoCpus", (json_int_t)p->set.nano_cpus,
 			 "Memory", (json_int_t)p->set.memory_bytes, "MemorySwap", (json_int_t)p->set.memory_bytes,
 			 "PidsLimit", (json_int_t)p->set.pids, "ShmSize", (json_int_t)p->set.shm_bytes,
 			 "RestartPolicy", "Name", "no", "AutoRemove", 0);

@@ -22,3 +22,20 @@ int backend_image_check(const char *image, struct sb_err *err)
 			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", image);
 	return 0;
 }
+
+static const char *const network_names[] = { [SANDBOX_NETWORK_OPEN] = "open", [SANDBOX_NETWORK_NONE] = "none" };
+
+const char *sandbox_network_name(enum sandbox_network n)
+{
+	return (size_t)n < sizeof network_names / sizeof network_names[0] ? network_names[n] : "?";
+}
+
+int sandbox_network_parse(const char *word, enum sandbox_network *out)
+{
+	for (size_t i = 0; word != NULL && i < sizeof network_names / sizeof network_names[0]; i++)
+		if (strcmp(word, network_names[i]) == 0) {
+			*out = (enum sandbox_network)i;
+			return 0;
+		}
+	return -1;
+}

@@ -51,6 +51,7 @@ struct process_handle {
 	pid_t pid;                      /* the sandbox's init on the host */
 	int pidfd;                      /* -1 when not held */
 	char cgroup[CGROUP_NAME_MAX];   /* its cgroup under the delegated parent, or "" */
+	pid_t net_pid;                  /* its slirp4netns, this manager's child; 0: none (or not ours) */
 };
 
 _Static_assert(sizeof(struct process_handle) <= SANDBOX_RUNTIME_BYTES, "struct process_handle outgrew the handle");
@@ -83,6 +84,18 @@ void steps_free(struct steps *s);
 /* prepare(): check the spec, start the sandbox, wait for its agent (bounded); on failure nothing
  * is left running, or err says that its end is not proven. */
 int process_launch(struct process *p, const struct sandbox_spec *spec, struct sandbox_handle *h, struct sb_err *err);
+
+/* ---- process_net.c ---- */
+
+/* The network policy on a sandbox whose init (init_pid, init_pidfd) is cloned into its own network
+ * namespace and not yet released: `none`, nothing more; `open`, slirp4netns attached and its device
+ * configured (bounded). Its words go to log_fd. 0, or -1 with err. */
+int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
+		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err);
+
+/* Once the sandbox's init is proven gone: its network helper (a child of this manager, or 0 for
+ * none) has left by itself, or is killed, and is reaped, within a bound. *net_pid becomes 0. */
+void process_net_reap(pid_t *net_pid);
 
 /* ---- process_cgroup.c ---- */
 

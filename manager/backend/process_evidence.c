@@ -180,12 +180,14 @@ int process_stop(struct backend *be, struct sandbox_handle *h, struct sb_err *er
 	return 0;
 }
 
-/* After the evidence: the sandbox's cgroup is empty now, and goes. A cgroup that will not go is
- * logged (the next start sweeps it); it holds no process, so the evidence stands. */
+/* After the evidence: the sandbox's network helper is reaped, and its cgroup, empty now, goes. A
+ * cgroup that will not go is logged (the next start sweeps it); it holds no process, so the evidence
+ * stands. */
 static void evidence_cgroup_remove(struct process *p, struct process_handle *ph)
 {
 	struct sb_err err;
 
+	process_net_reap(&ph->net_pid);
 	if (ph->cgroup[0] == '\0' || p->cgroup_fd < 0)
 		return;
 	if (cgroup_remove(p, ph->cgroup, &err) < 0)

@@ -1,7 +1,7 @@
 /* One prepare() of the process backend (process.h), manager, outside: the agent's private directory,
- * the planned root, the pipes, the clone into new user, PID, mount, IPC and UTS namespaces (into the
- * sandbox's cgroup), the id maps, the release of sandbox init, then bounded waits for its setup and
- * for the agent's socket. A failed launch leaves nothing running, or says that its end is not proven.
+ * the planned root, the pipes, the clone into new user, PID, mount, IPC, UTS and network namespaces
+ * (into the sandbox's cgroup), the id maps, the network (process_net.c), the release of sandbox
+ * init, then bounded waits for its setup and for the agent's socket. A failed launch leaves nothing running, or says that its end is not proven.
  * Must never allocate or call glibc fork/malloc in the clone (sandbox_init.c runs there). */
 #include "process.h"
 
@@ -40,6 +40,7 @@ struct launch {
 	int cgroup_fd;                  /* the sandbox's own cgroup, -1 when none */
 	char cgroup_name[CGROUP_NAME_MAX]; /* its name under the delegated parent, "" when none */
 	bool groups_drop;               /* a root manager: init drops the supplementary groups it inherited */
+	enum sandbox_network network;   /* the session's policy (process_net.c) */
 };
 
 static void fd_close(int *fd)
@@ -86,6 +87,7 @@ static int launch_paths(struct launch *l, const struct sandbox_spec *spec, struc
 static int launch_command(struct launch *l, const struct sandbox_spec *spec)
 {
 	l->workdir = spec->plan->workdir;
+	l->network = spec->network;
 	return 0;
 }
 
@@ -142,13 +144,16 @@ static pid_t sandbox_clone(struct launch *l, int *pidfd, struct sb_err *err)
 		.groups_drop = l->groups_drop, .go_fd = l->go[0], .error_fd = l->error[1], .log_fd = l->log_fd,
 		.null_fd = l->null_fd,
 	};
-	pid_t pid = spawn_clone_into(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
+	/* A network namespace of its own (issue 26, N1): the host's loopback services, the manager's
+	 * listeners among them, and its abstract unix sockets are out of every command's reach. */
+	pid_t pid = spawn_clone_into(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+					     CLONE_NEWNET,
 				     l->cgroup_fd, pidfd, err);
 
 	if (pid == 0)
 		sandbox_init_main(&init);
 	if (pid < 0)
-		sb_err_prefix(err, "creating the sandbox's user, PID, mount, IPC and UTS namespaces");
+		sb_err_prefix(err, "creating the sandbox's user, PID, mount, IPC, UTS and network namespaces");
 	return pid;
 }
 
@@ -196,6 +201,7 @@ static void sandbox_abort(struct sandbox_handle *h, struct sb_err *err)
 		return;
 	}
 	close(ph->pidfd);
+	process_net_reap(&ph->net_pid);
 	handle_clear(h);
 }
 
@@ -253,6 +259,7 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 			memset(&info, 0, sizeof info);
 			if (waitid((idtype_t)P_PIDFD, (id_t)ph->pidfd, &info, WEXITED) == 0) {
 				close(ph->pidfd);
+				process_net_reap(&ph->net_pid);
 				handle_clear(h);
 			}
 			log_tail(l, tail, sizeof tail);
@@ -278,10 +285,10 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 	unsigned long long start;
 	pid_t pid = sandbox_clone(l, &ph->pidfd, err);
 
-	/* Init's ends of the pipes and its stdio are its own now. */
+	/* Init's ends of the pipes and its stdio are its own now (the log stays ours until the
+	 * network's helper has it too). */
 	fd_close(&l->go[0]);
 	fd_close(&l->error[1]);
-	fd_close(&l->log_fd);
 	fd_close(&l->null_fd);
 	if (pid < 0) {
 		ph->pidfd = -1;
@@ -316,6 +323,12 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 		sandbox_abort(h, err);
 		return -1;
 	}
+	/* The network before init goes on: no step of the sandbox, and no command, runs without it. */
+	if (process_net_attach(l->set, l->network, pid, ph->pidfd, l->log_fd, &ph->net_pid, err) < 0) {
+		sandbox_abort(h, err);
+		return -1;
+	}
+	fd_close(&l->log_fd);
 	if (write(l->go[1], "1", 1) != 1) {
 		sb_fail_errno(err, "releasing sandbox init");
 		sandbox_abort(h, err);

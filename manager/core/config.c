@@ -118,6 +118,7 @@ static int defaults(struct config *c, struct sb_err *err)
 	}
 	snprintf(c->backend, sizeof c->backend, "process");
 	snprintf(c->podman_network, sizeof c->podman_network, "bridge");
+	snprintf(c->network, sizeof c->network, "open");
 	c->sandbox_nano_cpus = 2000000000;
 	c->sandbox_memory_mib = 2048;
 	c->sandbox_pids = 1024;
@@ -188,6 +189,11 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return bytes_set(key[0] == 't' ? &c->tmp_bytes : &c->shm_bytes, value, 1LL << 20, 64LL << 30, key, err);
 	if (strcmp(key, "cgroup-parent") == 0)
 		return str_set(c->cgroup_parent, sizeof c->cgroup_parent, value, key, err);
+	if (strcmp(key, "network") == 0) {
+		if (strcmp(value, "open") != 0 && strcmp(value, "none") != 0)
+			return sb_fail(err, 0, "config: network must be open or none, not '%s'", value);
+		return str_set(c->network, sizeof c->network, value, key, err);
+	}
 
 	if (strcmp(key, "state-dir") == 0)
 		return str_set(c->state_dir, sizeof c->state_dir, value, key, err);
@@ -351,6 +357,8 @@ void config_usage(FILE *f)
 	      "  --image NAME                   podman, kubernetes: the sandbox image\n"
 	      "  --podman-seccomp FILE          podman: a seccomp profile (images/seccomp.json)\n"
 	      "  --podman-network MODE          podman: the containers' network (default bridge)\n"
+	      "  --network open|none            a session's network when it names none (default open: a NAT\n"
+	      "                                 without the host's loopback; none: loopback only)\n"
 	      "  --kubeconfig PATH              kubernetes: the API server and credentials (default: in-cluster)\n"
 	      "  --namespace NS                 kubernetes: the pods' namespace (default: the context's)\n"
 	      "  --k8s-volume hostpath:DIR|pvc:CLAIM  kubernetes: where the node sees the manager's volume, or\n"
@@ -376,6 +384,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
 		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
 		{ "store", 1, NULL, 0 }, { "manager-id", 1, NULL, 0 }, { "lease-ms", 1, NULL, 0 },
+		{ "network", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -444,6 +453,9 @@ static int kubernetes_check(const struct config *c, struct sb_err *err)
 	if (c->image[0] == '\0')
 		return sb_fail(err, EINVAL, "config: the kubernetes backend needs image, the sandbox image's name, present "
 			       "on the node (imagePullPolicy Never)");
+	if (strcmp(c->network, "none") == 0)
+		return sb_fail(err, 0, "config: network none needs a runtime that gives a sandbox loopback only; a pod "
+			       "always has the pod network (docs/isolation.md, N1): use the process or podman backend");
 	if (strncmp(c->k8s_volume, "pvc:", 4) == 0) {
 		const char *claim = c->k8s_volume + 4;
 		size_t n = strlen(claim);

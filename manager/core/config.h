@@ -19,6 +19,7 @@ struct config {
 	char image[256];            /* podman, kubernetes: the sandbox image (images/), the agent as entrypoint */
 	char podman_seccomp[PATH_MAX]; /* podman: seccomp profile (images/seccomp.json); "" = podman's */
 	char podman_network[64];    /* podman: the containers' network mode, default "bridge" */
+	char network[8];            /* a new session's network policy when it names none: "open" or "none" */
 	int64_t sandbox_nano_cpus;  /* limits of each sandbox: podman's, or the process backend's cgroup */
 	int64_t sandbox_memory_mib; /* (only with cgroup_parent: without one it sets none) */
 	int64_t sandbox_pids;

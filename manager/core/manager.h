@@ -45,6 +45,7 @@ struct live_sandbox {
 	char authority[8192];          /* the grants it was prepared with (canonical JSON) */
 	char workdir[PATH_MAX];        /* from the mount plan: where every call starts */
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
+	enum sandbox_network network;  /* the session's policy, recorded with it (backend.h) */
 };
 
 /* A tagged cancel that came before its call ran (cancel.c): kept for the call, which takes it when

@@ -180,6 +180,7 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	spec.credentials_dir = credentials;
 	spec.session = l->session;
 	spec.generation = l->generation;
+	spec.network = l->network;
 	spec.plan = &plan;
 	spec.private_dir = private_sub;
 	spec.agent_path = m->cfg.agent;
@@ -263,6 +264,13 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 		return sb_fail(err, ENOMEM, "allocating a sandbox");
 	}
 	snprintf(l->session, sizeof l->session, "%s", session);
+	/* The recorded policy, never a default: a session's network does not change under it. */
+	if (sandbox_network_parse(s->network, &l->network) < 0) {
+		workspace_free(&ws);
+		free(l);
+		return sb_fail(err, EINVAL, "session %s records the network policy '%.15s', neither open nor none",
+			       session, s->network);
+	}
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */
 	rc = records_session_bump_generation(m->rec, session, &l->generation, err);
 	if (rc == 0)

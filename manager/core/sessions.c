@@ -74,8 +74,8 @@ static json_t *grants_check(struct manager *m, json_t *grants)
 	return NULL;
 }
 
-static int session_store(struct manager *m, const struct workspace *ws, const char *repo, json_t *grants,
-			 struct sb_err *err)
+static int session_store(struct manager *m, const struct workspace *ws, const char *repo, const char *network,
+			 json_t *grants, struct sb_err *err)
 {
 	struct session_row s;
 	char res[128];
@@ -90,6 +90,7 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 	snprintf(s.worktree, sizeof s.worktree, "%s", ws->worktree);
 	snprintf(s.branch, sizeof s.branch, "%s", ws->branch ? ws->branch : "");
 	snprintf(s.state, sizeof s.state, "active");
+	snprintf(s.network, sizeof s.network, "%s", network);
 	s.created_ms = clock_real_ms();
 	/* Owned by the manager that made it, from its first row on (docs/scaling.md). */
 	snprintf(s.owner, sizeof s.owner, "%s", m->cfg.manager_id);
@@ -108,13 +109,20 @@ json_t *sessions_create(struct manager *m, json_t *req)
 	const char *identity = json_string_value(json_object_get(req, "identity"));
 	const char *repo = json_string_value(json_object_get(req, "repo"));
 	const char *branch = json_string_value(json_object_get(req, "branch"));
-	json_t *grants = json_object_get(req, "grants"), *resp;
+	json_t *grants = json_object_get(req, "grants"), *resp, *net = json_object_get(req, "network");
+	const char *network = net && !json_is_null(net) ? json_string_value(net) : m->cfg.network;
+	enum sandbox_network policy;
 	struct workspace ws;
 	struct sb_err err;
 	char id[2 * SESSION_ID_BYTES + 1];
 
 	if (identity == NULL || repo == NULL)
 		return control_error("invalid", "session create needs an identity and a repo");
+	if (sandbox_network_parse(network, &policy) < 0)
+		return control_error("invalid", "network must be open or none");
+	if (policy == SANDBOX_NETWORK_NONE && strcmp(m->cfg.backend, "kubernetes") == 0)
+		return control_error("refused", "network none needs a runtime that gives a sandbox loopback only; a pod "
+				     "always has the pod network (docs/isolation.md, N1)");
 	if (workspace_name_check("identity", identity, &err) < 0)
 		return control_error_from("invalid", &err);
 	if ((resp = grants_check(m, grants)) != NULL)
@@ -123,7 +131,7 @@ json_t *sessions_create(struct manager *m, json_t *req)
 		return control_error_from("internal", &err);
 	if (workspace_create(m->cfg.volume, identity, id, repo, branch, &ws, &err) < 0)
 		return control_error_from("refused", &err);
-	if (session_store(m, &ws, repo, grants, &err) < 0) {
+	if (session_store(m, &ws, repo, network, grants, &err) < 0) {
 		struct sb_err ignored;
 
 		/* No record, no workspace: nothing half-made stays behind. */
@@ -131,8 +139,9 @@ json_t *sessions_create(struct manager *m, json_t *req)
 		workspace_free(&ws);
 		return control_error_from("internal", &err);
 	}
-	sb_info("session %s created for %s on %s", id, identity, repo);
-	resp = json_pack("{s:b, s:s, s:s, s:s?}", "ok", 1, "session", id, "worktree", ws.worktree, "branch", ws.branch);
+	sb_info("session %s created for %s on %s (network %s)", id, identity, repo, network);
+	resp = json_pack("{s:b, s:s, s:s, s:s?, s:s}", "ok", 1, "session", id, "worktree", ws.worktree, "branch",
+			 ws.branch, "network", network);
 	workspace_free(&ws);
 	return resp;
 }
@@ -215,11 +224,11 @@ json_t *sessions_show(struct manager *m, const char *id)
 				    "generation", (json_int_t)sb.generation, "state", sb.state, "evidence",
 				    sb.evidence[0] ? sb.evidence : NULL);
 	}
-	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o}", "ok", 1, "session",
+	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s}", "ok", 1, "session",
 			 s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch", s.branch,
 			 "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn, "sandbox",
 			 sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
-			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id));
+			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id), "network", s.network);
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)

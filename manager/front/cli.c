@@ -124,14 +124,17 @@ static const struct command cmd_session = {
 static const struct command cmd_session_create = {
 	"session create",
 	"usage: sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
-	"                                      [--socket PATH]...\n"
+	"                                      [--network open|none] [--socket PATH]...\n"
 	"\n"
-	"Creates a session and its worktree; prints {\"session\", \"worktree\", \"branch\"}.\n"
+	"Creates a session and its worktree; prints {\"session\", \"worktree\", \"branch\", \"network\"}.\n"
 	"\n"
 	"  --identity ID          whose session (required)\n"
 	"  --repo PATH_OR_URL     the repository to work on (required)\n"
 	"  --branch B             the worktree's branch (default: a new sandbox/<session> branch)\n"
 	"  --grant RES=ACCESS     a declared resource, read or write (repeatable)\n"
+	"  --network open|none    its sandboxes' network (default: the manager's, open unless configured):\n"
+	"                         open reaches out through a NAT that keeps the host's loopback out;\n"
+	"                         none has loopback only\n"
 	SOCKET_HELP HELP_HELP,
 };
 
@@ -278,19 +281,19 @@ static int session_create(int argc, char **argv)
 	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "identity", 1, NULL, NULL, 0 }, { "repo", 1, NULL, NULL, 0 },
 			    { "branch", 1, NULL, NULL, 0 },   { "grant", 1, NULL, json_array(), 0 },
-			    { "socket", 1, NULL, sockets, 0 } };
+			    { "socket", 1, NULL, sockets, 0 }, { "network", 1, NULL, NULL, 0 } };
 	json_t *req;
 	int code = 0;
 
 	if (f[3].values == NULL)
 		return request_fail(NULL);
-	if (flags_only(c, argc, argv, f, 5, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
+	if (flags_only(c, argc, argv, f, 6, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
 	    (code = flag_required(c, &f[1])) != 0 || (code = flags_utf8(c, f, 3)) != 0) {
 		json_decref(f[3].values);
 		return code;
 	}
-	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", "session.create", "identity", f[0].value, "repo",
-			f[1].value, "branch", f[2].value, "grants", f[3].values);
+	req = json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s*}", "op", "session.create", "identity", f[0].value, "repo",
+			f[1].value, "branch", f[2].value, "grants", f[3].values, "network", f[5].value);
 	if (req == NULL)
 		return request_fail(NULL);
 	return print_response(mcli_call(sockets, req));

@@ -9,7 +9,7 @@
 #include "records_internal.h"
 
 /* The same numbers as records_schema.c's: a version means the same tables in either store. */
-#define PG_SCHEMA_VERSION 3
+#define PG_SCHEMA_VERSION 4
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a constant into SQL text */
 /* pg_advisory_xact_lock's key for the migration: "sbrecord" in ASCII. */
@@ -81,6 +81,11 @@ static const char PG_SCHEMA_V3[] =
 	"  id TEXT COLLATE \"C\" PRIMARY KEY, incarnation TEXT NOT NULL, address TEXT NOT NULL,"
 	"  heartbeat_ms BIGINT NOT NULL);";
 
+/* Version 4: a session's network policy (records_schema.c's SCHEMA_V4). */
+static const char PG_SCHEMA_V4[] =
+	"ALTER TABLE sessions ADD COLUMN network TEXT COLLATE \"C\" NOT NULL DEFAULT 'open'"
+	"  CHECK (network IN ('open', 'none'));";
+
 /* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
 static void txn_rollbackp(struct records **r)
 {
@@ -124,6 +129,8 @@ int pg_schema_ensure(struct records *r, struct sb_err *err)
 	if (version <= 1 && exec_sql(r, PG_SCHEMA_V2, "migrating the records from schema version 1 to 2", err) != 0)
 		return -1;
 	if (version <= 2 && exec_sql(r, PG_SCHEMA_V3, "migrating the records from schema version 2 to 3", err) != 0)
+		return -1;
+	if (version <= 3 && exec_sql(r, PG_SCHEMA_V4, "migrating the records from schema version 3 to 4", err) != 0)
 		return -1;
 	if (exec_sql(r, "DELETE FROM records_schema; INSERT INTO records_schema VALUES (" STR(PG_SCHEMA_VERSION) ")",
 		     "recording the schema version", err) != 0 ||

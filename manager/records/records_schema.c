@@ -10,8 +10,9 @@
 /* The schema this code reads and writes, kept in PRAGMA user_version. A file with a newer version
  * was written by a newer sandbox-manager and is refused rather than misread; an older one is
  * migrated step by step (schema_ensure). 2: operators' resolutions of uncertain execs; 3: leases
- * (sessions.owner, sessions.lease_expires_ms) and the managers sharing a store. */
-#define RECORDS_SCHEMA_VERSION 3
+ * (sessions.owner, sessions.lease_expires_ms) and the managers sharing a store; 4: each session's
+ * network policy (sessions.network). */
+#define RECORDS_SCHEMA_VERSION 4
 
 /* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
 static void txn_rollbackp(struct records **r)
@@ -81,6 +82,12 @@ static const char SCHEMA_V3[] =
 	"  heartbeat_ms INTEGER NOT NULL);"
 	"PRAGMA user_version = 3;";
 
+/* Version 4: a session's network policy (issue 26, N1). Sessions of before keep the network they
+ * had the most of: open. The CHECK holds the two words for any writer. */
+static const char SCHEMA_V4[] =
+	"ALTER TABLE sessions ADD COLUMN network TEXT NOT NULL DEFAULT 'open' CHECK (network IN ('open', 'none'));"
+	"PRAGMA user_version = 4;";
+
 static int schema_refuse_newer(const char *path, int64_t version, struct sb_err *err)
 {
 	return sb_fail(err, 0, "records: %s has schema version %lld, newer than this sandbox-manager understands (%d): "
@@ -122,6 +129,8 @@ int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 	if (version <= 1 && schema_migrate_v2(r, err) != 0)
 		return -1;
 	if (version <= 2 && exec_sql(r, SCHEMA_V3, "migrating the records from schema version 2 to 3", err) != 0)
+		return -1;
+	if (version <= 3 && exec_sql(r, SCHEMA_V4, "migrating the records from schema version 3 to 4", err) != 0)
 		return -1;
 	if (exec_sql(r, "COMMIT", "committing the schema", err) != 0)
 		return -1;

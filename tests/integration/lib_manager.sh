@@ -17,7 +17,7 @@ mgr_repo() {
 
 # mgr_start [SERVE ARGS...]: a manager on a short state directory (a unix socket path has at most
 # 107 bytes, and the agents' sockets live below it); sets MSTATE, MSOCK, MGR_PID. Called again,
-# it restarts on the same state.
+# it restarts on the same state. MGR_WRAP (array) goes before it, e.g. ip netns exec NAME.
 mgr_start() {
 	local i
 	if [ -z "${MSTATE:-}" ]; then
@@ -27,7 +27,7 @@ mgr_start() {
 	rm -f "$MSOCK" # the socket of a killed manager must not pass for the new one's"
 	# a root manager's sandboxes run as nobody and must walk to their worktree
 	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
-	"${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" "$@" >>"$TD/manager.log" 2>&1 &
+	"${MGR_WRAP[@]}" "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" "$@" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
 	# a test's PostgreSQL too, even when this start fails (store_cleanup calls mgr_cleanup)
 	if [ -n "${PGD:-}" ]; then trap store_cleanup EXIT; else trap mgr_cleanup EXIT; fi

@@ -233,13 +233,15 @@ static char *grants_text(struct records *r, const char *session)
 
 /* ---------------------------------------------------------------- migration */
 
-/* Version 2 as it stands today: version 3's columns, index and table taken away. */
+/* Version 2 as it stands today: version 3's and 4's columns, index and table taken away. */
 static const char SQLITE_TO_V2[] =
 	"DROP TABLE managers; DROP INDEX sessions_owner; ALTER TABLE sessions DROP COLUMN owner;"
-	" ALTER TABLE sessions DROP COLUMN lease_expires_ms; PRAGMA user_version = 2;";
+	" ALTER TABLE sessions DROP COLUMN lease_expires_ms; ALTER TABLE sessions DROP COLUMN network;"
+	" PRAGMA user_version = 2;";
 static const char PG_TO_V2[] =
 	"DROP TABLE managers; DROP INDEX sessions_owner;"
-	" ALTER TABLE sessions DROP COLUMN owner, DROP COLUMN lease_expires_ms; UPDATE records_schema SET version = 2;";
+	" ALTER TABLE sessions DROP COLUMN owner, DROP COLUMN lease_expires_ms, DROP COLUMN network;"
+	" UPDATE records_schema SET version = 2;";
 static const char V2_ROWS[] =
 	"INSERT INTO sessions (id, identity, repo, worktree, branch, state, generation, turn, created_ms)"
 	" VALUES ('s1', 'alice', '/srv/repo', '/vol/alice/s1', 'sandbox/s1', 'active', 5, 2, 1000);"
@@ -273,10 +275,12 @@ static void test_migrate_v2(void **state)
 
 	v2_store(f->db);
 	r = open_ok(f->db, NULL);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 3);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 4);
 	assert_int_equal(owner_columns(f->db), 2);
 	s = session_of(r, "s1");
 	assert_string_equal(s.identity, "alice");
+	/* version 4: a session of before keeps the network it had the most of */
+	assert_string_equal(s.network, "open");
 	assert_int_equal(s.generation, 5);
 	assert_int_equal(s.turn, 2);
 	assert_string_equal(s.owner, "");
@@ -290,7 +294,7 @@ static void test_migrate_v2(void **state)
 	assert_string_equal(l.previous, "");
 	records_close(r);
 	r = open_ok(f->db, NULL); /* a second open changes nothing */
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 3);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 4);
 	assert_string_equal(session_of(r, "s1").owner, "m1");
 	records_close(r);
 }
@@ -311,11 +315,11 @@ static void test_migrate_v2_failure_and_newer(void **state)
 	assert_int_equal(owner_columns(f->db), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sessions"), 1);
 
-	raw_exec(f->db, on_postgres ? "DROP TABLE managers; UPDATE records_schema SET version = 4;" :
-				      "DROP TABLE managers; PRAGMA user_version = 4;");
+	raw_exec(f->db, on_postgres ? "DROP TABLE managers; UPDATE records_schema SET version = 5;" :
+				      "DROP TABLE managers; PRAGMA user_version = 5;");
 	assert_int_equal(store_open(f->db, &r, &err), -1);
-	assert_contains(err.msg, "has schema version 4, newer than this sandbox-manager understands (3)");
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 4);
+	assert_contains(err.msg, "has schema version 5, newer than this sandbox-manager understands (4)");
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
 }
 
 /* ---------------------------------------------------------------- leases */

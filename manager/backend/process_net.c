@@ -1,0 +1,141 @@
+/* The network of a process-backend sandbox (issue 26, N1), manager, outside. The sandbox is cloned
+ * into a network namespace of its own (process_launch.c), so no loopback service of the host, the
+ * manager's listeners among them, is a command's to reach; sandbox init brings its loopback up.
+ * Policy `none` stops there. Policy `open` attaches slirp4netns, Debian's user-mode NAT: a tap
+ * device in the sandbox's namespace whose traffic leaves through the host's sockets of an
+ * unprivileged process, with --disable-host-loopback (10.0.2.2 and 127.0.0.0/8 of the host refused).
+ * slirp4netns lives exactly as long as the sandbox: its exit descriptor is a pidfd of the sandbox's
+ * init, readable once init is gone, whoever ends it and whether or not this manager still runs; the
+ * manager reaps it once that end is proven (process_evidence.c). */
+#include "process.h"
+
+#include "clock.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#define NET_READY_MS 5000           /* slirp4netns: from its start to the tap device configured */
+#define NET_EXIT_MS 2000            /* and from the end of the sandbox's init to its own */
+#define SLIRP_DEFAULT "/usr/bin/slirp4netns"
+#define SLIRP_EXIT_FD 3             /* where the grandchild finds the init's pidfd */
+#define SLIRP_READY_FD 4            /* where it writes "1" once the device is up */
+
+/* The grandchild, between fork() and execve(): only async-signal-safe calls. Its descriptors 3 and
+ * 4 become the pidfd and the ready pipe; every other one of the manager's closes at execve (they are
+ * all close-on-exec) and 0-2 are the agent's log. */
+__attribute__((noreturn)) static void slirp_exec(const char *path, char *const argv[], int pidfd, int ready_fd,
+						 int log_fd)
+{
+	/* Above 4 first, so that the dup2s below cannot clobber one another. */
+	int p = fcntl(pidfd, F_DUPFD, 10), r = fcntl(ready_fd, F_DUPFD, 10), l = fcntl(log_fd, F_DUPFD, 10);
+
+	if (p < 0 || r < 0 || l < 0 || dup2(p, SLIRP_EXIT_FD) < 0 || dup2(r, SLIRP_READY_FD) < 0 ||
+	    dup2(l, 1) < 0 || dup2(l, 2) < 0)
+		_exit(127);
+	execve(path, argv, (char *const[]){ "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL });
+	_exit(127);
+}
+
+/* Starts slirp4netns as this manager's child: reaped when the sandbox's end is proven
+ * (process_net_reap). After a manager restart the helpers of the sandboxes it left are the old
+ * run's orphans, reaped by whoever inherited them, as their sandboxes' inits are. *pid, or -1 with err. */
+static int slirp_spawn(const char *path, pid_t init_pid, int pidfd, int ready_fd, int log_fd, pid_t *pid,
+		       struct sb_err *err)
+{
+	char pid_text[16], exit_arg[24], ready_arg[24];
+	char *argv[] = { (char *)path, "--configure", "--mtu=65520", "--disable-host-loopback", exit_arg, ready_arg,
+			 pid_text, "tap0", NULL };
+
+	snprintf(pid_text, sizeof pid_text, "%d", (int)init_pid);
+	snprintf(exit_arg, sizeof exit_arg, "--exit-fd=%d", SLIRP_EXIT_FD);
+	snprintf(ready_arg, sizeof ready_arg, "--ready-fd=%d", SLIRP_READY_FD);
+	*pid = fork();
+	if (*pid < 0)
+		return sb_fail_errno(err, "forking to start %s", path);
+	if (*pid == 0)
+		slirp_exec(path, argv, pidfd, ready_fd, log_fd);
+	return 0;
+}
+
+/* Until slirp4netns writes its "1" (the tap device, its address and route are up), or gives up
+ * (end of file: it exited; agent.log has its words). */
+static int slirp_ready(int fd, const char *path, struct sb_err *err)
+{
+	int64_t deadline = clock_mono_ms() + NET_READY_MS;
+	char c;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, clock_remaining_ms(deadline));
+		ssize_t r;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return sb_fail(err, n == 0 ? ETIMEDOUT : errno, "%s did not configure the sandbox's network "
+				       "within %d ms", path, NET_READY_MS);
+		r = read(fd, &c, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 1 && c == '1')
+			return 0;
+		return sb_fail(err, r < 0 ? errno : 0, "%s failed to configure the sandbox's network (agent.log says "
+			       "why; unprivileged, it needs /dev/net/tun open to every user, 0666 as udev makes it)",
+			       path);
+	}
+}
+
+void process_net_reap(pid_t *net_pid)
+{
+	cleanup_close int fd = -1;
+	siginfo_t info;
+	struct pollfd p;
+
+	if (*net_pid <= 0)
+		return;
+	/* Our unreaped child: its pid cannot name another process until this wait. */
+	fd = (int)syscall(SYS_pidfd_open, *net_pid, 0);
+	if (fd >= 0) {
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		/* It leaves by itself once the init is gone (its exit descriptor is the init's pidfd). */
+		if (poll(&p, 1, NET_EXIT_MS) != 1) {
+			sb_warn("slirp4netns (pid %d) still runs %d ms after its sandbox ended: killed", (int)*net_pid,
+				NET_EXIT_MS);
+			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+		}
+	}
+	memset(&info, 0, sizeof info);
+	while (waitid(P_PID, (id_t)*net_pid, &info, WEXITED) < 0 && errno == EINTR)
+		;
+	*net_pid = 0;
+}
+
+int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
+		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err)
+{
+	const char *path = set->slirp4netns[0] != '\0' ? set->slirp4netns : SLIRP_DEFAULT;
+	int ready[2], rc;
+
+	if (network == SANDBOX_NETWORK_NONE)
+		return 0; /* loopback only: sandbox init brings it up */
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return sb_fail_errno(err, "creating the network's ready pipe");
+	rc = slirp_spawn(path, init_pid, init_pidfd, ready[1], log_fd, net_pid, err);
+	close(ready[1]); /* ours: the end of file then means slirp4netns is gone */
+	if (rc == 0)
+		rc = slirp_ready(ready[0], path, err);
+	close(ready[0]);
+	if (rc < 0)
+		sb_err_prefix(err, "the sandbox's network (policy open)");
+	return rc;
+}
