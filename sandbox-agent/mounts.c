@@ -13,8 +13,10 @@
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fstype.h"
 #include "mountfd.h"
 #include "steptime.h"
 
@@ -71,6 +73,42 @@ static unsigned long pid_max_apply(unsigned long max_processes)
 
 /* ---- the read-only world of `sandbox-agent exec` ---- */
 
+/* Rule N7: a detached copy of the writable root held by src, its mounts inside (which the recursive copy
+ * must take along) read-only, nodev, nosuid and noexec: only what is declared writable is, and a mount
+ * made there since the agent's check (boundary.c writable_mounts_check()) brings no device, set-id
+ * program or write access with it. The root's own mount then gets write and exec back, unless it lacked
+ * them before the copy (a flag the namespace copy locked cannot be cleared, and must not be widened).
+ * A root on a kernel filesystem is refused by the f_type of the very descriptor copied. */
+static int writable_copy(int src, const char *root, struct sb_err *err)
+{
+	struct mount_attr back = { 0 };
+	struct statvfs sv;
+	const char *type;
+	int rc = fstype_kernel_fd(src, root, &type, err), mnt;
+
+	if (rc > 0)
+		return sb_fail(err, EACCES, "the writable %s is on a %s filesystem, which belongs to the kernel: a "
+			       "command could change the machine's or other processes' state through it; choose a "
+			       "directory on a data filesystem", root, type);
+	if (rc < 0)
+		return -1;
+	if (fstatvfs(src, &sv) < 0)
+		return sb_fail_errno(err, "statvfs of the writable root %s", root);
+	/* No device node works in a writable root either: a chroot's /dev bound in it would otherwise
+	 * bring back every terminal the fresh /dev leaves out. */
+	mnt = mfd_clone_tree(src, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+			     root, err);
+	if (mnt < 0)
+		return -1;
+	back.attr_clr = ((sv.f_flag & ST_RDONLY) ? 0 : MOUNT_ATTR_RDONLY) | ((sv.f_flag & ST_NOEXEC) ? 0 : MOUNT_ATTR_NOEXEC);
+	if (back.attr_clr && mount_setattr(mnt, "", AT_EMPTY_PATH, &back, sizeof back) < 0) {
+		sb_fail_errno(err, "making the writable root %s writable again", root);
+		close(mnt);
+		return -1;
+	}
+	return mnt;
+}
+
 /* Detached copies of the writable roots, taken while the host view is still as it was. */
 static int writable_clone(const char *const *roots, size_t n, int *clones, struct init_bound *bound,
 			  struct sb_err *err)
@@ -89,14 +127,26 @@ static int writable_clone(const char *const *roots, size_t n, int *clones, struc
 		bound->id[bound->n].dev = st.st_dev;
 		bound->id[bound->n].ino = st.st_ino;
 		bound->n++;
-		/* No device node works in a writable root: a chroot's /dev bound in it would otherwise
-		 * bring back every terminal the fresh /dev leaves out. */
-		clones[i] = mfd_clone_tree(src, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, roots[i], err);
+		clones[i] = writable_copy(src, roots[i], err);
 		close(src);
 		if (clones[i] < 0)
 			return -1;
 	}
 	return 0;
+}
+
+/* The order the roots are attached in: shorter paths first. A root declared inside another (or the
+ * working directory inside one) must go on top of it, or the outer copy, where it is read-only
+ * (writable_copy()), would cover it; an ancestor's path is always the shorter. No allocation: init. */
+static void attach_order(const char *const *roots, size_t n, size_t *order)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+
+		for (; j > 0 && strlen(roots[order[j - 1]]) > strlen(roots[i]); j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
 }
 
 /* Every mount of the copied tree read-only, without device nodes and set-id bits. Read-only
@@ -183,6 +233,7 @@ static int world_build(const struct boundary *b, const char *cwd, struct init_bo
 {
 	const char *roots[BOUNDARY_MAX_WRITABLE + 1];
 	int clones[BOUNDARY_MAX_WRITABLE + 1], devs[N_DEV_NODES];
+	size_t order[BOUNDARY_MAX_WRITABLE + 1];
 	size_t n = 0;
 	int root = -1, tmp = -1, rc = -1;
 
@@ -205,8 +256,9 @@ static int world_build(const struct boundary *b, const char *cwd, struct init_bo
 	tmp = mfd_fs_new("tmpfs", "1777", b->tmp_bytes, MFD_ATTR_SAFE, "/tmp", err);
 	if (tmp < 0 || mfd_attach(tmp, root, "/tmp", true, err) < 0)
 		goto out;
+	attach_order(roots, n, order);
 	for (size_t i = 0; i < n; i++)
-		if (mfd_attach(clones[i], root, roots[i], true, err) < 0)
+		if (mfd_attach(clones[order[i]], root, roots[order[i]], true, err) < 0)
 			goto out;
 	rc = 0;
 out:
