@@ -11,7 +11,8 @@
 # kfs_exec MOUNTS ARGS...: `agent exec` with this test's receipt and working directories, in a fresh mount
 # namespace where the shell text MOUNTS ran first.
 kfs_exec() {
-	local mounts=$1 -a as=("${AS[@]}") userns=()
+	local mounts=$1
+	local -a as=("${AS[@]}") userns=()
 	shift
 	[ "$RUN_UID" -ne 0 ] && userns=(-U -r)
 	AGENT_WRAP=("${as[@]}" unshare "${userns[@]}" -m --propagation private bash -c "set -e; $mounts; exec \"\$@\"" kfs)
@@ -33,18 +34,27 @@ kfs_refused() {
 # outside process's oom_score_adj and its autogroup nice (the receipt said confirmed). The outside process
 # belongs to the command's own uid outside (nobody under a root agent), so only the boundary stops it.
 test_kernel_fs_in_writable_refused() {
-	local m extra pid oom0 nice0 w
+	local m extra pid oom0 nice0 w cg src owner tested=
 	m=$(unique_marker)
 	extra=$TD/extra
 	mkdir_user "$extra" "$extra/proc" "$extra/a/b/sys" "$extra/ps" "$extra/cg"
 	[ "$RUN_UID" -eq 0 ] && chown -R 65534:65534 "$extra"
 	ln -s "$extra" "$TD/link"
+	# Not through a function: $! must be the sleep itself; in a session (so an autogroup) of its own, so
+	# that a regression raises only its nice, not the runner's.
 	if [ "$RUN_UID" -eq 0 ]; then
-		setpriv --reuid=65534 --regid=65534 --clear-groups sleep "300.$m" &
+		setpriv --reuid=65534 --regid=65534 --clear-groups setsid sleep "300.$m" &
+		owner=65534
 	else
-		as_user sleep "300.$m" &
+		"${AS[@]}" setsid sleep "300.$m" &
+		owner=$RUN_UID
 	fi
 	pid=$!
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = sleep ] && break
+		sleep 0.1
+	done
+	assert_eq "the outside process's owner" "$owner" "$(stat -c %u "/proc/$pid")"
 	oom0=$(cat "/proc/$pid/oom_score_adj")
 	nice0=$(cat "/proc/$pid/autogroup")
 	w="echo 900 > $extra/proc/$pid/oom_score_adj; echo 19 > $extra/proc/$pid/autogroup; touch $WD/ran-$m"
@@ -66,10 +76,15 @@ test_kernel_fs_in_writable_refused() {
 	kfs_refused "nested sysfs" "holds a sysfs filesystem at $extra/a/b/sys"
 	kfs_exec "mount --rbind /proc/sys $extra/ps" --writable "$extra" -- "$w"
 	kfs_refused "a bind of /proc/sys" "holds a proc filesystem at $extra/ps"
-	if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
-		kfs_exec "mount --rbind /sys/fs/cgroup $extra/cg" --writable "$extra" -- "$w"
-		kfs_refused "the cgroup tree" "holds a cgroup2 filesystem at $extra/cg"
-	fi
+	# The cgroup trees this host has (v2, v1 or both), each bound below the root.
+	for cg in cgroup2 cgroup; do
+		src=$(findmnt -n -t "$cg" -o TARGET | head -n 1)
+		[ -n "$src" ] || continue
+		tested=1
+		kfs_exec "mount --rbind $src $extra/cg" --writable "$extra" -- "$w"
+		kfs_refused "the $cg tree" "holds a $cg filesystem at $extra/cg"
+	done
+	[ -n "$tested" ] || bad "no cgroup filesystem on this host to test with"
 	assert_eq "oom_score_adj of the outside process" "$oom0" "$(cat "/proc/$pid/oom_score_adj")"
 	assert_eq "autogroup of the outside process" "$nice0" "$(cat "/proc/$pid/autogroup")"
 	[ -e "$WD/ran-$m" ] && bad "a refused exec ran its command"
