@@ -24,6 +24,7 @@
 
 #include "aliases.h"
 #include "clock.h"
+#include "failpoint.h"
 #include "fstype.h"
 #include "init.h"
 #include "landlock.h"
@@ -939,6 +940,8 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		return -1;
 	}
 	steptime_mark(STEP_VIEW);
+	/* A test mounts here, after the agent's checks and before init's copy (kernel_fs_mounted_late). */
+	FAILPOINT("agent.exec.view_checked");
 	/* init hides what this view found: the boundary's own list plus the aliases of now. A shallow
 	 * copy: everything else stays the boundary's, and init reads it from clone()'s copy of memory. */
 	run = *b;

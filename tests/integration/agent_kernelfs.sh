@@ -8,6 +8,8 @@
 # case builds its mounts in a mount namespace of its own (as the unprivileged user: the root of a user
 # namespace of its own, where the agent runs as in a rootless container), the agent inside it.
 
+KFS_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
+
 # kfs_exec MOUNTS ARGS...: `agent exec` with this test's receipt and working directories, in a fresh mount
 # namespace where the shell text MOUNTS ran first.
 kfs_exec() {
@@ -22,12 +24,25 @@ kfs_exec() {
 	AGENT_WRAP=()
 }
 
-# kfs_refused WHAT ERE: the last exec was refused with an error matching ERE, and its command did not run.
+# kfs_refused WHAT ERE: the last exec was refused with an error matching ERE. Refused by the agent, before
+# init exists: no receipt.
 kfs_refused() {
+	kfs_refused_by_init "$@"
+	assert_json .receipt null
+}
+
+# kfs_refused_by_init WHAT ERE: refused, by init or before; a receipt, if any, says refused: no command
+# ran, no exit code (its boundary.confirmed says only that init's namespace ended empty).
+kfs_refused_by_init() {
+	local receipt
 	assert_eq "$1: agent exit code" 0 "$RC"
 	assert_json .status '"refused"'
-	assert_json .receipt null
 	assert_match "$1: error" "$2" "$(jr .error)"
+	receipt=$(jr .receipt.path)
+	if [ -n "$receipt" ] && [ "$receipt" != null ]; then
+		assert_json .status '"refused"' "$receipt"
+		assert_json .exit_code null "$receipt"
+	fi
 }
 
 # The reviewer's break: a host procfs below a --writable root stayed writable, and the command raised an
@@ -114,3 +129,49 @@ test_writable_submounts_readonly() {
 	return 0
 }
 t writable_submounts_readonly test_writable_submounts_readonly
+
+# A kernel filesystem mounted after the agent's checks, before init copies the root (the failpoint agent,
+# stopped at agent.exec.view_checked while the test mounts in its namespace): init finds it on the view it
+# built and refuses the call before the command exists.
+test_kernel_fs_mounted_late() {
+	local m extra agent pid bg fp=$KFS_BUILD/fp/sandbox-agent
+	m=$(unique_marker)
+	extra=$TD/extra
+	if [ ! -x "$fp" ]; then
+		bad "no failpoint agent at $fp: build it with make failpoints"
+		return
+	fi
+	cp "$fp" "$TD/agent-fp" && chmod 0755 "$TD/agent-fp"
+	mkdir_user "$extra" "$extra/proc"
+	[ "$RUN_UID" -eq 0 ] && chown -R 65534:65534 "$extra"
+	AGENT_ENV=(SB_FAILPOINT=agent.exec.view_checked:stop)
+	(AGENT=$TD/agent-fp kfs_exec "true" --exec-id "late-$m" --writable "$extra" -- "touch $WD/ran-$m"; exit "$RC") &
+	bg=$!
+	for _ in $(seq 100); do
+		for pid in $(pgrep -f -- "late-$m"); do
+			[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = agent-fp ] && [ "$(awk '{print $3}' "/proc/$pid/stat")" = T ] &&
+				agent=$pid
+		done
+		[ -n "${agent:-}" ] && break
+		sleep 0.1
+	done
+	AGENT_ENV=()
+	if [ -z "${agent:-}" ]; then
+		bad "the agent never stopped at its failpoint"
+		wait "$bg"
+		return
+	fi
+	if [ "$RUN_UID" -eq 0 ]; then
+		nsenter -t "$agent" -m mount --rbind /proc "$extra/proc" || bad "cannot mount in the agent's namespace"
+	else
+		as_user nsenter -t "$agent" -U -m --preserve-credentials mount --rbind /proc "$extra/proc" ||
+			bad "cannot mount in the agent's namespace"
+	fi
+	kill -CONT "$agent"
+	wait "$bg"
+	RC=$?
+	kfs_refused_by_init "procfs mounted after the check" "^init: the writable $extra holds a proc filesystem at $extra/proc"
+	[ -e "$WD/ran-$m" ] && bad "the refused exec ran its command"
+	return 0
+}
+t kernel_fs_mounted_late test_kernel_fs_mounted_late
