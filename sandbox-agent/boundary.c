@@ -120,9 +120,9 @@ static int writable_kernel_check(int fd, const char *root, struct sb_err *err)
  * root (mounts.c writable_clone()): mountinfo only names the candidates, each is opened without following
  * a link and decided by its descriptor's f_type. The root's own path is the kernel's name for the opened
  * root, so a working directory spelled with ".." finds the same mounts. A mount point that does not open
- * (covered by another mount, or gone) is not in the command's view. A mount made after this check is still
- * read-only, nodev, nosuid and noexec in the copy (mounts.c writable_copy()), and the root itself is
- * decided again by init from the descriptor it copies. */
+ * (covered by another mount, or gone) is not in the command's view. A mount made after this check is
+ * read-only, nodev, nosuid and noexec in the copy (mounts.c writable_copy()), and init decides again on
+ * the view it built (mounts.c kernel_mounts_refuse()). */
 static int writable_mounts_check(const struct mountinfo *mi, int fd, const char *root, struct sb_err *err)
 {
 	char link[64], at[PATH_MAX];
