@@ -52,7 +52,8 @@ test_kernel_fs_in_writable_refused() {
 	local m extra pid oom0 nice0 w cg src owner tested=
 	m=$(unique_marker)
 	extra=$TD/extra
-	mkdir_user "$extra" "$extra/proc" "$extra/a/b/sys" "$extra/ps" "$extra/cg"
+	mkdir_user "$extra" "$extra/proc" "$extra/a/b/sys" "$extra/ps" "$extra/cg" "$extra/sp ace/proc"
+	touch "$extra/oom"
 	[ "$RUN_UID" -eq 0 ] && chown -R 65534:65534 "$extra"
 	ln -s "$extra" "$TD/link"
 	# Not through a function: $! must be the sleep itself; in a session (so an autogroup) of its own, so
@@ -91,6 +92,15 @@ test_kernel_fs_in_writable_refused() {
 	kfs_refused "nested sysfs" "holds a sysfs filesystem at $extra/a/b/sys"
 	kfs_exec "mount --rbind /proc/sys $extra/ps" --writable "$extra" -- "$w"
 	kfs_refused "a bind of /proc/sys" "holds a proc filesystem at $extra/ps"
+	# One file of procfs bound into the root: the outside process's oom_score_adj itself.
+	kfs_exec "mount --bind /proc/$pid/oom_score_adj $extra/oom" --writable "$extra" -- "echo 900 > $extra/oom"
+	kfs_refused "a procfs file" "holds a proc filesystem at $extra/oom,"
+	# A mount point whose name the mount table escapes (a space is \040 there).
+	kfs_exec "mount --rbind /proc '$extra/sp ace/proc'" --writable "$extra" -- "$w"
+	kfs_refused "a name with a space" "holds a proc filesystem at $extra/sp ace/proc,"
+	# The host's cgroup directory as the root: a cgroup2 filesystem itself, or (v1, hybrid) a tmpfs of them.
+	agent exec --receipt-dir "$RD" --cwd "$WD" --writable /sys/fs/cgroup -- "$w"
+	kfs_refused "/sys/fs/cgroup" "the writable /sys/fs/cgroup (is on|holds) a cgroup2? filesystem"
 	# The cgroup trees this host has (v2, v1 or both), each bound below the root.
 	for cg in cgroup2 cgroup; do
 		src=$(findmnt -n -t "$cg" -o TARGET | head -n 1)
