@@ -24,6 +24,8 @@
 
 #include "aliases.h"
 #include "clock.h"
+#include "failpoint.h"
+#include "fstype.h"
 #include "init.h"
 #include "landlock.h"
 #include "seccomp.h"
@@ -87,16 +89,71 @@ static bool path_within(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
 }
 
-/* The kernel's own trees are never a command's to write: a copy of the host's /dev would bring
- * back every terminal the fresh one leaves out, /proc and /sys are the machine's. The private
- * /dev/shm may hold a writable root of its own. (Whether a root holds a private directory or the
- * agent binary is decided by identity, per command: writable_check.) */
-static int writable_kernel_check(const char *root, struct sb_err *err)
+/* A copy of the host's /dev would bring back every terminal the fresh one leaves out. Told by path
+ * because devtmpfs reports tmpfs's f_type (every other kernel tree is told by type:
+ * writable_kernel_check()). The private /dev/shm may hold a writable root of its own. */
+static int writable_dev_check(const char *root, struct sb_err *err)
 {
-	if (path_within(root, "/proc") || path_within(root, "/sys") ||
-	    (path_within(root, "/dev") && !path_within(root, "/dev/shm")) || strcmp(root, "/dev/shm") == 0)
-		return sb_fail(err, EACCES, "%s cannot be a writable root: /proc, /sys and /dev belong to the kernel "
+	if ((path_within(root, "/dev") && !path_within(root, "/dev/shm")) || strcmp(root, "/dev/shm") == 0)
+		return sb_fail(err, EACCES, "%s cannot be a writable root: /dev belongs to the kernel "
 			       "(a directory under /dev/shm can)", root);
+	return 0;
+}
+
+/* Rule N7: the kernel's filesystems are never a command's to write, wherever they are mounted: a host
+ * procfs writes other processes' oom_score_adj and autogroup nice, sysfs and cgroupfs the machine's
+ * settings. Decided by the f_type of what fd holds (common/fstype.c), never by the path: a bind mount
+ * shows any of them under any name, a part of one (a bind of /proc/sys) included. */
+static int writable_kernel_check(int fd, const char *root, struct sb_err *err)
+{
+	const char *type;
+	int rc = fstype_kernel_fd(fd, root, &type, err);
+
+	if (rc > 0)
+		return sb_fail(err, EACCES, "the writable %s is on a %s filesystem, which belongs to the kernel: a "
+			       "command could change the machine's or other processes' state through it; choose a "
+			       "directory on a data filesystem", root, type);
+	return rc;
+}
+
+/* The same for every mount inside a writable root of the read-only world, which init copies with the
+ * root (mounts.c writable_clone()): mountinfo only names the candidates, each is opened without following
+ * a link and decided by its descriptor's f_type. The root's own path is the kernel's name for the opened
+ * root, so a working directory spelled with ".." finds the same mounts. A mount point that does not open
+ * (covered by another mount, or gone) is not in the command's view. A mount made after this check is
+ * read-only, nodev, nosuid and noexec in the copy (mounts.c writable_copy()), and init decides again on
+ * the view it built (mounts.c kernel_mounts_refuse()). */
+static int writable_mounts_check(const struct mountinfo *mi, int fd, const char *root, struct sb_err *err)
+{
+	char link[64], at[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	n = readlink(link, at, sizeof at - 1);
+	if (n <= 0 || (size_t)n >= sizeof at - 1 || at[0] != '/')
+		return sb_fail(err, n < 0 ? errno : ENAMETOOLONG, "finding where the writable %s is mounted", root);
+	at[n] = '\0';
+	for (size_t i = 0; i < mi->n; i++) {
+		const char *point = mi->lines[i].point, *type;
+		int sub, rc;
+
+		if (!path_within(point, at))
+			continue;
+		sub = mfd_open_nofollow(AT_FDCWD, point, O_PATH);
+		if (sub < 0) {
+			if (errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP)
+				continue;
+			return sb_fail_errno(err, "opening %s, mounted inside the writable %s", point, root);
+		}
+		rc = fstype_kernel_fd(sub, point, &type, err);
+		close(sub);
+		if (rc > 0)
+			return sb_fail(err, EACCES, "the writable %s holds a %s filesystem at %s, which belongs to the "
+				       "kernel: a command could change the machine's or other processes' state through "
+				       "it; unmount it or choose a writable root without it", root, type, point);
+		if (rc < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -490,18 +547,23 @@ static int writable_refuse(const struct guarded *g, const char *root, bool aroun
  * binary the next exec runs. Decided by identity: the root holds the object when walking ".." from the
  * object (at any path where it shows) reaches the root's identity, and lies inside a private directory
  * when walking from the root reaches that directory's. A bind mount's root has the identity of the
- * directory it shows, so another name for the same tree is caught however its path reads. */
-static int writable_check(struct run_view *v, const char *root, struct sb_err *err)
+ * directory it shows, so another name for the same tree is caught however its path reads. copied: init
+ * copies the root with the mounts inside it (the read-only world), which are then checked too. */
+static int writable_check(struct run_view *v, const char *root, bool copied, struct sb_err *err)
 {
 	struct ident_chain up;
 	int fd, rc = 0;
 
-	if (writable_kernel_check(root, err) < 0)
+	if (writable_dev_check(root, err) < 0)
 		return -1;
 	fd = mfd_open_nofollow(AT_FDCWD, root, O_PATH | O_DIRECTORY);
 	if (fd < 0)
 		return sb_fail_errno(err, "the writable %s cannot be opened as a directory without following a link",
 				     root);
+	if (writable_kernel_check(fd, root, err) < 0 || (copied && writable_mounts_check(&v->mi, fd, root, err) < 0)) {
+		close(fd);
+		return -1;
+	}
 	rc = ident_chain_walk(fd, &up, err);
 	close(fd);
 	if (rc < 0) {
@@ -545,10 +607,12 @@ static int run_view_build(const struct boundary *b, const char *cwd, const struc
 	if (object_guard(v, b->agent_exe, true, NULL, err) < 0)
 		return -1;
 	hidden_compact(v, b->n_hidden);
-	if (writable_check(v, cwd, err) < 0)
+	/* The mounts inside a root matter where init copies them (the read-only world); in the host's
+	 * world the command sees them where they are anyway. */
+	if (writable_check(v, cwd, b->readonly_world, err) < 0)
 		return -1;
 	for (size_t i = 0; i < b->n_writable; i++)
-		if (writable_check(v, b->writable[i], err) < 0)
+		if (writable_check(v, b->writable[i], b->readonly_world, err) < 0)
 			return -1;
 	return 0;
 }
@@ -876,6 +940,8 @@ int boundary_run(const struct boundary *b, const struct exec_request *req, int c
 		return -1;
 	}
 	steptime_mark(STEP_VIEW);
+	/* A test mounts here, after the agent's checks and before init's copy (kernel_fs_mounted_late). */
+	FAILPOINT("agent.exec.view_checked");
 	/* init hides what this view found: the boundary's own list plus the aliases of now. A shallow
 	 * copy: everything else stays the boundary's, and init reads it from clone()'s copy of memory. */
 	run = *b;

@@ -13,8 +13,10 @@
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fstype.h"
 #include "mountfd.h"
 #include "steptime.h"
 
@@ -71,6 +73,42 @@ static unsigned long pid_max_apply(unsigned long max_processes)
 
 /* ---- the read-only world of `sandbox-agent exec` ---- */
 
+/* Rule N7: a detached copy of the writable root held by src, its mounts inside (which the recursive copy
+ * must take along) read-only, nodev, nosuid and noexec: only what is declared writable is, and a mount
+ * made there since the agent's check (boundary.c writable_mounts_check()) brings no device, set-id
+ * program or write access with it. The root's own mount then gets write and exec back, unless it lacked
+ * them before the copy (a flag the namespace copy locked cannot be cleared, and must not be widened).
+ * A root on a kernel filesystem is refused by the f_type of the very descriptor copied. */
+static int writable_copy(int src, const char *root, struct sb_err *err)
+{
+	struct mount_attr back = { 0 };
+	struct statvfs sv;
+	const char *type;
+	int rc = fstype_kernel_fd(src, root, &type, err), mnt;
+
+	if (rc > 0)
+		return sb_fail(err, EACCES, "the writable %s is on a %s filesystem, which belongs to the kernel: a "
+			       "command could change the machine's or other processes' state through it; choose a "
+			       "directory on a data filesystem", root, type);
+	if (rc < 0)
+		return -1;
+	if (fstatvfs(src, &sv) < 0)
+		return sb_fail_errno(err, "statvfs of the writable root %s", root);
+	/* No device node works in a writable root either: a chroot's /dev bound in it would otherwise
+	 * bring back every terminal the fresh /dev leaves out. */
+	mnt = mfd_clone_tree(src, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+			     root, err);
+	if (mnt < 0)
+		return -1;
+	back.attr_clr = ((sv.f_flag & ST_RDONLY) ? 0 : MOUNT_ATTR_RDONLY) | ((sv.f_flag & ST_NOEXEC) ? 0 : MOUNT_ATTR_NOEXEC);
+	if (back.attr_clr && mount_setattr(mnt, "", AT_EMPTY_PATH, &back, sizeof back) < 0) {
+		sb_fail_errno(err, "making the writable root %s writable again", root);
+		close(mnt);
+		return -1;
+	}
+	return mnt;
+}
+
 /* Detached copies of the writable roots, taken while the host view is still as it was. */
 static int writable_clone(const char *const *roots, size_t n, int *clones, struct init_bound *bound,
 			  struct sb_err *err)
@@ -89,14 +127,26 @@ static int writable_clone(const char *const *roots, size_t n, int *clones, struc
 		bound->id[bound->n].dev = st.st_dev;
 		bound->id[bound->n].ino = st.st_ino;
 		bound->n++;
-		/* No device node works in a writable root: a chroot's /dev bound in it would otherwise
-		 * bring back every terminal the fresh /dev leaves out. */
-		clones[i] = mfd_clone_tree(src, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, roots[i], err);
+		clones[i] = writable_copy(src, roots[i], err);
 		close(src);
 		if (clones[i] < 0)
 			return -1;
 	}
 	return 0;
+}
+
+/* The order the roots are attached in: shorter paths first. A root declared inside another (or the
+ * working directory inside one) must go on top of it, or the outer copy, where it is read-only
+ * (writable_copy()), would cover it; an ancestor's path is always the shorter. No allocation: init. */
+static void attach_order(const char *const *roots, size_t n, size_t *order)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+
+		for (; j > 0 && strlen(roots[order[j - 1]]) > strlen(roots[i]); j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
 }
 
 /* Every mount of the copied tree read-only, without device nodes and set-id bits. Read-only
@@ -177,12 +227,142 @@ out:
 	return rc;
 }
 
+/* The mount point (the fifth field) of one line of mountinfo, its octal escapes (\040 for a space)
+ * decoded, into out. -1 when the line has no such field or it does not fit. */
+static int mountinfo_point(const char *line, char *out, size_t len)
+{
+	const char *p = line;
+	size_t n = 0;
+
+	for (int field = 0; field < 4; field++) {
+		p = strchr(p, ' ');
+		if (p == NULL)
+			return -1;
+		p++;
+	}
+	while (*p != ' ' && *p != '\0') {
+		char c = *p++;
+
+		if (c == '\\' && p[0] >= '0' && p[0] <= '3' && p[1] >= '0' && p[1] <= '7' && p[2] >= '0' && p[2] <= '7') {
+			c = (char)((p[0] - '0') << 6 | (p[1] - '0') << 3 | (p[2] - '0'));
+			p += 3;
+		}
+		if (n + 1 >= len)
+			return -1;
+		out[n++] = c;
+	}
+	out[n] = '\0';
+	return n > 0 ? 0 : -1;
+}
+
+static bool path_beneath(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
+/* One line of the view's mount table: a mount beneath a writable root (at, canonical) that the command
+ * can open and that is a kernel filesystem refuses the call. Opened as the command's ids, without
+ * following links: what the command cannot reach (covered, or not searchable) is not in its view. */
+static int kernel_mount_refuse(const char *line, const char (*at)[PATH_MAX], size_t n, struct sb_err *err)
+{
+	char point[PATH_MAX];
+	const char *type;
+	int fd, rc;
+
+	if (mountinfo_point(line, point, sizeof point) < 0)
+		return sb_fail(err, EINVAL, "a line of the view's mount table without a mount point");
+	for (size_t i = 0; i < n; i++) {
+		if (!path_beneath(point, at[i]))
+			continue;
+		fd = mfd_open_nofollow(AT_FDCWD, point, O_PATH);
+		if (fd < 0) {
+			if (errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP)
+				return 0;
+			return sb_fail_errno(err, "opening %s, mounted inside the writable %s", point, at[i]);
+		}
+		rc = fstype_kernel_fd(fd, point, &type, err);
+		close(fd);
+		if (rc > 0)
+			return sb_fail(err, EACCES, "the writable %s holds a %s filesystem at %s, which belongs to the "
+				       "kernel: a command could change the machine's or other processes' state through "
+				       "it; unmount it or choose a writable root without it", at[i], type, point);
+		return rc;
+	}
+	return 0;
+}
+
+/* Rule N7 again, on the view as built: every mount of this namespace beneath a writable root, from
+ * init's own mountinfo, read in pieces into a fixed buffer (no allocation in init). This catches a
+ * kernel filesystem mounted after the agent's check (boundary.c writable_mounts_check()) and copied
+ * with its root. A line longer than the buffer fails closed. */
+static int kernel_mounts_refuse(const char (*at)[PATH_MAX], size_t n, struct sb_err *err)
+{
+	char buf[16384];
+	size_t have = 0;
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return sb_fail_errno(err, "opening the view's mount table");
+	while (rc == 0) {
+		ssize_t got = read(fd, buf + have, sizeof buf - 1 - have);
+		char *line = buf, *nl;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			rc = sb_fail_errno(err, "reading the view's mount table");
+			break;
+		}
+		have += (size_t)got;
+		while (rc == 0 && (nl = memchr(line, '\n', (size_t)(buf + have - line))) != NULL) {
+			*nl = '\0';
+			rc = kernel_mount_refuse(line, at, n, err);
+			line = nl + 1;
+		}
+		have = (size_t)(buf + have - line);
+		if (rc == 0 && (got == 0 || have == sizeof buf - 1)) {
+			if (have > 0)
+				rc = sb_fail(err, E2BIG, "a line of the view's mount table is unfinished or too long");
+			break;
+		}
+		memmove(buf, line, have);
+	}
+	close(fd);
+	return rc;
+}
+
+/* The writable roots as the kernel names them in this namespace (the working directory may be spelled
+ * with ".."), from descriptors opened on the view as built. */
+static int roots_canonical(const char *const *roots, size_t n, char (*at)[PATH_MAX], struct sb_err *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		char link[64];
+		int fd = mfd_open_nofollow(AT_FDCWD, roots[i], O_PATH | O_DIRECTORY);
+		ssize_t len;
+
+		if (fd < 0)
+			return sb_fail_errno(err, "opening the writable root %s in the view", roots[i]);
+		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+		len = readlink(link, at[i], PATH_MAX - 1);
+		close(fd);
+		if (len <= 0 || len >= PATH_MAX - 1 || at[i][0] != '/')
+			return sb_fail(err, len < 0 ? errno : ENAMETOOLONG, "naming the writable root %s in the view",
+				       roots[i]);
+		at[i][len] = '\0';
+	}
+	return 0;
+}
+
 /* The host view read-only, the writable roots back on top, a fresh /dev, a private /tmp.
  * The roots are attached last: one under /tmp gets its mount point made in the fresh tmpfs. */
 static int world_build(const struct boundary *b, const char *cwd, struct init_bound *bound, struct sb_err *err)
 {
 	const char *roots[BOUNDARY_MAX_WRITABLE + 1];
 	int clones[BOUNDARY_MAX_WRITABLE + 1], devs[N_DEV_NODES];
+	size_t order[BOUNDARY_MAX_WRITABLE + 1];
+	char at[BOUNDARY_MAX_WRITABLE + 1][PATH_MAX];
 	size_t n = 0;
 	int root = -1, tmp = -1, rc = -1;
 
@@ -205,9 +385,13 @@ static int world_build(const struct boundary *b, const char *cwd, struct init_bo
 	tmp = mfd_fs_new("tmpfs", "1777", b->tmp_bytes, MFD_ATTR_SAFE, "/tmp", err);
 	if (tmp < 0 || mfd_attach(tmp, root, "/tmp", true, err) < 0)
 		goto out;
+	attach_order(roots, n, order);
 	for (size_t i = 0; i < n; i++)
-		if (mfd_attach(clones[i], root, roots[i], true, err) < 0)
+		if (mfd_attach(clones[order[i]], root, roots[order[i]], true, err) < 0)
 			goto out;
+	/* Last, on the view the command will have: nothing is attached beneath the roots after this. */
+	if (roots_canonical(roots, n, at, err) < 0 || kernel_mounts_refuse((const char (*)[PATH_MAX])at, n, err) < 0)
+		goto out;
 	rc = 0;
 out:
 	for (size_t i = 0; i < n; i++)
