@@ -92,7 +92,7 @@ static int print_response(json_t *response)
 	if (!json_is_true(json_object_get(response, "ok")))
 		return print_error(response);
 	json_object_del(response, "ok");
-	text = json_dumps(response, JSON_INDENT(2) | JSON_SORT_KEYS);
+	text = textesc_json_dumps(response, JSON_INDENT(2) | JSON_SORT_KEYS);
 	printf("%s\n", text ? text : "{}");
 	free(text);
 	json_decref(response);
@@ -402,7 +402,7 @@ static int exec_print(json_t *result, int as_json)
 	int code = exec_exit_code(result);
 
 	if (as_json) {
-		char *text = json_dumps(result, JSON_COMPACT);
+		char *text = textesc_json_dumps(result, JSON_COMPACT);
 
 		printf("%s\n", text ? text : "{}");
 		free(text);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "textesc.h"
+
 #define STATUS_DEGRADED 1
 
 static const char *const exec_states[] = { "exited", "signaled", "timed_out", "cancelled", "uncertain", "refused" };
@@ -80,7 +82,7 @@ int mcli_status_run(const json_t *sockets, int as_json)
 	code = strcmp(health, "healthy") == 0 ? 0 : strcmp(health, "degraded") == 0 ? STATUS_DEGRADED : MCLI_FAILED;
 	json_object_del(resp, "ok");
 	if (as_json) {
-		char *text = json_dumps(resp, JSON_INDENT(2) | JSON_SORT_KEYS);
+		char *text = textesc_json_dumps(resp, JSON_INDENT(2) | JSON_SORT_KEYS);
 
 		printf("%s\n", text ? text : "{}");
 		free(text);
