@@ -92,6 +92,14 @@ char *textesc_encode(const uint8_t *in, size_t len, size_t *out_len, bool *escap
 	return out;
 }
 
+char *textesc_str(const char *s)
+{
+	size_t len;
+	bool escaped;
+
+	return s ? textesc_encode((const uint8_t *)s, strlen(s), &len, &escaped) : NULL;
+}
+
 size_t textesc_decode(const char *text, size_t len, uint8_t *out)
 {
 	size_t n = 0;

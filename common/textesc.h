@@ -26,6 +26,10 @@ size_t textesc_plain_len(const uint8_t *p, size_t avail);
  * valid UTF-8 without NUL: strlen is its length. malloc'd; NULL when out of memory. */
 char *textesc_encode(const uint8_t *in, size_t len, size_t *out_len, bool *escaped);
 
+/* A message for a terminal line (one may quote what a command wrote: a path, git's words): s as
+ * textesc_encode makes it, or NULL for NULL or out of memory. malloc'd. */
+char *textesc_str(const char *s);
+
 /* Decode len bytes of escaped text into out, which has room for len bytes (decoding never
  * lengthens); returns the decoded length. A backslash that starts neither escape stands for itself,
  * as the CLI always printed it. */

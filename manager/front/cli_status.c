@@ -61,9 +61,12 @@ static void status_print_text(json_t *st)
 static int answer_error(json_t *resp, const char *none)
 {
 	json_t *e = json_object_get(resp, "error");
+	char *kind = textesc_str(json_string_value(json_object_get(e, "kind")));
+	char *msg = textesc_str(json_string_value(json_object_get(e, "message")));
 
-	fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
-		json_string_value(json_object_get(e, "message")) ?: none);
+	fprintf(stderr, "sandbox-manager: %s: %s\n", kind ?: "error", msg ?: none);
+	free(kind);
+	free(msg);
 	json_decref(resp);
 	return MCLI_FAILED;
 }

@@ -95,5 +95,11 @@ test_manager_terminal_safe() {
 	assert_json '[.records[].result.stdout] | unique' "[$(json_str "$out_text")]"
 	assert_json '[.records[].result.stderr] | unique' "[$(json_str "$err_text")]"
 	assert_json '[.records[].command] | unique' "[$(json_str "$cmd")]"
+
+	# a refusal that quotes what it was given prints it escaped too
+	mgr records --session "$SID"$'\xe2\x80\xae\xc2\x9b'
+	assert_ne "records of no such session: exit code" 0 "$RC"
+	grep -qF "no session $SID"'\xe2\x80\xae\xc2\x9b' "$ERR" || bad "the refusal does not quote the session escaped: $(head -c 300 "$ERR")"
+	assert_terminal_safe "a refusal on stderr" "$ERR"
 }
 t manager_terminal_safe test_manager_terminal_safe
