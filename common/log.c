@@ -1,6 +1,8 @@
-/* JSON-lines logging on stderr (see log.h). Uses jansson so any byte in a message is escaped. */
+/* JSON-lines logging on stderr (see log.h). Uses jansson so any byte in a message is escaped, and
+ * textesc_json_dumps so that no character a terminal acts on reaches the operator raw. */
 #include "log.h"
 #include "clock.h"
+#include "textesc.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -54,7 +56,7 @@ void sb_log(enum sb_log_level level, const char *fmt, ...)
 	if (line == NULL)
 		line = json_pack("{s:s, s:s, s:s}", "level", level_names[level], "component",
 				 log_component, "msg", "(log message was not valid UTF-8)");
-	text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+	text = line ? textesc_json_dumps(line, JSON_COMPACT) : NULL;
 	if (text != NULL)
 		fprintf(stderr, "%s\n", text);
 	free(text);

@@ -21,6 +21,7 @@
 #include "result.h"
 #include "secret.h"
 #include "steptime.h"
+#include "textesc.h"
 
 #define DEFAULT_TIMEOUT 120
 #define MAX_TIMEOUT 86400
@@ -231,7 +232,7 @@ static void env_build(struct exec_cli *c, const char *shell)
 
 static int print_json(json_t *obj)
 {
-	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	char *text = obj ? textesc_json_dumps(obj, JSON_COMPACT) : NULL;
 
 	json_decref(obj);
 	if (text == NULL) {

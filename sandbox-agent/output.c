@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
 
 int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
 {
@@ -103,63 +102,4 @@ void output_free(struct output_capture *c)
 	free(c->tail);
 	c->head = c->tail = NULL;
 	mbedtls_sha256_free(&c->sha);
-}
-
-/* Length of the sequence at p that travels as itself: valid UTF-8 (common/utf8.c: RFC 3629, no
- * overlongs, no surrogates, <= U+10FFFF) other than NUL, or 0 when the byte at p must be escaped.
- * NUL is valid UTF-8, but in JSON it can only be \u0000, which jansson (the journal, the manager,
- * the CLI) refuses unless told otherwise and which ends every C string it reaches: one rule for
- * every byte that is not plain text keeps each reader strict and each string's strlen its length. */
-static size_t text_seq_len(const uint8_t *p, size_t avail)
-{
-	return p[0] == 0 ? 0 : utf8_seq_len(p, avail);
-}
-
-static bool text_plain(const uint8_t *in, size_t len)
-{
-	for (size_t i = 0; i < len;) {
-		size_t n = text_seq_len(in + i, len - i);
-
-		if (n == 0)
-			return false;
-		i += n;
-	}
-	return true;
-}
-
-char *output_to_utf8(const uint8_t *in, size_t len, size_t *out_len, bool *escaped)
-{
-	char *out, *w;
-
-	*escaped = !text_plain(in, len);
-	/* Escaped form: at most 4 output bytes per input byte. */
-	out = malloc(*escaped ? 4 * len + 1 : len + 1);
-	if (out == NULL)
-		return NULL;
-	if (!*escaped) {
-		memcpy(out, in, len);
-		out[len] = '\0';
-		*out_len = len;
-		return out;
-	}
-	w = out;
-	for (size_t i = 0; i < len;) {
-		size_t n = text_seq_len(in + i, len - i);
-
-		if (n == 0) {
-			w += sprintf(w, "\\x%02x", in[i]);
-			i++;
-		} else if (in[i] == '\\') {
-			*w++ = '\\';
-			*w++ = '\\';
-			i++;
-		} else {
-			memcpy(w, in + i, n);
-			w += n;
-			i += n;
-		}
-	}
-	*w = '\0';
-	*out_len = (size_t)(w - out);
-	return out;
 }

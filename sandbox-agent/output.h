@@ -32,10 +32,4 @@ bool output_truncated(const struct output_capture *c);
 uint8_t *output_render(const struct output_capture *c, size_t *len);
 void output_free(struct output_capture *c);
 
-/* Make arbitrary bytes into valid UTF-8 without NUL (docs/operations.md, the exec result): plain
- * text is copied; when any byte is not UTF-8 or is NUL, every such byte becomes the four characters
- * \xNN and every backslash is doubled, so the escaped form can be decoded back exactly. *escaped
- * says which form was used. The result never holds a NUL byte: strlen is its length. malloc'd. */
-char *output_to_utf8(const uint8_t *in, size_t len, size_t *out_len, bool *escaped);
-
 #endif

@@ -1,7 +1,10 @@
-/* Exec result JSON (see result.h). Output that is not UTF-8 is escaped, never dropped. */
+/* Exec result JSON (see result.h). Output that is not UTF-8, or that a terminal would act on, is
+ * escaped (common/textesc.h), never dropped. */
 #include "result.h"
 
 #include <stdlib.h>
+
+#include "textesc.h"
 
 static int stream_add(json_t *obj, const char *name, const struct output_capture *c)
 {
@@ -9,13 +12,13 @@ static int stream_add(json_t *obj, const char *name, const struct output_capture
 	size_t raw_len = 0, text_len = 0;
 	uint8_t *raw = output_render(c, &raw_len);
 	bool escaped = false;
-	char *text = raw ? output_to_utf8(raw, raw_len, &text_len, &escaped) : NULL;
+	char *text = raw ? textesc_encode(raw, raw_len, &text_len, &escaped) : NULL;
 	int rc = -1;
 
 	free(raw);
 	if (text == NULL)
 		return -1;
-	/* output_to_utf8 never yields NUL, so no reader of this JSON meets \u0000 (JSON_ALLOW_NUL). */
+	/* textesc_encode never yields NUL, so no reader of this JSON meets \u0000 (JSON_ALLOW_NUL). */
 	if (json_object_set_new(obj, name, json_stringn(text, text_len)) == 0) {
 		snprintf(key, sizeof key, "%s_bytes", name);
 		json_object_set_new(obj, key, json_integer((json_int_t)c->total));

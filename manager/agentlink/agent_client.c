@@ -136,8 +136,8 @@ static int ids_match(const char *what, const char *exec_id, uint64_t generation,
 
 /* The result JSON must say the same exec and generation as its envelope; *has_receipt tells
  * whether the agent wrote a receipt (then a Receipt message follows the Result). Parsed without
- * JSON_ALLOW_NUL, like every reader of the result: the agent escapes NUL (sandbox-agent/output.c
- * output_to_utf8), so a \u0000 is a malformed result. */
+ * JSON_ALLOW_NUL, like every reader of the result: the agent escapes NUL (common/textesc.c
+ * textesc_encode), so a \u0000 is a malformed result. */
 static int result_json_check(const char *text, const struct agent_expect *want, bool *has_receipt,
 			     struct sb_err *err)
 {

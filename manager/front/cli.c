@@ -74,9 +74,12 @@ struct json_t *mcli_call(const json_t *sockets, json_t *request)
 static int print_error(json_t *response)
 {
 	json_t *e = json_object_get(response, "error");
+	char *kind = textesc_str(json_string_value(json_object_get(e, "kind")));
+	char *msg = textesc_str(json_string_value(json_object_get(e, "message")));
 
-	fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
-		json_string_value(json_object_get(e, "message")) ?: "(no message)");
+	fprintf(stderr, "sandbox-manager: %s: %s\n", kind ?: "error", msg ?: "(no message)");
+	free(kind);
+	free(msg);
 	json_decref(response);
 	return MCLI_FAILED;
 }
@@ -92,7 +95,7 @@ static int print_response(json_t *response)
 	if (!json_is_true(json_object_get(response, "ok")))
 		return print_error(response);
 	json_object_del(response, "ok");
-	text = json_dumps(response, JSON_INDENT(2) | JSON_SORT_KEYS);
+	text = textesc_json_dumps(response, JSON_INDENT(2) | JSON_SORT_KEYS);
 	printf("%s\n", text ? text : "{}");
 	free(text);
 	json_decref(response);
@@ -401,11 +404,10 @@ static int exec_print(json_t *result, int as_json)
 {
 	json_t *out = json_object_get(result, "stdout"), *err = json_object_get(result, "stderr");
 	const char *status = json_string_value(json_object_get(result, "status")) ?: "?";
-	const char *why = json_string_value(json_object_get(result, "error"));
 	int code = exec_exit_code(result);
 
 	if (as_json) {
-		char *text = json_dumps(result, JSON_COMPACT);
+		char *text = textesc_json_dumps(result, JSON_COMPACT);
 
 		printf("%s\n", text ? text : "{}");
 		free(text);
@@ -415,10 +417,15 @@ static int exec_print(json_t *result, int as_json)
 		     json_is_true(json_object_get(result, "stdout_escaped")));
 	stream_write(stderr, json_string_value(err) ?: "", json_string_length(err),
 		     json_is_true(json_object_get(result, "stderr_escaped")));
-	if (strcmp(status, "timed_out") == 0)
+	if (strcmp(status, "timed_out") == 0) {
 		fprintf(stderr, "sandbox-manager: the command timed out\n");
-	else if (code == MCLI_FAILED)
-		fprintf(stderr, "sandbox-manager: the command's outcome is %s%s%s\n", status, why ? ": " : "", why ? why : "");
+	} else if (code == MCLI_FAILED) {
+		/* the reason may quote what the command wrote (a path it made) */
+		char *why = textesc_str(json_string_value(json_object_get(result, "error")));
+
+		fprintf(stderr, "sandbox-manager: the command's outcome is %s%s%s\n", status, why ? ": " : "", why ?: "");
+		free(why);
+	}
 	return code;
 }
 

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "textesc.h"
+
 #define STATUS_DEGRADED 1
 
 static const char *const exec_states[] = { "exited", "signaled", "timed_out", "cancelled", "uncertain", "refused" };
@@ -59,9 +61,12 @@ static void status_print_text(json_t *st)
 static int answer_error(json_t *resp, const char *none)
 {
 	json_t *e = json_object_get(resp, "error");
+	char *kind = textesc_str(json_string_value(json_object_get(e, "kind")));
+	char *msg = textesc_str(json_string_value(json_object_get(e, "message")));
 
-	fprintf(stderr, "sandbox-manager: %s: %s\n", json_string_value(json_object_get(e, "kind")) ?: "error",
-		json_string_value(json_object_get(e, "message")) ?: none);
+	fprintf(stderr, "sandbox-manager: %s: %s\n", kind ?: "error", msg ?: none);
+	free(kind);
+	free(msg);
 	json_decref(resp);
 	return MCLI_FAILED;
 }
@@ -80,7 +85,7 @@ int mcli_status_run(const json_t *sockets, int as_json)
 	code = strcmp(health, "healthy") == 0 ? 0 : strcmp(health, "degraded") == 0 ? STATUS_DEGRADED : MCLI_FAILED;
 	json_object_del(resp, "ok");
 	if (as_json) {
-		char *text = json_dumps(resp, JSON_INDENT(2) | JSON_SORT_KEYS);
+		char *text = textesc_json_dumps(resp, JSON_INDENT(2) | JSON_SORT_KEYS);
 
 		printf("%s\n", text ? text : "{}");
 		free(text);

@@ -64,8 +64,8 @@ static int note_format(char *buf, size_t cap, const struct mcp_stream *s)
 		return buf[0] = '\0', 0;
 	return snprintf(buf, cap, "[%s: %lld bytes%s%s]\n", s->name, s->bytes,
 			s->truncated ? ", only the start and the end shown" : "",
-			s->escaped ? ", not all text: each byte that is not UTF-8, and each NUL, is shown as \\xNN and a "
-				     "backslash as \\\\" : "");
+			s->escaped ? ", not all text: each byte that is not UTF-8, each NUL and each byte of a control "
+				     "or bidi character is shown as \\xNN and a backslash as \\\\" : "");
 }
 
 /* The marker between a cut stream's head and tail. */

@@ -17,7 +17,7 @@
 /* A command decides what it prints, so nothing it prints may grow its record, or an answer made of
  * records, without bound: each stream keeps a head and a tail, and a page of records stops before
  * its budget. Every cut falls between whole tokens, so the text stays valid UTF-8 and an escaped
- * stream's "\\xNN" and "\\\\" (sandbox-agent/output.c output_to_utf8) are never split. */
+ * stream's "\\xNN" and "\\\\" (common/textesc.c textesc_encode) are never split. */
 
 #define MARKER_FORMAT "\n[... %zu bytes of this output are not kept in the record ...]\n"
 /* A text this much over its limit is one already shortened (head, marker, tail): it is not cut

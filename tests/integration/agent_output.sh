@@ -112,3 +112,19 @@ test_invalid_utf8_forms() {
 	assert_json .stderr "$(json_str 'a\xc0\xafb\xed\xa0\x80c\xf8\x88\x80\x80\x80d\xc3')"
 }
 t output_invalid_utf8 test_invalid_utf8_forms
+
+# Rule N6: what a command prints reaches no terminal raw through the agent's JSON. ESC, a raw 0x9b
+# (CSI to a terminal that reads 8-bit C1), U+009B (CSI) and U+009D (OSC) as UTF-8, DEL and U+202E
+# (right-to-left override) are escaped as \xNN of their bytes (common/textesc.c textesc_encode); stderr
+# holds only valid UTF-8, so no byte that is not UTF-8 forces the stream's escaping there.
+test_output_terminal_safe() {
+	ax_ok --exec-id term -- 'printf "A\033[31mB\233C\302\233D\302\235E\177F\342\200\256G\n"
+		printf "\302\233\302\235\177\342\200\256\033" >&2'
+	assert_result exited 0 null
+	assert_terminal_safe "sandbox-agent exec's JSON" "$OUT"
+	assert_json '[.stdout_bytes, .stdout_escaped, .stderr_bytes, .stderr_escaped]' '[22,true,9,true]'
+	assert_json .stdout "$(json_str 'A\x1b[31mB\x9bC\xc2\x9bD\xc2\x9dE\x7fF\xe2\x80\xaeG'$'\n')"
+	assert_json .stderr "$(json_str '\xc2\x9b\xc2\x9d\x7f\xe2\x80\xae\x1b')"
+	assert_json .stderr_sha256 "\"$(printf '\302\233\302\235\177\342\200\256\033' | sha256sum | cut -d' ' -f1)\"" "$RD/term.json"
+}
+t output_terminal_safe test_output_terminal_safe

@@ -192,6 +192,21 @@ assert_ge() {
 	fi
 }
 
+# assert_terminal_safe WHAT FILE: FILE holds no character a terminal acts on (rule N6, common/textesc.h):
+# no C0 control but newline and tab, no DEL, no C1 (U+0080-U+009F), no bidi formatting character, no
+# U+2028/U+2029 and no byte that is not UTF-8 (a raw 0x9b is CSI to a terminal reading 8-bit C1).
+assert_terminal_safe() {
+	local found
+	found=$(python3 -c '
+import sys
+acting = set(range(0x20)) - {0x0a, 0x09} | set(range(0x7f, 0xa0)) | {0x061c, 0x200e, 0x200f, 0x2028, 0x2029}
+acting |= set(range(0x202a, 0x202f)) | set(range(0x2066, 0x206a))
+text = open(sys.argv[1], "rb").read().decode("utf-8", "surrogateescape")
+print(" ".join(sorted({"U+%04X" % ord(c) if c < "\udc80" or c > "\udcff" else "byte 0x%02x" % (ord(c) - 0xdc00)
+	for c in text if ord(c) in acting or "\udc80" <= c <= "\udcff"})))' "$2")
+	[ -z "$found" ] || bad "$1: printed raw: $found"
+}
+
 # jv EXPR [FILE]: the compact JSON of EXPR on FILE (default: the last result).
 jv() { jq -c "$1" "${2:-$OUT}" 2>/dev/null; }
 

@@ -64,3 +64,42 @@ test_manager_binary_podman() {
 	mgr_repo && pod_mgr_start && mgr_session && binary_checks
 }
 t manager_binary_podman test_manager_binary_podman
+
+# Rule N6 through the manager: a command prints ESC, a raw 0x9b, U+009B (CSI), U+009D (OSC), DEL and
+# U+202E; `exec --json` and `records` print none of them raw (the agent's text escapes them, and the
+# command itself, which holds U+202E, U+009B and DEL, is printed with \uXXXX by textesc_json_dumps), and
+# read back to the same text; `exec` without --json still writes the command's very bytes, as ssh does.
+test_manager_terminal_safe() {
+	local cmd out_text err_text
+	cmd='printf "A\033[31mB\233C\302\233D\302\235E\177F\342\200\256G\n"; printf "\302\233\302\235\177\342\200\256\033" >&2 #'$' \xe2\x80\xae\xc2\x9b\x7f'
+	out_text='A\x1b[31mB\x9bC\xc2\x9bD\xc2\x9dE\x7fF\xe2\x80\xaeG'$'\n'
+	err_text='\xc2\x9b\xc2\x9d\x7f\xe2\x80\xae\x1b'
+	mgr_repo && mgr_start && mgr_session
+	mgr exec --session "$SID" --json -- "$cmd"
+	assert_eq "exec --json: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_terminal_safe "sandbox-manager exec --json" "$OUT"
+	assert_json '[.stdout, .stdout_bytes, .stdout_escaped]' "[$(json_str "$out_text"),22,true]"
+	assert_json '[.stderr, .stderr_bytes, .stderr_escaped]' "[$(json_str "$err_text"),9,true]"
+
+	mgr exec --session "$SID" -- "$cmd"
+	assert_eq "exec: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	printf 'A\033[31mB\233C\302\233D\302\235E\177F\342\200\256G\n' >"$TD/want-out"
+	printf '\302\233\302\235\177\342\200\256\033' >"$TD/want-err"
+	cmp -s "$TD/want-out" "$OUT" || bad "exec: stdout is not the command's bytes: $(od -An -tx1 "$OUT" | head -c 300)"
+	cmp -s "$TD/want-err" "$ERR" || bad "exec: stderr is not the command's bytes: $(od -An -tx1 "$ERR" | head -c 300)"
+
+	mgr records --session "$SID"
+	assert_eq "records: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_terminal_safe "sandbox-manager records" "$OUT"
+	assert_json '.records | length' 2
+	assert_json '[.records[].result.stdout] | unique' "[$(json_str "$out_text")]"
+	assert_json '[.records[].result.stderr] | unique' "[$(json_str "$err_text")]"
+	assert_json '[.records[].command] | unique' "[$(json_str "$cmd")]"
+
+	# a refusal that quotes what it was given prints it escaped too
+	mgr records --session "$SID"$'\xe2\x80\xae\xc2\x9b'
+	assert_ne "records of no such session: exit code" 0 "$RC"
+	grep -qF "no session $SID"'\xe2\x80\xae\xc2\x9b' "$ERR" || bad "the refusal does not quote the session escaped: $(head -c 300 "$ERR")"
+	assert_terminal_safe "a refusal on stderr" "$ERR"
+}
+t manager_terminal_safe test_manager_terminal_safe

@@ -92,6 +92,12 @@ async function shapeChecks(client) {
 		const [x, y] = text(r).split('\n');
 		check('binary output: the kept file is the exact bytes', x === y && /^[0-9a-f]{64}/.test(x), text(r));
 	}
+	// Rule N6: the MCP text holds nothing a terminal acts on raw (ESC, a raw 0x9b, U+009B CSI, U+009D OSC,
+	// DEL, U+202E): each is escaped as \xNN of its bytes in the text itself, not only in the JSON around it.
+	r = await call(client, 'printf "A\\033[31mB\\233C\\302\\233D\\302\\235E\\177F\\342\\200\\256G\\n"');
+	const acting = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufffd]/u;
+	check('terminal controls: none raw in the text, each escaped', !acting.test(text(r)) &&
+		text(r).includes('A\\x1b[31mB\\x9bC\\xc2\\x9bD\\xc2\\x9dE\\x7fF\\xe2\\x80\\xaeG'), JSON.stringify(text(r)));
 	return m[4];
 }
 

@@ -92,7 +92,8 @@ static void test_agent_notes_unchanged(void **state)
 	s[0].bytes = 5000000;
 	text = mcp_shape(s, NULL, "exit code 0", 30000, &len);
 	assert_string_equal(text, "a\\x00b\n[stdout: 5000000 bytes, only the start and the end shown, not all text: "
-			    "each byte that is not UTF-8, and each NUL, is shown as \\xNN and a backslash as \\\\]\n"
+			    "each byte that is not UTF-8, each NUL and each byte of a control or bidi character is shown "
+			    "as \\xNN and a backslash as \\\\]\n"
 			    "exit code 0");
 	free(text);
 }

@@ -97,7 +97,7 @@ static void test_utf8_valid_is_untouched(void **state)
 	const char *in = "caf\xc3\xa9 \\n \xe2\x82\xac";
 	size_t len;
 	bool escaped;
-	char *out = output_to_utf8((const uint8_t *)in, strlen(in), &len, &escaped);
+	char *out = textesc_encode((const uint8_t *)in, strlen(in), &len, &escaped);
 
 	(void)state;
 	assert_false(escaped);
@@ -111,7 +111,7 @@ static void test_utf8_invalid_is_escaped_reversibly(void **state)
 	const uint8_t in[] = { 0xff, 'a', '\\', 0xe2, 0x82, 0xc0, 0xaf, 0xed, 0xa0, 0x80, 0x00 };
 	size_t len;
 	bool escaped;
-	char *out = output_to_utf8(in, sizeof in, &len, &escaped);
+	char *out = textesc_encode(in, sizeof in, &len, &escaped);
 
 	(void)state;
 	assert_true(escaped);
@@ -126,7 +126,7 @@ static void test_nul_is_escaped(void **state)
 {
 	size_t len;
 	bool escaped;
-	char *out = output_to_utf8((const uint8_t *)"a\0b\\", 4, &len, &escaped);
+	char *out = textesc_encode((const uint8_t *)"a\0b\\", 4, &len, &escaped);
 
 	(void)state;
 	assert_true(escaped);

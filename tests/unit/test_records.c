@@ -748,7 +748,7 @@ static char *control_chars(size_t n, unsigned seed)
 	return b;
 }
 
-/* The agent's text for n raw bytes that are not UTF-8 (sandbox-agent/output.c output_to_utf8):
+/* The agent's text for n raw bytes that are not UTF-8 (common/textesc.c textesc_encode):
  * "\xNN" for each byte that starts no sequence and "\\" for a backslash. */
 static char *escaped_binary(size_t n, size_t *len)
 {
