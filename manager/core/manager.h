@@ -45,6 +45,9 @@ struct live_sandbox {
 	char authority[8192];          /* the grants it was prepared with (canonical JSON) */
 	char workdir[PATH_MAX];        /* from the mount plan: where every call starts */
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
+	char identity[65];             /* the session's identity: its sessions share repo_dir's refs */
+	char repo_dir[PATH_MAX];       /* the base clone, swept after each call (execpath.c call_sweep) */
+	char worktree_name[65];        /* the session's worktrees/<name>/ in it */
 };
 
 /* A tagged cancel that came before its call ran (cancel.c): kept for the call, which takes it when

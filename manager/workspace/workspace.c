@@ -279,10 +279,26 @@ static void create_undo(struct workspace *ws, const struct made *made)
 		sb_warn("undoing workspace %s: %s", ws->session, err.msg);
 }
 
-/* The checks of the base clone; alternates must stay inside the identity's repositories. */
+/* The checks of the base clone; alternates must stay inside the identity's repositories. Of the
+ * linked worktrees' config.worktree only this session's own is judged (none before it exists):
+ * another session's metadata decides that session alone. */
 static int base_check(const struct workspace *ws, const struct layout *l, struct sb_err *err)
 {
-	return gitconfig_check(ws->repo_dir, l->repositories, err);
+	return gitconfig_check(ws->repo_dir, l->repositories,
+			       ws->worktree_name ? ws->worktree_name : GITCONFIG_NO_WORKTREE, err);
+}
+
+/* What the end-of-call sweep did not see (a call still running then, or a manager that stopped
+ * before its sweep) is swept here, before git runs on the base clone: git's worktree add and
+ * branch -D read every worktree's HEAD, and a FIFO there would hold them until their timeout. */
+static int recheck_sweep(const struct workspace *ws, struct sb_err *err)
+{
+	cleanup_free char *who = NULL;
+
+	if (path_alloc_fmt(&who, err, "a command of a session of identity %s whose call no end-of-call sweep "
+			   "followed (found while preparing session %s)", ws->identity, ws->session) != 0)
+		return -1;
+	return workspace_sweep(ws->repo_dir, NULL, who, err);
 }
 
 /* Steps of workspace_create once the identity is locked. Each step says what it proves. */
@@ -300,7 +316,7 @@ static int create_locked(struct workspace *ws, const struct layout *l, const str
 	if (!exists && base_clone(ws, l, src, err) != 0)
 		return -1;
 	/* 3. The base clone passes the refusal check (a reused one may have changed since). */
-	if (base_check(ws, l, err) != 0 || symlinks_refuse(ws, err) != 0 || base_prepare(ws, err) != 0 ||
+	if (base_check(ws, l, err) != 0 || recheck_sweep(ws, err) != 0 || base_prepare(ws, err) != 0 ||
 	    exclude_ensure(ws, err) != 0)
 		return -1;
 	/* 4. The worktree on its branch; then the check again, now with its worktree config. */
@@ -340,7 +356,7 @@ static int create_prepare(struct workspace *ws, const char *volume, const char *
 	if (ws->source == NULL)
 		return sb_fail(err, ENOMEM, "creating a workspace");
 	/* Local sources are checked before anything is cloned or created. */
-	if (src->common_dir != NULL && gitconfig_check(src->common_dir, NULL, err) != 0)
+	if (src->common_dir != NULL && gitconfig_check(src->common_dir, NULL, NULL, err) != 0)
 		return -1;
 	if (layout_paths(ws->volume, ws->identity, l, err) != 0)
 		return -1;
@@ -428,7 +444,7 @@ int workspace_recheck(const struct workspace *ws, struct sb_err *err)
 		return -1;
 	rc = base_check(ws, &l, err);
 	if (rc == 0)
-		rc = symlinks_refuse(ws, err);
+		rc = recheck_sweep(ws, err);
 	if (rc == 0)
 		rc = pointers_check(ws, err);
 	if (rc == 0)

@@ -63,11 +63,18 @@ int workspace_create(const char *volume, const char *identity, const char *sessi
 int workspace_open(const char *volume, const char *identity, const char *session, struct workspace *ws,
 		   struct sb_err *err);
 
-/* Called before each sandbox is prepared: the refusal check again (config, worktree config,
- * alternates), no symbolic link in refs/, logs/, packed-refs.d/ or this worktree's metadata, the
+/* Called before each sandbox is prepared: the refusal check again (config, this worktree's config,
+ * alternates), the sweep (workspace_sweep) of every worktree's metadata and the shared refs, the
  * ownership pointers between worktree and metadata, and the scratch folder (recreated when a
- * command removed it). */
+ * command removed it). What another session planted never refuses this one. */
 int workspace_recheck(const struct workspace *ws, struct sb_err *err);
+
+/* The sweep after each call (and inside create and recheck): a symbolic link, FIFO, socket or
+ * device node in the base clone repo_dir's shared refs/, logs/, packed-refs.d/, or in the metadata
+ * worktrees/<worktree_name>/ (NULL: every worktree's), is removed by descriptor and logged as
+ * planted by who ("a command of session S (exec E)"); a worktree's metadata is logged with its own
+ * session. git makes none of these there. Returns 0, or -1 with err (the sweep could not run). */
+int workspace_sweep(const char *repo_dir, const char *worktree_name, const char *who, struct sb_err *err);
 
 /* Remove the worktree (`git worktree remove --force --force`, then `git worktree prune`) and,
  * unless keep_branch, its branch. The base clone stays for the identity's other sessions.
