@@ -20,6 +20,7 @@
 #include "queue.h"
 #include "records.h"
 #include "tls.h"
+#include "workspace.h"
 
 #define SESSION_ID_BYTES 8  /* 16 hex digits: short enough for a certificate name */
 #define EVIDENCE_MS 10000   /* how long a retire waits for the backend's evidence of a sandbox's end */
@@ -161,6 +162,9 @@ json_t *ownership_refusal(const char *session, const struct lease *l);
 json_t *ownership_json(struct manager *m, const char *session);
 
 /* sessions.c: the other control operations. */
+/* The owner of an identity's files on the volume (workspace.h workspace_owner_fn; ctx is the
+ * manager): its sandboxes' uid and gid. */
+int sessions_identity_owner(void *ctx, const char *identity, struct workspace_owner *out, struct sb_err *err);
 json_t *sessions_create(struct manager *m, json_t *req);
 /* The session's record, its sandbox's and "limits": what bounds its live sandbox (null when none). */
 json_t *sessions_show(struct manager *m, const char *session);

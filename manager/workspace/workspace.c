@@ -206,17 +206,35 @@ static int layout_paths(const char *volume, const char *identity, struct layout 
 	return 0;
 }
 
-/* The identity's directories. The identity directory is 0711, search only: nothing in it can be
- * listed, but a sandbox's init running as an unprivileged uid (under a root manager) must walk
- * to the worktree to bind it. private-state/ and provider-auth/ stay 0700. */
-static int layout_create(const char *volume, const struct layout *l, struct sb_err *err)
+/* A directory of the identity's that its sandboxes walk through and nobody else may enter: the
+ * manager's, group gid, mode 0710 (search for the group, no listing). Made here, or accepted when it
+ * is already a real directory (volume_closed_check judges its mode at every start). The identity
+ * directory above is never mounted in a sandbox, so no command races these calls. */
+static int dir_ensure_group(const char *path, gid_t gid, struct sb_err *err)
+{
+	if (mkdir(path, 0700) == 0) {
+		if (chown(path, (uid_t)-1, gid) != 0)
+			return sb_fail_errno(err, "giving %s to group %u", path, (unsigned)gid);
+		return chmod(path, 0710) == 0 ? 0 : sb_fail_errno(err, "setting the mode of %s", path);
+	}
+	return dir_ensure(path, 0710, err);
+}
+
+/* The identity's directories: a closed volume (rule N3). identities/ and the identity directory are
+ * 0711, search only: nothing in them can be listed, but a sandbox's init running as an unprivileged
+ * uid (under a root manager) must walk to the worktree to bind it. repositories/ and workspaces/
+ * below are 0710 for the identity's group (dir_ensure_group), so only its sandboxes pass; and each
+ * worktree is 0700 (worktree_add). private-state/ and provider-auth/ stay 0700. */
+static int layout_create(const char *volume, const struct layout *l, const struct workspace_owner *owner,
+			 struct sb_err *err)
 {
 	cleanup_free char *identities = NULL;
 
 	if (path_alloc_fmt(&identities, err, "%s/identities", volume) != 0)
 		return -1;
-	if (dir_ensure(identities, 0755, err) != 0 || dir_ensure(l->identity_dir, 0711, err) != 0 ||
-	    dir_ensure(l->repositories, 0755, err) != 0 || dir_ensure(l->workspaces, 0755, err) != 0 ||
+	if (dir_ensure(identities, 0711, err) != 0 || dir_ensure(l->identity_dir, 0711, err) != 0 ||
+	    dir_ensure_group(l->repositories, owner->gid, err) != 0 ||
+	    dir_ensure_group(l->workspaces, owner->gid, err) != 0 ||
 	    dir_ensure(l->private_state, 0700, err) != 0 || dir_ensure(l->provider_auth, 0700, err) != 0)
 		return -1;
 	return 0;
@@ -348,7 +366,7 @@ static int create_names(struct workspace *ws, const char *identity, const char *
 }
 
 static int create_prepare(struct workspace *ws, const char *volume, const char *repo,
-			  struct source *src, struct layout *l, struct sb_err *err)
+			  const struct workspace_owner *owner, struct source *src, struct layout *l, struct sb_err *err)
 {
 	if (volume_resolve(volume, &ws->volume, err) != 0 || source_resolve(repo, src, err) != 0)
 		return -1;
@@ -363,11 +381,20 @@ static int create_prepare(struct workspace *ws, const char *volume, const char *
 	if (path_alloc_fmt(&ws->worktree, err, "%s/%s", l->workspaces, ws->session) != 0 ||
 	    path_alloc_fmt(&ws->scratch, err, "%s/" WORKSPACE_SCRATCH, ws->worktree) != 0)
 		return -1;
-	return layout_create(ws->volume, l, err);
+	return layout_create(ws->volume, l, owner, err);
 }
 
 int workspace_create(const char *volume, const char *identity, const char *session, const char *repo,
 		     const char *branch, struct workspace *ws, struct sb_err *err)
+{
+	struct workspace_owner self = { geteuid(), getegid() };
+
+	return workspace_create_owned(volume, identity, session, repo, branch, &self, ws, err);
+}
+
+int workspace_create_owned(const char *volume, const char *identity, const char *session, const char *repo,
+			   const char *branch, const struct workspace_owner *owner, struct workspace *ws,
+			   struct sb_err *err)
 {
 	struct source src = { 0 };
 	struct layout l = { 0 };
@@ -377,7 +404,7 @@ int workspace_create(const char *volume, const char *identity, const char *sessi
 	memset(ws, 0, sizeof *ws);
 	rc = create_names(ws, identity, session, branch, err);
 	if (rc == 0)
-		rc = create_prepare(ws, volume, repo, &src, &l, err);
+		rc = create_prepare(ws, volume, repo, owner, &src, &l, err);
 	if (rc == 0 && (lock = identity_lock(&l, err)) >= 0) {
 		rc = create_locked(ws, &l, &src, &made, err);
 		if (rc != 0)

@@ -206,6 +206,22 @@ static void test_create_layout_and_branch(void **state)
 	assert_string_equal(out, fx->head);
 	free(out);
 
+	/* A closed volume (rule N3): search only down to the identity, its group's below, the worktree
+	 * its own. */
+	pathf(expect, sizeof expect, "%s/identities", fx->volume);
+	assert_int_equal(stat(expect, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0711);
+	pathf(expect, sizeof expect, "%s/identities/alice", fx->volume);
+	assert_int_equal(stat(expect, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0711);
+	for (int i = 0; i < 2; i++) {
+		pathf(expect, sizeof expect, "%s/identities/alice/%s", fx->volume, i ? "workspaces" : "repositories");
+		assert_int_equal(stat(expect, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0710);
+		assert_int_equal(st.st_gid, getegid());
+	}
+	assert_int_equal(stat(ws.worktree, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
 	/* The identity's private directories exist and are 0700. */
 	assert_int_equal(stat(ws.repo_dir, &st), 0);
 	pathf(expect, sizeof expect, "%s/identities/alice/private-state", fx->volume);
@@ -1179,6 +1195,62 @@ static void test_volume_probe(void **state)
 	assert_non_null(strstr(err.msg, "refused: cannot create a directory in it"));
 }
 
+static int owner_self(void *ctx, const char *identity, struct workspace_owner *out, struct sb_err *err)
+{
+	(void)ctx;
+	(void)identity;
+	(void)err;
+	out->uid = geteuid();
+	out->gid = getegid();
+	return 0;
+}
+
+/* The check at start refuses a volume other users can list, naming the path and the fix: each
+ * directory of the closed layout opened up in turn (and, as root, one given to another group). */
+static void test_volume_closed_check(void **state)
+{
+	struct fixture *fx = *state;
+	char path[PATH_MAX + 64], fix[PATH_MAX + 128];
+	struct workspace ws;
+	struct sb_err err;
+	static const struct {
+		const char *sub;
+		mode_t open, closed;
+	} cases[] = {
+		{ "", 0755, 0711 },
+		{ "/identities", 0755, 0711 },
+		{ "/identities/alice", 0751, 0711 },
+		{ "/identities/alice/repositories", 0711, 0710 },
+		{ "/identities/alice/workspaces", 0750, 0710 },
+		{ "/identities/alice/workspaces/s1", 0705, 0700 },
+		{ "/identities/alice/private-state", 0710, 0700 },
+	};
+
+	assert_int_equal(chmod(fx->volume, 0711), 0);
+	create_ok(fx, "s1", NULL, &ws);
+	must(volume_closed_check(fx->volume, owner_self, NULL, &err), &err, "the volume as made");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		pathf(path, sizeof path, "%s%s", fx->volume, cases[i].sub);
+		assert_int_equal(chmod(path, cases[i].open), 0);
+		assert_int_equal(volume_closed_check(fx->volume, owner_self, NULL, &err), -1);
+		pathf(fix, sizeof fix, "volume refused: %s has mode %04o", path, (unsigned)cases[i].open);
+		assert_contains(err.msg, fix);
+		pathf(fix, sizeof fix, "fix: chmod %04o %s", (unsigned)cases[i].closed, path);
+		assert_contains(err.msg, fix);
+		assert_int_equal(chmod(path, cases[i].closed), 0);
+	}
+	must(volume_closed_check(fx->volume, owner_self, NULL, &err), &err, "the volume closed again");
+	if (geteuid() == 0) {
+		pathf(path, sizeof path, "%s/identities/alice/workspaces", fx->volume);
+		assert_int_equal(chown(path, (uid_t)-1, 65534), 0);
+		assert_int_equal(chmod(path, 0710), 0);
+		assert_int_equal(volume_closed_check(fx->volume, owner_self, NULL, &err), -1);
+		assert_contains(err.msg, "belongs to group 65534, not to the identity's group");
+		assert_contains(err.msg, "fix: chgrp ");
+	}
+	workspace_free(&ws);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1210,6 +1282,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symlink_check_not_redirected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan_refuses_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_volume_probe, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_volume_closed_check, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
