@@ -536,6 +536,8 @@ static void call_sweep(struct manager *m, const struct call *c)
 	size_t n = (size_t)snprintf(who, sizeof who, "a command of session %s (exec %s)", c->session, c->exec_id);
 	struct sb_err err;
 
+	if (c->sandbox->repo_dir[0] == '\0')
+		return; /* no workspace behind it (none is made without one): nothing to sweep */
 	pthread_mutex_lock(&m->lock);
 	for (const struct live_sandbox *l = m->live; l != NULL && n < sizeof who; l = l->next)
 		if (l != c->sandbox && l->busy && strcmp(l->identity, c->sandbox->identity) == 0)

@@ -3,10 +3,13 @@
  * Must never mount or expose private-state/ or provider-auth/, and never run git except through
  * gitrun (no shell, no repository-supplied program).
  *
- * Volume layout (DESIGN.md, "Persistent volume"):
+ * Volume layout (DESIGN.md, "Persistent volume"), closed to other users (rule N3: the volume,
+ * identities/ and <identity>/ 0711, search only):
  *   <volume>/identities/<identity>/repositories/<repo>/   base clone (bare) = the common git dir;
- *       its packed-refs is a link into packed-refs.d/ (see the mount plan in mount_plan.c)
- *   <volume>/identities/<identity>/workspaces/<session>/  the session's linked worktree
+ *       its packed-refs is a link into packed-refs.d/ (see the mount plan in mount_plan.c);
+ *       repositories/ is 0710, group the identity's sandboxes'
+ *   <volume>/identities/<identity>/workspaces/<session>/  the session's linked worktree (0700);
+ *       workspaces/ is 0710, group the identity's sandboxes'
  *   <volume>/identities/<identity>/private-state/         manager state (0700), never mounted
  *   <volume>/identities/<identity>/provider-auth/         provider credentials (0700), never mounted
  */
