@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -105,6 +106,10 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 	}
 	if (stdio_attach(ctx, &err) < 0 || privileges_limit_command(b->max_processes, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
+	/* What the command creates is its own uid's alone (rule N3): the worktree and the repository's
+	 * shared objects are read by no other user, and a file a command writes must not be either. Per
+	 * process (no CLONE_FS), so init's umask is unchanged. */
+	umask(077);
 	if (landlock_command(ctx, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
 	steptime_mark(STEP_CMD_LANDLOCK);

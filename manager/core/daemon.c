@@ -206,10 +206,16 @@ static int manager_start(struct manager *m, struct sb_err *err)
 
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->claim_lock, NULL);
-	if (mkdir(m->cfg.volume, 0755) < 0 && errno != EEXIST)
+	/* 0711: sandboxes walk through it to their worktree; nobody lists it (rule N3). */
+	if (mkdir(m->cfg.volume, 0711) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating the volume %s", m->cfg.volume);
 	/* The volume must do what git and the records rely on, or nothing it holds is safe. */
 	if (volume_probe(m->cfg.volume, err) < 0)
+		return -1;
+	/* Under root no other user may list the identities and sessions or read what commands wrote
+	 * (rule N3). An unprivileged manager's volume is made with the same modes, but its sandboxes are
+	 * itself: the group its volume has (a claim's fsGroup, group-writable) holds no one else. */
+	if (geteuid() == 0 && volume_closed_check(m->cfg.volume, sessions_identity_owner, m, err) < 0)
 		return -1;
 	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, m->cfg.sandbox_uid, err) < 0 ||
 			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))

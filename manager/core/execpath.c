@@ -28,6 +28,7 @@
 #include "random.h"
 #include "receipt_mac.h"
 #include "result_proof.h"
+#include "workspace.h"
 
 #define COMMAND_MAX (1024 * 1024)
 #define CONNECT_MS 10000
@@ -524,6 +525,30 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 	return sb_fail(err, EAGAIN, "the session's grants keep changing; try again");
 }
 
+/* After a command ran: what it planted where git never makes such things (a link or FIFO in the
+ * identity's shared refs/, logs/, packed-refs.d/, or in its worktree metadata) is removed now and
+ * logged with this session and exec, so it never refuses the identity's other sessions and its maker
+ * is on record (workspace_sweep). Sessions of the identity with a call running meanwhile share those
+ * directories and are named too. A sweep that cannot run is logged; every preparation sweeps again. */
+static void call_sweep(struct manager *m, const struct call *c)
+{
+	char who[1024];
+	size_t n = (size_t)snprintf(who, sizeof who, "a command of session %s (exec %s)", c->session, c->exec_id);
+	struct sb_err err;
+
+	if (c->sandbox->repo_dir[0] == '\0')
+		return; /* no workspace behind it (none is made without one): nothing to sweep */
+	pthread_mutex_lock(&m->lock);
+	for (const struct live_sandbox *l = m->live; l != NULL && n < sizeof who; l = l->next)
+		if (l != c->sandbox && l->busy && strcmp(l->identity, c->sandbox->identity) == 0)
+			n += (size_t)snprintf(who + n, sizeof who - n, ", or of session %s (exec %s, running meanwhile)",
+					      l->session, l->running_exec);
+	pthread_mutex_unlock(&m->lock);
+	if (workspace_sweep(c->sandbox->repo_dir, c->sandbox->worktree_name, who, &err) < 0)
+		sb_warn("exec %s (session %s): the sweep after the call could not run: %s", c->exec_id, c->session,
+			err.msg);
+}
+
 /* Steps 3 to 5 on one sandbox: check, obtain it (marked busy, with the grants rechecked), send.
  * Returns call_dispatch()'s code, -5 (it took a cancel that came first), or -2 (refused, err says why) before
  * anything was sent. */
@@ -558,6 +583,8 @@ static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 	}
 	sb_hex_encode(c->nonce, sizeof c->nonce, c->nonce_hex);
 	rc = call_dispatch(m, c, err);
+	if (rc == 0 || rc == -1)
+		call_sweep(m, c);
 	sandbox_mark(m, c, false);
 	return rc;
 }

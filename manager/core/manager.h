@@ -20,6 +20,7 @@
 #include "queue.h"
 #include "records.h"
 #include "tls.h"
+#include "workspace.h"
 
 #define SESSION_ID_BYTES 8  /* 16 hex digits: short enough for a certificate name */
 #define EVIDENCE_MS 10000   /* how long a retire waits for the backend's evidence of a sandbox's end */
@@ -46,6 +47,9 @@ struct live_sandbox {
 	char workdir[PATH_MAX];        /* from the mount plan: where every call starts */
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
 	enum sandbox_network network;  /* the session's policy, recorded with it (backend.h) */
+	char identity[65];             /* the session's identity: its sessions share repo_dir's refs */
+	char repo_dir[PATH_MAX];       /* the base clone, swept after each call (execpath.c call_sweep) */
+	char worktree_name[65];        /* the session's worktrees/<name>/ in it */
 };
 
 /* A tagged cancel that came before its call ran (cancel.c): kept for the call, which takes it when
@@ -159,6 +163,9 @@ json_t *ownership_refusal(const char *session, const struct lease *l);
 json_t *ownership_json(struct manager *m, const char *session);
 
 /* sessions.c: the other control operations. */
+/* The owner of an identity's files on the volume (workspace.h workspace_owner_fn; ctx is the
+ * manager): its sandboxes' uid and gid. */
+int sessions_identity_owner(void *ctx, const char *identity, struct workspace_owner *out, struct sb_err *err);
 json_t *sessions_create(struct manager *m, json_t *req);
 /* The session's record, its sandbox's and "limits": what bounds its live sandbox (null when none). */
 json_t *sessions_show(struct manager *m, const char *session);

@@ -172,6 +172,9 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	    /* Paths every call uses: a cut one would name another place (common/pathfmt.c). */
 	    path_fmt(l->workdir, sizeof l->workdir, err, "%s", plan.workdir) < 0 ||
 	    path_fmt(l->scratch, sizeof l->scratch, err, "%s", plan.scratch) < 0 ||
+	    path_fmt(l->identity, sizeof l->identity, err, "%s", ws->identity) < 0 ||
+	    path_fmt(l->repo_dir, sizeof l->repo_dir, err, "%s", ws->repo_dir) < 0 ||
+	    path_fmt(l->worktree_name, sizeof l->worktree_name, err, "%s", ws->worktree_name) < 0 ||
 	    path_fmt(private_sub, sizeof private_sub, err, "%s", l->private_dir) < 0) {
 		json_decref(job.grants);
 		mount_plan_free(&plan);

@@ -104,6 +104,20 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 	return 0;
 }
 
+/* The uid and gid an identity's files are for (workspace.h struct workspace_owner): its sandboxes'.
+ * One value per identity, asked here only, so a uid of each identity's own (rule N2) is one change;
+ * today every identity's sandboxes share the configured sandbox uid and gid. */
+int sessions_identity_owner(void *ctx, const char *identity, struct workspace_owner *out, struct sb_err *err)
+{
+	const struct manager *m = ctx;
+
+	if (workspace_name_check("identity", identity, err) < 0)
+		return -1;
+	out->uid = m->cfg.sandbox_uid;
+	out->gid = m->cfg.sandbox_gid;
+	return 0;
+}
+
 json_t *sessions_create(struct manager *m, json_t *req)
 {
 	const char *identity = json_string_value(json_object_get(req, "identity"));
@@ -112,6 +126,7 @@ json_t *sessions_create(struct manager *m, json_t *req)
 	json_t *grants = json_object_get(req, "grants"), *resp, *net = json_object_get(req, "network");
 	const char *network = net && !json_is_null(net) ? json_string_value(net) : m->cfg.network;
 	enum sandbox_network policy;
+	struct workspace_owner owner;
 	struct workspace ws;
 	struct sb_err err;
 	char id[2 * SESSION_ID_BYTES + 1];
@@ -129,7 +144,8 @@ json_t *sessions_create(struct manager *m, json_t *req)
 		return resp;
 	if (sb_random_hex(id, SESSION_ID_BYTES, &err) < 0)
 		return control_error_from("internal", &err);
-	if (workspace_create(m->cfg.volume, identity, id, repo, branch, &ws, &err) < 0)
+	if (sessions_identity_owner(m, identity, &owner, &err) < 0 ||
+	    workspace_create_owned(m->cfg.volume, identity, id, repo, branch, &owner, &ws, &err) < 0)
 		return control_error_from("refused", &err);
 	if (session_store(m, &ws, repo, network, grants, &err) < 0) {
 		struct sb_err ignored;

@@ -244,9 +244,25 @@ static int config_file_scan(const char *path, struct gitconfig_findings *found, 
 	return rc;
 }
 
-/* config.worktree of every linked worktree (read by git when extensions.worktreeConfig is on;
+/* config.worktree of one linked worktree (read by git when extensions.worktreeConfig is on;
  * checked whether or not it is on, since a sandbox could turn it on later only by changing the
- * read-only config, and a refusal here costs nothing). */
+ * read-only config). Only that worktree's git reads it, and only its own session's sandbox can
+ * write it: it decides that session alone. */
+static int worktree_scan(const char *common_dir, const char *worktree, struct gitconfig_findings *found,
+			 struct sb_err *err)
+{
+	char file[PATH_MAX];
+
+	if (worktree[0] == '\0')
+		return 0;
+	if (strchr(worktree, '/') != NULL || strcmp(worktree, "..") == 0 || strcmp(worktree, ".") == 0)
+		return sb_fail(err, EINVAL, "worktree name %.64s is not one name", worktree);
+	if (path_fmt(file, sizeof file, err, "%s/worktrees/%s/config.worktree", common_dir, worktree) < 0)
+		return -1;
+	return config_file_scan(file, found, err);
+}
+
+/* config.worktree of every linked worktree: for a source repository, which no session owns. */
 static int worktrees_scan(const char *common_dir, struct gitconfig_findings *found, struct sb_err *err)
 {
 	char *dirpath = NULL;
@@ -386,7 +402,7 @@ static int alternates_scan(const char *common_dir, const char *root, struct gitc
 	return rc;
 }
 
-int gitconfig_scan(const char *common_dir, const char *alternates_root,
+int gitconfig_scan(const char *common_dir, const char *alternates_root, const char *worktree,
 		   struct gitconfig_findings *found, struct sb_err *err)
 {
 	static const char *const top[] = { "config", "config.worktree", NULL };
@@ -399,7 +415,8 @@ int gitconfig_scan(const char *common_dir, const char *alternates_root,
 		    config_file_scan(path, found, err) != 0)
 			return -1;
 	}
-	if (worktrees_scan(common_dir, found, err) != 0)
+	if (worktree == NULL ? worktrees_scan(common_dir, found, err) != 0 :
+			       worktree_scan(common_dir, worktree, found, err) != 0)
 		return -1;
 	if (alternates_root != NULL && alternates_scan(common_dir, alternates_root, found, err) != 0)
 		return -1;
@@ -424,10 +441,11 @@ static int refusal_message(const struct gitconfig_findings *found, struct sb_err
 	return -1;
 }
 
-int gitconfig_check(const char *common_dir, const char *alternates_root, struct sb_err *err)
+int gitconfig_check(const char *common_dir, const char *alternates_root, const char *worktree,
+		    struct sb_err *err)
 {
 	struct gitconfig_findings found;
-	int rc = gitconfig_scan(common_dir, alternates_root, &found, err);
+	int rc = gitconfig_scan(common_dir, alternates_root, worktree, &found, err);
 
 	if (rc == 0 && found.n > 0)
 		rc = refusal_message(&found, err);

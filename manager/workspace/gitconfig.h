@@ -25,16 +25,23 @@ struct gitconfig_findings {
  * key without "= value") is refused, or NULL when it is allowed. Pure; exposed for tests. */
 const char *gitconfig_key_refused(const char *key, const char *value);
 
-/* Scan the repository whose common git dir is common_dir: its config, its config.worktree and
- * every worktrees/<name>/config.worktree; and, when alternates_root is not NULL, every entry of
+/* The worktree argument of gitconfig_scan(): no linked worktree's config.worktree is read (a base
+ * clone before the session's worktree exists). */
+#define GITCONFIG_NO_WORKTREE ""
+
+/* Scan the repository whose common git dir is common_dir: its config and its config.worktree;
+ * worktrees/<worktree>/config.worktree (worktree NULL: every linked worktree's, for a source
+ * repository that no session owns; a session's check names its own worktree only, so one session's
+ * metadata never decides another's); and, when alternates_root is not NULL, every entry of
  * objects/info/alternates, which must resolve to a directory inside alternates_root.
  * Returns 0 when the scan completed (found->n may be > 0), -1 when it could not be done. */
-int gitconfig_scan(const char *common_dir, const char *alternates_root,
+int gitconfig_scan(const char *common_dir, const char *alternates_root, const char *worktree,
 		   struct gitconfig_findings *found, struct sb_err *err);
 
 /* gitconfig_scan() as a verdict: -1 with "repository refused: config key K <why> (in FILE)",
  * plus the names of any further refused keys, when anything is refused or the scan fails. */
-int gitconfig_check(const char *common_dir, const char *alternates_root, struct sb_err *err);
+int gitconfig_check(const char *common_dir, const char *alternates_root, const char *worktree,
+		    struct sb_err *err);
 
 void gitconfig_findings_free(struct gitconfig_findings *found);
 

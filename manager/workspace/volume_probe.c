@@ -1,10 +1,13 @@
-/* The volume probe (workspace.h volume_probe), run once when the manager starts: the persistent
- * volume must give what git and the manager rely on. Must never leave its probe files behind. */
+/* The volume probe (workspace.h volume_probe) and the closed-volume check (volume_closed_check),
+ * run once when the manager starts: the persistent volume must give what git and the manager rely on,
+ * and let no other user list or open what it holds. Must never leave its probe files behind. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,5 +149,110 @@ int volume_probe(const char *volume, struct sb_err *err)
 	}
 	if (rc != 0)
 		sb_err_prefix(err, "volume %s refused", volume);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- a closed volume (rule N3) */
+
+/* One directory's mode against the rule: refused when it has a bit of `forbidden`, or (group_gid
+ * not -1) belongs to another group. The message names the path and the command that fixes it. */
+static int closed_dir(const char *path, mode_t forbidden, mode_t fix, gid_t group_gid, struct sb_err *err)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : sb_fail_errno(err, "inspecting %s", path);
+	if (!S_ISDIR(st.st_mode))
+		return sb_fail(err, ENOTDIR, "volume refused: %s is not a directory (a symbolic link is refused); "
+			       "remove it", path);
+	if (group_gid != (gid_t)-1 && st.st_gid != group_gid)
+		return sb_fail(err, EPERM, "volume refused: %s belongs to group %u, not to the identity's group %u, "
+			       "whose sandboxes alone may pass it; fix: chgrp %u %s && chmod %04o %s", path,
+			       (unsigned)st.st_gid, (unsigned)group_gid, (unsigned)group_gid, path, (unsigned)fix, path);
+	if ((st.st_mode & forbidden) != 0)
+		return sb_fail(err, EPERM, "volume refused: %s has mode %04o, which lets other users list or open "
+			       "what it holds; fix: chmod %04o %s", path, (unsigned)(st.st_mode & 07777),
+			       (unsigned)fix, path);
+	return 0;
+}
+
+/* Each entry of dir that is a directory, checked by closed_dir with the same rule. */
+static int closed_entries(const char *dir, mode_t forbidden, mode_t fix, struct sb_err *err)
+{
+	cleanup_free char *path = NULL;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int rc = 0;
+
+	if (d == NULL)
+		return errno == ENOENT ? 0 : sb_fail_errno(err, "listing %s", dir);
+	while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		free(path);
+		path = NULL;
+		rc = path_alloc_fmt(&path, err, "%s/%s", dir, de->d_name);
+		if (rc == 0 && de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+			continue;
+		if (rc == 0)
+			rc = closed_dir(path, forbidden, fix, (gid_t)-1, err);
+	}
+	if (rc == 0 && errno != 0)
+		rc = sb_fail_errno(err, "listing %s", dir);
+	closedir(d);
+	return rc;
+}
+
+/* One identity's directory and what is below it. */
+static int closed_identity(const char *dir, const char *name, workspace_owner_fn owner_of, void *ctx,
+			   struct sb_err *err)
+{
+	static const char *const private[] = { "private-state", "provider-auth", NULL };
+	cleanup_free char *repos = NULL, *works = NULL;
+	struct workspace_owner owner;
+
+	if (closed_dir(dir, 066, 0711, (gid_t)-1, err) != 0 || owner_of(ctx, name, &owner, err) != 0 ||
+	    path_alloc_fmt(&repos, err, "%s/repositories", dir) != 0 ||
+	    path_alloc_fmt(&works, err, "%s/workspaces", dir) != 0)
+		return -1;
+	if (closed_dir(repos, 067, 0710, owner.gid, err) != 0 || closed_dir(works, 067, 0710, owner.gid, err) != 0 ||
+	    closed_entries(works, 077, 0700, err) != 0)
+		return -1;
+	for (size_t i = 0; private[i] != NULL; i++) {
+		cleanup_free char *path = NULL;
+
+		if (path_alloc_fmt(&path, err, "%s/%s", dir, private[i]) != 0 || closed_dir(path, 077, 0700, (gid_t)-1, err) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int volume_closed_check(const char *volume, workspace_owner_fn owner_of, void *ctx, struct sb_err *err)
+{
+	cleanup_free char *identities = NULL;
+	struct dirent *de;
+	DIR *d;
+	int rc;
+
+	if (closed_dir(volume, 066, 0711, (gid_t)-1, err) != 0 ||
+	    path_alloc_fmt(&identities, err, "%s/identities", volume) != 0 ||
+	    closed_dir(identities, 066, 0711, (gid_t)-1, err) != 0)
+		return -1;
+	d = opendir(identities);
+	if (d == NULL)
+		return errno == ENOENT ? 0 : sb_fail_errno(err, "listing %s", identities);
+	rc = 0;
+	while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+		cleanup_free char *dir = NULL;
+
+		if (de->d_name[0] == '.')
+			continue;
+		rc = path_alloc_fmt(&dir, err, "%s/%s", identities, de->d_name);
+		if (rc == 0)
+			rc = closed_identity(dir, de->d_name, owner_of, ctx, err);
+	}
+	if (rc == 0 && errno != 0)
+		rc = sb_fail_errno(err, "listing %s", identities);
+	closedir(d);
 	return rc;
 }

@@ -206,17 +206,35 @@ static int layout_paths(const char *volume, const char *identity, struct layout 
 	return 0;
 }
 
-/* The identity's directories. The identity directory is 0711, search only: nothing in it can be
- * listed, but a sandbox's init running as an unprivileged uid (under a root manager) must walk
- * to the worktree to bind it. private-state/ and provider-auth/ stay 0700. */
-static int layout_create(const char *volume, const struct layout *l, struct sb_err *err)
+/* A directory of the identity's that its sandboxes walk through and nobody else may enter: the
+ * manager's, group gid, mode 0710 (search for the group, no listing). Made here, or accepted when it
+ * is already a real directory (volume_closed_check judges its mode at every start). The identity
+ * directory above is never mounted in a sandbox, so no command races these calls. */
+static int dir_ensure_group(const char *path, gid_t gid, struct sb_err *err)
+{
+	if (mkdir(path, 0700) == 0) {
+		if (chown(path, (uid_t)-1, gid) != 0)
+			return sb_fail_errno(err, "giving %s to group %u", path, (unsigned)gid);
+		return chmod(path, 0710) == 0 ? 0 : sb_fail_errno(err, "setting the mode of %s", path);
+	}
+	return dir_ensure(path, 0710, err);
+}
+
+/* The identity's directories: a closed volume (rule N3). identities/ and the identity directory are
+ * 0711, search only: nothing in them can be listed, but a sandbox's init running as an unprivileged
+ * uid (under a root manager) must walk to the worktree to bind it. repositories/ and workspaces/
+ * below are 0710 for the identity's group (dir_ensure_group), so only its sandboxes pass; and each
+ * worktree is 0700 (worktree_add). private-state/ and provider-auth/ stay 0700. */
+static int layout_create(const char *volume, const struct layout *l, const struct workspace_owner *owner,
+			 struct sb_err *err)
 {
 	cleanup_free char *identities = NULL;
 
 	if (path_alloc_fmt(&identities, err, "%s/identities", volume) != 0)
 		return -1;
-	if (dir_ensure(identities, 0755, err) != 0 || dir_ensure(l->identity_dir, 0711, err) != 0 ||
-	    dir_ensure(l->repositories, 0755, err) != 0 || dir_ensure(l->workspaces, 0755, err) != 0 ||
+	if (dir_ensure(identities, 0711, err) != 0 || dir_ensure(l->identity_dir, 0711, err) != 0 ||
+	    dir_ensure_group(l->repositories, owner->gid, err) != 0 ||
+	    dir_ensure_group(l->workspaces, owner->gid, err) != 0 ||
 	    dir_ensure(l->private_state, 0700, err) != 0 || dir_ensure(l->provider_auth, 0700, err) != 0)
 		return -1;
 	return 0;
@@ -279,10 +297,26 @@ static void create_undo(struct workspace *ws, const struct made *made)
 		sb_warn("undoing workspace %s: %s", ws->session, err.msg);
 }
 
-/* The checks of the base clone; alternates must stay inside the identity's repositories. */
+/* The checks of the base clone; alternates must stay inside the identity's repositories. Of the
+ * linked worktrees' config.worktree only this session's own is judged (none before it exists):
+ * another session's metadata decides that session alone. */
 static int base_check(const struct workspace *ws, const struct layout *l, struct sb_err *err)
 {
-	return gitconfig_check(ws->repo_dir, l->repositories, err);
+	return gitconfig_check(ws->repo_dir, l->repositories,
+			       ws->worktree_name ? ws->worktree_name : GITCONFIG_NO_WORKTREE, err);
+}
+
+/* What the end-of-call sweep did not see (a call still running then, or a manager that stopped
+ * before its sweep) is swept here, before git runs on the base clone: git's worktree add and
+ * branch -D read every worktree's HEAD, and a FIFO there would hold them until their timeout. */
+static int recheck_sweep(const struct workspace *ws, struct sb_err *err)
+{
+	cleanup_free char *who = NULL;
+
+	if (path_alloc_fmt(&who, err, "a command of a session of identity %s whose call no end-of-call sweep "
+			   "followed (found while preparing session %s)", ws->identity, ws->session) != 0)
+		return -1;
+	return workspace_sweep(ws->repo_dir, NULL, who, err);
 }
 
 /* Steps of workspace_create once the identity is locked. Each step says what it proves. */
@@ -300,7 +334,7 @@ static int create_locked(struct workspace *ws, const struct layout *l, const str
 	if (!exists && base_clone(ws, l, src, err) != 0)
 		return -1;
 	/* 3. The base clone passes the refusal check (a reused one may have changed since). */
-	if (base_check(ws, l, err) != 0 || symlinks_refuse(ws, err) != 0 || base_prepare(ws, err) != 0 ||
+	if (base_check(ws, l, err) != 0 || recheck_sweep(ws, err) != 0 || base_prepare(ws, err) != 0 ||
 	    exclude_ensure(ws, err) != 0)
 		return -1;
 	/* 4. The worktree on its branch; then the check again, now with its worktree config. */
@@ -332,7 +366,7 @@ static int create_names(struct workspace *ws, const char *identity, const char *
 }
 
 static int create_prepare(struct workspace *ws, const char *volume, const char *repo,
-			  struct source *src, struct layout *l, struct sb_err *err)
+			  const struct workspace_owner *owner, struct source *src, struct layout *l, struct sb_err *err)
 {
 	if (volume_resolve(volume, &ws->volume, err) != 0 || source_resolve(repo, src, err) != 0)
 		return -1;
@@ -340,18 +374,27 @@ static int create_prepare(struct workspace *ws, const char *volume, const char *
 	if (ws->source == NULL)
 		return sb_fail(err, ENOMEM, "creating a workspace");
 	/* Local sources are checked before anything is cloned or created. */
-	if (src->common_dir != NULL && gitconfig_check(src->common_dir, NULL, err) != 0)
+	if (src->common_dir != NULL && gitconfig_check(src->common_dir, NULL, NULL, err) != 0)
 		return -1;
 	if (layout_paths(ws->volume, ws->identity, l, err) != 0)
 		return -1;
 	if (path_alloc_fmt(&ws->worktree, err, "%s/%s", l->workspaces, ws->session) != 0 ||
 	    path_alloc_fmt(&ws->scratch, err, "%s/" WORKSPACE_SCRATCH, ws->worktree) != 0)
 		return -1;
-	return layout_create(ws->volume, l, err);
+	return layout_create(ws->volume, l, owner, err);
 }
 
 int workspace_create(const char *volume, const char *identity, const char *session, const char *repo,
 		     const char *branch, struct workspace *ws, struct sb_err *err)
+{
+	struct workspace_owner self = { geteuid(), getegid() };
+
+	return workspace_create_owned(volume, identity, session, repo, branch, &self, ws, err);
+}
+
+int workspace_create_owned(const char *volume, const char *identity, const char *session, const char *repo,
+			   const char *branch, const struct workspace_owner *owner, struct workspace *ws,
+			   struct sb_err *err)
 {
 	struct source src = { 0 };
 	struct layout l = { 0 };
@@ -361,7 +404,7 @@ int workspace_create(const char *volume, const char *identity, const char *sessi
 	memset(ws, 0, sizeof *ws);
 	rc = create_names(ws, identity, session, branch, err);
 	if (rc == 0)
-		rc = create_prepare(ws, volume, repo, &src, &l, err);
+		rc = create_prepare(ws, volume, repo, owner, &src, &l, err);
 	if (rc == 0 && (lock = identity_lock(&l, err)) >= 0) {
 		rc = create_locked(ws, &l, &src, &made, err);
 		if (rc != 0)
@@ -428,7 +471,7 @@ int workspace_recheck(const struct workspace *ws, struct sb_err *err)
 		return -1;
 	rc = base_check(ws, &l, err);
 	if (rc == 0)
-		rc = symlinks_refuse(ws, err);
+		rc = recheck_sweep(ws, err);
 	if (rc == 0)
 		rc = pointers_check(ws, err);
 	if (rc == 0)

@@ -337,8 +337,9 @@ int worktree_add(struct workspace *ws, bool *made_dir, bool *branch_created, str
 				NULL, err) != 0)
 		return -1;
 	*branch_created = !exists;
-	/* git accepts an empty directory; making it here keeps git's writes inside it. */
-	if (mkdir(ws->worktree, 0755) != 0)
+	/* git accepts an empty directory; making it here keeps git's writes inside it. 0700: closed to
+	 * all but the manager and, once a sandbox is prepared, the sandbox's uid (agent_dir.c hand_over). */
+	if (mkdir(ws->worktree, 0700) != 0)
 		return sb_fail_errno(err, "creating %s", ws->worktree);
 	*made_dir = true;
 	return git_base(ws, (const char *[]){ "worktree", "add", "--quiet", "--", ws->worktree, ws->branch, NULL },

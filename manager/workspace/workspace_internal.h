@@ -132,9 +132,4 @@ int exclude_ensure(const struct workspace *ws, struct sb_err *err);
 /* The scratch folder, made again when a command removed it. */
 int scratch_ensure(const struct workspace *ws, struct sb_err *err);
 
-/* ---------------------------------------------------------------- links (workspace_symlinks.c) */
-
-/* No symbolic link in refs/, logs/, packed-refs.d/ or the worktree's metadata. */
-int symlinks_refuse(const struct workspace *ws, struct sb_err *err);
-
 #endif

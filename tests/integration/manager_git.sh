@@ -32,8 +32,9 @@ t manager_git_operations test_manager_git_operations
 
 # Issue 13, R3: root's trusted git reads nothing through a link a command planted. packed-refs.d/ is
 # writable in every sandbox of the identity; a command replaces the packed refs with a link to a file
-# only the manager can read (git would quote its first line in an error). The delete's git may read
-# only the repository (gitrun read_roots): the marker appears in no answer and no log line.
+# only the manager can read (git would quote its first line in an error). The sweep after the call
+# removes the link, logged with the session (issue 26, N5), and the delete's git may read only the
+# repository anyway (gitrun read_roots): the marker appears in no answer and no log line.
 test_manager_git_planted_link_not_read() {
 	local m secret
 	m=$(unique_marker)
@@ -45,12 +46,54 @@ test_manager_git_planted_link_not_read() {
 	mgr exec --session "$SID" -- "rm -f \"\$(git rev-parse --git-common-dir)/packed-refs.d/packed-refs\" &&
 		ln -s '$secret' \"\$(git rev-parse --git-common-dir)/packed-refs.d/packed-refs\" && echo planted"
 	assert_eq "the command planted the link (stderr: $(head -c 300 "$ERR"))" planted "$(cat "$OUT")"
+	assert_match "the sweep removed it, naming the session" \
+		"removed a symbolic link at [^\"]*packed-refs.d/packed-refs -> [^\"]*, planted by a command of session $SID" \
+		"$(cat "$TD/manager.log")"
 	mgr session delete --session "$SID"
-	assert_match "the delete fails with git's reason" "packed-refs|symbolic link" "$(cat "$OUT" "$ERR")"
+	assert_eq "the delete (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 	grep -q "SECRET-$m" "$OUT" "$ERR" "$TD/manager.log" && bad "the secret reached an answer or the log"
 	assert_eq "the secret is unchanged" "SECRET-$m hunter2" "$(cat "$secret")"
 }
 t manager_git_planted_link_not_read test_manager_git_planted_link_not_read
+
+# Issue 26, N5: a session's metadata decides only that session. A command of session A writes an include
+# into its own config.worktree and plants a link and a FIFO among the identity's shared refs. Session B
+# (created before, no sandbox yet) and a new session C still work; the log names A as the planter; A's
+# own next sandbox is refused for its config.worktree, naming A.
+test_manager_git_planted_decides_its_session() {
+	local a b
+	mgr_repo && mgr_start && mgr_session
+	a=$SID
+	mgr_session
+	b=$SID
+	SID=$a
+	mgr exec --session "$a" -- 'set -e
+		git config --file "$(git rev-parse --git-dir)/config.worktree" include.path /etc/gitconfig
+		c=$(git rev-parse --git-common-dir)
+		ln -s /etc/passwd "$c/refs/heads/planted-link"
+		mkfifo "$c/refs/heads/planted-fifo"
+		echo planted'
+	assert_eq "A planted (stderr: $(head -c 300 "$ERR"))" planted "$(cat "$OUT")"
+	assert_match "the log names A for the link" \
+		"removed a symbolic link at [^\"]*refs/heads/planted-link -> /etc/passwd, planted by a command of session $a" \
+		"$(cat "$TD/manager.log")"
+	assert_match "the log names A for the FIFO" \
+		"removed a FIFO at [^\"]*refs/heads/planted-fifo, planted by a command of session $a" "$(cat "$TD/manager.log")"
+	mgr exec --session "$b" -- 'git status --short | wc -l'
+	assert_eq "B's next call runs (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	mgr session create --identity alice --repo "$REPO"
+	assert_eq "a new session of the identity (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	mgr exec --session "$(jr .session)" -- 'git log --oneline | wc -l'
+	assert_eq "its first call" 0 "$RC"
+	# A's sandbox is replaced (its agent killed): the new one is prepared, and A's own metadata refuses it.
+	sandbox_agent_kill
+	mgr exec --session "$a" -- true
+	assert_match "A's next sandbox is refused, naming A" \
+		"checking the workspace of session $a: repository refused: config key include.path" "$(cat "$OUT" "$ERR")"
+	mgr exec --session "$b" -- true
+	assert_eq "B still runs" 0 "$RC"
+}
+t manager_git_planted_decides_its_session test_manager_git_planted_decides_its_session
 
 # Issue 13, R3: after a restart the manager reads a sandbox's receipt key back from state/, which
 # belongs to the sandbox's uid. A link there (to a 32-byte file the manager can read) or a second name

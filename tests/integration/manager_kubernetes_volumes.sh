@@ -74,7 +74,7 @@ k8s_pvc_start() {
 	# shellcheck disable=SC2034 # read by mgr (lib_manager.sh)
 	MSOCK=$MSTATE/manager.sock
 	vol=$MSTATE/volume
-	mkdir -m 0755 "$vol"
+	mkdir -m 0711 "$vol" # a closed volume (N3)
 	K8S_CLAIM=ksecret-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	trap k8s_pvc_cleanup EXIT
 	k8s_kubectl apply -f - >"$TD/pv.out" 2>&1 <<EOT || { bad "the volume and claim: $(cat "$TD/pv.out")"; return 1; }

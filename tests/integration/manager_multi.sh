@@ -28,7 +28,7 @@ multi_setup() {
 	# a root manager's sandboxes run as nobody and must walk to their worktree
 	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
 	MVOL=$TD/volume
-	mkdir_user "$MVOL" || { bad "cannot create the shared volume $MVOL"; return 1; }
+	mkdir_user "$MVOL" && chmod 0711 "$MVOL" || { bad "cannot create the shared volume $MVOL"; return 1; }
 	for i in $(seq 1 "$1"); do
 		multi_serve "$i" || return 1
 	done

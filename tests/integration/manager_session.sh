@@ -123,3 +123,52 @@ test_manager_serialization() {
 }
 t manager_serialization test_manager_serialization
 
+
+# Issue 26, N3: a closed volume. Another local user (sbtest beside a root manager, nobody beside sbtest's)
+# can list neither identities/ nor an identity's workspaces/ or repositories/, nor read what a command
+# wrote in its worktree; a command's new file is 0600 and its new directory 0700 (umask 077). A volume
+# with a directory others can list refuses `serve`, naming the path and the fix.
+test_manager_volume_closed() {
+	local m vol other v
+	m=$(unique_marker)
+	vol=$TD/vol
+	other=sbtest
+	[ "$RUN_UID" -ne 0 ] && other=nobody
+	local other_as=(setpriv "--reuid=$other" "--regid=$(id -g "$other")" --init-groups)
+	# every other user may walk to the volume: its own modes must close it
+	chmod 0711 "$TD" && chmod o+x "$(dirname "$TD")"
+	mgr_repo && mgr_start --volume "$vol" && mgr_session
+	mgr exec --session "$SID" -- "echo SECRET-$m > secret.txt && mkdir made.d && stat -c %a secret.txt made.d"
+	assert_eq "exec (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_lines "$(cat "$OUT")" 600 700
+	assert_eq "volume, identities/, identity: search only" "711 711 711" \
+		"$(stat -c %a "$vol" "$vol/identities" "$vol/identities/alice" | tr '\n' ' ' | sed 's/ $//')"
+	assert_eq "repositories/, workspaces/: the identity's group, search only; the worktree its own" "710 710 700" \
+		"$(stat -c %a "$vol/identities/alice/repositories" "$vol/identities/alice/workspaces" "$WT" | tr '\n' ' ' | sed 's/ $//')"
+	"${other_as[@]}" stat "$vol/identities/alice" >/dev/null ||
+		bad "$other cannot even reach the identity's directory: the check below would prove nothing"
+	for v in "$vol" "$vol/identities" "$vol/identities/alice" "$vol/identities/alice/workspaces" \
+		"$vol/identities/alice/repositories" "$WT"; do
+		"${other_as[@]}" ls "$v" >/dev/null 2>&1 && bad "$other listed $v"
+	done
+	"${other_as[@]}" cat "$WT/secret.txt" >"$TD/other.out" 2>&1 &&
+		bad "$other read the command's file"
+	grep -q "SECRET-$m" "$TD/other.out" && bad "the secret reached $other"
+	# Opened up: a root manager's serve refuses, naming the path and the fix; closed again, it serves.
+	# (An unprivileged manager's sandboxes are itself: its volume is made closed, and not checked.)
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null # its lock on the state directory goes with it
+	if [ "$RUN_UID" -eq 0 ]; then
+		chmod 0755 "$vol/identities/alice/workspaces"
+		timeout 30 "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --volume "$vol" >/dev/null 2>"$ERR"
+		assert_eq "serve on an open volume: exit code" 125 "$?"
+		assert_match "the path and the fix" \
+			"volume refused: $vol/identities/alice/workspaces has mode 0755.*fix: chmod 0710 $vol/identities/alice/workspaces" \
+			"$(cat "$ERR")"
+		chmod 0710 "$vol/identities/alice/workspaces"
+	fi
+	mgr_start --volume "$vol"
+	mgr exec --session "$SID" -- "cat secret.txt"
+	assert_eq "the session's own file, after the restart" "SECRET-$m" "$(cat "$OUT")"
+}
+t manager_volume_closed test_manager_volume_closed

@@ -220,6 +220,11 @@ static void pki_make(void)
 	must(fd_file_create_path(key, 0600, (uid_t)-1, (gid_t)-1, F.key, sizeof F.key, &err), &err, "receipt key");
 }
 
+static uid_t sandbox_uid(void)
+{
+	return geteuid() == 0 ? 65534 : geteuid();
+}
+
 static int setup(void **state)
 {
 	struct sb_err err;
@@ -249,7 +254,10 @@ static int setup(void **state)
 	   F.repo, F.repo, F.repo, F.repo);
 	if (mkdir(F.volume, 0755) < 0)
 		return -1;
-	if (workspace_create(F.volume, "alice", "s1", F.repo, NULL, &F.ws, &err) < 0 ||
+	/* The identity's directories for the sandbox's group, as the manager makes them (rule N3). */
+	if (workspace_create_owned(F.volume, "alice", "s1", F.repo, NULL,
+				   &(struct workspace_owner){ sandbox_uid(), geteuid() == 0 ? 65534 : getegid() }, &F.ws,
+				   &err) < 0 ||
 	    mount_plan_build(&F.ws, &F.plan, &err) < 0) {
 		fprintf(stderr, "workspace: %s\n", err.msg);
 		return -1;
@@ -534,10 +542,6 @@ static void test_setup_fails(void **state)
 /* ---------- issue 13: nothing inside is uid 0 of a namespace (R5), sized tmpfs (R6), anchored private paths (R2) */
 
 /* The sandbox's uid on the host, as the manager picks it (config.c defaults). */
-static uid_t sandbox_uid(void)
-{
-	return geteuid() == 0 ? 65534 : geteuid();
-}
 
 /* The line "NAME:\t..." of /proc/<pid>/status, after the tab. */
 static void status_field(pid_t pid, const char *name, char *out, size_t len)

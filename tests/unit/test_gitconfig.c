@@ -367,7 +367,7 @@ static void test_clean_repository_passes(void **state)
 	struct fixture *fx = *state;
 	struct sb_err err;
 
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), 0);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), 0);
 }
 
 static void test_each_refused_key_in_a_real_config(void **state)
@@ -384,7 +384,7 @@ static void test_each_refused_key_in_a_real_config(void **state)
 		/* A fresh config per key, so each refusal is about that key alone. */
 		write_file(config, "[core]\n\trepositoryformatversion = 0\n\tbare = false\n");
 		config_set(config, k->key, k->value);
-		assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
+		assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), -1);
 		fmt(expect, sizeof expect, "repository refused: config key %s ", k->listed ? k->listed : k->key);
 		if (strstr(err.msg, expect) != err.msg)
 			fail_msg("for %s: message was: %s", k->key, err.msg);
@@ -403,7 +403,7 @@ static void test_message_for_people(void **state)
 	config_set(config, "include.path", "/etc/other");
 	fmt(expect, sizeof expect, "repository refused: config key include.path can load other "
 		 "configuration; remove it or use a clone without it (in %s)", config);
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), -1);
 	assert_string_equal(err.msg, expect);
 	assert_int_equal(err.errnum, 0);
 
@@ -411,13 +411,13 @@ static void test_message_for_people(void **state)
 	 * others too. */
 	config_set(config, "filter.lfs.smudge", "git-lfs smudge %f");
 	config_set(config, "core.pager", "less");
-	assert_int_equal(gitconfig_scan(fx->gitdir, NULL, &found, &err), 0);
+	assert_int_equal(gitconfig_scan(fx->gitdir, NULL, NULL, &found, &err), 0);
 	assert_int_equal(found.n, 3);
 	assert_string_equal(found.v[0].what, "config key core.pager");
 	assert_string_equal(found.v[1].what, "config key include.path");
 	assert_string_equal(found.v[2].what, "config key filter.lfs.smudge");
 	gitconfig_findings_free(&found);
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "; also refused: config key include.path, config key filter.lfs.smudge"));
 }
 
@@ -433,7 +433,7 @@ static void test_include_not_followed(void **state)
 	fmt(other, sizeof other, "%s/other.cfg", fx->dir);
 	write_file(other, "[core]\n\tpager = less\n");
 	config_set(config, "include.path", other);
-	assert_int_equal(gitconfig_scan(fx->gitdir, NULL, &found, &err), 0);
+	assert_int_equal(gitconfig_scan(fx->gitdir, NULL, NULL, &found, &err), 0);
 	assert_int_equal(found.n, 1);
 	assert_string_equal(found.v[0].what, "config key include.path");
 	gitconfig_findings_free(&found);
@@ -451,7 +451,7 @@ static void test_worktree_config_checked(void **state)
 	assert_int_equal(mkdir(dir, 0755), 0);
 	fmt(file, sizeof file, "%s/config.worktree", dir);
 	config_set(file, "core.hooksPath", "/tmp/hooks");
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "config key core.hookspath"));
 	assert_non_null(strstr(err.msg, file));
 
@@ -459,7 +459,7 @@ static void test_worktree_config_checked(void **state)
 	assert_int_equal(unlink(file), 0);
 	fmt(file, sizeof file, "%s/config.worktree", fx->gitdir);
 	config_set(file, "diff.pdf.textconv", "pdftotext");
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "config key diff.pdf.textconv"));
 }
 
@@ -473,7 +473,7 @@ static void test_symlinked_config_refused(void **state)
 	fmt(other, sizeof other, "%s/real-config", fx->dir);
 	assert_int_equal(rename(config, other), 0);
 	assert_int_equal(symlink(other, config), 0);
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "repository refused: config file is not a regular file"));
 }
 
@@ -485,7 +485,7 @@ static void test_unreadable_config_is_an_error(void **state)
 
 	fmt(config, sizeof config, "%s/config", fx->gitdir);
 	write_file(config, "[core\n\tbroken\n");
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "reading config file "));
 	assert_non_null(strstr(err.msg, "fatal: bad config line"));
 }
@@ -503,24 +503,24 @@ static void test_alternates(void **state)
 	fmt(alt, sizeof alt, "%s/objects/info/alternates", fx->gitdir);
 
 	write_file(alt, "");
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), 0);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), 0);
 
 	fmt(text, sizeof text, "# a comment\n%s\n", inside);
 	write_file(alt, text);
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), 0);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), 0);
 	/* Relative entries are relative to objects/. */
 	write_file(alt, "../../../shared-objects\n");
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), 0);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), 0);
 
 	write_file(alt, "/usr\n");
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "repository refused: objects/info/alternates entry /usr reads "
 				"objects from outside this identity's repositories"));
 	/* Without a root (a source repository), alternates are not judged. */
-	assert_int_equal(gitconfig_check(fx->gitdir, NULL, &err), 0);
+	assert_int_equal(gitconfig_check(fx->gitdir, NULL, NULL, &err), 0);
 
 	write_file(alt, "/nonexistent/objects\n");
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "names a directory that does not exist"));
 
 	/* A look-alike prefix (<root>-evil) is not inside <root>. */
@@ -528,13 +528,13 @@ static void test_alternates(void **state)
 	assert_int_equal(mkdir(inside, 0755), 0);
 	fmt(text, sizeof text, "%s\n", inside);
 	write_file(alt, text);
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "reads objects from outside"));
 	assert_int_equal(rmdir(inside), 0);
 
 	assert_int_equal(unlink(alt), 0);
 	assert_int_equal(symlink("/etc/hostname", alt), 0);
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "objects/info/alternates is a symbolic link"));
 }
 
@@ -585,7 +585,7 @@ static void test_long_paths_refused(void **state)
 	assert_int_equal(mkdir("objects/info", 0755), 0);
 	write_file("objects/info/alternates", "/usr\n");
 	assert_int_equal(chdir("/"), 0);
-	rc = gitconfig_check(common, fx->dir, &err);
+	rc = gitconfig_check(common, fx->dir, NULL, &err);
 	/* Removed before judging, so a failure leaves nothing that teardown could not remove. */
 	assert_int_equal(chdir(common), 0);
 	assert_int_equal(unlink("objects/info/alternates"), 0);
@@ -603,7 +603,7 @@ static void test_long_paths_refused(void **state)
 	assert_int_equal(chdir(dir), 0);
 	write_file("config.worktree", "[core]\n\tfsmonitor = /tmp/run-me\n");
 	assert_int_equal(chdir("/"), 0);
-	rc = gitconfig_check(dir, NULL, &err);
+	rc = gitconfig_check(dir, NULL, NULL, &err);
 	assert_int_equal(chdir(dir), 0);
 	assert_int_equal(unlink("config.worktree"), 0);
 	assert_int_equal(chdir("/"), 0);
@@ -627,7 +627,7 @@ static void test_long_paths_refused(void **state)
 	assert_int_equal(write(fd, line, n), (ssize_t)n);
 	assert_int_equal(close(fd), 0);
 	free(line);
-	assert_int_equal(gitconfig_check(fx->gitdir, root, &err), -1);
+	assert_int_equal(gitconfig_check(fx->gitdir, root, NULL, &err), -1);
 	assert_int_equal(err.errnum, ENAMETOOLONG);
 	assert_non_null(strstr(err.msg, "repository refused: an objects/info/alternates entry of"));
 }

@@ -206,6 +206,22 @@ static void test_create_layout_and_branch(void **state)
 	assert_string_equal(out, fx->head);
 	free(out);
 
+	/* A closed volume (rule N3): search only down to the identity, its group's below, the worktree
+	 * its own. */
+	pathf(expect, sizeof expect, "%s/identities", fx->volume);
+	assert_int_equal(stat(expect, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0711);
+	pathf(expect, sizeof expect, "%s/identities/alice", fx->volume);
+	assert_int_equal(stat(expect, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0711);
+	for (int i = 0; i < 2; i++) {
+		pathf(expect, sizeof expect, "%s/identities/alice/%s", fx->volume, i ? "workspaces" : "repositories");
+		assert_int_equal(stat(expect, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0710);
+		assert_int_equal(st.st_gid, getegid());
+	}
+	assert_int_equal(stat(ws.worktree, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
 	/* The identity's private directories exist and are 0700. */
 	assert_int_equal(stat(ws.repo_dir, &st), 0);
 	pathf(expect, sizeof expect, "%s/identities/alice/private-state", fx->volume);
@@ -905,97 +921,219 @@ static void test_packed_refs_link(void **state)
 	workspace_free(&b);
 }
 
-/* A symbolic link a command planted in the shared refs/ or logs/ (here: the reflog the next
- * session's branch would get, pointing at a file outside the volume) refuses the next create
- * and the recheck, and nothing is written through it. */
-static void test_planted_symlink_refused(void **state)
+/* Everything the manager logs while fn runs, read back from a temporary file that stood in for
+ * stderr (the log's one JSON line per message). */
+static char *logged_during(void (*fn)(void *), void *arg)
+{
+	char path[] = "/tmp/test-workspace-log-XXXXXX";
+	int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+	static char text[65536];
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0);
+	assert_int_equal(unlink(path), 0);
+	fflush(stderr);
+	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+	fn(arg);
+	fflush(stderr);
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	n = pread(fd, text, sizeof text - 1, 0);
+	close(fd);
+	assert_true(n >= 0);
+	text[n] = '\0';
+	return text;
+}
+
+struct create_args {
+	struct fixture *fx;
+	const char *session;
+	struct workspace *ws;
+	int rc;
+	struct sb_err err;
+};
+
+static void create_call(void *arg)
+{
+	struct create_args *a = arg;
+
+	a->rc = workspace_create(a->fx->volume, "alice", a->session, a->fx->src, NULL, a->ws, &a->err);
+}
+
+/* Rule N5: what session s1's command planted decides s1 alone. It wrote an include into its own
+ * config.worktree, a link in the shared logs/ (the reflog the next session's branch would get, to a
+ * file outside the volume), a FIFO among the shared refs and a FIFO in its own metadata (git's
+ * worktree add reads every worktree's HEAD and would block on it). A new session is still created:
+ * the planted entries are removed, each logged, nothing is written through the link; s1's own next
+ * preparation is refused for its config.worktree, naming s1; the new session's is not. */
+static void test_planted_entries_decide_their_session(void **state)
 {
 	struct fixture *fx = *state;
-	char victim[PATH_MAX], dir[PATH_MAX + 64], link[PATH_MAX + 64];
+	char victim[PATH_MAX], dir[PATH_MAX + 64], link[PATH_MAX + 64], fifo[PATH_MAX + 64], own[PATH_MAX + 64];
+	char cfg[PATH_MAX + 64];
 	struct workspace a, b;
+	struct create_args args = { .fx = fx, .session = "s2", .ws = &b };
 	struct sb_err err;
 	struct stat st;
+	const char *log;
 
 	create_ok(fx, "s1", NULL, &a);
 	pathf(victim, sizeof victim, "%s/victim", fx->dir);
 	write_file(victim, "precious\n");
 	/* As a command would: git in a bare base does not create reflogs, but appends to one that
 	 * exists, following a link. */
-	pathf(dir, sizeof dir, "%s/logs/refs", a.repo_dir);
-	assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	pathf(dir, sizeof dir, "%s/logs/refs/heads", a.repo_dir);
-	assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	pathf(dir, sizeof dir, "%s/logs/refs/heads/sandbox", a.repo_dir);
-	assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	for (const char *const *p = (const char *const[]){ "refs", "refs/heads", "refs/heads/sandbox", NULL }; *p; p++) {
+		pathf(dir, sizeof dir, "%s/logs/%s", a.repo_dir, *p);
+		assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	}
 	pathf(link, sizeof link, "%s/s2", dir);
 	assert_int_equal(symlink(victim, link), 0);
-	assert_int_equal(workspace_create(fx->volume, "alice", "s2", fx->src, NULL, &b, &err), -1);
-	assert_non_null(strstr(err.msg, "logs/refs/heads/sandbox/s2 is a symbolic link"));
-	assert_false(exists("%s/identities/alice/workspaces/s2", fx->volume));
+	pathf(fifo, sizeof fifo, "%s/refs/heads/planted-fifo", a.repo_dir);
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	pathf(own, sizeof own, "%s/HEAD.fifo", a.worktree_git_dir);
+	assert_int_equal(mkfifo(own, 0644), 0);
+	pathf(cfg, sizeof cfg, "%s/config.worktree", a.worktree_git_dir);
+	git_ok((const char *[]){ "config", "--file", cfg, "include.path", "/etc/gitconfig", NULL });
+
+	log = logged_during(create_call, &args);
+	if (args.rc != 0)
+		fail_msg("a new session was refused for what s1 planted: %s", args.err.msg);
+	assert_false(exists("%s", link));
+	assert_false(exists("%s", fifo));
+	assert_false(exists("%s", own));
 	assert_int_equal(stat(victim, &st), 0);
 	assert_int_equal(st.st_size, strlen("precious\n"));
+	assert_contains(log, "removed a symbolic link at ");
+	assert_contains(log, "logs/refs/heads/sandbox/s2 -> ");
+	assert_contains(log, "removed a FIFO at ");
+	assert_contains(log, "refs/heads/planted-fifo");
+	assert_contains(log, "worktrees/s1/HEAD.fifo, planted by a command of session s1 (its own worktree metadata)");
+
+	must(workspace_recheck(&b, &err), &err, "the new session's recheck");
 	assert_int_equal(workspace_recheck(&a, &err), -1);
-	assert_non_null(strstr(err.msg, "is a symbolic link"));
-	assert_int_equal(unlink(link), 0);
-	assert_int_equal(workspace_recheck(&a, &err), 0);
+	assert_contains(err.msg, "checking the workspace of session s1: ");
+	assert_contains(err.msg, "config key include.path");
 	workspace_free(&a);
+	workspace_free(&b);
+}
+
+/* After a call, the manager sweeps with the call's session named (execpath.c call_sweep): the log
+ * says who planted what; only the named worktree's metadata is swept besides the shared parts. */
+struct sweep_args {
+	const char *repo, *name;
+	int rc;
+	struct sb_err err;
+};
+
+static void sweep_call(void *arg)
+{
+	struct sweep_args *a = arg;
+
+	a->rc = workspace_sweep(a->repo, a->name, "a command of session s1 (exec e1)", &a->err);
+}
+
+static void test_sweep_names_the_planter(void **state)
+{
+	struct fixture *fx = *state;
+	char link[PATH_MAX + 64], other[PATH_MAX + 64];
+	struct workspace a, b;
+	struct sweep_args args;
+	const char *log;
+
+	create_ok(fx, "s1", NULL, &a);
+	create_ok(fx, "s2", NULL, &b);
+	pathf(link, sizeof link, "%s/packed-refs.d/packed-refs", a.repo_dir);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(symlink("../config", link), 0);
+	pathf(other, sizeof other, "%s/planted", b.worktree_git_dir);
+	assert_int_equal(symlink("/", other), 0);
+	args = (struct sweep_args){ .repo = a.repo_dir, .name = a.worktree_name };
+	log = logged_during(sweep_call, &args);
+	must(args.rc, &args.err, "workspace_sweep");
+	assert_false(exists("%s", link));
+	assert_contains(log, "packed-refs.d/packed-refs -> ../config, planted by a command of session s1 (exec e1)");
+	/* s2's metadata is not s1's call's to sweep: left for s2's own sweep or the next preparation. */
+	assert_true(exists("%s", other));
+	workspace_free(&a);
+	workspace_free(&b);
 }
 
 struct swapper {
-	char a[PATH_MAX + 64], b[PATH_MAX + 64];
+	char a[PATH_MAX + 64], b[PATH_MAX + 64], outside[PATH_MAX + 16];
 	volatile bool stop;
 	unsigned long swaps;
 };
 
+/* Swaps a directory in refs/ with a link to a directory outside, again and again; when the sweep
+ * removed the link, a new one takes its place. */
 static void *swap_loop(void *arg)
 {
 	struct swapper *sw = arg;
+	struct stat st;
 
-	while (!sw->stop)
+	while (!sw->stop) {
 		if (syscall(SYS_renameat2, AT_FDCWD, sw->a, AT_FDCWD, sw->b, RENAME_EXCHANGE) == 0)
 			sw->swaps++;
+		else if (errno == ENOENT && symlink(sw->outside, lstat(sw->a, &st) != 0 ? sw->a : sw->b) != 0)
+			continue; /* the other side was made meanwhile: swap again */
+	}
 	return NULL;
 }
 
-/* The symlink check walks by descriptor: while a command keeps swapping a directory in refs/ with a
- * link to a directory outside, the check reports the swapped name itself (a link found), never a
- * name from outside: it never lists a directory it reached through a link. (A walk by path would
- * lstat a directory, then open the link in its place and report what lies outside.) */
+struct recheck_loop {
+	struct workspace *ws;
+	char *outside_link;
+	int runs, failed;
+	struct sb_err err;
+};
+
+static void recheck_many(void *arg)
+{
+	struct recheck_loop *r = arg;
+	struct stat st;
+
+	for (int i = 0; i < r->runs; i++) {
+		if (workspace_recheck(r->ws, &r->err) != 0)
+			r->failed++;
+		/* A sweep that followed the link would have removed the link it found outside. */
+		if (lstat(r->outside_link, &st) != 0)
+			fail_msg("the sweep removed %s, outside the repository", r->outside_link);
+	}
+}
+
+/* The sweep walks by descriptor: while a command keeps swapping a directory in refs/ with a link to a
+ * directory outside (which holds a link of its own), each sweep removes the swapped-in link itself
+ * and never lists or removes anything it reached through it: the outside link stays, no log line
+ * names it, and no recheck fails. (A walk by path would lstat a directory, then open the link in its
+ * place and remove what lies outside.) */
 static void test_symlink_check_not_redirected(void **state)
 {
 	struct fixture *fx = *state;
-	char outside[PATH_MAX + 16], path[PATH_MAX + 64];
+	char path[PATH_MAX + 64];
 	struct swapper sw = { .stop = false };
 	struct workspace ws;
-	struct sb_err err;
+	struct recheck_loop r = { .ws = &ws, .outside_link = path, .runs = 150 };
 	pthread_t thread;
-	int n_refused = 0;
+	const char *log;
 
-	pathf(outside, sizeof outside, "%s/outside", fx->dir);
-	assert_int_equal(mkdir(outside, 0755), 0);
-	pathf(path, sizeof path, "%s/OUTSIDE-LINK", outside);
+	pathf(sw.outside, sizeof sw.outside, "%s/outside", fx->dir);
+	assert_int_equal(mkdir(sw.outside, 0755), 0);
+	pathf(path, sizeof path, "%s/OUTSIDE-LINK", sw.outside);
 	assert_int_equal(symlink("/", path), 0);
 	create_ok(fx, "s1", NULL, &ws);
 	pathf(sw.a, sizeof sw.a, "%s/refs/heads/d", ws.repo_dir);
 	pathf(sw.b, sizeof sw.b, "%s/swap-link", fx->dir);
 	assert_int_equal(mkdir(sw.a, 0755), 0);
-	assert_int_equal(symlink(outside, sw.b), 0);
+	assert_int_equal(symlink(sw.outside, sw.b), 0);
 	assert_int_equal(pthread_create(&thread, NULL, swap_loop, &sw), 0);
-	for (int i = 0; i < 150; i++) {
-		if (workspace_recheck(&ws, &err) == 0)
-			continue;
-		n_refused++;
-		if (strstr(err.msg, "OUTSIDE-LINK") != NULL) {
-			sw.stop = true;
-			pthread_join(thread, NULL);
-			fail_msg("the check listed a directory outside through a link: %s", err.msg);
-		}
-		assert_contains(err.msg, "refs/heads/d is a symbolic link");
-	}
+	log = logged_during(recheck_many, &r);
 	sw.stop = true;
 	assert_int_equal(pthread_join(thread, NULL), 0);
 	assert_true(sw.swaps > 0);
-	assert_true(n_refused > 0);
+	if (r.failed > 0)
+		fail_msg("%d of %d rechecks failed, the last: %s", r.failed, r.runs, r.err.msg);
+	assert_contains(log, "refs/heads/d -> ");
+	assert_null(strstr(log, "OUTSIDE-LINK"));
 	workspace_free(&ws);
 }
 
@@ -1057,6 +1195,62 @@ static void test_volume_probe(void **state)
 	assert_non_null(strstr(err.msg, "refused: cannot create a directory in it"));
 }
 
+static int owner_self(void *ctx, const char *identity, struct workspace_owner *out, struct sb_err *err)
+{
+	(void)ctx;
+	(void)identity;
+	(void)err;
+	out->uid = geteuid();
+	out->gid = getegid();
+	return 0;
+}
+
+/* The check at start refuses a volume other users can list, naming the path and the fix: each
+ * directory of the closed layout opened up in turn (and, as root, one given to another group). */
+static void test_volume_closed_check(void **state)
+{
+	struct fixture *fx = *state;
+	char path[PATH_MAX + 64], fix[PATH_MAX + 128];
+	struct workspace ws;
+	struct sb_err err;
+	static const struct {
+		const char *sub;
+		mode_t open, closed;
+	} cases[] = {
+		{ "", 0755, 0711 },
+		{ "/identities", 0755, 0711 },
+		{ "/identities/alice", 0751, 0711 },
+		{ "/identities/alice/repositories", 0711, 0710 },
+		{ "/identities/alice/workspaces", 0750, 0710 },
+		{ "/identities/alice/workspaces/s1", 0705, 0700 },
+		{ "/identities/alice/private-state", 0710, 0700 },
+	};
+
+	assert_int_equal(chmod(fx->volume, 0711), 0);
+	create_ok(fx, "s1", NULL, &ws);
+	must(volume_closed_check(fx->volume, owner_self, NULL, &err), &err, "the volume as made");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		pathf(path, sizeof path, "%s%s", fx->volume, cases[i].sub);
+		assert_int_equal(chmod(path, cases[i].open), 0);
+		assert_int_equal(volume_closed_check(fx->volume, owner_self, NULL, &err), -1);
+		pathf(fix, sizeof fix, "volume refused: %s has mode %04o", path, (unsigned)cases[i].open);
+		assert_contains(err.msg, fix);
+		pathf(fix, sizeof fix, "fix: chmod %04o %s", (unsigned)cases[i].closed, path);
+		assert_contains(err.msg, fix);
+		assert_int_equal(chmod(path, cases[i].closed), 0);
+	}
+	must(volume_closed_check(fx->volume, owner_self, NULL, &err), &err, "the volume closed again");
+	if (geteuid() == 0) {
+		pathf(path, sizeof path, "%s/identities/alice/workspaces", fx->volume);
+		assert_int_equal(chown(path, (uid_t)-1, 65534), 0);
+		assert_int_equal(chmod(path, 0710), 0);
+		assert_int_equal(volume_closed_check(fx->volume, owner_self, NULL, &err), -1);
+		assert_contains(err.msg, "belongs to group 65534, not to the identity's group");
+		assert_contains(err.msg, "fix: chgrp ");
+	}
+	workspace_free(&ws);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1083,10 +1277,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mount_plan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan_other_session_absent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_packed_refs_link, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_planted_symlink_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_planted_entries_decide_their_session, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_names_the_planter, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_check_not_redirected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mount_plan_refuses_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_volume_probe, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_volume_closed_check, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
