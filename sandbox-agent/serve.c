@@ -7,7 +7,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <malloc.h>
@@ -32,6 +31,7 @@
 #include "journal.h"
 #include "log.h"
 #include "names.h"
+#include "opts.h"
 #include "proto.h"
 #include "receipt.h"
 #include "result.h"
@@ -793,11 +793,11 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 	};
 	unsigned long v;
 	char *end;
+	struct sb_err err;
 	int opt;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+	opts_reset();
+	while ((opt = opts_next(argc, argv, "", longopts, NULL, &err)) != OPTS_END) {
 		switch (opt) {
 		case 'l': cfg->listen = optarg; break;
 		case 'c': cfg->cert = optarg; break;
@@ -818,7 +818,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 				return serve_usage("--generation: expected a number");
 			break;
 		default:
-			return serve_usage("unknown or incomplete option");
+			return serve_usage(err.msg);
 		}
 	}
 	if (!cfg->listen || !cfg->cert || !cfg->key || !cfg->ca || !cfg->manager_name || !cfg->state_dir)

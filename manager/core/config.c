@@ -3,10 +3,10 @@
 #include "config.h"
 #include "jsonfile.h"
 #include "metrics_http.h"
+#include "opts.h"
 #include "pathfmt.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,30 +383,25 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 
 	/* The flags' shape first: --help, an unknown flag or a missing value is answered before any
 	 * file is read or any setting applied. */
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:h", longopts, &idx)) != -1) {
+	opts_reset();
+	while ((opt = opts_next(argc, argv, "h", longopts, &idx, err)) != OPTS_END) {
 		if (opt == 'h')
 			return CONFIG_HELP;
-		if (opt == ':') {
-			sb_fail(err, 0, "option '%s' needs a value", argv[optind - 1]);
+		if (opt == OPTS_BAD)
 			return CONFIG_BAD_FLAG;
-		}
-		if (opt != 0) {
-			sb_fail(err, 0, "unknown option '%s'", argv[optind - 1]);
-			return CONFIG_BAD_FLAG;
-		}
 	}
 	if (optind != argc) {
 		sb_fail(err, 0, "unexpected argument '%s'", argv[optind]);
 		return CONFIG_BAD_FLAG;
 	}
-	/* The file next, so that flags override it whatever their order. */
-	for (int i = 1; i + 1 < argc; i++)
-		if (strcmp(argv[i], "--config") == 0 && file_apply(c, argv[i + 1], err) < 0)
+	/* The files next (--config FILE or --config=FILE, in order), so that flags override them
+	 * whatever their order. */
+	opts_reset();
+	while (opts_next(argc, argv, "h", longopts, &idx, err) != OPTS_END)
+		if (idx == 0 && file_apply(c, optarg, err) < 0)
 			return -1;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:h", longopts, &idx)) != -1)
+	opts_reset();
+	while (opts_next(argc, argv, "h", longopts, &idx, err) != OPTS_END)
 		if (idx != 0 && setting_apply(c, longopts[idx].name, optarg, err) < 0)
 			return CONFIG_BAD_FLAG;
 	return 0;
