@@ -622,10 +622,10 @@ static int sockaddr_parse(const char *hostport, struct sockaddr_storage *ss, soc
 	size_t hlen;
 
 	if (colon == NULL || (hlen = (size_t)(colon - hostport)) >= sizeof host || hlen == 0)
-		return sb_fail(err, EINVAL, "--listen %s: expected HOST:PORT or unix:PATH", hostport);
+		return sb_invalid(err, "--listen %s: expected HOST:PORT or unix:PATH", hostport);
 	p = strtoul(colon + 1, &end, 10);
 	if (*end != '\0' || p == 0 || p > 65535)
-		return sb_fail(err, EINVAL, "--listen %s: bad port", hostport);
+		return sb_invalid(err, "--listen %s: bad port", hostport);
 	memcpy(host, hostport, hlen);
 	host[hlen] = '\0';
 	memset(ss, 0, sizeof *ss);
@@ -644,7 +644,7 @@ static int sockaddr_parse(const char *hostport, struct sockaddr_storage *ss, soc
 		if (inet_pton(AF_INET, host, &v4->sin_addr) == 1)
 			return 0;
 	}
-	return sb_fail(err, EINVAL, "--listen %s: the host must be a numeric address", hostport);
+	return sb_invalid(err, "--listen %s: the host must be a numeric address", hostport);
 }
 
 static int listen_tcp(const char *hostport, uint16_t *port, struct sb_err *err)

@@ -165,11 +165,11 @@ static int pending_keep(struct manager *m, const char *session, const char *tag,
 	if (p != NULL)
 		return 1; /* repeated: still the one waiting */
 	if (pending_waiting(m, session, now) >= CANCEL_PENDING_PER_SESSION)
-		return sb_fail(err, EAGAIN, "session %s has %d cancels waiting for their calls; try again", session,
+		return sb_refuse(err, EAGAIN, "session %s has %d cancels waiting for their calls; try again", session,
 			       CANCEL_PENDING_PER_SESSION);
 	p = pending_room(m, now);
 	if (p == NULL)
-		return sb_fail(err, EAGAIN, "%d cancels already wait for their calls; try again", CANCEL_PENDING_MAX);
+		return sb_refuse(err, EAGAIN, "%d cancels already wait for their calls; try again", CANCEL_PENDING_MAX);
 	pending_set(p, session, tag, "", now, pending_until(m, now));
 	return 1;
 }

@@ -311,6 +311,9 @@ test_manager_serve_config() {
 	mgr_start "--config=$TD/serve.json" || return
 	mgr status --json
 	assert_json .metrics_listen "\"$metrics\""
+	# its log: RFC 3339 UTC times with milliseconds, and a warning that no cgroup limit holds
+	grep -q '^{"ts":"[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]\{3\}Z","level":"warn",.*no cgroup-parent configured' \
+		"$TD/manager.log" || bad "no warning that sandboxes get no cgroup limit: $(head -c 600 "$TD/manager.log")"
 	# a client's flags in both spellings too
 	mgr status "--socket=$MSOCK" --json
 	assert_eq "status --socket=PATH: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
