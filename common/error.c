@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static void err_vfill(struct sb_err *err, int errnum, const char *fmt, va_list ap)
+/* words: add strerror(errnum), the system's cause, after the message. */
+static void err_vfill(struct sb_err *err, int errnum, int words, const char *fmt, va_list ap)
 {
 	int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 
@@ -15,7 +16,7 @@ static void err_vfill(struct sb_err *err, int errnum, const char *fmt, va_list a
 		err->msg[0] = '\0';
 		n = 0;
 	}
-	if (errnum != 0 && (size_t)n < sizeof err->msg)
+	if (words && errnum != 0 && (size_t)n < sizeof err->msg)
 		snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", strerror(errnum));
 }
 
@@ -24,7 +25,27 @@ int sb_fail(struct sb_err *err, int errnum, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	err_vfill(err, errnum, fmt, ap);
+	err_vfill(err, errnum, 1, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int sb_invalid(struct sb_err *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err_vfill(err, EINVAL, 0, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int sb_refuse(struct sb_err *err, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err_vfill(err, errnum, 0, fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -35,7 +56,7 @@ int sb_fail_errno(struct sb_err *err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	err_vfill(err, saved, fmt, ap);
+	err_vfill(err, saved, 1, fmt, ap);
 	va_end(ap);
 	errno = saved;
 	return -1;

@@ -18,8 +18,19 @@ struct sb_err {
 	char msg[SB_ERR_MSG_MAX];  /* complete message, errno text included */
 };
 
-/* Fill err with the message and strerror(errnum); returns -1 so callers can `return sb_fail(...)`. */
+/* Fill err with the message and strerror(errnum) (a system call's cause); returns -1 so callers
+ * can `return sb_fail(...)`. */
 int sb_fail(struct sb_err *err, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* A value or request refused by a rule of this code: errnum EINVAL (callers tell "invalid" by it),
+ * and the message alone, which says which rule: strerror's "Invalid argument" would only repeat it. */
+int sb_invalid(struct sb_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Like sb_invalid, for another errnum: a failure this code decides (a bound reached), whose
+ * message says the cause; errnum still classifies it, its words are not added. */
+int sb_refuse(struct sb_err *err, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Same as sb_fail(err, errno, ...): for the common case right after a failed syscall. */

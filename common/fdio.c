@@ -59,7 +59,7 @@ static int file_open_new(int dirfd, const char *dir, const char *name, mode_t mo
 	int fd;
 
 	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return sb_fail(err, EINVAL, "creating %s/%s: not a single file name", dir, name);
+		return sb_invalid(err, "creating %s/%s: not a single file name", dir, name);
 	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		return sb_fail_errno(err, "creating %s/%s", dir, name);
@@ -168,7 +168,7 @@ int fd_private_tighten(int fd, const char *path, struct sb_err *err)
 	if (fstat(fd, &st) != 0)
 		return sb_fail_errno(err, "checking %s", path);
 	if (!S_ISREG(st.st_mode))
-		return sb_fail(err, EINVAL, "%s is not a regular file", path);
+		return sb_invalid(err, "%s is not a regular file", path);
 	if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0)
 		return sb_fail_errno(err, "making %s mode 0600", path);
 	return 0;

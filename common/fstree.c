@@ -63,7 +63,7 @@ int fstree_open_dir(int at, const char *path, struct sb_err *err)
 	int fd;
 
 	if (at == AT_FDCWD && path[0] != '/')
-		return sb_fail(err, EINVAL, "%s: a walk starts from an absolute path or a held directory", path);
+		return sb_invalid(err, "%s: a walk starts from an absolute path or a held directory", path);
 	fd = (int)syscall(SYS_openat2, at, path, &how, sizeof how);
 	if (fd < 0 && errno == ELOOP)
 		return sb_fail_errno(err, "opening %s: a symbolic link on the way is refused", path);
@@ -349,7 +349,7 @@ int fstree_remove_beneath(int parent_fd, const char *name, struct fstree_report 
 	int fd, rc;
 
 	if (!name_is_component(name))
-		return sb_fail(err, EINVAL, "removing '%s': not a single name", name);
+		return sb_invalid(err, "removing '%s': not a single name", name);
 	fd = open_beneath(parent_fd, name, O_PATH);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
@@ -386,7 +386,7 @@ int fstree_remove_path(const char *path, struct sb_err *err)
 	int pfd, rc;
 
 	if (path[0] != '/' || slash == NULL || !name_is_component(slash + 1))
-		return sb_fail(err, EINVAL, "removing %s: give an absolute path that ends in a name", path);
+		return sb_invalid(err, "removing %s: give an absolute path that ends in a name", path);
 	plen = slash == path ? 1 : (size_t)(slash - path);
 	if (plen >= sizeof parent)
 		return sb_fail(err, ENAMETOOLONG, "removing %s: path too long", path);

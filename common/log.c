@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *log_component = "infra-sandbox";
@@ -35,9 +36,26 @@ static int log_threshold_get(void)
 	return log_threshold;
 }
 
+/* A string, not the float seconds it was: a double printed back as 1796285189.6930001 is neither
+ * the millisecond it meant nor a time a person or a log tool reads at a glance. */
+char *sb_log_timestamp(int64_t real_ms, char *buf)
+{
+	time_t secs = (time_t)(real_ms / 1000);
+	struct tm tm;
+	size_t n;
+
+	if (real_ms < 0 || gmtime_r(&secs, &tm) == NULL ||
+	    (n = strftime(buf, SB_LOG_TS_LEN - 6, "%Y-%m-%dT%H:%M:%S", &tm)) == 0) {
+		snprintf(buf, SB_LOG_TS_LEN, "1970-01-01T00:00:00.000Z");
+		return buf;
+	}
+	snprintf(buf + n, SB_LOG_TS_LEN - n, ".%03dZ", (int)(real_ms % 1000));
+	return buf;
+}
+
 void sb_log(enum sb_log_level level, const char *fmt, ...)
 {
-	char msg[2048];
+	char msg[2048], ts[SB_LOG_TS_LEN];
 	json_t *line;
 	char *text;
 	va_list ap;
@@ -50,11 +68,11 @@ void sb_log(enum sb_log_level level, const char *fmt, ...)
 	va_end(ap);
 	/* json_stringn_nocheck would accept invalid UTF-8; json_sprintf-free path below keeps
 	 * jansson's validation and falls back to a fixed text so a log line is never lost. */
-	line = json_pack("{s:f, s:s, s:s, s:i, s:s?}", "ts", (double)clock_real_ms() / 1e3,
+	line = json_pack("{s:s, s:s, s:s, s:i, s:s?}", "ts", sb_log_timestamp(clock_real_ms(), ts),
 			 "level", level_names[level], "component", log_component, "pid", (int)getpid(),
 			 "msg", msg);
 	if (line == NULL)
-		line = json_pack("{s:s, s:s, s:s}", "level", level_names[level], "component",
+		line = json_pack("{s:s, s:s, s:s, s:s}", "ts", ts, "level", level_names[level], "component",
 				 log_component, "msg", "(log message was not valid UTF-8)");
 	text = line ? textesc_json_dumps(line, JSON_COMPACT) : NULL;
 	if (text != NULL)

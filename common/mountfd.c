@@ -72,7 +72,7 @@ int mfd_mountpoint_make(int root, const char *path, bool dir, struct sb_err *err
 	int pfd, fd;
 
 	if (path[0] != '/' || slash == NULL || strlen(path) >= sizeof parent)
-		return sb_fail(err, EINVAL, "mount point %s is not a plain absolute path", path);
+		return sb_invalid(err, "mount point %s is not a plain absolute path", path);
 	name = slash + 1;
 	if (name[0] == '\0') {
 		/* "/" itself: the root is its own mount point. */

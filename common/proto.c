@@ -43,10 +43,10 @@ int proto_send(struct sb_stream *s, const Sandbox__Envelope *env, size_t cap, st
 	int rc;
 
 	if (!body_known(env->body_case))
-		return sb_fail(err, EINVAL, "refusing to send an envelope without a known message");
+		return sb_invalid(err, "refusing to send an envelope without a known message");
 	/* protobuf-c would silently encode a NULL required string as ""; refuse it here instead. */
 	if (!protobuf_c_message_check(&env->base))
-		return sb_fail(err, EINVAL, "refusing to send a %s message with a required field missing", name);
+		return sb_invalid(err, "refusing to send a %s message with a required field missing", name);
 	len = protobuf_c_message_get_packed_size(&env->base);
 	if (len > cap)
 		return sb_fail(err, EMSGSIZE, "%s message of %zu bytes exceeds the cap of %zu bytes", name, len, cap);

@@ -49,12 +49,12 @@ int sb_hex_decode(const char *hex, uint8_t *out, size_t out_len, struct sb_err *
 	size_t len = strlen(hex);
 
 	if (len != 2 * out_len)
-		return sb_fail(err, EINVAL, "expected %zu hex digits, got %zu", 2 * out_len, len);
+		return sb_invalid(err, "expected %zu hex digits, got %zu", 2 * out_len, len);
 	for (size_t i = 0; i < out_len; i++) {
 		int hi = sb_hex_value(hex[2 * i]), lo = sb_hex_value(hex[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
-			return sb_fail(err, EINVAL, "not a hex digit at position %zu", hi < 0 ? 2 * i : 2 * i + 1);
+			return sb_invalid(err, "not a hex digit at position %zu", hi < 0 ? 2 * i : 2 * i + 1);
 		out[i] = (uint8_t)(hi << 4 | lo);
 	}
 	return 0;
@@ -65,7 +65,7 @@ int sb_random_hex(char *out, size_t bytes, struct sb_err *err)
 	uint8_t buf[64];
 
 	if (bytes > sizeof buf)
-		return sb_fail(err, EINVAL, "random id of %zu bytes is too long", bytes);
+		return sb_invalid(err, "random id of %zu bytes is too long", bytes);
 	if (sb_random_bytes(buf, bytes, err) < 0)
 		return -1;
 	sb_hex_encode(buf, bytes, out);

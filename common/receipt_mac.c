@@ -23,7 +23,7 @@ static int mac_compute(const json_t *obj, const uint8_t key[RECEIPT_KEY_BYTES], 
 	rc = mbedtls_md_hmac(md, key, RECEIPT_KEY_BYTES, (const unsigned char *)canon, strlen(canon), mac);
 	free(canon);
 	if (rc != 0)
-		return sb_fail(err, EINVAL, "computing the receipt HMAC (mbedtls %d)", rc);
+		return sb_invalid(err, "computing the receipt HMAC (mbedtls %d)", rc);
 	sb_hex_encode(mac, sizeof mac, hex);
 	return 0;
 }
@@ -82,7 +82,7 @@ json_t *receipt_mac_verify(const char *text, size_t len, const uint8_t key[RECEI
 	}
 	obj = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(obj)) {
-		sb_fail(err, EINVAL, "receipt refused: not a JSON object (%s)", jerr.text);
+		sb_invalid(err, "receipt refused: not a JSON object (%s)", jerr.text);
 		json_decref(obj);
 		return NULL;
 	}

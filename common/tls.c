@@ -254,12 +254,12 @@ int tls_check_name(const char *name, const char *what, struct sb_err *err)
 	size_t n = name != NULL ? strlen(name) : 0;
 
 	if (n == 0 || n > TLS_NAME_MAX)
-		return sb_fail(err, EINVAL, "%s must be a DNS name of 1 to %d characters", what, TLS_NAME_MAX);
+		return sb_invalid(err, "%s must be a DNS name of 1 to %d characters", what, TLS_NAME_MAX);
 	for (size_t i = 0; i < n; i++) {
 		char c = name[i];
 
 		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-'))
-			return sb_fail(err, EINVAL, "%s '%s' is not a lowercase DNS name", what, name);
+			return sb_invalid(err, "%s '%s' is not a lowercase DNS name", what, name);
 	}
 	return 0;
 }

@@ -83,7 +83,7 @@ int mountinfo_parse(const char *text, size_t len, struct mountinfo *mi, struct s
 	mi->text[len] = '\0';
 	if (strlen(mi->text) != len) {
 		mountinfo_free(mi);
-		return sb_fail(err, EINVAL, "the mount table holds a NUL byte");
+		return sb_invalid(err, "the mount table holds a NUL byte");
 	}
 	for (p = mi->text; *p != '\0'; p = next) {
 		char *nl = strchr(p, '\n');
@@ -95,8 +95,8 @@ int mountinfo_parse(const char *text, size_t len, struct mountinfo *mi, struct s
 			continue;
 		if (line_parse(p, &mi->lines[lines]) < 0) {
 			mountinfo_free(mi);
-			return sb_fail(err, EINVAL, "the mount table has a line without an id, a device, a root and a "
-				       "mount point (line %zu)", lines + 1);
+			return sb_invalid(err, "the mount table has a line without an id, a device, a root and a "
+					  "mount point (line %zu)", lines + 1);
 		}
 		lines++;
 	}

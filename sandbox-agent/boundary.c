@@ -304,12 +304,12 @@ static int request_check(const struct exec_request *req, struct sb_err *err)
 {
 	/* common/names.c: the exec id becomes a file name in the receipt and journal directories. */
 	if (!exec_id_valid(req->exec_id))
-		return sb_fail(err, EINVAL, "exec id '%s' must be 1-%d characters of [A-Za-z0-9._-], not starting "
-			       "with '.' or '-'", req->exec_id, EXEC_ID_MAX);
+		return sb_invalid(err, "exec id '%s' must be 1-%d characters of [A-Za-z0-9._-], not starting "
+				  "with '.' or '-'", req->exec_id, EXEC_ID_MAX);
 	if (req->cwd == NULL || req->cwd[0] != '/')
-		return sb_fail(err, EINVAL, "working directory must be an absolute path");
+		return sb_invalid(err, "working directory must be an absolute path");
 	if (req->timeout_seconds == 0)
-		return sb_fail(err, EINVAL, "timeout must be at least 1 second");
+		return sb_invalid(err, "timeout must be at least 1 second");
 	if (req->n_env >= BOUNDARY_MAX_ENV)
 		return sb_fail(err, E2BIG, "more than %d environment variables", BOUNDARY_MAX_ENV - 1);
 	return 0;
@@ -400,7 +400,7 @@ static int dir_open_nearest(const char *path, struct sb_err *err)
 	for (;;) {
 		slash = strrchr(dir, '/');
 		if (slash == NULL)
-			return sb_fail(err, EINVAL, "%s is not an absolute path", path);
+			return sb_invalid(err, "%s is not an absolute path", path);
 		slash[slash == dir ? 1 : 0] = '\0';
 		fd = mfd_open_nofollow(AT_FDCWD, dir, O_PATH | O_DIRECTORY);
 		if (fd >= 0 || (errno != ENOENT && errno != ENOTDIR) || strcmp(dir, "/") == 0)

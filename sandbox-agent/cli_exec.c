@@ -4,7 +4,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include "privdir.h"
 #include "log.h"
 #include "names.h"
+#include "opts.h"
 #include "random.h"
 #include "receipt.h"
 #include "result.h"
@@ -161,13 +161,13 @@ static int options_parse(struct exec_cli *c, int argc, char **argv)
 		{ "max-processes", required_argument, NULL, 'm' }, { "writable", required_argument, NULL, 'w' },
 		{ "tmp-size", required_argument, NULL, 'T' },      { NULL, 0, NULL, 0 },
 	};
+	struct sb_err err;
 	int opt, rc;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-		if (opt == '?')
-			return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+	opts_reset();
+	while ((opt = opts_next(argc, argv, "", longopts, NULL, &err)) != OPTS_END) {
+		if (opt == OPTS_BAD)
+			return usage_error("%s", err.msg);
 		if ((rc = option_apply(c, opt, optarg)) != 0)
 			return rc;
 	}

@@ -4,13 +4,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "opts.h"
 #include "receipt_mac.h"
 
 static int file_read(const char *path, char *buf, size_t cap, size_t *len, struct sb_err *err)
@@ -54,15 +54,15 @@ int cli_verify_receipt(int argc, char **argv)
 	json_t *obj;
 	int opt;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+	opts_reset();
+	while ((opt = opts_next(argc, argv, "", longopts, NULL, &err)) != OPTS_END) {
 		switch (opt) {
 		case 'r': receipt = optarg; break;
 		case 'k': key_path = optarg; break;
 		case 'n': nonce = optarg; break;
 		case 'i': exec_id = optarg; break;
 		default:
+			fprintf(stderr, "sandbox-agent verify-receipt: %s\n", err.msg);
 			fprintf(stderr, "usage: sandbox-agent verify-receipt --receipt FILE --key FILE [--nonce HEX] [--exec-id ID]\n");
 			return CLI_USAGE;
 		}

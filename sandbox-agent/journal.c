@@ -566,7 +566,7 @@ int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, s
 	int i, rc;
 
 	if (!exec_id_valid(exec_id))
-		return sb_fail(err, EINVAL, "journal: invalid exec id");
+		return sb_invalid(err, "journal: invalid exec id");
 	pthread_mutex_lock(&j->lock);
 	if (entry_exists(j->dir, exec_id) || slot_holds(j, exec_id, false)) {
 		pthread_mutex_unlock(&j->lock);
@@ -716,7 +716,7 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	int i, fd;
 
 	if (result_json[0] != '{')
-		return sb_fail(err, EINVAL, "journal: the result of exec '%s' is not a JSON object", exec_id);
+		return sb_invalid(err, "journal: the result of exec '%s' is not a JSON object", exec_id);
 	if (entry_name(exec_id, "", name, sizeof name, err) < 0)
 		return -1;
 	pthread_mutex_lock(&j->lock);
@@ -785,7 +785,7 @@ int journal_finish_write(struct journal *j, const char *exec_id, uint64_t genera
 	p->text = NULL;
 	/* The cheap half of what a parse checked: an object, not some other value or nothing. */
 	if (result_json[0] != '{')
-		return sb_fail(err, EINVAL, "journal: the result of exec '%s' is not a JSON object", exec_id);
+		return sb_invalid(err, "journal: the result of exec '%s' is not a JSON object", exec_id);
 	if (strlen(result_json) + (receipt_text ? strlen(receipt_text) : 0) > ENTRY_MAX_BYTES)
 		return sb_fail(err, EFBIG, "journal: entry for exec '%s' is over %u bytes", exec_id, ENTRY_MAX_BYTES);
 	if (entry_name(exec_id, "", name, sizeof name, err) < 0)

@@ -13,8 +13,8 @@ int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
 {
 	memset(c, 0, sizeof *c);
 	if (limit > OUTPUT_LIMIT_MAX)
-		return sb_fail(err, EINVAL, "output limit %zu is over the maximum of %u bytes", limit,
-			       OUTPUT_LIMIT_MAX);
+		return sb_invalid(err, "output limit %zu is over the maximum of %u bytes", limit,
+				  OUTPUT_LIMIT_MAX);
 	c->head_cap = limit / 2;
 	c->tail_cap = limit - c->head_cap;
 	c->head = malloc(c->head_cap + 1);
@@ -26,7 +26,7 @@ int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
 	mbedtls_sha256_init(&c->sha);
 	if (mbedtls_sha256_starts_ret(&c->sha, 0) != 0) {
 		output_free(c);
-		return sb_fail(err, EINVAL, "starting SHA-256");
+		return sb_invalid(err, "starting SHA-256");
 	}
 	return 0;
 }

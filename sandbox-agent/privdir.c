@@ -44,7 +44,7 @@ int privdir_open(struct privdir *d, const char *path, bool create, mode_t forbid
 {
 	d->fd = -1;
 	if (path[0] != '/')
-		return sb_fail(err, EINVAL, "private directory %s must be an absolute path", path);
+		return sb_invalid(err, "private directory %s must be an absolute path", path);
 	if ((size_t)snprintf(d->path, sizeof d->path, "%s", path) >= sizeof d->path)
 		return sb_fail(err, ENAMETOOLONG, "private directory path too long: %s", path);
 	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
@@ -57,7 +57,7 @@ int privdir_open_at(struct privdir *d, const struct privdir *parent, const char 
 {
 	d->fd = -1;
 	if (strchr(name, '/') != NULL || strcmp(name, "..") == 0 || strcmp(name, ".") == 0)
-		return sb_fail(err, EINVAL, "private directory name %s must be one path component", name);
+		return sb_invalid(err, "private directory name %s must be one path component", name);
 	if ((size_t)snprintf(d->path, sizeof d->path, "%s/%s", parent->path, name) >= sizeof d->path)
 		return sb_fail(err, ENAMETOOLONG, "private directory path too long: %s/%s", parent->path, name);
 	if (create && mkdirat(parent->fd, name, 0700) < 0 && errno != EEXIST)

@@ -60,7 +60,7 @@ static int key_read(struct secrets *s, int fd, const char *shown, struct sb_err 
 	ssize_t n = read(fd, s->key, sizeof s->key);
 
 	if (n != (ssize_t)sizeof s->key)
-		return sb_fail(err, EINVAL, "receipt key %s must hold exactly %zu bytes", shown, sizeof s->key);
+		return sb_invalid(err, "receipt key %s must hold exactly %zu bytes", shown, sizeof s->key);
 	return 0;
 }
 

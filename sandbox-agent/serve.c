@@ -7,7 +7,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <malloc.h>
@@ -32,6 +31,7 @@
 #include "journal.h"
 #include "log.h"
 #include "names.h"
+#include "opts.h"
 #include "proto.h"
 #include "receipt.h"
 #include "result.h"
@@ -622,10 +622,10 @@ static int sockaddr_parse(const char *hostport, struct sockaddr_storage *ss, soc
 	size_t hlen;
 
 	if (colon == NULL || (hlen = (size_t)(colon - hostport)) >= sizeof host || hlen == 0)
-		return sb_fail(err, EINVAL, "--listen %s: expected HOST:PORT or unix:PATH", hostport);
+		return sb_invalid(err, "--listen %s: expected HOST:PORT or unix:PATH", hostport);
 	p = strtoul(colon + 1, &end, 10);
 	if (*end != '\0' || p == 0 || p > 65535)
-		return sb_fail(err, EINVAL, "--listen %s: bad port", hostport);
+		return sb_invalid(err, "--listen %s: bad port", hostport);
 	memcpy(host, hostport, hlen);
 	host[hlen] = '\0';
 	memset(ss, 0, sizeof *ss);
@@ -644,7 +644,7 @@ static int sockaddr_parse(const char *hostport, struct sockaddr_storage *ss, soc
 		if (inet_pton(AF_INET, host, &v4->sin_addr) == 1)
 			return 0;
 	}
-	return sb_fail(err, EINVAL, "--listen %s: the host must be a numeric address", hostport);
+	return sb_invalid(err, "--listen %s: the host must be a numeric address", hostport);
 }
 
 static int listen_tcp(const char *hostport, uint16_t *port, struct sb_err *err)
@@ -793,11 +793,11 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 	};
 	unsigned long v;
 	char *end;
+	struct sb_err err;
 	int opt;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+	opts_reset();
+	while ((opt = opts_next(argc, argv, "", longopts, NULL, &err)) != OPTS_END) {
 		switch (opt) {
 		case 'l': cfg->listen = optarg; break;
 		case 'c': cfg->cert = optarg; break;
@@ -818,7 +818,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 				return serve_usage("--generation: expected a number");
 			break;
 		default:
-			return serve_usage("unknown or incomplete option");
+			return serve_usage(err.msg);
 		}
 	}
 	if (!cfg->listen || !cfg->cert || !cfg->key || !cfg->ca || !cfg->manager_name || !cfg->state_dir)

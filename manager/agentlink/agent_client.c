@@ -361,10 +361,10 @@ static int inet_addr_parse(const char *address, struct sockaddr_storage *ss, soc
 	unsigned long port;
 
 	if (colon == NULL || hlen == 0 || hlen >= sizeof host)
-		return sb_fail(err, EINVAL, "agent address %s: expected unix:PATH, IPv4:PORT or [IPv6]:PORT", address);
+		return sb_invalid(err, "agent address %s: expected unix:PATH, IPv4:PORT or [IPv6]:PORT", address);
 	port = strtoul(colon + 1, &end, 10);
 	if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || port == 0 || port > 65535)
-		return sb_fail(err, EINVAL, "agent address %s: the port must be 1 to 65535", address);
+		return sb_invalid(err, "agent address %s: the port must be 1 to 65535", address);
 	memcpy(host, address, hlen);
 	host[hlen] = '\0';
 	if (host[0] == '[' && hlen > 2 && host[hlen - 1] == ']') {
@@ -381,7 +381,7 @@ static int inet_addr_parse(const char *address, struct sockaddr_storage *ss, soc
 		if (inet_pton(AF_INET, host, &v4->sin_addr) == 1)
 			return 0;
 	}
-	return sb_fail(err, EINVAL, "agent address %s: the host must be a numeric IP address", address);
+	return sb_invalid(err, "agent address %s: the host must be a numeric IP address", address);
 }
 
 static int address_parse(const char *address, struct sockaddr_storage *ss, socklen_t *len, struct sb_err *err)
@@ -677,8 +677,8 @@ static int exec_envelope(const struct agent_exec_request *req, Sandbox__Envelope
 	env->exec = e;
 	/* Refused here, the exec was never dispatched; proto_send would only say so after we marked it. */
 	if (!protobuf_c_message_check(&env->base))
-		return sb_fail(err, EINVAL, "exec %s: a required field (exec id, command, cwd, env name or value) is "
-			       "missing", req->exec_id ? req->exec_id : "(none)");
+		return sb_invalid(err, "exec %s: a required field (exec id, command, cwd, env name or value) is "
+				  "missing", req->exec_id ? req->exec_id : "(none)");
 	if (protobuf_c_message_get_packed_size(&env->base) > AGENT_FRAME_CAP)
 		return sb_fail(err, EMSGSIZE, "exec %s: the request is over the %u-byte frame cap", req->exec_id,
 			       AGENT_FRAME_CAP);

@@ -180,7 +180,7 @@ static int time_format(time_t t, char out[16], struct sb_err *err)
 	struct tm tm;
 
 	if (gmtime_r(&t, &tm) == NULL || strftime(out, 16, "%Y%m%d%H%M%S", &tm) != 14)
-		return sb_fail(err, EINVAL, "time %lld cannot be written in a certificate", (long long)t);
+		return sb_invalid(err, "time %lld cannot be written in a certificate", (long long)t);
 	return 0;
 }
 
@@ -213,7 +213,7 @@ static int crt_common(mbedtls_x509write_cert *crt, mbedtls_pk_context *subject_k
 	int ret;
 
 	if (not_before >= not_after)
-		return sb_fail(err, EINVAL, "certificate validity ends before it begins");
+		return sb_invalid(err, "certificate validity ends before it begins");
 	if (time_format(not_before, from, err) < 0 || time_format(not_after, until, err) < 0 || serial_set(crt, err) < 0)
 		return -1;
 	mbedtls_x509write_crt_set_version(crt, MBEDTLS_X509_CRT_VERSION_3);
@@ -439,8 +439,8 @@ const mbedtls_x509_crt *ca_cert(const struct ca *ca)
 static int base_name_check(const char *name, struct sb_err *err)
 {
 	if (!name_component_valid(name, 200))
-		return sb_fail(err, EINVAL, "file name '%s' must be 1-200 of [A-Za-z0-9._-], not starting with '.' or '-'",
-			       name);
+		return sb_invalid(err, "file name '%s' must be 1-200 of [A-Za-z0-9._-], not starting with '.' or '-'",
+				  name);
 	return 0;
 }
 
@@ -558,7 +558,7 @@ int ca_format_sandbox_name(char *out, size_t out_len, const char *sandbox_id, ui
 
 	/* One DNS label: a dot or an upper-case letter would change which names match. */
 	if (n == 0 || n > CA_SANDBOX_ID_MAX || strspn(sandbox_id, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
-		return sb_fail(err, EINVAL, "sandbox id '%s' must be 1-%d of [a-z0-9-]", sandbox_id, CA_SANDBOX_ID_MAX);
+		return sb_invalid(err, "sandbox id '%s' must be 1-%d of [a-z0-9-]", sandbox_id, CA_SANDBOX_ID_MAX);
 	w = snprintf(out, out_len, "sandbox-%s.g%llu.agent", sandbox_id, (unsigned long long)generation);
 	if (w < 0 || (size_t)w >= out_len)
 		return sb_fail(err, ENAMETOOLONG, "sandbox name buffer of %zu bytes is too small", out_len);

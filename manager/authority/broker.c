@@ -30,14 +30,14 @@ json_t *broker_config_load(const char *resource, const char *path, const char *c
 	const char *key;
 
 	if (path[0] != '/') {
-		sb_fail(err, EINVAL, "resource %s: the broker's ARG must be the absolute path of its JSON config, not '%s'",
-			resource, path);
+		sb_invalid(err, "resource %s: the broker's ARG must be the absolute path of its JSON config, not '%s'",
+			   resource, path);
 		return NULL;
 	}
 	cfg = sb_json_load_path(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(cfg)) {
-		sb_fail(err, EINVAL, "resource %s: config %s: %s", resource, path,
-			cfg ? "must be a JSON object" : jerr.text);
+		sb_invalid(err, "resource %s: config %s: %s", resource, path,
+			   cfg ? "must be a JSON object" : jerr.text);
 		json_decref(cfg);
 		return NULL;
 	}
@@ -47,7 +47,7 @@ json_t *broker_config_load(const char *resource, const char *path, const char *c
 		for (i = 0; allowed[i] != NULL && strcmp(allowed[i], key) != 0; i++) {
 		}
 		if (allowed[i] == NULL) {
-			sb_fail(err, EINVAL, "resource %s: config %s: unknown key '%s'", resource, path, key);
+			sb_invalid(err, "resource %s: config %s: unknown key '%s'", resource, path, key);
 			json_decref(cfg);
 			return NULL;
 		}
@@ -63,13 +63,13 @@ int broker_config_string(const char *resource, json_t *cfg, const char *key, boo
 	out[0] = '\0';
 	if (v == NULL || (json_is_string(v) && json_string_length(v) == 0)) {
 		if (required)
-			return sb_fail(err, EINVAL, "resource %s: its broker config needs \"%s\"", resource, key);
+			return sb_invalid(err, "resource %s: its broker config needs \"%s\"", resource, key);
 		return 0;
 	}
 	if (!json_is_string(v))
-		return sb_fail(err, EINVAL, "resource %s: \"%s\" must be a string", resource, key);
+		return sb_invalid(err, "resource %s: \"%s\" must be a string", resource, key);
 	if (json_string_length(v) >= len || strlen(json_string_value(v)) != json_string_length(v))
-		return sb_fail(err, EINVAL, "resource %s: \"%s\" is too long or holds a NUL", resource, key);
+		return sb_invalid(err, "resource %s: \"%s\" is too long or holds a NUL", resource, key);
 	memcpy(out, json_string_value(v), json_string_length(v) + 1);
 	return 0;
 }
@@ -83,8 +83,8 @@ int broker_config_int(const char *resource, json_t *cfg, const char *key, long m
 	if (v == NULL)
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
-		return sb_fail(err, EINVAL, "resource %s: \"%s\" must be a whole number from %ld to %ld", resource, key,
-			       min, max);
+		return sb_invalid(err, "resource %s: \"%s\" must be a whole number from %ld to %ld", resource, key,
+				  min, max);
 	*out = (long)json_integer_value(v);
 	return 0;
 }
@@ -97,12 +97,12 @@ int broker_check_server(const char *resource, char *server, struct sb_err *err)
 	while (n > 8 && server[n - 1] == '/')
 		server[--n] = '\0';
 	if (strncmp(server, "https://", 8) != 0 || n == 8)
-		return sb_fail(err, EINVAL, "resource %s: \"server\" must be an https:// URL, not '%s'", resource, server);
+		return sb_invalid(err, "resource %s: \"server\" must be an https:// URL, not '%s'", resource, server);
 	for (const char *p = host; *p != '\0'; p++)
 		if (!isalnum((unsigned char)*p) && strchr(".-_:/[]", *p) == NULL)
-			return sb_fail(err, EINVAL,
-				       "resource %s: \"server\" may hold only a host, a port and a path ('%c' in '%s')",
-				       resource, *p, server);
+			return sb_invalid(err,
+					  "resource %s: \"server\" may hold only a host, a port and a path ('%c' in '%s')",
+					  resource, *p, server);
 	return 0;
 }
 
@@ -115,8 +115,8 @@ int broker_check_name(const char *resource, const char *what, const char *name, 
 		ok = islower((unsigned char)name[i]) || isdigit((unsigned char)name[i]) || name[i] == '-' ||
 		     name[i] == '.' || (rancher && (name[i] == '_' || isupper((unsigned char)name[i])));
 	if (!ok || strstr(name, "..") != NULL)
-		return sb_fail(err, EINVAL, "resource %s: \"%s\" '%s' is not a valid name (%s)", resource, what, name,
-			       rancher ? "letters, digits, '-', '_' and '.'" : "lower-case letters, digits, '-' and '.'");
+		return sb_invalid(err, "resource %s: \"%s\" '%s' is not a valid name (%s)", resource, what, name,
+				  rancher ? "letters, digits, '-', '_' and '.'" : "lower-case letters, digits, '-' and '.'");
 	return 0;
 }
 
@@ -127,7 +127,7 @@ int broker_token_read(const char *resource, const char *path, char *out, size_t 
 	int fd;
 
 	if (path[0] != '/')
-		return sb_fail(err, EINVAL, "resource %s: the token file must be an absolute path", resource);
+		return sb_invalid(err, "resource %s: the token file must be an absolute path", resource);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return sb_fail_errno(err, "resource %s: reading the manager's API credential %s", resource, path);
@@ -150,11 +150,11 @@ int broker_token_read(const char *resource, const char *path, char *out, size_t 
 	for (ssize_t i = 0; i < n; i++)
 		if (!isgraph((unsigned char)out[i])) {
 			explicit_bzero(out, len);
-			return sb_fail(err, EINVAL, "resource %s: the credential %s holds spaces or control characters",
-				       resource, path);
+			return sb_invalid(err, "resource %s: the credential %s holds spaces or control characters",
+					  resource, path);
 		}
 	if (n == 0)
-		return sb_fail(err, EINVAL, "resource %s: the credential %s is empty", resource, path);
+		return sb_invalid(err, "resource %s: the credential %s is empty", resource, path);
 	return 0;
 }
 
@@ -201,7 +201,7 @@ int broker_http_call(const struct broker_http *h, long *status, json_t **out, st
 	*status = 0;
 	*out = NULL;
 	if (strlen(h->bearer) > REST_BEARER_MAX)
-		return sb_fail(err, EINVAL, "resource %s: the manager's API credential is too long", h->resource);
+		return sb_invalid(err, "resource %s: the manager's API credential is too long", h->resource);
 	c = sb_curl_new();
 	if (c == NULL)
 		return sb_fail(err, ENOMEM, "resource %s: starting an HTTPS client", h->resource);

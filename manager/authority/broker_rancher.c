@@ -38,7 +38,7 @@ static int config_read(const char *resource, const char *arg, const char *access
 
 	memset(c, 0, sizeof *c);
 	if (!write && strcmp(access, "read") != 0)
-		return sb_fail(err, EINVAL, "resource %s: access must be read or write, not '%s'", resource, access);
+		return sb_invalid(err, "resource %s: access must be read or write, not '%s'", resource, access);
 	cfg = broker_config_load(resource, arg, rancher_keys, err);
 	if (cfg == NULL)
 		return -1;
@@ -55,7 +55,7 @@ static int config_read(const char *resource, const char *arg, const char *access
 	if (rc < 0)
 		return -1;
 	if (c->ca_file[0] != '\0' && c->ca_file[0] != '/')
-		return sb_fail(err, EINVAL, "resource %s: \"ca_file\" must be an absolute path", resource);
+		return sb_invalid(err, "resource %s: \"ca_file\" must be an absolute path", resource);
 	if (c->token_file[0] == '\0')
 		return sb_fail(err, EACCES, "resource %s: %s access is not offered (its broker config has no \"%s\")",
 			       resource, access, file_key);

@@ -40,8 +40,8 @@ static int config_read(const struct broker_request *req, json_t *cfg, struct tok
 	json_t *a;
 
 	if (!write && strcmp(req->access, "read") != 0)
-		return sb_fail(err, EINVAL, "resource %s: access must be read or write, not '%s'", req->resource,
-			       req->access);
+		return sb_invalid(err, "resource %s: access must be read or write, not '%s'", req->resource,
+				  req->access);
 	if (broker_config_string(req->resource, cfg, "server", true, c->server, sizeof c->server, err) < 0 ||
 	    broker_check_server(req->resource, c->server, err) < 0 ||
 	    broker_config_string(req->resource, cfg, "ca_file", true, c->ca_file, sizeof c->ca_file, err) < 0 ||
@@ -54,7 +54,7 @@ static int config_read(const struct broker_request *req, json_t *cfg, struct tok
 	    broker_config_string(req->resource, cfg, sa_key, false, c->sa, sizeof c->sa, err) < 0)
 		return -1;
 	if (c->ca_file[0] != '/')
-		return sb_fail(err, EINVAL, "resource %s: \"ca_file\" must be an absolute path", req->resource);
+		return sb_invalid(err, "resource %s: \"ca_file\" must be an absolute path", req->resource);
 	if (c->sa[0] == '\0')
 		return sb_fail(err, EACCES, "resource %s: %s access is not offered (its broker config has no \"%s\")",
 			       req->resource, req->access, sa_key);
@@ -62,10 +62,10 @@ static int config_read(const struct broker_request *req, json_t *cfg, struct tok
 		return -1;
 	c->audiences = json_object_get(cfg, "audiences");
 	if (c->audiences != NULL && !json_is_array(c->audiences))
-		return sb_fail(err, EINVAL, "resource %s: \"audiences\" must be a list of strings", req->resource);
+		return sb_invalid(err, "resource %s: \"audiences\" must be a list of strings", req->resource);
 	json_array_foreach(c->audiences, i, a)
 		if (!json_is_string(a))
-			return sb_fail(err, EINVAL, "resource %s: \"audiences\" must be a list of strings", req->resource);
+			return sb_invalid(err, "resource %s: \"audiences\" must be a list of strings", req->resource);
 	return 0;
 }
 
@@ -105,11 +105,11 @@ static int bound_check(const struct broker_request *req, const struct tokenreque
 		return 0;
 	if (b->kind == NULL || b->api_version == NULL || b->ns == NULL || b->name == NULL || b->uid == NULL ||
 	    b->name[0] == '\0' || b->uid[0] == '\0')
-		return sb_fail(err, EINVAL, "resource %s: the object to bind the token to has no name or UID", req->resource);
+		return sb_invalid(err, "resource %s: the object to bind the token to has no name or UID", req->resource);
 	if (strcmp(b->ns, c->ns) != 0)
-		return sb_fail(err, EINVAL, "resource %s: a token bound to the sandbox's %s %s must be of a service account "
-			       "in its namespace %s, not %s (the broker config's \"namespace\")", req->resource, b->kind,
-			       b->name, b->ns, c->ns);
+		return sb_invalid(err, "resource %s: a token bound to the sandbox's %s %s must be of a service account "
+				  "in its namespace %s, not %s (the broker config's \"namespace\")", req->resource, b->kind,
+				  b->name, b->ns, c->ns);
 	return 0;
 }
 

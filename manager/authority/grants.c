@@ -95,8 +95,8 @@ static int grant_broker(struct snapshot_ctx *c, const char *resource, const char
 	struct broker_result res;
 
 	if (strncmp(resource, "kubernetes:", 11) != 0)
-		return sb_fail(err, EINVAL, "grant %s: the %s broker serves kubernetes:* resources only", resource,
-			       rancher ? "rancher" : "tokenrequest");
+		return sb_invalid(err, "grant %s: the %s broker serves kubernetes:* resources only", resource,
+				  rancher ? "rancher" : "tokenrequest");
 	req.arg = broker + (rancher ? 8 : 13);
 	if ((rancher ? broker_rancher(&req, &res, err) : broker_tokenrequest(&req, &res, err)) < 0)
 		return -1;
@@ -170,8 +170,8 @@ int snapshot_service_account(json_t *grants, json_t *resources, char *out, size_
 		if (broker_tokenrequest_account(&req, account, sizeof account, err) < 0)
 			return -1;
 		if (first != NULL && strcmp(account, chosen) != 0)
-			return sb_fail(err, EINVAL, "grants %s and %s need the service accounts %s and %s: the sandbox's pod "
-				       "runs as one, to which their tokens are bound", first, resource, chosen, account);
+			return sb_invalid(err, "grants %s and %s need the service accounts %s and %s: the sandbox's pod "
+					  "runs as one, to which their tokens are bound", first, resource, chosen, account);
 		memcpy(chosen, account, sizeof chosen);
 		first = resource;
 	}
@@ -226,7 +226,7 @@ int snapshot_release(const char *private_dir, struct sb_err *err)
 	list = sb_json_load_path(path, 0, &jerr);
 	if (!json_is_array(list)) {
 		json_decref(list);
-		return sb_fail(err, EINVAL, "%s: %s", path, jerr.text);
+		return sb_invalid(err, "%s: %s", path, jerr.text);
 	}
 	kept = json_array();
 	json_array_foreach(list, i, e) {
@@ -238,7 +238,7 @@ int snapshot_release(const char *private_dir, struct sb_err *err)
 		if (arg == NULL || acc == NULL || id == NULL ||
 		    broker_rancher_revoke(resource, arg, acc, id, err) < 0) {
 			if (arg == NULL || acc == NULL || id == NULL)
-				sb_fail(err, EINVAL, "%s: entry %zu is incomplete", path, i);
+				sb_invalid(err, "%s: entry %zu is incomplete", path, i);
 			json_array_append(kept, e);
 			rc = -1;
 		}

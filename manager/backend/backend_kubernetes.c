@@ -129,8 +129,8 @@ static int ident_parse(const char *runtime_id, struct ident *id, struct sb_err *
 	if (dns_label(id->name, 63) && uid_valid(id->uid) && (id->cid[0] == '\0' || cid_valid(id->cid)))
 		return 0;
 bad:
-	return sb_fail(err, EINVAL, "'%s' is not a kubernetes runtime id (kubernetes:<pod>/<UID>/<containerID>)",
-		       runtime_id);
+	return sb_invalid(err, "'%s' is not a kubernetes runtime id (kubernetes:<pod>/<UID>/<containerID>)",
+			  runtime_id);
 }
 
 static void ident_set(struct sandbox_handle *h, const struct ident *id)
@@ -370,8 +370,8 @@ static int pod_name(const struct sandbox_spec *spec, char *out, size_t len, stru
 {
 	snprintf(out, len, "sandbox-%s-%llu", spec->session, (unsigned long long)spec->generation);
 	if (!dns_label(out, 63) || strlen(spec->session) > 63)
-		return sb_fail(err, EINVAL, "session '%s' cannot name a pod (lower-case letters, digits and '-', 63 at most)",
-			       spec->session);
+		return sb_invalid(err, "session '%s' cannot name a pod (lower-case letters, digits and '-', 63 at most)",
+				  spec->session);
 	return 0;
 }
 
@@ -397,8 +397,8 @@ static int kube_prepare(struct backend *be, const struct sandbox_spec *spec, str
 		return sb_fail(err, ENOMEM, "preparing a pod");
 	if (spec == NULL || spec->session == NULL || spec->plan == NULL || spec->private_dir == NULL ||
 	    spec->manager_name == NULL)
-		sb_fail(err, EINVAL, "the sandbox spec needs a session, a mount plan, a private directory and the "
-			"manager's name");
+		sb_invalid(err, "the sandbox spec needs a session, a mount plan, a private directory and the "
+			   "manager's name");
 	else if (pod_name(spec, id.name, sizeof id.name, err) == 0 && agent_dir_prepare(d, spec, err) == 0 &&
 		 (body = k8s_pod_body(&t, d, spec, id.name, err)) != NULL && pod_create(k, body, &id, err) == 0) {
 		ident_set(h, &id);
@@ -623,7 +623,7 @@ static int kube_lookup(struct backend *be, const char *session, uint64_t generat
 
 	memset(h, 0, sizeof *h);
 	if (!dns_label(session, 63))
-		return sb_fail(err, EINVAL, "session '%s' cannot be looked up", session);
+		return sb_invalid(err, "session '%s' cannot be looked up", session);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?labelSelector=" LABEL_SESSION "%%3D%s%%2C"
 		 LABEL_GENERATION "%%3D%llu", k->ns, session, (unsigned long long)generation);
 	if (k8s_request(&k->conn, "GET", path, NULL, REQUEST_MS, &r, err) < 0)
@@ -737,9 +737,9 @@ int backend_kubernetes_create(struct backend **out, const struct kubernetes_sett
 	}
 	if ((set->volume_dir[0] != '/' && set->claim[0] == '\0') || set->manager_volume[0] != '/') {
 		free(k);
-		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR (the absolute "
-			       "path where the node sees the manager's volume) or pvc:CLAIM (a claim holding the manager's "
-			       "volume at its root)");
+		return sb_invalid(err, "config: the kubernetes backend needs k8s-volume hostpath:DIR (the absolute "
+				  "path where the node sees the manager's volume) or pvc:CLAIM (a claim holding the manager's "
+				  "volume at its root)");
 	}
 	if (k8s_conn_load(&k->conn, set->kubeconfig, err) < 0) {
 		free(k);
@@ -749,7 +749,7 @@ int backend_kubernetes_create(struct backend **out, const struct kubernetes_sett
 		 k->conn.namespace[0] ? k->conn.namespace : "default");
 	if (!dns_label(k->ns, 63) || server_check(k, err) < 0) {
 		if (!dns_label(k->ns, 63))
-			sb_fail(err, EINVAL, "config: namespace '%s' is not a Kubernetes name", k->ns);
+			sb_invalid(err, "config: namespace '%s' is not a Kubernetes name", k->ns);
 		kube_destroy(&k->be);
 		return -1;
 	}

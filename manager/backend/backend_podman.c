@@ -101,7 +101,7 @@ static int bind_add(json_t *binds, const char *source, const char *target, bool 
 	char text[2 * PATH_MAX + 64];
 
 	if (strpbrk(source, ":,") != NULL || strpbrk(target, ":,") != NULL)
-		return sb_fail(err, EINVAL, "%s: a path with ':' or ',' cannot be bind-mounted into a container", source);
+		return sb_invalid(err, "%s: a path with ':' or ',' cannot be bind-mounted into a container", source);
 	if (path_fmt(text, sizeof text, err, "%s:%s:%s,nosuid,nodev,rprivate", source, target, ro ? "ro" : "rw") < 0)
 		return -1;
 	return json_array_append_new(binds, json_string(text)) == 0 ? 0 : sb_fail(err, ENOMEM, "container binds");
@@ -425,8 +425,8 @@ static void state_evidence(const struct container_state *s, const char *id, char
 static int handle_held(const struct sandbox_handle *h, struct sb_err *err)
 {
 	if (strncmp(h->runtime_id, RUNTIME_PREFIX, strlen(RUNTIME_PREFIX)) != 0 || !id_valid(handle_id(h)))
-		return sb_fail(err, EINVAL, "the handle of sandbox '%s' holds no container of the podman backend",
-			       h->runtime_id);
+		return sb_invalid(err, "the handle of sandbox '%s' holds no container of the podman backend",
+				  h->runtime_id);
 	return 0;
 }
 
@@ -547,8 +547,8 @@ static int podman_prepare(struct backend *be, const struct sandbox_spec *spec, s
 		return sb_fail(err, ENOMEM, "preparing a container");
 	if (spec == NULL || spec->session == NULL || spec->plan == NULL || spec->private_dir == NULL ||
 	    spec->manager_name == NULL)
-		sb_fail(err, EINVAL, "the sandbox spec needs a session, a mount plan, a private directory and the "
-			"manager's name");
+		sb_invalid(err, "the sandbox spec needs a session, a mount plan, a private directory and the "
+			   "manager's name");
 	else if (agent_dir_prepare(d, spec, err) == 0 && container_create(p, d, spec, h, err) == 0)
 		rc = container_start(p, h, err) == 0 && ready_wait(p, d, h, err) == 0 ? 0 : -1;
 	if (rc < 0) {
@@ -626,7 +626,7 @@ static int podman_adopt(struct backend *be, const char *runtime_id, const char *
 	handle_clear(h);
 	if (strncmp(runtime_id, RUNTIME_PREFIX, strlen(RUNTIME_PREFIX)) != 0 ||
 	    !id_valid(runtime_id + strlen(RUNTIME_PREFIX)))
-		return sb_fail(err, EINVAL, "'%s' is not a podman runtime id (podman:<64 hex digits>)", runtime_id);
+		return sb_invalid(err, "'%s' is not a podman runtime id (podman:<64 hex digits>)", runtime_id);
 	if (address != NULL && strlen(address) >= sizeof h->address)
 		return sb_fail(err, ENAMETOOLONG, "address too long");
 	snprintf(h->runtime_id, sizeof h->runtime_id, "%s", runtime_id);
@@ -668,7 +668,7 @@ static int podman_lookup(struct backend *be, const char *session, uint64_t gener
 		 "{\"label\":[\"infra-sandbox.session=%s\",\"infra-sandbox.generation=%llu\"]}", session,
 		 (unsigned long long)generation);
 	if (strpbrk(session, "\"\\") != NULL || query_escape(filters, escaped, sizeof escaped, err) < 0)
-		return sb_fail(err, EINVAL, "session '%s' cannot be looked up", session);
+		return sb_invalid(err, "session '%s' cannot be looked up", session);
 	snprintf(path, sizeof path, "/containers/json?all=true&filters=%s", escaped);
 	if (call(podman_of(be), "GET", path, NULL, REQUEST_MS, &r, err) < 0)
 		return -1;

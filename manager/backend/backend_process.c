@@ -63,8 +63,8 @@ static int process_limits(struct backend *be, const struct sandbox_handle *h, st
 
 	*out = (struct sandbox_limits){ -1, -1, -1, -1, -1, -1, "" };
 	if (ph->magic != PROCESS_HANDLE_MAGIC)
-		return sb_fail(err, EINVAL, "the handle of sandbox '%s' holds no sandbox of the process backend",
-			       h->runtime_id);
+		return sb_invalid(err, "the handle of sandbox '%s' holds no sandbox of the process backend",
+				  h->runtime_id);
 	out->tmp_bytes = tmpfs_size(ph->pid, "/tmp");
 	out->shm_bytes = tmpfs_size(ph->pid, "/dev/shm");
 	if (out->tmp_bytes < 0 && out->shm_bytes < 0)
@@ -104,7 +104,8 @@ int backend_process_create_with(struct backend **out, const struct process_setti
 	backend_sizes_default(&p->set.tmp_bytes, &p->set.shm_bytes);
 	if (p->set.cgroup_parent[0] == '\0') {
 		cgroup_describe_host(host, sizeof host);
-		sb_info("process backend: no cgroup-parent configured, so sandboxes get no memory, pids or CPU limit "
+		/* A warning: every sandbox of this manager runs without those limits. */
+		sb_warn("process backend: no cgroup-parent configured, so sandboxes get no memory, pids or CPU limit "
 			"of a cgroup (only /tmp %lld bytes, /dev/shm %lld bytes and the agent's RLIMIT_NPROC); %s",
 			(long long)p->set.tmp_bytes, (long long)p->set.shm_bytes, host);
 	} else if (cgroup_parent_open(p, err) < 0) {

@@ -19,7 +19,7 @@ int backend_image_check(const char *image, struct sb_err *err)
 {
 	for (const char *c = image; *c != '\0'; c++)
 		if (!isalnum((unsigned char)*c) && strchr("._-/:@", *c) == NULL)
-			return sb_fail(err, EINVAL, "config: image '%s' is not an image reference", image);
+			return sb_invalid(err, "config: image '%s' is not an image reference", image);
 	return 0;
 }
 

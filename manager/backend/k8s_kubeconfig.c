@@ -68,8 +68,8 @@ static json_t *scalar(struct yaml *y, const char *s, int no)
 	if (strcmp(s, "[]") == 0)
 		return json_array();
 	if (s[0] == '{' || s[0] == '[' || s[0] == '|' || s[0] == '>' || s[0] == '&' || s[0] == '*' || s[0] == '!') {
-		sb_fail(y->err, EINVAL, "kubeconfig line %d: '%c' (flow collections, block scalars, anchors, tags) is "
-			"not read here: write the value plainly or use the JSON form", no, s[0]);
+		sb_invalid(y->err, "kubeconfig line %d: '%c' (flow collections, block scalars, anchors, tags) is "
+			   "not read here: write the value plainly or use the JSON form", no, s[0]);
 		return NULL;
 	}
 	if ((s[0] == '"' || s[0] == '\'') && n >= 2 && s[n - 1] == s[0]) {
@@ -91,7 +91,7 @@ static json_t *scalar(struct yaml *y, const char *s, int no)
 		return v;
 	}
 	if (s[0] == '"' || s[0] == '\'') {
-		sb_fail(y->err, EINVAL, "kubeconfig line %d: an unterminated quoted value", no);
+		sb_invalid(y->err, "kubeconfig line %d: an unterminated quoted value", no);
 		return NULL;
 	}
 	if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0)
@@ -141,7 +141,7 @@ static json_t *mapping_parse(struct yaml *y, int indent)
 		json_t *key, *v;
 
 		if (colon == NULL) {
-			sb_fail(y->err, EINVAL, "kubeconfig line %d: expected 'key: value'", l->no);
+			sb_invalid(y->err, "kubeconfig line %d: expected 'key: value'", l->no);
 			break;
 		}
 		*colon = '\0';
@@ -154,7 +154,7 @@ static json_t *mapping_parse(struct yaml *y, int indent)
 		if (!json_is_string(key) || v == NULL || json_object_set_new(m, json_string_value(key), v) < 0) {
 			json_decref(key);
 			if (y->err->msg[0] == '\0')
-				sb_fail(y->err, EINVAL, "kubeconfig line %d: a key must be a string", l->no);
+				sb_invalid(y->err, "kubeconfig line %d: a key must be a string", l->no);
 			break;
 		}
 		json_decref(key);
@@ -219,7 +219,7 @@ json_t *k8s_yaml_parse(const char *text, struct sb_err *err)
 
 		root = json_loads(text, 0, &je);
 		if (root == NULL)
-			sb_fail(err, EINVAL, "kubeconfig (JSON) line %d: %s", je.line, je.text);
+			sb_invalid(err, "kubeconfig (JSON) line %d: %s", je.line, je.text);
 		return root;
 	}
 	copy = strdup(text);
@@ -238,7 +238,7 @@ json_t *k8s_yaml_parse(const char *text, struct sb_err *err)
 		while (line[indent] == ' ')
 			indent++;
 		if (line[indent] == '\t') {
-			sb_fail(err, EINVAL, "kubeconfig line %d: a tab in the indentation", no);
+			sb_invalid(err, "kubeconfig line %d: a tab in the indentation", no);
 			goto out;
 		}
 		comment_cut(line + indent);
@@ -251,12 +251,12 @@ json_t *k8s_yaml_parse(const char *text, struct sb_err *err)
 		y.l[y.n++] = (struct yline){ indent, line + indent, no };
 	}
 	if (y.n == 0) {
-		sb_fail(err, EINVAL, "kubeconfig: empty");
+		sb_invalid(err, "kubeconfig: empty");
 		goto out;
 	}
 	root = node_parse(&y, y.l[0].indent);
 	if (root != NULL && y.at < y.n) {
-		sb_fail(err, EINVAL, "kubeconfig line %d: unexpected indentation", y.l[y.at].no);
+		sb_invalid(err, "kubeconfig line %d: unexpected indentation", y.l[y.at].no);
 		json_decref(root);
 		root = NULL;
 	} else if (root == NULL && err->msg[0] == '\0') {
@@ -346,7 +346,7 @@ static int pem_get(json_t *o, const char *field, const char *dir, char **out, si
 		if (mbedtls_base64_decode((unsigned char *)*out, n + 1, len, (const unsigned char *)data, strlen(data)) != 0) {
 			free(*out);
 			*out = NULL;
-			return sb_fail(err, EINVAL, "kubeconfig: %s is not base64", key);
+			return sb_invalid(err, "kubeconfig: %s is not base64", key);
 		}
 		(*out)[*len] = '\0';
 		return 0;
@@ -367,12 +367,12 @@ static int server_set(struct k8s_conn *c, const char *server, struct sb_err *err
 	size_t n;
 
 	if (server == NULL)
-		return sb_fail(err, EINVAL, "kubeconfig: the cluster has no server");
+		return sb_invalid(err, "kubeconfig: the cluster has no server");
 	/* Plain HTTP only to this host (`kubectl proxy`, a test's stand-in): credentials in clear
 	 * text never cross a network. */
 	if (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://127.0.0.1:", 17) != 0 &&
 	    strncmp(server, "http://localhost:", 17) != 0)
-		return sb_fail(err, EINVAL, "kubeconfig: server '%s' must be https:// (http:// only on 127.0.0.1)", server);
+		return sb_invalid(err, "kubeconfig: server '%s' must be https:// (http:// only on 127.0.0.1)", server);
 	if (path_fmt(c->server, sizeof c->server, err, "%s", server) < 0)
 		return -1;
 	n = strlen(c->server);
@@ -401,24 +401,24 @@ static int context_load(struct k8s_conn *c, json_t *root, const char *dir, struc
 	size_t n;
 
 	if (current == NULL || current[0] == '\0')
-		return sb_fail(err, EINVAL, "kubeconfig: no current-context");
+		return sb_invalid(err, "kubeconfig: no current-context");
 	ctx = named(root, "contexts", "context", current);
 	if (ctx == NULL)
-		return sb_fail(err, EINVAL, "kubeconfig: current-context '%s' is not among its contexts", current);
+		return sb_invalid(err, "kubeconfig: current-context '%s' is not among its contexts", current);
 	cname = json_string_value(json_object_get(ctx, "cluster"));
 	uname = json_string_value(json_object_get(ctx, "user"));
 	ns = json_string_value(json_object_get(ctx, "namespace"));
 	cluster = cname ? named(root, "clusters", "cluster", cname) : NULL;
 	user = uname ? named(root, "users", "user", uname) : NULL;
 	if (cluster == NULL)
-		return sb_fail(err, EINVAL, "kubeconfig: context '%s' names no cluster it holds", current);
+		return sb_invalid(err, "kubeconfig: context '%s' names no cluster it holds", current);
 	if (json_is_true(json_object_get(cluster, "insecure-skip-tls-verify")))
-		return sb_fail(err, EINVAL, "kubeconfig: cluster '%s' turns server verification off "
-			       "(insecure-skip-tls-verify): refused", cname);
+		return sb_invalid(err, "kubeconfig: cluster '%s' turns server verification off "
+				  "(insecure-skip-tls-verify): refused", cname);
 	if (user != NULL && (json_object_get(user, "exec") != NULL || json_object_get(user, "auth-provider") != NULL))
-		return sb_fail(err, EINVAL, "kubeconfig: user '%s' gets its credentials from a program (exec or "
-			       "auth-provider), which the manager never runs: give it a token or a client certificate",
-			       uname);
+		return sb_invalid(err, "kubeconfig: user '%s' gets its credentials from a program (exec or "
+				  "auth-provider), which the manager never runs: give it a token or a client certificate",
+				  uname);
 	if (server_set(c, json_string_value(json_object_get(cluster, "server")), err) < 0 ||
 	    pem_get(cluster, "certificate-authority", dir, &c->ca_pem, &c->ca_len, err) < 0 ||
 	    pem_get(user, "client-certificate", dir, &c->cert_pem, &c->cert_len, err) < 0 ||
@@ -435,14 +435,14 @@ static int context_load(struct k8s_conn *c, json_t *root, const char *dir, struc
 	}
 	free(file_token);
 	if (c->token != NULL && !token_valid(c->token))
-		return sb_fail(err, EINVAL, "kubeconfig: user '%s' has a token with blanks or control characters",
-			       uname ? uname : "");
+		return sb_invalid(err, "kubeconfig: user '%s' has a token with blanks or control characters",
+				  uname ? uname : "");
 	if ((c->cert_pem == NULL) != (c->key_pem == NULL))
-		return sb_fail(err, EINVAL, "kubeconfig: user '%s' has a client certificate without its key, or a key "
-			       "without its certificate", uname ? uname : "");
+		return sb_invalid(err, "kubeconfig: user '%s' has a client certificate without its key, or a key "
+				  "without its certificate", uname ? uname : "");
 	if (c->token == NULL && c->cert_pem == NULL)
-		return sb_fail(err, EINVAL, "kubeconfig: user '%s' has neither a token nor a client certificate",
-			       uname ? uname : "(none)");
+		return sb_invalid(err, "kubeconfig: user '%s' has neither a token nor a client certificate",
+				  uname ? uname : "(none)");
 	if (ns != NULL && path_fmt(c->namespace, sizeof c->namespace, err, "%s", ns) < 0)
 		return -1;
 	return 0;
@@ -465,7 +465,7 @@ static int in_cluster_load(struct k8s_conn *c, struct sb_err *err)
 		return -1;
 	c->token[strcspn(c->token, "\r\n")] = '\0';
 	if (!token_valid(c->token))
-		return sb_fail(err, EINVAL, "%s/token holds blanks or control characters", SA_DIR);
+		return sb_invalid(err, "%s/token holds blanks or control characters", SA_DIR);
 	if (file_read(SA_DIR "/namespace", &ns, &n, err) == 0) {
 		ns[strcspn(ns, "\r\n")] = '\0';
 		snprintf(c->namespace, sizeof c->namespace, "%s", ns);

@@ -75,7 +75,7 @@ static int node_path(const struct pod_build *b, const char *source, char *out, s
 	size_t n = strlen(vol);
 
 	if (strncmp(source, vol, n) != 0 || (source[n] != '/' && source[n] != '\0'))
-		return sb_fail(err, EINVAL, "mount source %s is not below the manager's volume %s", source, vol);
+		return sb_invalid(err, "mount source %s is not below the manager's volume %s", source, vol);
 	return path_fmt(out, len, err, "%s%s", b->k->set->volume_dir, source + n);
 }
 
@@ -121,7 +121,7 @@ static int claim_mount(struct pod_build *b, const char *source, const char *targ
 	size_t n = strlen(vol);
 
 	if (strncmp(source, vol, n) != 0 || (source[n] != '/' && source[n] != '\0'))
-		return sb_fail(err, EINVAL, "mount source %s is not below the manager's volume %s", source, vol);
+		return sb_invalid(err, "mount source %s is not below the manager's volume %s", source, vol);
 	if (!b->claim_added &&
 	    volume_add(b, "workspace", json_pack("{s:{s:s}}", "persistentVolumeClaim", "claimName", b->k->set->claim),
 		       err) < 0)
@@ -309,7 +309,7 @@ static int service_account_set(json_t *pod, const struct sandbox_spec *spec, str
 	if (sa == NULL || sa[0] == '\0')
 		return 0;
 	if (strlen(sa) > 253 || strspn(sa, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(sa))
-		return sb_fail(err, EINVAL, "service account '%s' is not a Kubernetes name", sa);
+		return sb_invalid(err, "service account '%s' is not a Kubernetes name", sa);
 	return json_object_set_new(json_object_get(pod, "spec"), "serviceAccountName", json_string(sa)) == 0 ? 0 :
 	       sb_fail(err, ENOMEM, "describing the pod");
 }

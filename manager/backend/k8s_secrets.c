@@ -58,7 +58,7 @@ static int data_add(json_t *data, int dirfd, const char *dir, const char *name, 
 	if (fd < 0)
 		return sb_fail_errno(err, "reading %s/%s for the pod's Secret", dir, name);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		sb_fail(err, EINVAL, "%s/%s is not a regular file: not put in a Secret", dir, name);
+		sb_invalid(err, "%s/%s is not a regular file: not put in a Secret", dir, name);
 		goto out;
 	}
 	if ((size_t)st.st_size > SECRET_DATA_MAX || *total + (size_t)st.st_size > SECRET_DATA_MAX) {
@@ -143,7 +143,7 @@ static int credentials_data(json_t *data, const char *dir, struct sb_err *err)
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		if (!key_valid(e->d_name))
-			rc = sb_fail(err, EINVAL, "%s/%s cannot be a Secret's key ([-._a-zA-Z0-9] only)", dir, e->d_name);
+			rc = sb_invalid(err, "%s/%s cannot be a Secret's key ([-._a-zA-Z0-9] only)", dir, e->d_name);
 		else
 			rc = data_add(data, dirfd(dp), dir, e->d_name, e->d_name, &total, err);
 	}

@@ -97,7 +97,7 @@ static int cgroup_name(const struct sandbox_spec *spec, char *out, size_t len, s
 
 	if (spec->session[0] == '\0' || strspn(spec->session, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 					       "0123456789-") != strlen(spec->session))
-		return sb_fail(err, EINVAL, "session '%s' cannot name a cgroup", spec->session);
+		return sb_invalid(err, "session '%s' cannot name a cgroup", spec->session);
 	n = snprintf(out, len, "sandbox-%s-%llu", spec->session, (unsigned long long)spec->generation);
 	if (n < 0 || (size_t)n >= len)
 		return sb_fail(err, ENAMETOOLONG, "the cgroup name of session %s", spec->session);
@@ -175,7 +175,7 @@ int cgroup_parent_open(struct process *p, struct sb_err *err)
 	if (p->cgroup_fd < 0)
 		return sb_fail_errno(err, "config: cgroup-parent %s", p->set.cgroup_parent);
 	if (fstatfs(p->cgroup_fd, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
-		return sb_fail(err, EINVAL, "config: cgroup-parent %s is not a cgroup v2 directory", p->set.cgroup_parent);
+		return sb_invalid(err, "config: cgroup-parent %s is not a cgroup v2 directory", p->set.cgroup_parent);
 	if (cgroup_read(p->cgroup_fd, "cgroup.controllers", have, sizeof have) < 0)
 		return sb_fail_errno(err, "config: reading %s/cgroup.controllers", p->set.cgroup_parent);
 	for (size_t i = 0; i < 3; i++) {

@@ -69,8 +69,8 @@ static int runtime_id_parse(const char *id, pid_t *pid, unsigned long long *star
 		ok = errno == 0 && *end == '\0';
 	}
 	if (!ok)
-		return sb_fail(err, EINVAL, "runtime id '%s' is not one of the process backend "
-			       "(process:<pid>:<start time>)", id ? id : "(null)");
+		return sb_invalid(err, "runtime id '%s' is not one of the process backend "
+				  "(process:<pid>:<start time>)", id ? id : "(null)");
 	*pid = (pid_t)p;
 	return 0;
 }
@@ -154,7 +154,7 @@ static struct process_handle *handle_held(struct sandbox_handle *h, struct sb_er
 	struct process_handle *ph = process_handle_of(h);
 
 	if (ph->magic != PROCESS_HANDLE_MAGIC) {
-		sb_fail(err, EINVAL, "the handle of sandbox '%s' holds no sandbox of the process backend", h->runtime_id);
+		sb_invalid(err, "the handle of sandbox '%s' holds no sandbox of the process backend", h->runtime_id);
 		return NULL;
 	}
 	return ph;

@@ -346,12 +346,12 @@ static int spec_check(const struct sandbox_spec *spec, struct sb_err *err)
 {
 	if (spec == NULL || spec->session == NULL || spec->plan == NULL || spec->private_dir == NULL ||
 	    spec->agent_path == NULL || spec->manager_name == NULL)
-		return sb_fail(err, EINVAL, "the sandbox spec needs a session, a mount plan, a private directory, "
-			       "the agent's path and the manager's name");
+		return sb_invalid(err, "the sandbox spec needs a session, a mount plan, a private directory, "
+				  "the agent's path and the manager's name");
 	if (spec->plan->workdir == NULL || !path_plain(spec->plan->workdir))
-		return sb_fail(err, EINVAL, "the mount plan has no plain absolute working directory");
+		return sb_invalid(err, "the mount plan has no plain absolute working directory");
 	if (spec->manager_name[0] == '\0' || spec->manager_name[0] == '-')
-		return sb_fail(err, EINVAL, "bad manager name '%s'", spec->manager_name);
+		return sb_invalid(err, "bad manager name '%s'", spec->manager_name);
 	return 0;
 }
 

@@ -71,7 +71,7 @@ static int steps_add(struct steps *s, const struct step *tmpl, const char *path,
 	struct step *st;
 
 	if (!path_plain(path))
-		return sb_fail(err, EINVAL, "mount target '%s' is not a plain absolute path", path ? path : "(null)");
+		return sb_invalid(err, "mount target '%s' is not a plain absolute path", path ? path : "(null)");
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
 		struct step *v = realloc(s->v, cap * sizeof *v);
@@ -103,7 +103,7 @@ static int step_tmpfs(struct steps *s, const char *path, const char *mode, uint6
 	struct step t = { .kind = STEP_TMPFS, .mode = mode, .attrs = attrs, .seal = seal, .size = size };
 
 	if (!seal && !(attrs & MOUNT_ATTR_RDONLY) && size == 0)
-		return sb_fail(err, EINVAL, "the writable tmpfs %s needs a size", path);
+		return sb_invalid(err, "the writable tmpfs %s needs a size", path);
 	return steps_add(s, &t, path, NULL, err);
 }
 

@@ -2,7 +2,8 @@
  * (sessions.c authority_changed) or the stop (cancel_stop_calls). It sets the reason and stops the
  * sandbox, and never records anything itself: the call's own thread (execpath.c) finds its exec
  * lost, gets the sandbox's evidence and records it `cancelled`, or `uncertain` without evidence. A
- * client's tagged cancel that comes before its call runs is kept for that call (below). */
+ * client's tagged cancel that comes before its call runs is kept for that call, one that comes
+ * after it ended hears which exec it was (below). */
 #include "manager.h"
 
 #include <errno.h>
@@ -74,7 +75,7 @@ static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *
 	return sandbox_interrupt(m, l, err);
 }
 
-/* ---- cancels that come before their call runs ----
+/* ---- cancels that come before their call runs, and after it ended ----
  *
  * A client sends a tagged cancel once; Claude Code exits about 250 ms after it. A call still in
  * flight, waiting for its session's turn behind another, or starting its sandbox would then run
@@ -82,8 +83,18 @@ static int cancel_locked(struct manager *m, struct live_sandbox *l, const char *
  * its turn (execpath.c call_steps) or when its sandbox is marked busy (sandbox_mark, in the same hold
  * the running tag is set, so a cancel either finds the call running or is found by it). A taken
  * entry stays, with the call's exec id, so that the client's repeated cancel hears which exec it
- * cancelled (until the room is needed). Bounds: CANCEL_PENDING_MAX entries waiting (a cancel beyond
- * them is refused, unavailable), each kept PENDING_MARGIN_S beyond the longest call the
+ * cancelled (until the room is needed).
+ *
+ * A cancel can also cross its call's answer: the call ended, the client had not heard yet. Kept,
+ * it waited for a call that never comes (issue 27: 64 of them refused every session's cancels for
+ * twelve minutes). So each tagged call's end is noted the same way, with its exec id (call_steps,
+ * cancel_call_ended): the late cancel hears that exec, ended, and nothing waits; a late cancel
+ * that came between the sandbox's release and the note is taken by the note.
+ *
+ * Bounds: CANCEL_PENDING_MAX entries in all, of which CANCEL_PENDING_PER_SESSION waiting per
+ * session (a cancel beyond either is refused, unavailable: the client hears it, nothing is dropped
+ * that a client was told waits). A note (taken or ended) only answers a repeated or late cancel: the
+ * oldest makes room first. A waiting entry is kept PENDING_MARGIN_S beyond the longest call the
  * configuration allows: the time the call ahead of it in the session's turn may take at the most. */
 #define PENDING_MARGIN_S 120
 
@@ -98,31 +109,86 @@ static struct cancel_pending *pending_find(struct manager *m, const char *sessio
 	return NULL;
 }
 
-/* 1: it waits for its call; 0: its call took it already (exec_id); -1: no room. */
+/* A slot for a new entry: a free one, else the oldest note; never one that waits. NULL: none. */
+static struct cancel_pending *pending_room(struct manager *m, int64_t now)
+{
+	struct cancel_pending *oldest = NULL;
+
+	for (size_t i = 0; i < CANCEL_PENDING_MAX; i++) {
+		struct cancel_pending *p = &m->pending[i];
+
+		if (p->until_ms <= now)
+			return p;
+		if (p->exec_id[0] != '\0' && (oldest == NULL || p->since_ms < oldest->since_ms))
+			oldest = p;
+	}
+	return oldest;
+}
+
+static unsigned pending_waiting(const struct manager *m, const char *session, int64_t now)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < CANCEL_PENDING_MAX; i++)
+		if (m->pending[i].until_ms > now && m->pending[i].exec_id[0] == '\0' &&
+		    strcmp(m->pending[i].session, session) == 0)
+			n++;
+	return n;
+}
+
+static void pending_set(struct cancel_pending *p, const char *session, const char *tag, const char *exec_id,
+			int64_t now, int64_t until)
+{
+	snprintf(p->session, sizeof p->session, "%s", session);
+	snprintf(p->tag, sizeof p->tag, "%s", tag);
+	snprintf(p->exec_id, sizeof p->exec_id, "%s", exec_id);
+	p->since_ms = now;
+	p->until_ms = until;
+}
+
+static int64_t pending_until(const struct manager *m, int64_t now)
+{
+	return now + ((int64_t)m->cfg.max_timeout + PENDING_MARGIN_S) * 1000;
+}
+
+/* 1: it waits for its call; 0: its call took it already, or ended (exec_id); -1: no room. */
 static int pending_keep(struct manager *m, const char *session, const char *tag, char *exec_id, size_t len,
 			struct sb_err *err)
 {
-	int64_t now = clock_mono_ms(), until = now + ((int64_t)m->cfg.max_timeout + PENDING_MARGIN_S) * 1000;
+	int64_t now = clock_mono_ms();
 	struct cancel_pending *p = pending_find(m, session, tag, now);
 
 	if (p != NULL && p->exec_id[0] != '\0') {
 		snprintf(exec_id, len, "%s", p->exec_id);
 		return 0;
 	}
-	for (size_t i = 0; p == NULL && i < CANCEL_PENDING_MAX; i++)
-		if (m->pending[i].until_ms <= now)
-			p = &m->pending[i];
-	/* Full: a taken one goes first (it only answers a repeated cancel), never one still waiting. */
-	for (size_t i = 0; p == NULL && i < CANCEL_PENDING_MAX; i++)
-		if (m->pending[i].exec_id[0] != '\0')
-			p = &m->pending[i];
+	if (p != NULL)
+		return 1; /* repeated: still the one waiting */
+	if (pending_waiting(m, session, now) >= CANCEL_PENDING_PER_SESSION)
+		return sb_refuse(err, EAGAIN, "session %s has %d cancels waiting for their calls; try again", session,
+			       CANCEL_PENDING_PER_SESSION);
+	p = pending_room(m, now);
 	if (p == NULL)
-		return sb_fail(err, EAGAIN, "%d cancels already wait for their calls; try again", CANCEL_PENDING_MAX);
-	snprintf(p->session, sizeof p->session, "%s", session);
-	snprintf(p->tag, sizeof p->tag, "%s", tag);
-	p->exec_id[0] = '\0';
-	p->until_ms = until;
+		return sb_refuse(err, EAGAIN, "%d cancels already wait for their calls; try again", CANCEL_PENDING_MAX);
+	pending_set(p, session, tag, "", now, pending_until(m, now));
 	return 1;
+}
+
+void cancel_call_ended(struct manager *m, const char *session, const char *tag, const char *exec_id)
+{
+	int64_t now = clock_mono_ms();
+	struct cancel_pending *p;
+
+	if (tag[0] == '\0')
+		return;
+	pthread_mutex_lock(&m->lock);
+	p = pending_find(m, session, tag, now);
+	if (p == NULL)
+		p = pending_room(m, now);
+	/* No room: every entry waits; the note is only an answer, so it is the one left out. */
+	if (p != NULL)
+		pending_set(p, session, tag, exec_id, now, pending_until(m, now));
+	pthread_mutex_unlock(&m->lock);
 }
 
 bool cancel_pending_take(struct manager *m, const char *session, const char *tag, const char *exec_id)

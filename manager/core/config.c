@@ -3,10 +3,10 @@
 #include "config.h"
 #include "jsonfile.h"
 #include "metrics_http.h"
+#include "opts.h"
 #include "pathfmt.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +44,8 @@ static int uint_set(unsigned long *dst, const char *value, unsigned long min, un
 	errno = 0;
 	v = strtoul(value, &end, 10);
 	if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 || v < min || v > max)
-		return sb_fail(err, EINVAL, "config: %s must be a whole number from %lu to %lu, not '%s'", key, min, max,
-			       value);
+		return sb_invalid(err, "config: %s must be a whole number from %lu to %lu, not '%s'", key, min, max,
+				  value);
 	*dst = v;
 	return 0;
 }
@@ -69,8 +69,8 @@ static int bytes_set(int64_t *dst, const char *value, int64_t min, int64_t max, 
 		end++;
 	if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 || v > (unsigned long long)max >> shift ||
 	    (int64_t)(v << shift) < min)
-		return sb_fail(err, EINVAL, "config: %s must be a size from %lldM to %lldG (bytes, or with a K, M or G "
-			       "suffix), not '%s'", key, (long long)(min >> 20), (long long)(max >> 30), value);
+		return sb_invalid(err, "config: %s must be a size from %lldM to %lldG (bytes, or with a K, M or G "
+				  "suffix), not '%s'", key, (long long)(min >> 20), (long long)(max >> 30), value);
 	*dst = (int64_t)(v << shift);
 	return 0;
 }
@@ -156,8 +156,8 @@ static int cpus_set(int64_t *out, const char *value, struct sb_err *err)
 	errno = 0;
 	v = strtod(value, &end);
 	if (errno != 0 || end == value || *end != '\0' || !(v >= 0.01 && v <= 1024))
-		return sb_fail(err, EINVAL, "config: sandbox-cpus must be a number of CPUs from 0.01 to 1024, not '%s'",
-			       value);
+		return sb_invalid(err, "config: sandbox-cpus must be a number of CPUs from 0.01 to 1024, not '%s'",
+				  value);
 	*out = (int64_t)(v * 1e9);
 	return 0;
 }
@@ -191,7 +191,7 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return str_set(c->cgroup_parent, sizeof c->cgroup_parent, value, key, err);
 	if (strcmp(key, "network") == 0) {
 		if (strcmp(value, "open") != 0 && strcmp(value, "none") != 0)
-			return sb_fail(err, 0, "config: network must be open or none, not '%s'", value);
+			return sb_invalid(err, "config: network must be open or none, not '%s'", value);
 		return str_set(c->network, sizeof c->network, value, key, err);
 	}
 
@@ -203,7 +203,7 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return str_set(c->socket, sizeof c->socket, value, key, err);
 	if (strcmp(key, "backend") == 0) {
 		if (strcmp(value, "process") != 0 && strcmp(value, "podman") != 0 && strcmp(value, "kubernetes") != 0)
-			return sb_fail(err, EINVAL, "config: backend must be process, podman or kubernetes, not '%s'", value);
+			return sb_invalid(err, "config: backend must be process, podman or kubernetes, not '%s'", value);
 		return str_set(c->backend, sizeof c->backend, value, key, err);
 	}
 	if (strcmp(key, "podman-socket") == 0)
@@ -253,14 +253,14 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 	if (strcmp(key, "store") == 0) {
 		/* Its form here (a usage error); whether it can be reached, when serve opens it. */
 		if (strncmp(value, "postgres:", 9) != 0 && (strncmp(value, "sqlite:/", 8) != 0 || value[8] == '\0'))
-			return sb_fail(err, EINVAL, "config: store must be sqlite:PATH (PATH absolute) or postgres:CONNINFO "
-				       "(libpq's key=value or URI; empty: the PG* environment), not '%.100s'", value);
+			return sb_invalid(err, "config: store must be sqlite:PATH (PATH absolute) or postgres:CONNINFO "
+					  "(libpq's key=value or URI; empty: the PG* environment), not '%.100s'", value);
 		return str_set(c->store, sizeof c->store, value, key, err);
 	}
 	if (strcmp(key, "manager-id") == 0) {
 		if (!manager_id_valid(value))
-			return sb_fail(err, EINVAL, "config: manager-id must be 1 to 64 letters, digits, '.', '_' or '-', "
-				       "not '%.100s'", value);
+			return sb_invalid(err, "config: manager-id must be 1 to 64 letters, digits, '.', '_' or '-', "
+					  "not '%.100s'", value);
 		return str_set(c->manager_id, sizeof c->manager_id, value, key, err);
 	}
 	if (strcmp(key, "lease-ms") == 0)
@@ -273,13 +273,13 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		char name[128];
 
 		if (eq == NULL || eq == value || (size_t)(eq - value) >= sizeof name || strchr(eq, ':') == NULL)
-			return sb_fail(err, EINVAL, "config: resource must be NAME=BROKER:ARG, not '%s'", value);
+			return sb_invalid(err, "config: resource must be NAME=BROKER:ARG, not '%s'", value);
 		memcpy(name, value, (size_t)(eq - value));
 		name[eq - value] = '\0';
 		return json_object_set_new(c->resources, name, json_string(eq + 1)) == 0 ? 0 :
-		       sb_fail(err, EINVAL, "config: resource '%s' is not valid UTF-8", value);
+		       sb_invalid(err, "config: resource '%s' is not valid UTF-8", value);
 	}
-	return sb_fail(err, EINVAL, "config: unknown setting '%s'", key);
+	return sb_invalid(err, "config: unknown setting '%s'", key);
 }
 
 /* The file: {"state-dir": "...", "resource": ["a=file:/x"], "max-timeout-seconds": 600, ...}. */
@@ -293,7 +293,7 @@ static int file_apply(struct config *c, const char *path, struct sb_err *err)
 
 	if (!json_is_object(obj)) {
 		json_decref(obj);
-		return sb_fail(err, EINVAL, "config file %s: %s (line %d)", path, jerr.text, jerr.line);
+		return sb_invalid(err, "config file %s: %s (line %d)", path, jerr.text, jerr.line);
 	}
 	json_object_foreach(obj, key, v) {
 		size_t i;
@@ -303,14 +303,14 @@ static int file_apply(struct config *c, const char *path, struct sb_err *err)
 			json_array_foreach(v, i, item)
 				if (rc == 0)
 					rc = json_is_string(item) ? setting_apply(c, key, json_string_value(item), err) :
-					     sb_fail(err, EINVAL, "config: resource entries must be strings");
+					     sb_invalid(err, "config: resource entries must be strings");
 		} else if (json_is_string(v)) {
 			rc = setting_apply(c, key, json_string_value(v), err);
 		} else if (json_is_integer(v)) {
 			snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
 			rc = setting_apply(c, key, num, err);
 		} else {
-			rc = sb_fail(err, EINVAL, "config: %s must be a string or a number", key);
+			rc = sb_invalid(err, "config: %s must be a string or a number", key);
 		}
 		if (rc < 0)
 			break;
@@ -392,30 +392,25 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 
 	/* The flags' shape first: --help, an unknown flag or a missing value is answered before any
 	 * file is read or any setting applied. */
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:h", longopts, &idx)) != -1) {
+	opts_reset();
+	while ((opt = opts_next(argc, argv, "h", longopts, &idx, err)) != OPTS_END) {
 		if (opt == 'h')
 			return CONFIG_HELP;
-		if (opt == ':') {
-			sb_fail(err, 0, "option '%s' needs a value", argv[optind - 1]);
+		if (opt == OPTS_BAD)
 			return CONFIG_BAD_FLAG;
-		}
-		if (opt != 0) {
-			sb_fail(err, 0, "unknown option '%s'", argv[optind - 1]);
-			return CONFIG_BAD_FLAG;
-		}
 	}
 	if (optind != argc) {
 		sb_fail(err, 0, "unexpected argument '%s'", argv[optind]);
 		return CONFIG_BAD_FLAG;
 	}
-	/* The file next, so that flags override it whatever their order. */
-	for (int i = 1; i + 1 < argc; i++)
-		if (strcmp(argv[i], "--config") == 0 && file_apply(c, argv[i + 1], err) < 0)
+	/* The files next (--config FILE or --config=FILE, in order), so that flags override them
+	 * whatever their order. */
+	opts_reset();
+	while (opts_next(argc, argv, "h", longopts, &idx, err) != OPTS_END)
+		if (idx == 0 && file_apply(c, optarg, err) < 0)
 			return -1;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:h", longopts, &idx)) != -1)
+	opts_reset();
+	while (opts_next(argc, argv, "h", longopts, &idx, err) != OPTS_END)
 		if (idx != 0 && setting_apply(c, longopts[idx].name, optarg, err) < 0)
 			return CONFIG_BAD_FLAG;
 	return 0;
@@ -427,19 +422,19 @@ static int podman_check(const struct config *c, struct sb_err *err)
 	struct stat st;
 
 	if (c->podman_socket[0] != '/')
-		return sb_fail(err, EINVAL, "config: the podman backend needs podman-socket, the absolute path of the "
-			       "service's unix socket");
+		return sb_invalid(err, "config: the podman backend needs podman-socket, the absolute path of the "
+				  "service's unix socket");
 	if (c->image[0] == '\0')
-		return sb_fail(err, EINVAL, "config: the podman backend needs image, the sandbox image's name (make image "
-			       "builds infra-sandbox-agent:dev)");
+		return sb_invalid(err, "config: the podman backend needs image, the sandbox image's name (make image "
+				  "builds infra-sandbox-agent:dev)");
 	if (c->podman_seccomp[0] != '\0' && (c->podman_seccomp[0] != '/' || stat(c->podman_seccomp, &st) < 0 ||
 					      !S_ISREG(st.st_mode)))
-		return sb_fail(err, EINVAL, "config: podman-seccomp must be the absolute path of a seccomp profile "
-			       "(images/seccomp.json), not '%s'", c->podman_seccomp);
+		return sb_invalid(err, "config: podman-seccomp must be the absolute path of a seccomp profile "
+				  "(images/seccomp.json), not '%s'", c->podman_seccomp);
 	if (c->podman_network[0] == '\0' || strspn(c->podman_network, "abcdefghijklmnopqrstuvwxyz0123456789-_.") !=
 						   strlen(c->podman_network))
-		return sb_fail(err, EINVAL, "config: podman-network must be a network mode or name, not '%s'",
-			       c->podman_network);
+		return sb_invalid(err, "config: podman-network must be a network mode or name, not '%s'",
+				  c->podman_network);
 	return 0;
 }
 
@@ -448,14 +443,14 @@ static int podman_check(const struct config *c, struct sb_err *err)
 static int kubernetes_check(const struct config *c, struct sb_err *err)
 {
 	if (c->podman_only[0] != '\0')
-		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only (the backend is kubernetes)",
-			       c->podman_only);
+		return sb_invalid(err, "config: %s applies to the podman backend only (the backend is kubernetes)",
+				  c->podman_only);
 	if (c->image[0] == '\0')
-		return sb_fail(err, EINVAL, "config: the kubernetes backend needs image, the sandbox image's name, present "
-			       "on the node (imagePullPolicy Never)");
+		return sb_invalid(err, "config: the kubernetes backend needs image, the sandbox image's name, present "
+				  "on the node (imagePullPolicy Never)");
 	if (strcmp(c->network, "none") == 0)
-		return sb_fail(err, 0, "config: network none needs a runtime that gives a sandbox loopback only; a pod "
-			       "always has the pod network (docs/isolation.md, N1): use the process or podman backend");
+		return sb_invalid(err, "config: network none needs a runtime that gives a sandbox loopback only; a pod "
+				  "always has the pod network (docs/isolation.md, N1): use the process or podman backend");
 	if (strncmp(c->k8s_volume, "pvc:", 4) == 0) {
 		const char *claim = c->k8s_volume + 4;
 		size_t n = strlen(claim);
@@ -463,14 +458,14 @@ static int kubernetes_check(const struct config *c, struct sb_err *err)
 		/* a PersistentVolumeClaim's name: a DNS subdomain */
 		if (n == 0 || n > 253 || strspn(claim, "abcdefghijklmnopqrstuvwxyz0123456789-.") != n ||
 		    strchr("-.", claim[0]) != NULL || strchr("-.", claim[n - 1]) != NULL)
-			return sb_fail(err, EINVAL, "config: k8s-volume pvc:CLAIM: '%s' is not a claim's name (lower-case "
-				       "letters, digits, '-' and '.')", claim);
+			return sb_invalid(err, "config: k8s-volume pvc:CLAIM: '%s' is not a claim's name (lower-case "
+					  "letters, digits, '-' and '.')", claim);
 	} else if (strncmp(c->k8s_volume, "hostpath:/", 10) != 0) {
-		return sb_fail(err, EINVAL, "config: the kubernetes backend needs k8s-volume hostpath:DIR (DIR absolute: "
-			       "where the node sees the manager's volume) or pvc:CLAIM, not '%s'", c->k8s_volume);
+		return sb_invalid(err, "config: the kubernetes backend needs k8s-volume hostpath:DIR (DIR absolute: "
+				  "where the node sees the manager's volume) or pvc:CLAIM, not '%s'", c->k8s_volume);
 	}
 	if (c->kubeconfig[0] != '\0' && c->kubeconfig[0] != '/')
-		return sb_fail(err, EINVAL, "config: kubeconfig must be an absolute path, not '%s'", c->kubeconfig);
+		return sb_invalid(err, "config: kubeconfig must be an absolute path, not '%s'", c->kubeconfig);
 	return 0;
 }
 
@@ -502,7 +497,7 @@ static int config_check(struct config *c, struct sb_err *err)
 		return -1;
 	}
 	if (c->state_dir[0] != '/' || c->volume[0] != '/')
-		return sb_fail(err, EINVAL, "config: state-dir and volume must be absolute paths");
+		return sb_invalid(err, "config: state-dir and volume must be absolute paths");
 	/* The socket's path is also this manager's address in the store (docs/scaling.md): absolute,
 	 * so a client anywhere can follow it. */
 	if (c->socket[0] != '/') {
@@ -513,31 +508,31 @@ static int config_check(struct config *c, struct sb_err *err)
 			return sb_fail(err, ENAMETOOLONG, "config: socket %s made absolute is too long", rel);
 	}
 	if (c->default_timeout > c->max_timeout)
-		return sb_fail(err, EINVAL, "config: default-timeout-seconds (%u) is over max-timeout-seconds (%u)",
-			       c->default_timeout, c->max_timeout);
+		return sb_invalid(err, "config: default-timeout-seconds (%u) is over max-timeout-seconds (%u)",
+				  c->default_timeout, c->max_timeout);
 	if (geteuid() != 0 && (c->sandbox_uid != geteuid() || c->sandbox_gid != getegid()))
 		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only");
 	if (strcmp(c->backend, "kubernetes") == 0)
 		return kubernetes_check(c, err);
 	if (c->k8s_only[0] != '\0')
-		return sb_fail(err, EINVAL, "config: %s applies to the kubernetes backend only (the backend is %s)",
-			       c->k8s_only, c->backend);
+		return sb_invalid(err, "config: %s applies to the kubernetes backend only (the backend is %s)",
+				  c->k8s_only, c->backend);
 	if (c->cgroup_parent[0] != '\0' && (strcmp(c->backend, "process") != 0 || c->cgroup_parent[0] != '/'))
-		return sb_fail(err, EINVAL, "config: cgroup-parent is the absolute path of a cgroup v2 directory, and "
-			       "the process backend's only (the backend is %s)", c->backend);
+		return sb_invalid(err, "config: cgroup-parent is the absolute path of a cgroup v2 directory, and "
+				  "the process backend's only (the backend is %s)", c->backend);
 	if (strcmp(c->backend, "podman") == 0)
 		return podman_check(c, err);
 	if (c->image[0] != '\0')
-		return sb_fail(err, EINVAL, "config: image applies to the podman and kubernetes backends only (the backend "
-			       "is %s)", c->backend);
+		return sb_invalid(err, "config: image applies to the podman and kubernetes backends only (the backend "
+				  "is %s)", c->backend);
 	/* A limit that silently does nothing would be a surprise. */
 	if (c->podman_only[0] != '\0')
-		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only (the backend is %s)",
-			       c->podman_only, c->backend);
+		return sb_invalid(err, "config: %s applies to the podman backend only (the backend is %s)",
+				  c->podman_only, c->backend);
 	if (c->limit_given[0] != '\0' && c->cgroup_parent[0] == '\0')
-		return sb_fail(err, EINVAL, "config: %s applies to the podman backend only, or to the process backend "
-			       "with cgroup-parent (a cgroup v2 directory delegated to the manager, with the memory, pids "
-			       "and cpu controllers): without one the process backend sets no such limit", c->limit_given);
+		return sb_invalid(err, "config: %s applies to the podman backend only, or to the process backend "
+				  "with cgroup-parent (a cgroup v2 directory delegated to the manager, with the memory, pids "
+				  "and cpu controllers): without one the process backend sets no such limit", c->limit_given);
 	if (access(c->agent, X_OK) < 0)
 		return sb_fail_errno(err, "config: the agent binary %s", c->agent);
 	return 0;

@@ -647,6 +647,7 @@ static json_t *call_refuse_stopping(struct manager *m, struct call *c)
 static json_t *call_steps(struct manager *m, struct call *c)
 {
 	struct sb_err err;
+	json_t *resp;
 
 	if (stop_reached(m, STOP_REFUSING))
 		return call_refuse_stopping(m, c);
@@ -656,9 +657,11 @@ static json_t *call_steps(struct manager *m, struct call *c)
 	pthread_mutex_lock(&m->lock);
 	c->cancelled_first = cancel_pending_take(m, c->session, c->tag, c->exec_id);
 	pthread_mutex_unlock(&m->lock);
-	if (c->cancelled_first)
-		return call_cancelled_first(m, c); /* its cancel came while it waited: no sandbox is touched */
-	return call_run(m, c);
+	/* its cancel came while it waited: no sandbox is touched */
+	resp = c->cancelled_first ? call_cancelled_first(m, c) : call_run(m, c);
+	/* Its record is final: a cancel that crosses the answer hears this exec, and is not kept. */
+	cancel_call_ended(m, c->session, c->tag, c->exec_id);
+	return resp;
 }
 
 json_t *execpath_run(struct manager *m, json_t *req)

@@ -53,12 +53,16 @@ struct live_sandbox {
 };
 
 /* A tagged cancel that came before its call ran (cancel.c): kept for the call, which takes it when
- * it gets its turn or its sandbox and is recorded cancelled without running. */
+ * it gets its turn or its sandbox and is recorded cancelled without running; and the note of a
+ * tagged call's end, for a cancel that comes after it. At most CANCEL_PENDING_PER_SESSION wait per
+ * session, so one client cannot take the room of the others. */
 #define CANCEL_PENDING_MAX 64
+#define CANCEL_PENDING_PER_SESSION 8
 struct cancel_pending {
 	char session[65];
 	char tag[65];
-	char exec_id[65];              /* "" until a call took it: then that call's exec */
+	char exec_id[65];              /* "" while it waits; then the exec that took it, or that ended */
+	int64_t since_ms;              /* monotonic: the oldest note makes room first */
 	int64_t until_ms;              /* monotonic; a free slot once past */
 };
 
@@ -134,6 +138,10 @@ int cancel_session_call(struct manager *m, const char *session, const char *tag,
 /* With m->lock held: whether a cancel waits for the call tagged tag on session; if so the call
  * (exec_id) takes it, and must then not run. Never for an empty tag. */
 bool cancel_pending_take(struct manager *m, const char *session, const char *tag, const char *exec_id);
+/* A tagged call on session ended (its record final), m->lock not held: noted under its tag, so
+ * that its cancel, should it come now, answers with that exec instead of waiting for a call that
+ * will not come; a cancel that came meanwhile is taken by it. */
+void cancel_call_ended(struct manager *m, const char *session, const char *tag, const char *exec_id);
 /* The stop, once its grace is over: no call is dispatched from now on, and every running one is
  * cancelled as cancel_call does, for reason. Returns how many were running. */
 unsigned cancel_stop_calls(struct manager *m, const char *reason);

@@ -38,10 +38,10 @@ struct listen_addr {
 
 static int addr_refuse(const char *addr, struct sb_err *err)
 {
-	return sb_fail(err, EINVAL, "config: metrics-listen must be 127.0.0.1:PORT (any 127.x.y.z), [::1]:PORT or "
-		       "unix:/PATH, not '%s': the metrics are plain HTTP without authentication, so they are served "
-		       "on loopback or a unix socket only (scrape from elsewhere through an authenticating proxy)",
-		       addr);
+	return sb_invalid(err, "config: metrics-listen must be 127.0.0.1:PORT (any 127.x.y.z), [::1]:PORT or "
+			  "unix:/PATH, not '%s': the metrics are plain HTTP without authentication, so they are served "
+			  "on loopback or a unix socket only (scrape from elsewhere through an authenticating proxy)",
+			  addr);
 }
 
 static int addr_parse(const char *addr, struct listen_addr *out, struct sb_err *err)

@@ -271,7 +271,7 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 	if (sandbox_network_parse(s->network, &l->network) < 0) {
 		workspace_free(&ws);
 		free(l);
-		return sb_fail(err, EINVAL, "session %s records the network policy '%.15s', neither open nor none",
+		return sb_invalid(err, "session %s records the network policy '%.15s', neither open nor none",
 			       session, s->network);
 	}
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */

@@ -47,12 +47,12 @@ static int grant_parse(struct manager *m, const char *text, char *res, size_t le
 	const char *eq = text ? strchr(text, '=') : NULL;
 
 	if (eq == NULL || eq == text || (size_t)(eq - text) >= len)
-		return sb_fail(err, EINVAL, "grant '%s' must be RESOURCE=ACCESS", text ? text : "");
+		return sb_invalid(err, "grant '%s' must be RESOURCE=ACCESS", text ? text : "");
 	memcpy(res, text, (size_t)(eq - text));
 	res[eq - text] = '\0';
 	*access = eq + 1;
 	if (strcmp(*access, "read") != 0 && strcmp(*access, "write") != 0)
-		return sb_fail(err, EINVAL, "grant '%s': access must be read or write", text);
+		return sb_invalid(err, "grant '%s': access must be read or write", text);
 	if (json_object_get(m->cfg.resources, res) == NULL)
 		return sb_fail(err, ENOENT, "grant '%s': resource '%s' is not declared by the operator", text, res);
 	return 0;

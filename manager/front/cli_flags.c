@@ -1,14 +1,14 @@
-/* The flags of every front-end command (see cli_flags.h). getopt_long's own messages are off
- * (opterr 0): every usage error is worded here, once. */
+/* The flags of every front-end command (see cli_flags.h), parsed by the programs' one option
+ * parser (common/opts.h), which words each usage error once. */
 #include "cli_flags.h"
 
-#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli.h"
 #include "mcp_shape.h"
+#include "opts.h"
 
 int usage_error(const struct command *c, const char *fmt, ...)
 {
@@ -25,35 +25,26 @@ int usage_error(const struct command *c, const char *fmt, ...)
 int flags_parse(const struct command *c, int argc, char **argv, struct flag *flags, size_t n, int *code)
 {
 	struct option longopts[FLAGS_MAX + 2];
+	struct sb_err err;
 	int opt;
 
 	if (n > FLAGS_MAX)
 		n = FLAGS_MAX;
 	for (size_t i = 0; i < n; i++)
 		longopts[i] = (struct option){ flags[i].name, flags[i].has_arg, NULL, (int)i + 256 };
-	longopts[n] = (struct option){ "help", 0, NULL, 256 + (int)n };
+	longopts[n] = (struct option){ "help", 0, NULL, 'h' };
 	longopts[n + 1] = (struct option){ NULL, 0, NULL, 0 };
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+	opts_reset();
+	while ((opt = opts_next(argc, argv, "h", longopts, NULL, &err)) != OPTS_END) {
 		struct flag *f;
 
-		if (opt == 'h' || opt == 256 + (int)n) {
+		if (opt == 'h') {
 			fputs(c->usage, stdout);
 			*code = 0;
 			return FLAGS_DONE;
 		}
-		if (opt == ':') {
-			*code = usage_error(c, "option '%s' needs a value", argv[optind - 1]);
-			return FLAGS_DONE;
-		}
-		if (opt < 256 || (size_t)(opt - 256) >= n) {
-			/* optopt: a known flag given a value it does not take (--json=1), an unknown short
-			 * option (its letter), or 0 for an unknown long one (argv[optind - 1]). */
-			*code = optopt == 256 + (int)n ? usage_error(c, "option '--help' takes no value") :
-				optopt >= 256 ? usage_error(c, "option '--%s' takes no value", flags[optopt - 256].name) :
-				optopt > 0 ? usage_error(c, "unknown option '-%c'", optopt) :
-				usage_error(c, "unknown option '%s'", argv[optind - 1]);
+		if (opt == OPTS_BAD) {
+			*code = usage_error(c, "%s", err.msg);
 			return FLAGS_DONE;
 		}
 		f = &flags[opt - 256];

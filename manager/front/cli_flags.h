@@ -38,9 +38,10 @@ struct flag {
 /* "sandbox-manager NAME: what was wrong", then c's usage, on stderr; returns MCLI_USAGE. */
 int usage_error(const struct command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* getopt_long over argv with c's flags (and -h/--help). Returns the index of the first argument
- * after the flags (after a "--" that ends them), or FLAGS_DONE with *code 0 for help and
- * MCLI_USAGE for an unknown flag or a missing value (one line, then the usage, on stderr). */
+/* opts_next (common/opts.h) over argv with c's flags (and -h/--help): `--flag VALUE` and
+ * `--flag=VALUE`, never an abbreviation. Returns the index of the first argument after the flags
+ * (after a "--" that ends them), or FLAGS_DONE with *code 0 for help and MCLI_USAGE for an
+ * unknown or abbreviated flag or a missing value (one line, then the usage, on stderr). */
 int flags_parse(const struct command *c, int argc, char **argv, struct flag *flags, size_t n, int *code);
 /* flags_parse for a command that takes no arguments besides its flags. */
 int flags_only(const struct command *c, int argc, char **argv, struct flag *flags, size_t n, int *code);

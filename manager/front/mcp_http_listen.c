@@ -57,10 +57,10 @@ static int token_load(struct mcp_http *h, const char *path, struct sb_err *err)
 	h->token_len = (size_t)n;
 	for (ssize_t i = 0; i < n; i++)
 		if (h->token[i] < 0x21 || h->token[i] > 0x7e)
-			return sb_fail(err, EINVAL, "--token-file %s: the token is one line of visible ASCII", path);
+			return sb_invalid(err, "--token-file %s: the token is one line of visible ASCII", path);
 	if (n < MCP_TOKEN_MIN || n > MCP_TOKEN_CAP)
-		return sb_fail(err, EINVAL, "--token-file %s: the token has %d to %d characters", path, MCP_TOKEN_MIN,
-			       MCP_TOKEN_CAP);
+		return sb_invalid(err, "--token-file %s: the token has %d to %d characters", path, MCP_TOKEN_MIN,
+				  MCP_TOKEN_CAP);
 	h->token[n] = '\0';
 	return 0;
 }
@@ -72,7 +72,7 @@ static int listen_unix(struct mcp_http *h, const char *path, struct sb_err *err)
 	int rc;
 
 	if (path[0] != '/' || strlen(path) >= sizeof sa.sun_path)
-		return sb_fail(err, EINVAL, "unix:PATH takes an absolute path under %zu bytes", sizeof sa.sun_path);
+		return sb_invalid(err, "unix:PATH takes an absolute path under %zu bytes", sizeof sa.sun_path);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	if ((h->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return sb_fail_errno(err, "socket");
@@ -109,12 +109,12 @@ static int listen_tcp(struct mcp_http *h, const char *addr, struct sb_err *err)
 		in6->sin6_addr = in6addr_loopback;
 		len = sizeof *in6;
 	} else {
-		return sb_fail(err, EINVAL, "the address is unix:PATH, 127.0.0.1:PORT or [::1]:PORT (loopback only)");
+		return sb_invalid(err, "the address is unix:PATH, 127.0.0.1:PORT or [::1]:PORT (loopback only)");
 	}
 	errno = 0;
 	port = strtoul(port_s, &end, 10);
 	if (port_s[0] < '0' || port_s[0] > '9' || *end != '\0' || errno != 0 || port > 65535)
-		return sb_fail(err, EINVAL, "the port is a number from 0 to 65535");
+		return sb_invalid(err, "the port is a number from 0 to 65535");
 	in4->sin_port = htons((uint16_t)port); /* sin_port and sin6_port share their place */
 	if (ss.ss_family == AF_INET6)
 		in6->sin6_port = htons((uint16_t)port);

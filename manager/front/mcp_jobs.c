@@ -19,6 +19,10 @@
 #include "log.h"
 
 #define PROGRESS_EVERY_MS 15000
+/* Calls waiting for the worker, from every transport: a client that sends faster than its session
+ * runs them is answered at once beyond this (nothing ran), instead of growing the queue without
+ * bound (issue 27). The session runs one command at a time: 64 waiting is minutes of work. */
+#define JOBS_QUEUED_MAX 64
 
 /* One tools/call that passed validation. */
 struct mcp_job {
@@ -88,9 +92,28 @@ static int id_in_flight(const struct mcp_sink *sink, json_t *id)
 	return 0;
 }
 
+/* Under jobs.lock. */
+static unsigned jobs_queued(void)
+{
+	unsigned n = 0;
+
+	for (struct mcp_job *j = jobs.head; j != NULL; j = j->next)
+		n++;
+	return n;
+}
+
 static void job_enqueue(struct mcp_job *j)
 {
 	pthread_mutex_lock(&jobs.lock);
+	if (jobs_queued() >= JOBS_QUEUED_MAX) {
+		pthread_mutex_unlock(&jobs.lock);
+		sb_warn("mcp: refused a call: %d calls already wait for this session's turn", JOBS_QUEUED_MAX);
+		job_finish(j->sink, mcp_error_msg(j->id, RPC_INTERNAL, NULL,
+						  "%d calls already wait for this session's turn: this one did not run; "
+						  "send it again once some have finished", JOBS_QUEUED_MAX));
+		job_free(j);
+		return;
+	}
 	if (id_in_flight(j->sink, j->id)) {
 		pthread_mutex_unlock(&jobs.lock);
 		job_finish(j->sink, mcp_error_msg(j->id, RPC_INVALID_REQUEST, NULL,

@@ -66,8 +66,8 @@ int records_open_store(const char *store, struct records **out, struct sb_err *e
 		return records_open(store + 7, out, err);
 	if (store && strncmp(store, "postgres:", 9) == 0)
 		return records_start(records_new(), STORE_POSTGRES, store + 9, out, err);
-	return sb_fail(err, EINVAL, "records: the store must be sqlite:PATH or postgres:CONNINFO, not '%.200s'",
-		       store ? store : "");
+	return sb_invalid(err, "records: the store must be sqlite:PATH or postgres:CONNINFO, not '%.200s'",
+			  store ? store : "");
 }
 
 const char *records_store_kind(const struct records *r)

@@ -46,8 +46,8 @@ static int exec_row_check(const struct exec_row *e, struct sb_err *err)
 		return -1;
 	/* A record starts accepted; dispatch and finish move it on, so nothing skips a step. */
 	if (*e->state && strcmp(e->state, "accepted") != 0)
-		return sb_fail(err, EINVAL, "records: exec %s cannot start in state %s: a new exec is accepted", e->id,
-			       e->state);
+		return sb_invalid(err, "records: exec %s cannot start in state %s: a new exec is accepted", e->id,
+				  e->state);
 	return 0;
 }
 
@@ -108,7 +108,7 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 	    check_arg("exec sandbox", sandbox, 255, err) != 0)
 		return -1;
 	if (!is_hex(nonce_hex) || generation > INT64_MAX)
-		return sb_fail(err, EINVAL, "records: exec %s: the nonce must be hex and the generation in range", exec_id);
+		return sb_invalid(err, "records: exec %s: the nonce must be hex and the generation in range", exec_id);
 	if (prepare(r, "UPDATE execs SET state = 'dispatched', generation = ?1, nonce_hex = ?2, sandbox = ?3,"
 		       " dispatched_ms = ?4, authority = ?6 WHERE id = ?5 AND state = 'accepted'"
 		       " AND (?7 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = execs.session"
@@ -149,8 +149,8 @@ int records_exec_finish(struct records *r, const char *exec_id, const char *stat
 	if (result_json && !(stored = result_for_record(result_json, receipt_json, r->output_limit)))
 		return oom_fail(err, "bounding the result of an exec");
 	if (!is_final_state(state))
-		return sb_fail(err, EINVAL, "records: exec %s cannot finish as %s: a final state is one of exited, "
-			       "signaled, timed_out, cancelled, uncertain, refused", exec_id, state);
+		return sb_invalid(err, "records: exec %s cannot finish as %s: a final state is one of exited, "
+				  "signaled, timed_out, cancelled, uncertain, refused", exec_id, state);
 	if (prepare(r, "UPDATE execs SET state = ?1, result_json = ?2, receipt_json = ?3, reason = ?4,"
 		       " finished_ms = ?5 WHERE id = ?6 AND state IN ('accepted', 'dispatched')"
 		       " AND (?7 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = execs.session AND s.owner = ?7))",
@@ -241,12 +241,12 @@ int records_exec_resolve(struct records *r, const char *exec_id, struct exec_res
 	if (check_arg("exec id", exec_id, ID_MAX, err) != 0 || check_arg("outcome", res->outcome, 16, err) != 0)
 		return -1;
 	if (!is_outcome(res->outcome))
-		return sb_fail(err, EINVAL, "records: the outcome must be ran, not-ran or unknown, not '%s'", res->outcome);
+		return sb_invalid(err, "records: the outcome must be ran, not-ran or unknown, not '%s'", res->outcome);
 	if (!res->note || !*res->note || strnlen(res->note, RECORDS_NOTE_MAX + 1) > RECORDS_NOTE_MAX ||
 	    !utf8_valid_str(res->note))
-		return sb_fail(err, EINVAL, "records: the note must be 1 to %u bytes of UTF-8 text", RECORDS_NOTE_MAX);
+		return sb_invalid(err, "records: the note must be 1 to %u bytes of UTF-8 text", RECORDS_NOTE_MAX);
 	if (res->by_name && (strnlen(res->by_name, 257) > 256 || !utf8_valid_str(res->by_name)))
-		return sb_fail(err, EINVAL, "records: the resolver's name must be at most 256 bytes of UTF-8 text");
+		return sb_invalid(err, "records: the resolver's name must be at most 256 bytes of UTF-8 text");
 	res->at_ms = clock_real_ms();
 	if (prepare(r, "INSERT INTO resolutions (exec_id, outcome, note, by_uid, by_name, at_ms)"
 		       " SELECT id, ?2, ?3, ?4, ?5, ?6 FROM execs WHERE id = ?1 AND state = 'uncertain'"

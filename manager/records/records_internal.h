@@ -149,9 +149,9 @@ static inline int oom_fail(struct sb_err *err, const char *what)
 static inline int check_arg(const char *what, const char *s, size_t max, struct sb_err *err)
 {
 	if (!s || !*s)
-		return sb_fail(err, EINVAL, "records: %s is missing", what);
+		return sb_invalid(err, "records: %s is missing", what);
 	if (strnlen(s, max + 1) > max)
-		return sb_fail(err, EINVAL, "records: %s is longer than %zu bytes", what, max);
+		return sb_invalid(err, "records: %s is longer than %zu bytes", what, max);
 	return 0;
 }
 
@@ -159,9 +159,9 @@ static inline int check_arg(const char *what, const char *s, size_t max, struct 
 static inline int check_field(const char *what, const char *s, size_t size, bool required, struct sb_err *err)
 {
 	if (strnlen(s, size) == size)
-		return sb_fail(err, EINVAL, "records: %s is not terminated within its %zu bytes", what, size);
+		return sb_invalid(err, "records: %s is not terminated within its %zu bytes", what, size);
 	if (required && !*s)
-		return sb_fail(err, EINVAL, "records: %s is missing", what);
+		return sb_invalid(err, "records: %s is missing", what);
 	return 0;
 }
 

@@ -49,8 +49,8 @@ static int txn_commit(struct records *r, struct records **txn, struct sb_err *er
 static int lease_until(int64_t now_ms, int64_t lease_ms, int64_t *until, struct sb_err *err)
 {
 	if (now_ms < 0 || lease_ms < 0 || now_ms > INT64_MAX - lease_ms)
-		return sb_fail(err, EINVAL, "records: a lease of %lld ms from %lld is out of range", (long long)lease_ms,
-			       (long long)now_ms);
+		return sb_invalid(err, "records: a lease of %lld ms from %lld is out of range", (long long)lease_ms,
+				  (long long)now_ms);
 	*until = now_ms + lease_ms;
 	return 0;
 }

@@ -38,20 +38,20 @@ static bool is_exec_state(const char *state)
 static int page_query_check(const struct records_query *q, struct sb_err *err)
 {
 	if (!q->session == !q->exec_id)
-		return sb_fail(err, EINVAL, "records: name a session or an exec, not both or neither");
+		return sb_invalid(err, "records: name a session or an exec, not both or neither");
 	if (q->exec_id)
 		return (q->before || q->state) ?
-		       sb_fail(err, EINVAL, "records: before and state page a session's records, not one exec's") :
+		       sb_invalid(err, "records: before and state page a session's records, not one exec's") :
 		       check_arg("exec id", q->exec_id, ID_MAX, err);
 	if (check_arg("session id", q->session, ID_MAX, err) != 0 ||
 	    (q->before && check_arg("before (an exec id)", q->before, ID_MAX, err) != 0))
 		return -1;
 	if (q->limit < 1 || q->limit > RECORDS_PAGE_LIMIT_MAX)
-		return sb_fail(err, EINVAL, "records: limit must be from 1 to %u, not %u", RECORDS_PAGE_LIMIT_MAX, q->limit);
+		return sb_invalid(err, "records: limit must be from 1 to %u, not %u", RECORDS_PAGE_LIMIT_MAX, q->limit);
 	if (q->state && !is_exec_state(q->state) && strcmp(q->state, "unresolved") != 0)
-		return sb_fail(err, EINVAL, "records: state must be one of accepted, dispatched, exited, signaled, "
-			       "timed_out, cancelled, uncertain, refused, or unresolved (uncertain and not resolved), "
-			       "not '%s'", q->state);
+		return sb_invalid(err, "records: state must be one of accepted, dispatched, exited, signaled, "
+				  "timed_out, cancelled, uncertain, refused, or unresolved (uncertain and not resolved), "
+				  "not '%s'", q->state);
 	return 0;
 }
 

@@ -21,11 +21,11 @@ static int sandbox_row_check(const struct sandbox_row *s, struct sb_err *err)
 	    check_field("sandbox grants", s->grants_json, sizeof s->grants_json, false, err) != 0)
 		return -1;
 	if (s->generation > INT64_MAX)
-		return sb_fail(err, EINVAL, "records: sandbox generation of session %s is out of range", s->session);
+		return sb_invalid(err, "records: sandbox generation of session %s is out of range", s->session);
 	/* "gone" needs evidence, which only records_sandbox_set_state() takes. */
 	if (strcmp(s->state, "gone") == 0)
-		return sb_fail(err, EINVAL, "records: sandbox of session %s: record it gone with its evidence, not by upsert",
-			       s->session);
+		return sb_invalid(err, "records: sandbox of session %s: record it gone with its evidence, not by upsert",
+				  s->session);
 	return 0;
 }
 
@@ -166,11 +166,11 @@ int records_sandbox_set_state(struct records *r, const char *session, uint64_t g
 	if (check_arg("session id", session, ID_MAX, err) != 0 || check_arg("sandbox state", state, 31, err) != 0)
 		return -1;
 	if (strcmp(state, "gone") == 0 && (!evidence || !*evidence))
-		return sb_fail(err, EINVAL, "records: sandbox of session %s cannot be recorded gone without evidence "
-			       "that all of its processes have ended", session);
+		return sb_invalid(err, "records: sandbox of session %s cannot be recorded gone without evidence "
+				  "that all of its processes have ended", session);
 	if (generation > INT64_MAX)
-		return sb_fail(err, EINVAL, "records: sandbox generation %llu is out of range",
-			       (unsigned long long)generation);
+		return sb_invalid(err, "records: sandbox generation %llu is out of range",
+				  (unsigned long long)generation);
 	if (prepare(r, "UPDATE sandboxes SET state = ?1, evidence = coalesce(?2, evidence)"
 		       " WHERE session = ?3 AND generation = ?4 AND state <> 'gone'"
 		       " AND (?5 IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id = ?3 AND s.owner = ?5))", &st,

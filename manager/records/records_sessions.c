@@ -24,7 +24,7 @@ static int session_row_check(const struct session_row *s, struct sb_err *err)
 	    check_field("session network", s->network, sizeof s->network, false, err) != 0)
 		return -1;
 	if (s->generation > INT64_MAX)
-		return sb_fail(err, EINVAL, "records: session %s generation is out of range", s->id);
+		return sb_invalid(err, "records: session %s generation is out of range", s->id);
 	return 0;
 }
 
@@ -202,7 +202,7 @@ int records_grant_set(struct records *r, const char *session, const char *resour
 		return -1;
 	/* They become the keys and values of records_grants(), which JSON needs in UTF-8. */
 	if (!utf8_valid_str(resource) || !utf8_valid_str(access))
-		return sb_fail(err, EINVAL, "records: grant for session %s is not UTF-8 text", session);
+		return sb_invalid(err, "records: grant for session %s is not UTF-8 text", session);
 	bind_text(st, 1, session, &rc);
 	bind_text(st, 2, resource, &rc);
 	bind_text(st, 3, access, &rc);
@@ -288,11 +288,11 @@ static int sessions_query_check(const struct sessions_query *q, struct sb_err *e
 	    (q->before && check_arg("before (a session id)", q->before, ID_MAX, err) != 0))
 		return -1;
 	if (q->limit < 1 || q->limit > RECORDS_SESSIONS_LIMIT_MAX)
-		return sb_fail(err, EINVAL, "records: limit must be from 1 to %u, not %u", RECORDS_SESSIONS_LIMIT_MAX,
-			       q->limit);
+		return sb_invalid(err, "records: limit must be from 1 to %u, not %u", RECORDS_SESSIONS_LIMIT_MAX,
+				  q->limit);
 	if (q->state && !is_session_state(q->state))
-		return sb_fail(err, EINVAL, "records: a session's state is one of active, deleting, deleted, reserved, "
-			       "not '%s'", q->state);
+		return sb_invalid(err, "records: a session's state is one of active, deleting, deleted, reserved, "
+				  "not '%s'", q->state);
 	return 0;
 }
 

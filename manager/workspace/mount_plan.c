@@ -88,7 +88,7 @@ static int plan_entry_check(const struct mount_entry *e, const struct workspace 
 	if (S_ISLNK(st.st_mode))
 		return sb_fail(err, ELOOP, "%s is a symbolic link", e->source);
 	if (e->is_file ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode))
-		return sb_fail(err, EINVAL, "%s is not a %s", e->source, e->is_file ? "regular file" : "directory");
+		return sb_invalid(err, "%s is not a %s", e->source, e->is_file ? "regular file" : "directory");
 	return 0;
 }
 

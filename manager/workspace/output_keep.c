@@ -240,7 +240,7 @@ static int keep_write(json_t *result, const char *worktree, const char *exec_id,
 	int pfd, sfd, switched, rc;
 
 	if (worktree[0] != '/' || slash == NULL || slash[1] == '\0')
-		return sb_fail(err, EINVAL, "the session's worktree %s is not an absolute path", worktree);
+		return sb_invalid(err, "the session's worktree %s is not an absolute path", worktree);
 	if (path_fmt(parent, sizeof parent, err, "%.*s", slash == worktree ? 1 : (int)(slash - worktree), worktree) < 0 ||
 	    path_fmt(rel, sizeof rel, err, "%s/" WORKSPACE_SCRATCH, slash + 1) < 0 ||
 	    path_fmt(scratch_shown, sizeof scratch_shown, err, "%s/" WORKSPACE_SCRATCH, worktree) < 0 ||

@@ -113,7 +113,7 @@ int pointer_resolve(const char *file, const char *prefix, const char *base, char
 		return -1;
 	if (prefix != NULL) {
 		if (strncmp(text, prefix, strlen(prefix)) != 0)
-			return sb_fail(err, EINVAL, "%s does not start with \"%s\"", file, prefix);
+			return sb_invalid(err, "%s does not start with \"%s\"", file, prefix);
 		p += strlen(prefix);
 	}
 	snprintf(joined, sizeof joined, "%s%s%s", p[0] == '/' ? "" : base, p[0] == '/' ? "" : "/", p);
@@ -131,22 +131,22 @@ int workspace_name_check(const char *kind, const char *name, struct sb_err *err)
 	char shown[WORKSPACE_NAME_MAX + 8];
 
 	if (len == 0)
-		return sb_fail(err, EINVAL, "%s name is empty; use 1 to %d characters from A-Z a-z 0-9 . _ -",
-			       kind, WORKSPACE_NAME_MAX);
+		return sb_invalid(err, "%s name is empty; use 1 to %d characters from A-Z a-z 0-9 . _ -",
+				  kind, WORKSPACE_NAME_MAX);
 	printable(shown, sizeof shown, name);
 	if (len > WORKSPACE_NAME_MAX)
-		return sb_fail(err, EINVAL, "%s name %s... is longer than %d characters", kind, shown,
-			       WORKSPACE_NAME_MAX);
+		return sb_invalid(err, "%s name %s... is longer than %d characters", kind, shown,
+				  WORKSPACE_NAME_MAX);
 	if (name[0] == '.' || name[0] == '-')
-		return sb_fail(err, EINVAL, "%s name %s starts with '%c'; start it with a letter, a digit or '_'",
-			       kind, shown, name[0]);
+		return sb_invalid(err, "%s name %s starts with '%c'; start it with a letter, a digit or '_'",
+				  kind, shown, name[0]);
 	for (size_t i = 0; i < len; i++) {
 		char c = name[i];
 
 		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
 		      c == '.' || c == '_' || c == '-'))
-			return sb_fail(err, EINVAL, "%s name %s has a character outside A-Z a-z 0-9 . _ - "
-				       "at position %zu", kind, shown, i + 1);
+			return sb_invalid(err, "%s name %s has a character outside A-Z a-z 0-9 . _ - "
+					  "at position %zu", kind, shown, i + 1);
 	}
 	return 0;
 }
@@ -165,9 +165,9 @@ static int branch_check(const char *branch, struct sb_err *err)
 
 	printable(shown, sizeof shown, branch);
 	if (len == 0 || len > WORKSPACE_BRANCH_MAX)
-		return sb_fail(err, EINVAL, "branch name must have 1 to %d characters", WORKSPACE_BRANCH_MAX);
+		return sb_invalid(err, "branch name must have 1 to %d characters", WORKSPACE_BRANCH_MAX);
 	if (branch[0] == '-' || strstr(branch, "@{") != NULL)
-		return sb_fail(err, EINVAL, "branch name %s is not a valid git branch name", shown);
+		return sb_invalid(err, "branch name %s is not a valid git branch name", shown);
 	if (gitrun(args, &opts, &res, err) != 0) {
 		gitrun_result_free(&res);
 		return -1;
@@ -176,8 +176,8 @@ static int branch_check(const char *branch, struct sb_err *err)
 	ok = res.exit_code == 0 && strcmp(res.out, branch) == 0;
 	gitrun_result_free(&res);
 	if (!ok)
-		return sb_fail(err, EINVAL, "branch name %s is not a valid git branch name "
-			       "(git check-ref-format --branch refused it)", shown);
+		return sb_invalid(err, "branch name %s is not a valid git branch name "
+				  "(git check-ref-format --branch refused it)", shown);
 	return 0;
 }
 
@@ -268,7 +268,7 @@ static int volume_resolve(const char *volume, char **out, struct sb_err *err)
 
 	printable(shown, sizeof shown, volume ? volume : "");
 	if (volume == NULL || volume[0] != '/')
-		return sb_fail(err, EINVAL, "volume path %s is not absolute", shown);
+		return sb_invalid(err, "volume path %s is not absolute", shown);
 	if (realpath(volume, real) == NULL)
 		return sb_fail_errno(err, "volume %s", shown);
 	if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -511,7 +511,7 @@ static int open_repo_from_gitdir(struct workspace *ws, const struct layout *l, s
 	    pointer_resolve(dotgit, "gitdir: ", ws->worktree, &gitdir, err) != 0)
 		return -1;
 	if (strncmp(gitdir, l->repositories, root) != 0 || gitdir[root] != '/')
-		return sb_fail(err, EINVAL, "%s points outside %s", dotgit, l->repositories);
+		return sb_invalid(err, "%s points outside %s", dotgit, l->repositories);
 	ws->repo_name = strndup(gitdir + root + 1, strcspn(gitdir + root + 1, "/"));
 	if (ws->repo_name == NULL)
 		return sb_fail(err, ENOMEM, "opening the workspace");
@@ -581,8 +581,8 @@ int workspace_delete(const struct workspace *ws, bool keep_branch, bool *branch_
 	/* Only ever remove a directory of this identity's workspaces/. The message is made before
 	 * the layout it names is freed. */
 	if (!path_within(ws->worktree, l.workspaces) || strcmp(ws->worktree, l.workspaces) == 0) {
-		sb_fail(err, EINVAL, "deleting the workspace of session %s: %s is not under %s", ws->session,
-			ws->worktree, l.workspaces);
+		sb_invalid(err, "deleting the workspace of session %s: %s is not under %s", ws->session,
+			   ws->worktree, l.workspaces);
 		layout_free(&l);
 		return -1;
 	}

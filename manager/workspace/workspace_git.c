@@ -203,11 +203,11 @@ static int packed_refs_prepare(const struct workspace *ws, struct sb_err *err)
 			return sb_fail_errno(err, "reading the link %s", link);
 		target[n] = '\0';
 		if (strcmp(target, PACKED_TARGET) != 0)
-			return sb_fail(err, EINVAL, "%s links to %s instead of " PACKED_TARGET, link, target);
+			return sb_invalid(err, "%s links to %s instead of " PACKED_TARGET, link, target);
 		return 0;
 	}
 	if (lstat(link, &st) == 0 && !S_ISREG(st.st_mode))
-		return sb_fail(err, EINVAL, "%s is neither a file nor the expected link", link);
+		return sb_invalid(err, "%s is neither a file nor the expected link", link);
 	if (lstat(link, &st) == 0 && link_file(link, file, err) != 0)
 		return -1;
 	if (lstat(link, &st) != 0 && errno != ENOENT)
@@ -244,7 +244,7 @@ int base_prepare(const struct workspace *ws, struct sb_err *err)
 	if (fd < 0)
 		return sb_fail_errno(err, "creating %s (a symbolic link on the way is refused)", alternates);
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-		return sb_fail(err, EINVAL, "%s is not a regular file", alternates);
+		return sb_invalid(err, "%s is not a regular file", alternates);
 	return 0;
 }
 
@@ -264,7 +264,7 @@ int worktree_locate(struct workspace *ws, struct sb_err *err)
 		return -1;
 	name = gitdir + strlen(prefix);
 	if (strncmp(gitdir, prefix, strlen(prefix)) != 0 || *name == '\0' || strchr(name, '/') != NULL)
-		return sb_fail(err, EINVAL, "%s points to %s, not into %s", dotgit, gitdir, prefix);
+		return sb_invalid(err, "%s points to %s, not into %s", dotgit, gitdir, prefix);
 	ws->worktree_name = strdup(name);
 	ws->worktree_git_dir = steal_pointer(&gitdir);
 	return ws->worktree_name ? 0 : sb_fail(err, ENOMEM, "locating the worktree");

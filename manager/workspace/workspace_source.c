@@ -30,20 +30,20 @@ static int url_check(const char *url, struct sb_err *err)
 
 	printable(shown, sizeof shown, url);
 	if (strlen(url) > 2048)
-		return sb_fail(err, EINVAL, "repository URL is longer than 2048 characters");
+		return sb_invalid(err, "repository URL is longer than 2048 characters");
 	for (const char *p = url; *p != '\0'; p++)
 		if (*p <= 0x20 || *p >= 0x7f || *p == '\\')
-			return sb_fail(err, EINVAL, "repository URL %s has a space, a control character, a "
-				       "backslash or a non-ASCII byte; percent-encode it", shown);
+			return sb_invalid(err, "repository URL %s has a space, a control character, a "
+					  "backslash or a non-ASCII byte; percent-encode it", shown);
 	if (host_len == 0)
-		return sb_fail(err, EINVAL, "repository URL %s has no host", shown);
+		return sb_invalid(err, "repository URL %s has no host", shown);
 	if (memchr(host, '@', host_len) != NULL)
-		return sb_fail(err, EINVAL, "repository URL %s carries credentials; remove them: they would "
-			       "be stored in the repository's config, which every sandbox of the identity reads",
-			       shown);
+		return sb_invalid(err, "repository URL %s carries credentials; remove them: they would "
+				  "be stored in the repository's config, which every sandbox of the identity reads",
+				  shown);
 	if (strpbrk(url, "?#") != NULL)
-		return sb_fail(err, EINVAL, "repository URL %s has a query or fragment; give the plain "
-			       "repository URL", shown);
+		return sb_invalid(err, "repository URL %s has a query or fragment; give the plain "
+				  "repository URL", shown);
 	return 0;
 }
 
@@ -144,8 +144,8 @@ int source_resolve(const char *repo, struct source *src, struct sb_err *err)
 
 	memset(src, 0, sizeof *src);
 	if (repo == NULL || repo[0] == '\0')
-		return sb_fail(err, EINVAL, "no repository given; give an absolute path, file:///path or an "
-			       "https:// URL");
+		return sb_invalid(err, "no repository given; give an absolute path, file:///path or an "
+				  "https:// URL");
 	printable(shown, sizeof shown, repo);
 	if (strncmp(repo, "https://", 8) == 0) {
 		if (url_check(repo, err) != 0)
@@ -156,17 +156,17 @@ int source_resolve(const char *repo, struct source *src, struct sb_err *err)
 	}
 	if (strncmp(repo, "file://", 7) == 0) {
 		if (repo[7] != '/')
-			return sb_fail(err, EINVAL, "repository URL %s must name an absolute path: file:///path",
-				       shown);
+			return sb_invalid(err, "repository URL %s must name an absolute path: file:///path",
+					  shown);
 		if (strchr(repo, '%') != NULL)
-			return sb_fail(err, EINVAL, "repository URL %s is percent-encoded; give the plain path",
-				       shown);
+			return sb_invalid(err, "repository URL %s is percent-encoded; give the plain path",
+					  shown);
 		return source_local(repo + 7, src, err);
 	}
 	if (repo[0] == '/')
 		return source_local(repo, src, err);
 	if (strstr(repo, "://") != NULL || strstr(repo, "::") != NULL || strchr(repo, ':') != NULL)
-		return sb_fail(err, EINVAL, "repository %s uses an unsupported transport; only absolute "
-			       "paths, file:///path and https:// URLs are accepted", shown);
-	return sb_fail(err, EINVAL, "repository path %s is relative; give an absolute path", shown);
+		return sb_invalid(err, "repository %s uses an unsupported transport; only absolute "
+				  "paths, file:///path and https:// URLs are accepted", shown);
+	return sb_invalid(err, "repository path %s is relative; give an absolute path", shown);
 }

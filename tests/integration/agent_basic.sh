@@ -138,6 +138,7 @@ test_bad_input() {
 		"--nonce $(printf 'a%.0s' {1..65}) -- true"
 		"--nonce $(printf 'g%.0s' {1..64}) -- true"
 		"--timeout-seconds abc -- true"
+		"--timeout 5 -- true"
 		"--timeout-seconds -1 -- true"
 		"--timeout-seconds 5x -- true"
 		"--output-limit lots -- true"

@@ -9,6 +9,9 @@ names no tag), for manager_cancel.sh.
       about 250 ms after it sends one.
   control_tagged.py SOCKET cancel-answer SESSION TAG
       the same cancel; prints the answer.
+  control_tagged.py SOCKET late SESSION TAG N COMMAND
+      N execs, TAG-1 to TAG-N, each followed by its cancel once the exec's answer is in (a cancel
+      that crossed its call's answer); prints each cancel's answer, one JSON object a line.
 """
 import json
 import socket
@@ -37,7 +40,12 @@ def answer(s):
 
 if __name__ == "__main__":
     sock, mode, session, tag = sys.argv[1:5]
-    if mode == "exec":
+    if mode == "late":
+        for i in range(1, int(sys.argv[5]) + 1):
+            one = f"{tag}-{i}"
+            answer(send(sock, {"op": "exec", "session": session, "tag": one, "command": sys.argv[6]}))
+            print(json.dumps(answer(send(sock, {"op": "cancel", "session": session, "tag": one}))))
+    elif mode == "exec":
         print(json.dumps(answer(send(sock, {"op": "exec", "session": session, "tag": tag, "command": sys.argv[5]}))))
     else:
         s = send(sock, {"op": "cancel", "session": session, "tag": tag})

@@ -63,3 +63,26 @@ test_manager_cancel_first() {
 	assert_json '[.ok, .error.kind]' '[false,"invalid"]' "$TD/badtag.json"
 }
 t manager_cancel_first test_manager_cancel_first
+
+# Issue 27: a tagged cancel that crosses its call's answer (the call ended, the client had not heard
+# yet) was kept for a call that never comes, for max-timeout-seconds + 120 s; 64 of them, one
+# session's, and every session's cancel that came before its call was refused. Now the call's end
+# is noted under its tag: the late cancel hears which exec it was, ended, and nothing is kept.
+test_manager_cancel_late() {
+	local m sid_a
+	m=$(unique_marker)
+	mgr_repo && mgr_start && mgr_session || return
+	sid_a=$SID
+	tagged late "$sid_a" "mcp-$m" 70 "true" >"$TD/late.jsonl"
+	assert_eq "70 late cancels answered" 70 "$(wc -l <"$TD/late.jsonl")"
+	assert_eq "each: its exec ended before the cancel" 70 \
+		"$(jq -c 'select(.ok == false and .error.kind == "finished")' "$TD/late.jsonl" | wc -l)"
+	mgr_session || return
+	tagged cancel-answer "$SID" "mcp-$m-b" >"$TD/other.json"
+	assert_json '[.ok, .cancelled, .pending]' '[true,null,true]' "$TD/other.json"
+	tagged exec "$SID" "mcp-$m-b" "echo ran > other.$m" >"$TD/other-exec.json"
+	assert_json '.result.status' '"cancelled"' "$TD/other-exec.json"
+	[ -e "$WT/other.$m" ] && bad "the cancelled call of the other session ran"
+	return 0
+}
+t manager_cancel_late test_manager_cancel_late

@@ -291,3 +291,32 @@ test_manager_resolve() {
 		bad "the manager's log does not say who resolved it"
 }
 t manager_resolve test_manager_resolve
+
+# serve's one option parser (issue 27): `--config=FILE` reads the file as `--config FILE` does (it
+# was parsed and dropped: the manager ran on its defaults), and an abbreviation (`--conf FILE`,
+# which getopt_long took for --config) is a usage error, not a manager on the defaults.
+test_manager_serve_config() {
+	local metrics=unix:$TD/metrics.sock
+	printf '{"metrics-listen": "%s"}\n' "$metrics" >"$TD/serve.json"
+	chmod 0644 "$TD/serve.json"
+	usage_error "serve --conf FILE" "unknown option '--conf' \(options are spelt out whole: --config\)" -- serve \
+		--state-dir "$TD/never" --conf "$TD/serve.json"
+	usage_error "serve --conf=FILE" "unknown option '--conf'" -- serve --state-dir "$TD/never" "--conf=$TD/serve.json"
+	usage_error "serve --idle 5" "unknown option '--idle'" -- serve --state-dir "$TD/never" --idle 5
+	usage_error "serve --config without its file" "option '--config' needs a value" -- serve --state-dir "$TD/never" \
+		--config
+	usage_error "exec --sess S" "unknown option '--sess'" -- exec --sess s -- true
+	[ -e "$TD/never" ] && bad "a serve refused for its flags created its state directory"
+
+	mgr_start "--config=$TD/serve.json" || return
+	mgr status --json
+	assert_json .metrics_listen "\"$metrics\""
+	# its log: RFC 3339 UTC times with milliseconds, and a warning that no cgroup limit holds
+	grep -q '^{"ts":"[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]\{3\}Z","level":"warn",.*no cgroup-parent configured' \
+		"$TD/manager.log" || bad "no warning that sandboxes get no cgroup limit: $(head -c 600 "$TD/manager.log")"
+	# a client's flags in both spellings too
+	mgr status "--socket=$MSOCK" --json
+	assert_eq "status --socket=PATH: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_json .metrics_listen "\"$metrics\""
+}
+t manager_serve_config test_manager_serve_config

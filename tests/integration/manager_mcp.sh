@@ -161,3 +161,24 @@ test_manager_mcp_stop() {
 	assert_eq "no cancellation: its output" "done" "$(cat "$WT/done.$m" 2>/dev/null)"
 }
 t manager_mcp_stop test_manager_mcp_stop
+
+# The server's queue of calls is bounded (issue 27): a client that writes calls faster than its
+# session runs them (one at a time) had each kept, without limit. 64 wait at most; one more is
+# answered at once with an error saying nothing ran, and the 64 run, in order, as before.
+test_manager_mcp_queue_bound() {
+	local m
+	m=$(unique_marker)
+	mgr_repo && mgr_start && mgr_session || return
+	mgr exec --session "$SID" -- true # the sandbox is up
+	timeout 120 "${AS[@]}" python3 "$MCP_IT_HERE/mcp_flood.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" 70 \
+		"touch $WT/started.$m; sleep 2.$m" \
+		"echo x >> flood.$m" >"$TD/flood.json" 2>"$TD/flood.err"
+	assert_eq "the driver's exit code (stderr: $(tail -c 300 "$TD/flood.err"))" 0 "$?"
+	assert_json '[(.ok | length), (.refused | length)]' '[65,6]' "$TD/flood.json"
+	assert_json '.tool_errors' '{}' "$TD/flood.json"
+	assert_json '.refused' '[67,68,69,70,71,72]' "$TD/flood.json"
+	assert_json '.errors' '["64 calls already wait for this session'"'"'s turn: this one did not run; send it again once some have finished"]' \
+		"$TD/flood.json"
+	assert_eq "the calls that waited ran, once each" 64 "$(wc -l <"$WT/flood.$m")"
+}
+t manager_mcp_queue_bound test_manager_mcp_queue_bound

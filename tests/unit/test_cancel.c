@@ -63,30 +63,89 @@ static void taken_once_by_its_call(void **state)
 	free(m);
 }
 
+/* The table's bound, over many sessions (each under its own bound, below). */
 static void bounded(void **state)
 {
 	struct manager *m = manager_new();
 	struct sb_err err;
-	char id[65], tag[32];
+	char id[65], tag[32], session[16];
 
 	(void)state;
-	assert_int_equal(cancel(m, "s1", "taken", id, &err), 2);
-	assert_true(take(m, "s1", "taken", "e1"));
+	assert_int_equal(cancel(m, "s0", "taken", id, &err), 2);
+	assert_true(take(m, "s0", "taken", "e1"));
 	for (int i = 1; i < CANCEL_PENDING_MAX; i++) {
 		snprintf(tag, sizeof tag, "t-%d", i);
-		assert_int_equal(cancel(m, "s1", tag, id, &err), 2);
+		snprintf(session, sizeof session, "s%d", i / CANCEL_PENDING_PER_SESSION + 1);
+		assert_int_equal(cancel(m, session, tag, id, &err), 2);
 	}
 	/* full: the taken one makes room, the waiting ones stay */
-	assert_int_equal(cancel(m, "s1", "one-more", id, &err), 2);
-	assert_int_equal(cancel(m, "s1", "over", id, &err), -1);
+	assert_int_equal(cancel(m, "s100", "one-more", id, &err), 2);
+	assert_int_equal(cancel(m, "s100", "over", id, &err), -1);
 	assert_non_null(strstr(err.msg, "64 cancels already wait for their calls"));
-	assert_int_equal(cancel(m, "s1", "taken", id, &err), -1); /* its answer made the room */
+	assert_int_equal(cancel(m, "s0", "taken", id, &err), -1); /* its answer made the room */
 	assert_true(take(m, "s1", "t-1", "e2"));
 	/* past its lifetime an entry is no cancel at all, and its slot is free */
 	for (int i = 0; i < CANCEL_PENDING_MAX; i++)
 		if (strcmp(m->pending[i].tag, "t-2") == 0)
 			m->pending[i].until_ms = 1;
 	assert_false(take(m, "s1", "t-2", "e3"));
+	free(m);
+}
+
+/* Issue 27: a tagged cancel that comes after its call ended (the answer was on its way to the
+ * client) found nothing running and was kept for a call that would never come, 12 minutes each:
+ * 64 of them, one client's, refused every other session's cancel. */
+static void late_cancels_keep_nothing(void **state)
+{
+	struct manager *m = manager_new();
+	struct sb_err err;
+	char id[65], tag[32], exec_id[32];
+
+	(void)state;
+	for (int i = 0; i < CANCEL_PENDING_MAX; i++) {
+		snprintf(tag, sizeof tag, "late-%d", i);
+		snprintf(exec_id, sizeof exec_id, "e%d", i);
+		cancel_call_ended(m, "s1", tag, exec_id); /* the call ended, its answer is on its way */
+		assert_int_equal(cancel(m, "s1", tag, id, &err), 1); /* then its cancel: that exec, ended */
+		assert_string_equal(id, exec_id);
+	}
+	/* another session's cancel that comes first is kept, as before */
+	assert_int_equal(cancel(m, "s2", "first", id, &err), 2);
+	assert_true(take(m, "s2", "first", "f1"));
+	/* a late cancel racing its call's end (after its sandbox was released, before the end was
+	 * noted) is taken by that end: it waits for nothing */
+	assert_int_equal(cancel(m, "s3", "race", id, &err), 2);
+	cancel_call_ended(m, "s3", "race", "r1");
+	assert_int_equal(cancel(m, "s3", "race", id, &err), 1);
+	assert_string_equal(id, "r1");
+	assert_false(take(m, "s3", "race", "r2"));
+	free(m);
+}
+
+/* Cancels of tags no call ever carries (or whose call's end was forgotten): one session keeps at
+ * most CANCEL_PENDING_PER_SESSION waiting, so it cannot take the room of the others. */
+static void bounded_per_session(void **state)
+{
+	struct manager *m = manager_new();
+	struct sb_err err;
+	char id[65], tag[32];
+
+	(void)state;
+	for (int i = 0; i < CANCEL_PENDING_PER_SESSION; i++) {
+		snprintf(tag, sizeof tag, "never-%d", i);
+		assert_int_equal(cancel(m, "s1", tag, id, &err), 2);
+	}
+	assert_int_equal(cancel(m, "s1", "one-more", id, &err), -1);
+	assert_non_null(strstr(err.msg, "session s1 has 8 cancels waiting for their calls"));
+	for (int s = 2; s < 2 + (CANCEL_PENDING_MAX - CANCEL_PENDING_PER_SESSION) / CANCEL_PENDING_PER_SESSION; s++) {
+		char session[16];
+
+		snprintf(session, sizeof session, "s%d", s);
+		for (int i = 0; i < CANCEL_PENDING_PER_SESSION; i++) {
+			snprintf(tag, sizeof tag, "t-%d", i);
+			assert_int_equal(cancel(m, session, tag, id, &err), 2);
+		}
+	}
 	free(m);
 }
 
@@ -182,6 +241,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(taken_once_by_its_call),
 		cmocka_unit_test(bounded),
+		cmocka_unit_test(late_cancels_keep_nothing),
+		cmocka_unit_test(bounded_per_session),
 		cmocka_unit_test(cancel_during_probe_not_gone),
 		cmocka_unit_test(cancel_during_probe_gone),
 	};
