@@ -109,6 +109,8 @@ static int receipt_key_read(const struct manager *m, const char *private_dir, ui
 	return 0;
 }
 
+#define RECOVER_QUERY_MS 30000
+
 /* Ask the sandbox the exec was dispatched to; fill c->reply on a verified, finished answer. */
 static int recover_query(struct manager *m, struct call *c, const struct exec_row *e, struct sb_err *err)
 {
@@ -137,8 +139,11 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 	if (receipt_key_read(m, sb.private_dir, l->receipt_key, err) == 0 &&
 	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
 		/* The same client configuration as the sandbox's own (private_dir.c). */
+		/* 30 s, not the exec's own deadline: the start serves no session until every one is
+		 * settled, so an exec its agent still says is running is not waited for to its end
+		 * (call_reconcile asks on while it runs); it is settled uncertain, its sandbox stopped. */
 		if (client_config_make(m, l, err) == 0)
-			rc = call_reconcile(m, c, tls_deadline_after(30000), err);
+			rc = call_reconcile(m, c, tls_deadline_after(RECOVER_QUERY_MS), err);
 		if (rc == 0)
 			rc = call_result_verify(c, err);
 	}

@@ -163,6 +163,32 @@ test_manager_fault_cut_result() {
 }
 t manager_fault_cut_result test_manager_fault_cut_result
 
+# A dropped connection does not end a long call (issue 27): the connection is cut 2 s into a 20 s
+# call (failpoint manager.agent.cut_waiting), while its command runs. The agent keeps answering
+# "running", and the manager keeps asking until the call's own deadline: the call ends exited 3 with
+# its output, the command ran once, and the sandbox stays (the same generation serves the next call).
+test_manager_fault_cut_long_call() {
+	local m t0
+	fp_need
+	m=$(unique_marker)
+	mgr_repo && fp_start manager.agent.cut_waiting:2 && mgr_session || return
+	t0=$(now_ms)
+	mgr exec --session "$SID" --timeout-seconds 60 -- "echo run >> \"\$TMPDIR/runs.$m\"; echo start.$m; sleep 18; echo done.$m; exit 3"
+	grep -q "failpoint manager.agent.cut_waiting reached" "$TD/manager.log" || bad "the connection was not cut"
+	assert_eq "the call's exit code (stderr: $(head -c 300 "$ERR"))" 3 "$RC"
+	assert_eq "its output" "start.$m
+done.$m" "$(cat "$OUT")"
+	assert_ge "ms the call took (the command's own 18 s)" $(($(now_ms) - t0)) 18000
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited"]'
+	assert_json '.records[0].result.receipt.verified' true
+	assert_eq "the command ran" 1 "$(runs_of "$m")"
+	fault_next_call '["exited","exited"]'
+	mgr session show --session "$SID"
+	assert_json .generation 1
+}
+t manager_fault_cut_long_call test_manager_fault_cut_long_call
+
 # A compromised agent's word (failpoints manager.agent.result_running and result_exit_code forge the
 # Result as it arrives, the receipt untouched): the manager records only what the receipt proves. The
 # call is uncertain with the reason, its sandbox retired; the session's next call runs on a new one;
@@ -287,6 +313,6 @@ test_manager_fault_build() {
 	names=$(cat "$MANAGER" "$MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
 	assert_eq "failpoint names in the normal manager" "" "$names"
 	names=$(cat "$FP_MANAGER" "$FP_MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
-	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded manager.recovery.settle_fails " "$names"
+	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.cut_waiting manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded manager.recovery.settle_fails " "$names"
 }
 t manager_fault_build test_manager_fault_build
