@@ -301,8 +301,11 @@ static int recovery_session_left(struct manager *m, const char *session, const c
 		 * they ended (recover_query asks it); then the sandbox. */
 		int rc = recovery_execs(m, session, "the manager restarted", true, left, err);
 
-		if (sandbox_recover_session(m, session, "after a manager restart", rc < 0 ? &sb_err : err) < 0)
+		if (sandbox_recover_session(m, session, "after a manager restart", rc < 0 ? &sb_err : err) < 0) {
+			if (rc < 0) /* err keeps the exec's failure, the first */
+				sb_error("session %s: %s", session, sb_err.msg);
 			return -1;
+		}
 		return rc;
 	}
 	left[0] = '\0';

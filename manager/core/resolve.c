@@ -48,32 +48,38 @@ static int settle_left(struct manager *m, const char *exec_id, const struct unse
 	return rc;
 }
 
-/* The exec's session when recovery left exec_id in flight there and reserved it, else false. */
-static bool left_by_recovery(struct manager *m, const char *exec_id, struct unsettled_note *note)
+/* Whether exec_id's session is one recovery could not settle (note filled); in_flight: whether
+ * exec_id itself is still accepted or dispatched. */
+static bool session_unsettled(struct manager *m, const char *exec_id, struct unsettled_note *note, bool *in_flight)
 {
 	struct exec_row *e = malloc(sizeof *e);
 	struct sb_err ignored;
-	bool left = e != NULL && records_exec_get(m->rec, exec_id, e, &ignored) == RECORDS_FOUND &&
-		    (strcmp(e->state, "accepted") == 0 || strcmp(e->state, "dispatched") == 0) &&
-		    recovery_unsettled_get(m, e->session, note);
+	bool noted = e != NULL && records_exec_get(m->rec, exec_id, e, &ignored) == RECORDS_FOUND &&
+		     recovery_unsettled_get(m, e->session, note);
 
+	*in_flight = noted && (strcmp(e->state, "accepted") == 0 || strcmp(e->state, "dispatched") == 0);
 	free(e);
-	return left;
+	return noted;
 }
 
-/* The resolve itself, with what recovery left settled first; released: the session serves again. */
+/* The resolve itself, with what recovery left settled first; released: whether the session serves
+ * again (-1: not a session recovery left reserved). Any resolve on such a session looks again at
+ * what holds it: one whose exec was recorded uncertain by an earlier resolve that was then refused
+ * (an invalid note) is released by the next. */
 static int resolve_exec(struct manager *m, const char *exec_id, struct exec_resolution *res, int *released,
 			struct sb_err *err)
 {
 	struct unsettled_note note;
+	bool in_flight;
 	int rc;
 
 	*released = -1;
-	if (!left_by_recovery(m, exec_id, &note))
+	if (!session_unsettled(m, exec_id, &note, &in_flight))
 		return records_exec_resolve(m->rec, exec_id, res, err);
 	queue_enter(m->queue, note.session);
 	/* One another resolve settled meanwhile is resolved as it stands (or refused as resolved). */
-	if (settle_left(m, exec_id, &note, err) < 0 && left_by_recovery(m, exec_id, &note)) {
+	if (in_flight && settle_left(m, exec_id, &note, err) < 0 && session_unsettled(m, exec_id, &note, &in_flight) &&
+	    in_flight) {
 		queue_leave(m->queue, note.session);
 		return -1;
 	}
