@@ -145,7 +145,9 @@ bool cancel_pending_take(struct manager *m, const char *session, const char *tag
 unsigned cancel_stop_calls(struct manager *m, const char *reason);
 
 /* recovery.c: at start, before the first call: accepted execs are refused (they never ran),
- * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). */
+ * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). A session that
+ * cannot be settled is reserved, with a note (struct unsettled_note); -1 only when the records
+ * cannot be read or written. */
 int recovery_run(struct manager *m, struct sb_err *err);
 /* What one session's previous owner left in flight, settled: execs never rerun, the sandbox
  * proven gone or the session reserved. previous: "" for this manager's own earlier run, else the

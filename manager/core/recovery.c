@@ -1,8 +1,9 @@
 /* Start-up, before the first call: what the previous run left in flight is settled, never rerun.
  * Execs first (accepted ones refused: they never ran; dispatched ones reconciled with their
  * sandbox, or uncertain), since their sandboxes may still know how they ended; then the sandboxes
- * (sandbox.c sandbox_recover), each stopped with evidence or its session reserved. The one place
- * that calls both sides: neither calls the other for it. */
+ * (sandbox.c sandbox_recover), each stopped with evidence or its session reserved. Each session on
+ * its own: one that cannot be settled is reserved and the others serve. The one place that calls
+ * both sides: neither calls the other for it. */
 #include "manager.h"
 
 #include <errno.h>
