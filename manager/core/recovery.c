@@ -139,10 +139,10 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 	c->sandbox = l;
 	if (receipt_key_read(m, sb.private_dir, l->receipt_key, err) == 0 &&
 	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
-		/* The same client configuration as the sandbox's own (private_dir.c). */
-		/* 30 s, not the exec's own deadline: the start serves no session until every one is
-		 * settled, so an exec its agent still says is running is not waited for to its end
-		 * (call_reconcile asks on while it runs); it is settled uncertain, its sandbox stopped. */
+		/* The same client configuration as the sandbox's own (private_dir.c). RECOVER_QUERY_MS,
+		 * not the exec's own deadline: the start serves no session until every one is settled,
+		 * so an exec its agent still says is running (call_reconcile asks on while it does) is
+		 * not waited for to its end: it is settled uncertain, its sandbox stopped. */
 		if (client_config_make(m, l, err) == 0)
 			rc = call_reconcile(m, c, tls_deadline_after(RECOVER_QUERY_MS), err);
 		if (rc == 0)
@@ -279,9 +279,13 @@ static int recovery_execs(struct manager *m, const char *session, const char *co
 		json_array_foreach(ids, i, id) {
 			const char *exec_id = json_string_value(id);
 
-			if (recovery_exec(m, k, exec_id, refusal, context, ask, rc == 0 ? err : &one) < 0 && rc == 0) {
+			if (recovery_exec(m, k, exec_id, refusal, context, ask, rc == 0 ? err : &one) == 0)
+				continue;
+			if (rc == 0) {
 				snprintf(left, 65, "%s", exec_id);
 				rc = -1;
+			} else {
+				sb_error("session %s: %s", session, one.msg); /* err keeps the first */
 			}
 		}
 		json_decref(ids);
@@ -295,16 +299,16 @@ static int recovery_session_left(struct manager *m, const char *session, const c
 				 struct sb_err *err)
 {
 	char context[160];
-	struct sb_err sb_err;
+	struct sb_err sandbox_err;
 
 	if (previous[0] == '\0') {
 		/* This manager's own earlier run: execs first, since their sandbox may still know how
 		 * they ended (recover_query asks it); then the sandbox. */
 		int rc = recovery_execs(m, session, "the manager restarted", true, left, err);
 
-		if (sandbox_recover_session(m, session, "after a manager restart", rc < 0 ? &sb_err : err) < 0) {
+		if (sandbox_recover_session(m, session, "after a manager restart", rc < 0 ? &sandbox_err : err) < 0) {
 			if (rc < 0) /* err keeps the exec's failure, the first */
-				sb_error("session %s: %s", session, sb_err.msg);
+				sb_error("session %s: %s", session, sandbox_err.msg);
 			return -1;
 		}
 		return rc;
