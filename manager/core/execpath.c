@@ -318,19 +318,19 @@ static bool reconcile_wait(struct manager *m, struct call *c, int64_t ms, int64_
 	return true;
 }
 
-/* One connection, one Query: 0 with c->reply filled (its state says what the agent knows), -1
- * (err) when the agent could not be reached or did not answer. */
+/* One connection, one Query: 0 with c->reply filled (its state says what the agent knows); -2
+ * (err) when no connection was made, -1 (err) when the Query got no answer. */
 static int reconcile_ask(struct call *c, const struct agent_expect *want, struct sb_err *err)
 {
 	struct agent_conn *conn = NULL;
-	int rc = agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err);
+	int rc;
 
-	if (rc == 0) {
-		agent_reply_free(&c->reply);
-		rc = agent_query(conn, want, tls_deadline_after(CONNECT_MS), &c->reply, err);
-		agent_close(conn);
-	}
-	return rc;
+	if (agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err) < 0)
+		return -2;
+	agent_reply_free(&c->reply);
+	rc = agent_query(conn, want, tls_deadline_after(CONNECT_MS), &c->reply, err);
+	agent_close(conn);
+	return rc < 0 ? -1 : 0;
 }
 
 /* The call may still be running when its connection drops (issue 27: a 20-minute command cut at
@@ -355,7 +355,7 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 			return 0;
 		if (rc == 0 && c->reply.state == AGENT_EXEC_UNKNOWN)
 			return sb_fail(err, ENOENT, "the agent has no record of the exec");
-		if (rc < 0 && (err->errnum == ECONNREFUSED || err->errnum == ENOENT)) {
+		if (rc == -2 && (err->errnum == ECONNREFUSED || err->errnum == ENOENT)) {
 			/* Nothing listens where the agent did: it is gone, and with it the sandbox (the agent is
 			 * its PID 1), ended from outside during the call. Asking again would only wait. */
 			c->agent_gone = true;
