@@ -636,6 +636,23 @@ static void conn_cut_arm(struct agent_conn *c)
 	sb_warn("failpoint manager.agent.cut_result reached: the connection to %s is cut after %d bytes of the "
 		"result", c->address, CUT_AFTER_BYTES);
 }
+
+/* Test builds only (failpoint manager.agent.cut_waiting): the connection is cut CUT_WAITING_MS into
+ * the wait for an exec's Result, while its command still runs, as a network dropping the link
+ * would (docs/reliability.md). The wait ends there as a failed read, and the connection is shut. */
+#define CUT_WAITING_MS 2000
+
+static int64_t cut_waiting_deadline(struct agent_conn *c, int64_t deadline_ms, bool *armed)
+{
+	int64_t at = tls_deadline_after(CUT_WAITING_MS);
+
+	*armed = at < deadline_ms && failpoint_hit("manager.agent.cut_waiting");
+	if (!*armed)
+		return deadline_ms;
+	sb_warn("failpoint manager.agent.cut_waiting reached: the connection to %s is cut in %d ms unless the result "
+		"comes first", c->address, CUT_WAITING_MS);
+	return at;
+}
 #endif
 
 /* ---------- requests ---------- */
@@ -719,11 +736,20 @@ int agent_exec_wait(struct agent_conn *conn, const struct agent_exec_request *re
 		Sandbox__Envelope *m;
 		int rc;
 
+		int64_t wait_until = deadline_ms;
 #ifdef SB_FAILPOINTS
+		bool cut_waiting = false;
+
 		if (!w.have_result && failpoint_hit("manager.agent.cut_result"))
 			conn_cut_arm(conn);
+		if (!w.have_result)
+			wait_until = cut_waiting_deadline(conn, deadline_ms, &cut_waiting);
 #endif
-		if (conn_recv(conn, deadline_ms, w.have_result ? "the exec's receipt" : "the exec's result", &m, err) < 0) {
+		if (conn_recv(conn, wait_until, w.have_result ? "the exec's receipt" : "the exec's result", &m, err) < 0) {
+#ifdef SB_FAILPOINTS
+			if (cut_waiting)
+				(void)shutdown(conn->fd, SHUT_RDWR);
+#endif
 			agent_reply_free(out);
 			break;
 		}

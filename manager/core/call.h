@@ -38,8 +38,9 @@ struct call {
 json_t *call_refused_result(const struct call *c, const char *status, const char *why);
 /* Commit the exec's final record. status is one of the final states. */
 int call_record_end(struct manager *m, struct call *c, const char *status, json_t *result, struct sb_err *err);
-/* After a lost answer: reconnect to c->sandbox and ask, a few times, until the agent knows the end.
- * An agent that no longer listens (its socket refuses) ends the asking at once: c->agent_gone. */
+/* After a lost answer: reconnect to c->sandbox and ask until the agent knows the end: while it says
+ * the exec runs, until deadline; a few tries when it cannot be reached. An agent that no longer
+ * listens (its socket refuses) ends the asking at once: c->agent_gone. */
 int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err);
 /* Between two tries that reached no agent: the runtime's evidence, a short probe, says the sandbox is
  * gone. A cancel during the probe is deferred to its end (stop() and evidence() never at once). */

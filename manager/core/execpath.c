@@ -33,7 +33,10 @@
 #define COMMAND_MAX (1024 * 1024)
 #define CONNECT_MS 10000
 #define RESULT_MARGIN_MS 30000   /* beyond the command's timeout: teardown, receipt, transfer */
-#define QUERY_TRIES 5
+#define QUERY_TRIES 5            /* tries that reach nobody; an agent that says "running" uses none */
+#define QUERY_WAIT_MS 1000       /* between two tries; doubled while the agent says "running" ... */
+#define QUERY_WAIT_MAX_MS 8000   /* ... up to this */
+#define QUERY_SLICE_MS 250       /* a cancel is seen within this while waiting */
 #define PROBE_MS 2000            /* the runtime's evidence between two tries: a glance, not a wait */
 
 json_t *call_refused_result(const struct call *c, const char *status, const char *why)
@@ -299,26 +302,61 @@ bool call_sandbox_proven_gone(struct manager *m, struct call *c)
 	return true;
 }
 
+/* Wait ms between two tries, or less when the deadline comes first; false when a cancel came. */
+static bool reconcile_wait(struct manager *m, struct call *c, int64_t ms, int64_t deadline)
+{
+	int64_t until = tls_deadline_after(ms);
+
+	if (until > deadline)
+		until = deadline;
+	while (tls_deadline_after(0) < until) {
+		if (call_cancel_reason(m, c))
+			return false;
+		int64_t left = until - tls_deadline_after(0);
+
+		usleep((useconds_t)(left < QUERY_SLICE_MS ? left : QUERY_SLICE_MS) * 1000);
+	}
+	return true;
+}
+
+/* One connection, one Query: 0 with c->reply filled (its state says what the agent knows); -2
+ * (err) when no connection was made, -1 (err) when the Query got no answer. */
+static int reconcile_ask(struct call *c, const struct agent_expect *want, struct sb_err *err)
+{
+	struct agent_conn *conn = NULL;
+	int rc;
+
+	if (agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err) < 0)
+		return -2;
+	agent_reply_free(&c->reply);
+	rc = agent_query(conn, want, tls_deadline_after(CONNECT_MS), &c->reply, err);
+	agent_close(conn);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The call may still be running when its connection drops (issue 27: a 20-minute command cut at
+ * minute 2 used to be uncertain within 5 s, its sandbox retired). So while the agent answers that
+ * the exec runs, the asking goes on, with backoff, until deadline (the call's own deadline, which
+ * holds its timeout and the teardown margin: the agent ends the command by then); only tries that
+ * reach nobody count against QUERY_TRIES. */
 int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct sb_err *err)
 {
 	struct agent_expect want = { c->exec_id, c->sandbox->generation, c->nonce, c->sandbox->receipt_key };
+	int64_t wait_ms = QUERY_WAIT_MS;
+	bool running = false;
 
-	for (int i = 0; i < QUERY_TRIES && tls_deadline_after(0) < deadline; i++) {
+	for (int missed = 0; missed < QUERY_TRIES && tls_deadline_after(0) < deadline;) {
 		/* A cancel stopped the sandbox on purpose: there is nobody left to ask. */
 		if (call_cancel_reason(m, c))
 			return sb_fail(err, ECANCELED, "cancelled");
-		struct agent_conn *conn = NULL;
-		int rc = agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err);
+		int rc = reconcile_ask(c, &want, err);
 
-		if (rc == 0) {
-			agent_reply_free(&c->reply);
-			rc = agent_query(conn, &want, tls_deadline_after(CONNECT_MS), &c->reply, err);
-			agent_close(conn);
-			if (rc == 0 && c->reply.state == AGENT_EXEC_FINISHED)
-				return 0;
-			if (rc == 0 && c->reply.state == AGENT_EXEC_UNKNOWN)
-				return sb_fail(err, ENOENT, "the agent has no record of the exec");
-		} else if (err->errnum == ECONNREFUSED || err->errnum == ENOENT) {
+		running = rc == 0 && c->reply.state == AGENT_EXEC_RUNNING;
+		if (rc == 0 && c->reply.state == AGENT_EXEC_FINISHED)
+			return 0;
+		if (rc == 0 && c->reply.state == AGENT_EXEC_UNKNOWN)
+			return sb_fail(err, ENOENT, "the agent has no record of the exec");
+		if (rc == -2 && (err->errnum == ECONNREFUSED || err->errnum == ENOENT)) {
 			/* Nothing listens where the agent did: it is gone, and with it the sandbox (the agent is
 			 * its PID 1), ended from outside during the call. Asking again would only wait. */
 			c->agent_gone = true;
@@ -331,8 +369,21 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 			return sb_fail(err, 0, "the sandbox ended during the call (its agent could not be reached, and "
 				       "its runtime proved it gone)");
 		}
-		sleep(1);
+		if (running) {
+			sb_debug("exec %s: the agent says it is still running; asking again in %lld ms", c->exec_id,
+				 (long long)wait_ms);
+		} else {
+			missed++;
+			wait_ms = QUERY_WAIT_MS;
+		}
+		if (!reconcile_wait(m, c, wait_ms, deadline))
+			return sb_fail(err, ECANCELED, "cancelled");
+		if (running)
+			wait_ms = wait_ms * 2 > QUERY_WAIT_MAX_MS ? QUERY_WAIT_MAX_MS : wait_ms * 2;
 	}
+	if (running)
+		return sb_fail(err, ETIMEDOUT, "the agent still said the exec was running when the time allowed for "
+			       "its end ran out");
 	return sb_fail(err, ETIMEDOUT, "the agent could not say how the exec ended");
 }
 

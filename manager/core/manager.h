@@ -74,11 +74,22 @@ struct settle_note {
 	char previous[65];             /* the manager it was taken from */
 };
 
+/* A session recovery could not settle (recovery.c recovery_run): reserved, why, and the first
+ * exec it left in flight (for `resolve`). In memory only: the records keep the session reserved and
+ * the exec in flight, which is what holds it; the reason is the last start's (recovery_note). */
+struct unsettled_note {
+	struct unsettled_note *next;
+	char session[65];
+	char exec_id[65];              /* "" when no exec was left (the sandbox could not be settled) */
+	char reason[SB_ERR_MSG_MAX];
+};
+
 struct manager {
 	struct config cfg;
 	char incarnation[33];          /* this run's, in the store's registry of managers (ownership.c) */
 	pthread_mutex_t claim_lock;    /* a lease's take and its settle note, together (recovery.c) */
 	struct settle_note *settle;    /* under `lock` */
+	struct unsettled_note *unsettled; /* under `lock` */
 	struct records *rec;
 	struct queue *queue;
 	struct ca *ca;
@@ -147,7 +158,9 @@ void cancel_call_ended(struct manager *m, const char *session, const char *tag, 
 unsigned cancel_stop_calls(struct manager *m, const char *reason);
 
 /* recovery.c: at start, before the first call: accepted execs are refused (they never ran),
- * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). */
+ * dispatched ones reconciled or uncertain; then the sandboxes (sandbox_recover). A session that
+ * cannot be settled is reserved, with a note (struct unsettled_note); -1 only when the records
+ * cannot be read or written. */
 int recovery_run(struct manager *m, struct sb_err *err);
 /* What one session's previous owner left in flight, settled: execs never rerun, the sandbox
  * proven gone or the session reserved. previous: "" for this manager's own earlier run, else the
@@ -158,6 +171,15 @@ int recovery_session(struct manager *m, const char *session, const char *previou
  * the session's turn before anything runs), or no such session (the op says so); else the
  * answer: the owner's "owned" refusal, or why the store could not say. */
 json_t *recovery_claim(struct manager *m, const char *session);
+/* The sessions recovery left reserved, as [{"session", "exec", "reason"}], for status; NULL on no
+ * memory. */
+json_t *recovery_unsettled_json(struct manager *m);
+/* The note of one such session into *out; false when it has none. */
+bool recovery_unsettled_get(struct manager *m, const char *session, struct unsettled_note *out);
+/* resolve.c, with the session's turn held: the exec left in flight is now settled; when nothing of
+ * the session is left in flight its note goes and its reserve is lifted as at start (records_
+ * sessions_release). 1: released, 0: still reserved, -1 (err). */
+int recovery_unsettled_done(struct manager *m, const char *session, struct sb_err *err);
 
 /* ownership.c: this manager in the store's registry, its leases renewed, released at a clean stop
  * (docs/scaling.md). */

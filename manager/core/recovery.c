@@ -1,8 +1,9 @@
 /* Start-up, before the first call: what the previous run left in flight is settled, never rerun.
  * Execs first (accepted ones refused: they never ran; dispatched ones reconciled with their
  * sandbox, or uncertain), since their sandboxes may still know how they ended; then the sandboxes
- * (sandbox.c sandbox_recover), each stopped with evidence or its session reserved. The one place
- * that calls both sides: neither calls the other for it. */
+ * (sandbox.c sandbox_recover), each stopped with evidence or its session reserved. Each session on
+ * its own: one that cannot be settled is reserved and the others serve. The one place that calls
+ * both sides: neither calls the other for it. */
 #include "manager.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include "agent_client.h"
 #include "call.h"
 #include "control.h"
+#include "failpoint.h"
 #include "fstree.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -108,6 +110,8 @@ static int receipt_key_read(const struct manager *m, const char *private_dir, ui
 	return 0;
 }
 
+#define RECOVER_QUERY_MS 30000
+
 /* Ask the sandbox the exec was dispatched to; fill c->reply on a verified, finished answer. */
 static int recover_query(struct manager *m, struct call *c, const struct exec_row *e, struct sb_err *err)
 {
@@ -135,9 +139,12 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 	c->sandbox = l;
 	if (receipt_key_read(m, sb.private_dir, l->receipt_key, err) == 0 &&
 	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
-		/* The same client configuration as the sandbox's own (private_dir.c). */
+		/* The same client configuration as the sandbox's own (private_dir.c). RECOVER_QUERY_MS,
+		 * not the exec's own deadline: the start serves no session until every one is settled,
+		 * so an exec its agent still says is running (call_reconcile asks on while it does) is
+		 * not waited for to its end: it is settled uncertain, its sandbox stopped. */
 		if (client_config_make(m, l, err) == 0)
-			rc = call_reconcile(m, c, tls_deadline_after(30000), err);
+			rc = call_reconcile(m, c, tls_deadline_after(RECOVER_QUERY_MS), err);
 		if (rc == 0)
 			rc = call_result_verify(c, err);
 	}
@@ -214,19 +221,57 @@ static int recover_dispatched(struct manager *m, const char *exec_id, const char
 /* The exec states a manager's death can leave, in the order they are settled. */
 static const char *const in_flight[] = { "accepted", "dispatched" };
 
-/* Fail closed: what cannot be recorded as settled stops the caller (a start that does not serve,
- * a takeover that answers no call). Accepted execs first: they never ran (a stale owner cannot
- * dispatch them now: its dispatch is a compare-and-set on `accepted` that the fence also holds);
- * then dispatched ones, which their sandbox may still know the end of. */
-static int recovery_execs(struct manager *m, const char *session, const char *context, bool ask,
+#ifdef SB_FAILPOINTS
+/* Test builds only (failpoint manager.recovery.settle_fails): one exec's end cannot be recorded, as
+ * a store refusing one write would; the session must be reserved and the others serve
+ * (docs/reliability.md). */
+static int settle_fault(const char *exec_id, struct sb_err *err)
+{
+	if (!failpoint_hit("manager.recovery.settle_fails"))
+		return 0;
+	sb_warn("failpoint manager.recovery.settle_fails reached: exec %s is left in flight", exec_id);
+	return sb_fail(err, EIO, "settling exec %s: its end could not be recorded (failpoint "
+		       "manager.recovery.settle_fails)", exec_id);
+}
+#else
+static int settle_fault(const char *exec_id, struct sb_err *err)
+{
+	(void)exec_id;
+	(void)err;
+	return 0;
+}
+#endif
+
+/* One exec left in state in_flight[k], settled: refused (accepted: it never ran) or reconciled. */
+static int recovery_exec(struct manager *m, size_t k, const char *exec_id, const char *refusal, const char *context,
+			 bool ask, struct sb_err *err)
+{
+	if (settle_fault(exec_id, err) < 0)
+		return -1;
+	if (k == 0 && records_exec_finish(m->rec, exec_id, "refused", NULL, NULL, refusal, err) < 0)
+		return recover_settled(m, exec_id);
+	if (k == 1)
+		return recover_dispatched(m, exec_id, context, ask, err);
+	return 0;
+}
+
+/* Fail closed: what cannot be recorded as settled stops the caller (a start reserves the session,
+ * a takeover answers no call). Each exec on its own: one that cannot be settled does not keep the
+ * others in flight; the first such is left (its id, "" for none) and its error returned. Accepted
+ * execs first: they never ran (a stale owner cannot dispatch them now: its dispatch is a
+ * compare-and-set on `accepted` that the fence also holds); then dispatched ones, which their
+ * sandbox may still know the end of. */
+static int recovery_execs(struct manager *m, const char *session, const char *context, bool ask, char left[65],
 			  struct sb_err *err)
 {
 	char refusal[300];
+	struct sb_err one;
 	int rc = 0;
 
+	left[0] = '\0';
 	snprintf(refusal, sizeof refusal, "%.200s before dispatching it: it never ran", ask ? "the manager stopped" : context);
-	for (size_t k = 0; k < 2 && rc == 0; k++) {
-		json_t *ids = records_exec_ids_in_state(m->rec, session, in_flight[k], err), *id;
+	for (size_t k = 0; k < 2; k++) {
+		json_t *ids = records_exec_ids_in_state(m->rec, session, in_flight[k], rc == 0 ? err : &one), *id;
 		size_t i;
 
 		if (ids == NULL)
@@ -234,35 +279,54 @@ static int recovery_execs(struct manager *m, const char *session, const char *co
 		json_array_foreach(ids, i, id) {
 			const char *exec_id = json_string_value(id);
 
-			if (rc != 0)
+			if (recovery_exec(m, k, exec_id, refusal, context, ask, rc == 0 ? err : &one) == 0)
 				continue;
-			if (k == 0 && records_exec_finish(m->rec, exec_id, "refused", NULL, NULL, refusal, err) < 0)
-				rc = recover_settled(m, exec_id);
-			if (k == 1 && recover_dispatched(m, exec_id, context, ask, err) < 0)
+			if (rc == 0) {
+				snprintf(left, 65, "%s", exec_id);
 				rc = -1;
+			} else {
+				sb_error("session %s: %s", session, one.msg); /* err keeps the first */
+			}
 		}
 		json_decref(ids);
 	}
 	return rc;
 }
 
-int recovery_session(struct manager *m, const char *session, const char *previous, struct sb_err *err)
+/* For this manager's own earlier run the sandbox is settled even when an exec was not: stopping it
+ * is the safe direction, and the exec's end is then for an operator to settle (resolve.c). */
+static int recovery_session_left(struct manager *m, const char *session, const char *previous, char left[65],
+				 struct sb_err *err)
 {
 	char context[160];
+	struct sb_err sandbox_err;
 
 	if (previous[0] == '\0') {
 		/* This manager's own earlier run: execs first, since their sandbox may still know how
 		 * they ended (recover_query asks it); then the sandbox. */
-		if (recovery_execs(m, session, "the manager restarted", true, err) < 0)
+		int rc = recovery_execs(m, session, "the manager restarted", true, left, err);
+
+		if (sandbox_recover_session(m, session, "after a manager restart", rc < 0 ? &sandbox_err : err) < 0) {
+			if (rc < 0) /* err keeps the exec's failure, the first */
+				sb_error("session %s: %s", session, sandbox_err.msg);
 			return -1;
-		return sandbox_recover_session(m, session, "after a manager restart", err);
+		}
+		return rc;
 	}
+	left[0] = '\0';
 	/* Another manager's: its sandbox first, stopped with evidence (or the session reserved), so
 	 * nothing it runs can still end after the records say how its calls ended. */
 	snprintf(context, sizeof context, "its owner, manager %.64s, stopped renewing its lease", previous);
 	if (sandbox_recover_session(m, session, context, err) < 0)
 		return -1;
-	return recovery_execs(m, session, context, false, err);
+	return recovery_execs(m, session, context, false, left, err);
+}
+
+int recovery_session(struct manager *m, const char *session, const char *previous, struct sb_err *err)
+{
+	char left[65];
+
+	return recovery_session_left(m, session, previous, left, err);
 }
 
 /* ---- which sessions a manager settles ----
@@ -270,6 +334,52 @@ int recovery_session(struct manager *m, const char *session, const char *previou
  * this manager owned before (its id), those no one owns, and those whose owner stopped renewing;
  * a session whose owner is alive is that owner's to settle, and is left as it is. */
 
+/* ---- a session recovery could not settle ----
+ * Reserved, so no call runs and nothing deletes its workspace while an exec of it is in flight on
+ * record; the others serve. The mark that holds it is in the records (the session `reserved`, the
+ * exec still accepted or dispatched, which records_sessions_release never releases), so it holds
+ * across a crash; the reason is in memory only (the note): every start retries recovery anyway, and
+ * a reason kept from an earlier start would name a cause that may be gone (a full disk, a store
+ * that refused one write). */
+
+static void note_free_all(struct unsettled_note **list)
+{
+	while (*list != NULL) {
+		struct unsettled_note *n = *list;
+
+		*list = n->next;
+		free(n);
+	}
+}
+
+/* -1 only when the reserve cannot be recorded: the store itself is unusable, and the start fails. */
+static int recovery_reserve(struct manager *m, const char *session, const char *exec_id, const struct sb_err *why,
+			    struct sb_err *err)
+{
+	struct unsettled_note *n = calloc(1, sizeof *n);
+
+	if (n == NULL)
+		return sb_fail(err, ENOMEM, "noting session %s as unsettled", session);
+	if (records_session_set_state(m->rec, session, "reserved", err) < 0) {
+		free(n);
+		sb_err_prefix(err, "session %s could not be settled (%.300s), and reserving it failed", session, why->msg);
+		return -1;
+	}
+	snprintf(n->session, sizeof n->session, "%s", session);
+	snprintf(n->exec_id, sizeof n->exec_id, "%s", exec_id);
+	snprintf(n->reason, sizeof n->reason, "%s", why->msg);
+	pthread_mutex_lock(&m->lock);
+	n->next = m->unsettled;
+	m->unsettled = n;
+	pthread_mutex_unlock(&m->lock);
+	sb_error("session %s: what the previous run left could not be settled (%s); the session is reserved "
+		 "(calls and delete refused) until an operator settles %s%s (resolve --exec), or a restart does",
+		 session, why->msg, exec_id[0] ? "exec " : "its sandbox", exec_id);
+	return 0;
+}
+
+/* Each session on its own: one that cannot be settled is reserved (recovery_reserve) and the
+ * others are settled and serve. Only a store that cannot be read or written stops the start. */
 int recovery_run(struct manager *m, struct sb_err *err)
 {
 	json_t *set = records_sessions_in_flight(m->rec, err), *v;
@@ -278,8 +388,13 @@ int recovery_run(struct manager *m, struct sb_err *err)
 
 	if (set == NULL)
 		return -1;
+	pthread_mutex_lock(&m->lock);
+	note_free_all(&m->unsettled);
+	pthread_mutex_unlock(&m->lock);
 	json_array_foreach(set, i, v) {
 		const char *session = json_string_value(v);
+		struct sb_err why;
+		char left[65];
 		struct lease l;
 		int took = ownership_take(m, session, &l, err);
 
@@ -294,7 +409,9 @@ int recovery_run(struct manager *m, struct sb_err *err)
 			rc = -1;
 			break;
 		}
-		if (recovery_session(m, session, l.previous, err) < 0) {
+		sb_err_clear(&why);
+		if (recovery_session_left(m, session, l.previous, left, &why) < 0 &&
+		    recovery_reserve(m, session, left, &why, err) < 0) {
 			rc = -1;
 			break;
 		}
@@ -303,13 +420,91 @@ int recovery_run(struct manager *m, struct sb_err *err)
 	if (rc < 0)
 		return -1;
 	/* A session reserved because a sandbox's end was not proven gets its workspace back once
-	 * every one of its sandboxes is: the operator removed it, or it ended since. */
+	 * every one of its sandboxes is: the operator removed it, or it ended since. One with an exec
+	 * still in flight stays reserved (records_sessions_release). */
 	released = records_sessions_release(m->rec, err);
 	if (released < 0)
 		return -1;
 	if (released > 0)
 		sb_info("%d reserved session(s) released: their sandboxes are proven gone", released);
 	return 0;
+}
+
+json_t *recovery_unsettled_json(struct manager *m)
+{
+	json_t *list = json_array();
+
+	pthread_mutex_lock(&m->lock);
+	for (struct unsettled_note *n = m->unsettled; n != NULL && list != NULL; n = n->next)
+		if (json_array_append_new(list, json_pack("{s:s, s:s?, s:s}", "session", n->session, "exec",
+							  n->exec_id[0] ? n->exec_id : NULL, "reason", n->reason)) != 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	pthread_mutex_unlock(&m->lock);
+	return list;
+}
+
+bool recovery_unsettled_get(struct manager *m, const char *session, struct unsettled_note *out)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&m->lock);
+	for (struct unsettled_note *n = m->unsettled; n != NULL && !found; n = n->next)
+		if (strcmp(n->session, session) == 0) {
+			*out = *n;
+			out->next = NULL;
+			found = true;
+		}
+	pthread_mutex_unlock(&m->lock);
+	return found;
+}
+
+/* Whether session still has an exec in flight on record; -1 (err). */
+static int in_flight_left(struct manager *m, const char *session, char first[65], struct sb_err *err)
+{
+	first[0] = '\0';
+	for (size_t k = 0; k < 2 && first[0] == '\0'; k++) {
+		json_t *ids = records_exec_ids_in_state(m->rec, session, in_flight[k], err);
+
+		if (ids == NULL)
+			return -1;
+		if (json_array_size(ids) > 0)
+			snprintf(first, 65, "%s", json_string_value(json_array_get(ids, 0)) ?: "?");
+		json_decref(ids);
+	}
+	return first[0] != '\0';
+}
+
+int recovery_unsettled_done(struct manager *m, const char *session, struct sb_err *err)
+{
+	struct unsettled_note **p, *n;
+	struct session_row s;
+	char next[65];
+	int left = in_flight_left(m, session, next, err);
+
+	if (left < 0)
+		return -1;
+	pthread_mutex_lock(&m->lock);
+	for (p = &m->unsettled; (n = *p) != NULL; p = &n->next)
+		if (strcmp(n->session, session) == 0) {
+			if (left) {
+				snprintf(n->exec_id, sizeof n->exec_id, "%s", next);
+			} else {
+				*p = n->next;
+				free(n);
+			}
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+	if (left)
+		return 0;
+	/* The same release as at start: a sandbox of it not proven gone keeps it reserved still. */
+	if (records_sessions_release(m->rec, err) < 0)
+		return -1;
+	if (records_session_get(m->rec, session, &s, err) != RECORDS_FOUND)
+		return -1;
+	return strcmp(s.state, "active") == 0;
 }
 
 /* ---- a session taken over while serving ----

@@ -272,7 +272,7 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 		workspace_free(&ws);
 		free(l);
 		return sb_invalid(err, "session %s records the network policy '%.15s', neither open nor none",
-			       session, s->network);
+				  session, s->network);
 	}
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */
 	rc = records_session_bump_generation(m->rec, session, &l->generation, err);

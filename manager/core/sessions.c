@@ -224,8 +224,9 @@ json_t *sessions_show(struct manager *m, const char *id)
 {
 	struct session_row s;
 	struct sandbox_row sb;
+	struct unsettled_note note;
 	struct sb_err err;
-	json_t *resp = session_lookup(m, id, &s), *grants, *sandbox = json_null();
+	json_t *resp = session_lookup(m, id, &s), *grants, *sandbox = json_null(), *unsettled = NULL;
 
 	if (resp != NULL)
 		return resp;
@@ -240,16 +241,22 @@ json_t *sessions_show(struct manager *m, const char *id)
 				    "generation", (json_int_t)sb.generation, "state", sb.state, "evidence",
 				    sb.evidence[0] ? sb.evidence : NULL);
 	}
-	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s}", "ok", 1, "session",
-			 s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch", s.branch,
-			 "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn, "sandbox",
-			 sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
-			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id), "network", s.network);
+	/* "unsettled" (only when there is something to say): why the start's recovery reserved it, and
+	 * the exec to resolve. */
+	if (recovery_unsettled_get(m, id, &note))
+		unsettled = json_pack("{s:s?, s:s}", "exec", note.exec_id[0] ? note.exec_id : NULL, "reason", note.reason);
+	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s, s:o*}", "ok",
+			 1, "session", s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch",
+			 s.branch, "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn,
+			 "sandbox", sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
+			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id), "network", s.network,
+			 "unsettled", unsettled);
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)
 {
 	struct live_sandbox *l = sandbox_find(m, s->id);
+	struct unsettled_note note;
 	struct workspace ws;
 	struct sb_err err;
 	bool kept = true;
@@ -259,6 +266,10 @@ static json_t *delete_locked(struct manager *m, struct session_row *s, bool dele
 	if (l != NULL && sandbox_retire(m, l, "session deleted", &err) < 0)
 		return control_error("refused", "session %s: its sandbox's end is not proven (%s); the workspace stays "
 				     "reserved", s->id, err.msg);
+	if (strcmp(s->state, "reserved") == 0 && recovery_unsettled_get(m, s->id, &note))
+		return control_error("refused", "session %s is reserved: the start's recovery could not settle %s%s "
+				     "(%s); its workspace stays until that is settled (resolve --exec)", s->id,
+				     note.exec_id[0] ? "exec " : "its sandbox", note.exec_id, note.reason);
 	if (strcmp(s->state, "reserved") == 0)
 		return control_error("refused", "session %s is reserved: an earlier sandbox's end was never proven; "
 				     "its workspace stays until it is", s->id);

@@ -3,6 +3,7 @@
  * it, and it writes nothing. */
 #include "status.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 struct status_view {
 	json_t *counts;    /* records_counts() */
+	json_t *unsettled; /* recovery_unsettled_json() */
 	int64_t idle, busy;
 };
 
@@ -25,6 +27,11 @@ static int status_read(struct manager *m, struct status_view *v, struct sb_err *
 	v->counts = records_counts(m->rec, err);
 	if (v->counts == NULL)
 		return -1;
+	v->unsettled = recovery_unsettled_json(m);
+	if (v->unsettled == NULL) {
+		json_decref(v->counts);
+		return sb_fail(err, ENOMEM, "listing the sessions recovery could not settle");
+	}
 	pthread_mutex_lock(&m->lock);
 	for (struct live_sandbox *l = m->live; l != NULL; l = l->next)
 		*(l->busy ? &v->busy : &v->idle) += 1;
@@ -58,11 +65,45 @@ static void msg_add(char *buf, size_t size, const char *fmt, ...)
 		memcpy(buf + size - 4, "...", 4);
 }
 
+static bool is_unsettled(const struct status_view *v, const char *session)
+{
+	json_t *item;
+	size_t i;
+
+	json_array_foreach(v->unsettled, i, item)
+		if (session != NULL && strcmp(json_string_value(json_object_get(item, "session")) ?: "", session) == 0)
+			return true;
+	return false;
+}
+
+/* The sessions recovery could not settle, each with why and the exec to resolve. */
+static json_t *unsettled_problem(const struct status_view *v)
+{
+	size_t n = json_array_size(v->unsettled), i;
+	json_t *item;
+	char msg[4096];
+
+	msg[0] = '\0';
+	msg_add(msg, sizeof msg, "%zu session%s reserved: the start's recovery could not settle what the previous run "
+		"left in flight, so calls and delete are refused; look at the workspace, then settle the exec "
+		"(resolve --exec ID --outcome ran|not-ran|unknown --note TEXT: it is recorded uncertain and the "
+		"session serves again), or restart the manager to retry:", n, n == 1 ? "" : "s");
+	json_array_foreach(v->unsettled, i, item) {
+		const char *exec = json_string_value(json_object_get(item, "exec"));
+
+		msg_add(msg, sizeof msg, "%s session %s (%s%s: %s)", i ? "," : "",
+			json_string_value(json_object_get(item, "session")) ?: "?", exec ? "exec " : "its sandbox",
+			exec ?: "", json_string_value(json_object_get(item, "reason")) ?: "?");
+	}
+	return json_string(msg);
+}
+
 /* The verdict's reasons (status.h), each naming what to look at and what to do. */
 static json_t *status_problems(const struct status_view *v)
 {
 	json_t *list = json_array(), *item;
-	int64_t uncertain = uncertain_open(v), reserved = count_of(v, "sessions", "reserved");
+	int64_t uncertain = uncertain_open(v);
+	int64_t reserved = count_of(v, "sessions", "reserved") - (int64_t)json_array_size(v->unsettled);
 	char msg[2048];
 	size_t i;
 
@@ -87,9 +128,13 @@ static json_t *status_problems(const struct status_view *v)
 			"delete are refused; end it by hand and restart the manager (docs/operations.md, After a "
 			"crash):", (long long)reserved, reserved == 1 ? "" : "s", reserved == 1 ? "its" : "each one's");
 		json_array_foreach(json_object_get(v->counts, "reserved_sessions"), i, item)
-			msg_add(msg, sizeof msg, "%s %s", i ? "," : "", json_string_value(item) ?: "?");
+			if (!is_unsettled(v, json_string_value(item)))
+				msg_add(msg, sizeof msg, "%s %s", msg[strlen(msg) - 1] == ':' ? "" : ",",
+					json_string_value(item) ?: "?");
 		json_array_append_new(list, json_string(msg));
 	}
+	if (json_array_size(v->unsettled) > 0)
+		json_array_append_new(list, unsettled_problem(v));
 	return list;
 }
 
@@ -104,7 +149,7 @@ json_t *status_answer(struct manager *m)
 		return control_error_from("internal", &err);
 	problems = status_problems(&v);
 	resp = json_pack("{s:b, s:s, s:s, s:I, s:I, s:s, s:s, s:s?, s:{s:I, s:I, s:I}, s:O, s:O, s:I, s:I, s:I,"
-			 " s:O, s:O, s:s, s:o}",
+			 " s:O, s:O, s:O, s:s, s:o}",
 			 "ok", 1, "version", SB_VERSION, "backend", m->cfg.backend, "pid", (json_int_t)getpid(),
 			 "uptime_seconds", (json_int_t)(metrics_uptime_ms() / 1000), "state_dir", m->cfg.state_dir,
 			 "socket", m->cfg.socket, "metrics_listen", m->cfg.metrics_listen[0] ? m->cfg.metrics_listen : NULL,
@@ -115,9 +160,10 @@ json_t *status_answer(struct manager *m)
 			 "uncertain", (json_int_t)uncertain_open(&v), "reserved",
 			 (json_int_t)count_of(&v, "sessions", "reserved"), "uncertain_sessions",
 			 json_object_get(v.counts, "uncertain_sessions"), "reserved_sessions",
-			 json_object_get(v.counts, "reserved_sessions"), "health",
+			 json_object_get(v.counts, "reserved_sessions"), "unsettled_sessions", v.unsettled, "health",
 			 json_array_size(problems) > 0 ? "degraded" : "healthy", "problems", problems);
 	json_decref(v.counts);
+	json_decref(v.unsettled);
 	return resp;
 }
 
@@ -135,10 +181,12 @@ int status_metrics_text(struct manager *m, char **text, size_t *len, struct sb_e
 		.sessions_deleting = count_of(&v, "sessions", "deleting"),
 		.sessions_deleted = count_of(&v, "sessions", "deleted"),
 		.sessions_reserved = count_of(&v, "sessions", "reserved"), .uncertain = uncertain_open(&v),
+		.sessions_unsettled = (int64_t)json_array_size(v.unsettled),
 		.in_flight = count_of(&v, "execs", "accepted") + count_of(&v, "execs", "dispatched"),
 	};
 	rc = metrics_render(&g, text, len, err);
 	json_decref(v.counts);
+	json_decref(v.unsettled);
 	return rc;
 }
 

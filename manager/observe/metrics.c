@@ -238,8 +238,10 @@ int metrics_render(const struct metrics_gauges *g, char **text, size_t *len, str
 	fprintf(f, "sandbox_manager_sessions{state=\"reserved\"} %lld\n", (long long)g->sessions_reserved);
 	gauge(f, "sandbox_manager_uncertain_execs", "Uncertain execs of sessions not deleted: to reconcile by hand.",
 	      g->uncertain);
-	gauge(f, "sandbox_manager_reserved_sessions", "Sessions whose sandbox's end is not proven: for an operator.",
-	      g->sessions_reserved);
+	gauge(f, "sandbox_manager_reserved_sessions", "Sessions whose sandbox's end is not proven, or that recovery "
+	      "could not settle: for an operator.", g->sessions_reserved);
+	gauge(f, "sandbox_manager_unsettled_sessions", "Reserved sessions this start's recovery could not settle: "
+	      "an exec left in flight, for resolve.", g->sessions_unsettled);
 	gauge(f, "sandbox_manager_execs_in_flight", "Execs accepted or dispatched, not yet ended.", g->in_flight);
 	gauge(f, "sandbox_manager_control_connections", "Control socket connections open now.", connections);
 	if (ferror(f)) {

@@ -48,6 +48,7 @@ struct metrics_gauges {
 	const char *backend;
 	int64_t sandboxes_idle, sandboxes_busy;
 	int64_t sessions_active, sessions_deleting, sessions_deleted, sessions_reserved; /* in the records */
+	int64_t sessions_unsettled; /* of those reserved, the ones this start's recovery could not settle */
 	int64_t uncertain;     /* uncertain execs of sessions not deleted (records_counts) */
 	int64_t in_flight;     /* execs accepted or dispatched */
 };

@@ -92,8 +92,8 @@ void records_close(struct records *r);
 int records_session_insert(struct records *r, const struct session_row *s, struct sb_err *err);
 int records_session_get(struct records *r, const char *id, struct session_row *out, struct sb_err *err);
 int records_session_set_state(struct records *r, const char *id, const char *state, struct sb_err *err);
-/* Every `reserved` session whose sandboxes are all proven gone becomes `active` again; returns how
- * many, or -1. With a fence, only the sessions owned by the fence's manager or by no one. */
+/* Every `reserved` session whose sandboxes are all proven gone and which has no exec in flight
+ * becomes `active` again; returns how many, or -1. With a fence, only the sessions owned by the fence's manager or by no one. */
 int records_sessions_release(struct records *r, struct sb_err *err);
 /* Increment the generation; *generation receives the new value. */
 int records_session_bump_generation(struct records *r, const char *id, uint64_t *generation, struct sb_err *err);

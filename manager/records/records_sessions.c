@@ -120,9 +120,10 @@ int records_session_set_state(struct records *r, const char *id, const char *sta
 	return session_changed(r, id, err);
 }
 
-/* A reserved session is released only when none of its sandboxes is left without evidence: the
- * check and the change are one statement, so no sandbox row can slip in between. With a fence,
- * another manager's sessions are its to release. */
+/* A reserved session is released only when none of its sandboxes is left without evidence and
+ * none of its execs is left in flight (recovery could not settle it: recovery.c recovery_reserve;
+ * an operator's resolve settles it first): the check and the change are one statement, so no row
+ * can slip in between. With a fence, another manager's sessions are its to release. */
 int records_sessions_release(struct records *r, struct sb_err *err)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
@@ -131,6 +132,8 @@ int records_sessions_release(struct records *r, struct sb_err *err)
 
 	if (prepare(r, "UPDATE sessions SET state = 'active' WHERE state = 'reserved' AND NOT EXISTS"
 		       " (SELECT 1 FROM sandboxes WHERE sandboxes.session = sessions.id AND sandboxes.state <> 'gone')"
+		       " AND NOT EXISTS (SELECT 1 FROM execs WHERE execs.session = sessions.id"
+		       " AND execs.state IN ('accepted', 'dispatched'))"
 		       " AND (?1 IS NULL OR owner IS NULL OR owner = ?1)", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, fence_me(r), &rc);

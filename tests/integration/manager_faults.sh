@@ -163,6 +163,32 @@ test_manager_fault_cut_result() {
 }
 t manager_fault_cut_result test_manager_fault_cut_result
 
+# A dropped connection does not end a long call (issue 27): the connection is cut 2 s into a 20 s
+# call (failpoint manager.agent.cut_waiting), while its command runs. The agent keeps answering
+# "running", and the manager keeps asking until the call's own deadline: the call ends exited 3 with
+# its output, the command ran once, and the sandbox stays (the same generation serves the next call).
+test_manager_fault_cut_long_call() {
+	local m t0
+	fp_need
+	m=$(unique_marker)
+	mgr_repo && fp_start manager.agent.cut_waiting:2 && mgr_session || return
+	t0=$(now_ms)
+	mgr exec --session "$SID" --timeout-seconds 60 -- "echo run >> \"\$TMPDIR/runs.$m\"; echo start.$m; sleep 18; echo done.$m; exit 3"
+	grep -q "failpoint manager.agent.cut_waiting reached" "$TD/manager.log" || bad "the connection was not cut"
+	assert_eq "the call's exit code (stderr: $(head -c 300 "$ERR"))" 3 "$RC"
+	assert_eq "its output" "start.$m
+done.$m" "$(cat "$OUT")"
+	assert_ge "ms the call took (the command's own 18 s)" $(($(now_ms) - t0)) 18000
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited"]'
+	assert_json '.records[0].result.receipt.verified' true
+	assert_eq "the command ran" 1 "$(runs_of "$m")"
+	fault_next_call '["exited","exited"]'
+	mgr session show --session "$SID"
+	assert_json .generation 1
+}
+t manager_fault_cut_long_call test_manager_fault_cut_long_call
+
 # A compromised agent's word (failpoints manager.agent.result_running and result_exit_code forge the
 # Result as it arrives, the receipt untouched): the manager records only what the receipt proves. The
 # call is uncertain with the reason, its sandbox retired; the session's next call runs on a new one;
@@ -197,13 +223,96 @@ test_manager_fault_result_exit_code() { fault_agent_lies manager.agent.result_ex
 t manager_fault_result_running test_manager_fault_result_running
 t manager_fault_result_exit_code test_manager_fault_result_exit_code
 
+# One session that recovery cannot settle stays in that session (issue 27): two sessions each have a
+# call in flight when the manager is killed; the restart cannot record the end of the first exec it
+# settles (failpoint manager.recovery.settle_fails). The manager starts, that session is reserved
+# (status degraded naming it and why, session show, the metrics), the other session's exec is settled
+# from its journal and the session serves; `resolve` settles the exec left in flight, recorded
+# uncertain with the reason, and that session serves again.
+test_manager_fault_recovery_one_session() {
+	local m1 m2 a b wa wb bad_sid good_sid left
+	fp_need
+	m1=$(unique_marker)
+	m2=$(unique_marker)
+	mgr_repo && mgr_start && mgr_session || return
+	a=$SID wa=$WT
+	mgr_session || return
+	b=$SID wb=$WT
+	mgr_bg_exec a "echo run >> \"\$TMPDIR/runs.$m1\"; sleep 2.$m1; echo out.$m1; exit 3" "$a"
+	mgr_bg_exec b "echo run >> \"\$TMPDIR/runs.$m2\"; sleep 2.$m2; echo out.$m2; exit 3" "$b"
+	# anchored: the client's own command line holds the same words
+	for _ in $(seq 1 100); do
+		pgrep -f "^sleep 2.$m1" >/dev/null && pgrep -f "^sleep 2.$m2" >/dev/null && break
+		sleep 0.1
+	done
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	wait_bg_execs_allow_fail
+	sleep 2.5 # both commands end meanwhile; their agents keep the end in their journals
+
+	fp_start manager.recovery.settle_fails:1 || return
+	grep -q "failpoint manager.recovery.settle_fails reached" "$TD/manager.log" || bad "the failpoint was not reached"
+	mgr status --json
+	assert_eq "status: exit code, degraded (stderr: $(head -c 300 "$ERR"))" 1 "$RC"
+	assert_json .health '"degraded"'
+	assert_json '.unsettled_sessions | length' 1
+	bad_sid=$(jr '.unsettled_sessions[0].session')
+	left=$(jr '.unsettled_sessions[0].exec')
+	if [ "$bad_sid" = "$a" ]; then good_sid=$b; else good_sid=$a; fi
+	assert_match "status: the reason" "manager.recovery.settle_fails" "$(jr '.unsettled_sessions[0].reason')"
+	assert_match "status: the problem names the session" "recovery could not settle.* session $bad_sid \\(exec $left" \
+		"$(jr '.problems | join(" ")')"
+	mgr session show --session "$bad_sid"
+	assert_json .state '"reserved"'
+	assert_json .unsettled.exec "\"$left\""
+	assert_match "session show: the reason" "could not be recorded" "$(jr .unsettled.reason)"
+	mgr metrics
+	grep -qx "sandbox_manager_unsettled_sessions 1" "$OUT" || bad "metrics: not one unsettled session"
+	grep -qx "sandbox_manager_reserved_sessions 1" "$OUT" || bad "metrics: not one reserved session"
+
+	# The other session was settled from its agent's journal, and serves.
+	mgr records --session "$good_sid"
+	assert_json '[.records[].state]' '["exited"]'
+	assert_json '.records[0].result.exit_code' 3
+	mgr exec --session "$good_sid" -- 'echo again'
+	assert_eq "the other session's next call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	# The reserved one refuses calls and delete, its exec still in flight on record.
+	mgr exec --session "$bad_sid" -- 'echo refused'
+	assert_eq "a call on the reserved session" 125 "$RC"
+	assert_match "the refusal" "is reserved" "$(cat "$ERR")"
+	mgr session delete --session "$bad_sid"
+	assert_match "delete refused, saying why" "recovery could not settle exec $left" "$(cat "$ERR")"
+	mgr records --session "$bad_sid"
+	assert_json '[.records[].state]' '["refused","dispatched"]'
+	assert_json '.records[1].exec_id' "\"$left\""
+
+	mgr resolve --exec "$left" --outcome ran --note "checked the worktree: it ran"
+	assert_eq "resolve: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_json .state '"uncertain"'
+	assert_json .session_serves true
+	mgr records --session "$bad_sid"
+	assert_json '[.records[].state]' '["refused","uncertain"]'
+	assert_match "the recorded reason" "recovery could not settle it" "$(jr '.records[1].reason')"
+	assert_json '.records[1].resolution.outcome' '"ran"'
+	mgr status --json
+	assert_eq "status: exit code, healthy again (stdout: $(head -c 600 "$OUT"))" 0 "$RC"
+	assert_json .health '"healthy"'
+	assert_json '.unsettled_sessions | length' 0
+	mgr exec --session "$bad_sid" -- 'echo served'
+	assert_eq "the settled session's next call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" served "$(cat "$OUT")"
+	assert_eq "the first command ran" 1 "$(WT=$wa runs_of "$m1")"
+	assert_eq "the second command ran" 1 "$(WT=$wb runs_of "$m2")"
+}
+t manager_fault_recovery_one_session test_manager_fault_recovery_one_session
+
 # The normal build holds no failpoint (the names are the proof), the failpoint build every one.
 test_manager_fault_build() {
 	local names
 	fp_need
-	names=$(cat "$MANAGER" "$MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' | sort -u | tr '\n' ' ')
+	names=$(cat "$MANAGER" "$MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
 	assert_eq "failpoint names in the normal manager" "" "$names"
-	names=$(cat "$FP_MANAGER" "$FP_MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\)\.[a-z_]*' | sort -u | tr '\n' ' ')
-	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded " "$names"
+	names=$(cat "$FP_MANAGER" "$FP_MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
+	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.cut_waiting manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded manager.recovery.settle_fails " "$names"
 }
 t manager_fault_build test_manager_fault_build

@@ -19,7 +19,7 @@
 
 static const struct metrics_gauges gauges = {
 	.version = "0.1.0", .backend = "process", .sandboxes_idle = 2, .sandboxes_busy = 1, .sessions_active = 4,
-	.sessions_deleting = 0, .sessions_deleted = 7, .sessions_reserved = 1, .uncertain = 3, .in_flight = 1,
+	.sessions_deleting = 0, .sessions_deleted = 7, .sessions_reserved = 1, .sessions_unsettled = 1, .uncertain = 3, .in_flight = 1,
 };
 
 static char *render(const struct metrics_gauges *g)
@@ -105,7 +105,7 @@ static void test_shape(void **state)
 			assert_true(end != value + 1 && *end == '\0');
 		}
 	}
-	assert_int_equal(families, 10);
+	assert_int_equal(families, 11);
 	assert_true(has_line(text, "sandbox_manager_build_info{version=\"0.1.0\",backend=\"process\"} 1"));
 	free(copy);
 	free(text);
@@ -210,6 +210,7 @@ static void test_execs_and_gauges(void **state)
 	assert_true(has_line(text, "sandbox_manager_sessions{state=\"deleted\"} 7"));
 	assert_true(has_line(text, "sandbox_manager_sessions{state=\"reserved\"} 1"));
 	assert_true(has_line(text, "sandbox_manager_reserved_sessions 1"));
+	assert_true(has_line(text, "sandbox_manager_unsettled_sessions 1"));
 	assert_true(has_line(text, "sandbox_manager_uncertain_execs 3"));
 	assert_true(has_line(text, "sandbox_manager_execs_in_flight 1"));
 	free(text);

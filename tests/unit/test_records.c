@@ -539,6 +539,29 @@ static void test_release_reserved(void **state)
 	records_close(r);
 }
 
+/* A session recovery could not settle (an exec of it still in flight) stays reserved, its sandbox
+ * gone or not: the release waits for the exec's end (recovery.c recovery_reserve; resolve.c). */
+static void test_release_waits_for_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db);
+	struct session_row got;
+	struct sb_err err;
+
+	session_add(r, "s1");
+	exec_add(r, "e1", "s1", 1000);
+	assert_int_equal(records_exec_dispatched(r, "e1", 1, "00", "process:1:1", NULL, &err), 0);
+	assert_int_equal(records_session_set_state(r, "s1", "reserved", &err), 0);
+	assert_int_equal(records_sessions_release(r, &err), 0);
+	assert_int_equal(records_session_get(r, "s1", &got, &err), RECORDS_FOUND);
+	assert_string_equal(got.state, "reserved");
+	assert_int_equal(records_exec_finish(r, "e1", "uncertain", NULL, NULL, "left by recovery", &err), 0);
+	assert_int_equal(records_sessions_release(r, &err), 1);
+	assert_int_equal(records_session_get(r, "s1", &got, &err), RECORDS_FOUND);
+	assert_string_equal(got.state, "active");
+	records_close(r);
+}
+
 /* ---------------------------------------------------------------- execs */
 
 /* Every exec of the session, oldest first: the pages of records_page() (newest first), in turn. */
@@ -1576,6 +1599,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_reserved, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_waits_for_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_lifecycle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_forbidden_transitions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_odd_text_kept, setup, teardown),
