@@ -1,5 +1,6 @@
 /* The Streamable HTTP transport of `sandbox-manager mcp` (see mcp_http.h). One request per
- * connection (Connection: close), one detached thread per connection, at most MAX_CONNS at once.
+ * connection (Connection: close), one detached thread per connection, at most MAX_CONNS at once, of
+ * which at most UNAUTH_MAX before their token (the oldest evicted).
  * A request is read whole within READ_DEADLINE_MS and its bounds, checked (path, Origin, bearer
  * token, method, content type), and handed to the protocol (mcp_proto.c); its answer is one JSON
  * object, or an SSE stream when a progress notification comes first and the client accepts one.
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,11 @@
 #define READ_DEADLINE_MS 10000          /* the whole request, from accept */
 #define SEND_TIMEOUT_MS 10000
 #define MAX_CONNS 32
+/* Connections that have not shown the bearer token yet: a budget of their own, the oldest evicted
+ * by a new one (issue 26, N1). Anyone who can connect can open one, and 32 held idle filled every
+ * slot, so the token's holders got 503; now idle ones hold at most these, and only until newer
+ * ones come, while a client with the token leaves them within its first packet. */
+#define UNAUTH_MAX 8
 #define CONTINUE "HTTP/1.1 100 Continue\r\n\r\n"
 
 static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -48,6 +55,47 @@ struct conn {
 	char *body;
 	size_t body_len;
 };
+
+/* The connections not yet authenticated, under conns_lock: each slot's conn and its arrival. */
+static struct {
+	struct conn *c;
+	uint64_t seq;
+} unauth[UNAUTH_MAX];
+static uint64_t unauth_seq;
+
+/* A new connection takes a free slot, or the oldest one's: that one is shut down (its thread reads
+ * the end and leaves). Its descriptor is still open: a conn leaves its slot before it closes it. */
+static void unauth_enter(struct conn *c)
+{
+	size_t pick = 0;
+
+	pthread_mutex_lock(&conns_lock);
+	for (size_t i = 0; i < UNAUTH_MAX; i++) {
+		if (unauth[i].c == NULL) {
+			pick = i;
+			break;
+		}
+		if (unauth[i].seq < unauth[pick].seq)
+			pick = i;
+	}
+	if (unauth[pick].c != NULL) {
+		sb_info("mcp: http: %d connections without a token: the oldest is closed", UNAUTH_MAX);
+		shutdown(unauth[pick].c->fd, SHUT_RDWR);
+	}
+	unauth[pick].c = c;
+	unauth[pick].seq = ++unauth_seq;
+	pthread_mutex_unlock(&conns_lock);
+}
+
+/* Its token shown, or its connection ending: the slot is free (if it is still its own). */
+static void unauth_leave(struct conn *c)
+{
+	pthread_mutex_lock(&conns_lock);
+	for (size_t i = 0; i < UNAUTH_MAX; i++)
+		if (unauth[i].c == c)
+			unauth[i].c = NULL;
+	pthread_mutex_unlock(&conns_lock);
+}
 
 /* ---- the request ---- */
 
@@ -380,6 +428,7 @@ static int conn_read(struct conn *c, struct req *r)
 		return reply_error(c->fd, 401, r->auth ? "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n"
 				   : "WWW-Authenticate: Bearer\r\n", RPC_INVALID_REQUEST,
 				   "a bearer token is required (sandbox-manager mcp --token-file)"), -1;
+	unauth_leave(c); /* from here on it holds one of the MAX_CONNS, as the token's holder */
 	if (strcmp(r->method, "POST") != 0)
 		return reply_error(c->fd, 405, "Allow: POST\r\n", RPC_INVALID_REQUEST,
 				   "only POST: no sessions, no GET stream (2026-07-28)"), -1;
@@ -429,6 +478,7 @@ static void *conn_main(void *arg)
 			reply(c->fd, 202, NULL, NULL);
 		}
 	}
+	unauth_leave(c); /* before the close: an eviction never shuts down a reused descriptor */
 	close(c->fd);
 	json_decref(c->pending);
 	free(c->body);
@@ -465,9 +515,11 @@ void mcp_http_conn_start(const struct mcp_http *h, int fd)
 	c->fd = fd;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
+	unauth_enter(c);
 	if (sb_thread_detached(conn_main, c, &err) == 0)
 		return;
 	sb_warn("mcp: http: %s", err.msg);
+	unauth_leave(c);
 	close(fd);
 	json_decref(c->pending);
 	free(c);

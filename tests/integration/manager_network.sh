@@ -33,7 +33,7 @@ net_mcp_http() {
 		2>"$TD/mcp-http.log" &
 	MCP_PID=$!
 	for i in $(seq 1 100); do
-		MCP_PORT=$(grep -o 'listening on [^" ]*' "$TD/mcp-http.log" | head -n 1 | sed 's/.*://')
+		MCP_PORT=$(grep -o 'listening on [^" ]*' "$TD/mcp-http.log" | head -n 1 | sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p')
 		[ -n "$MCP_PORT" ] && return 0
 		sleep 0.1
 	done
@@ -164,3 +164,42 @@ while True:
 10.0.2.2/18081: refused" "$out"
 }
 t manager_network_open_reaches_out test_network_open_reaches_out
+
+# No listener lets an unauthenticated peer hold shared capacity (N1): 40 connections held idle
+# without a token (the review's attack: 32 held every slot, and the token's holder got 503) keep at
+# most 8 slots, the oldest closed as newer ones come; a client with the token is still served.
+test_mcp_http_unauth_budget() {
+	mgr_repo && mgr_start && mgr_session || return
+	trap net_cleanup EXIT
+	net_mcp_http || return
+	timeout 60 python3 - "$MCP_PORT" "$(cat "$TD/token")" >"$TD/flood.out" 2>&1 <<'PY'
+import socket, sys, time
+port, token = int(sys.argv[1]), sys.argv[2]
+idle = []
+for _ in range(40):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")  # a head that never ends, no token
+    idle.append(s)
+time.sleep(1)
+c = socket.create_connection(("127.0.0.1", port))
+c.sendall(b"GET /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() + b"\r\n\r\n")
+c.settimeout(10)
+print("token holder:", c.recv(64).split(b"\r\n")[0].decode())
+closed = 0
+for s in idle:  # closed by the manager: its end read (after a 503 or nothing), or a reset
+    s.settimeout(0.5)
+    try:
+        while s.recv(4096):
+            pass
+        closed += 1
+    except socket.timeout:
+        pass
+    except OSError:
+        closed += 1
+print("idle closed:", closed)
+PY
+	assert_eq "the flood's exit code ($(cat "$TD/flood.out"))" 0 "$?"
+	assert_eq "the token holder's answer" "token holder: HTTP/1.1 405 Method Not Allowed" "$(sed -n 1p "$TD/flood.out")"
+	assert_ge "idle connections closed" "$(sed -n 's/^idle closed: //p' "$TD/flood.out")" 32
+}
+t manager_mcp_http_unauth_budget test_mcp_http_unauth_budget
