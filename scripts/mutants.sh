@@ -8,6 +8,8 @@
 # test that fails there proves nothing ("baseline failed", also a failure). Exits non-zero when any
 # mutation survived, is stale, or could not be judged. The copies are removed; the logs stay in
 # BUILD/mutants/. Usage: mutants.sh [BUILD] (MUTANTS=..., MUTANTS_JOBS=N for make -jN, default 1).
+# A mutation may make a test hang (test_queue under M8): a cmocka program has MUTANTS_UNIT_SECONDS
+# (120), an integration case MUTANTS_IT_SECONDS (1200); a timeout is a failure, so "caught".
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-build}
@@ -58,17 +60,18 @@ run_test() {
 	(
 		cd "$tree" || exit 1
 		if [ -f "tests/unit/$t.c" ]; then
-			timeout 900 bash tests/run-cmocka.sh "$build" unit "$t"
+			timeout -k 5 "${MUTANTS_UNIT_SECONDS:-120}" bash tests/run-cmocka.sh "$build" unit "$t"
 		elif [ -f "tests/integration/$t.c" ]; then
-			timeout 900 bash tests/run-cmocka.sh "$build" integration "$t"
+			timeout -k 5 "${MUTANTS_IT_SECONDS:-1200}" bash tests/run-cmocka.sh "$build" integration "$t"
 		else
-			timeout 1800 bash tests/integration/run.sh "$build" "$t"
+			timeout -k 5 "${MUTANTS_IT_SECONDS:-1200}" bash tests/integration/run.sh "$build" "$t"
 		fi
 	) >"$log" 2>&1
 }
 
 work=$(mktemp -d /var/tmp/sb-mutants.XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 # The integration harness runs cases as the test user too: the copies must be readable by it.
 chmod 755 "$work"
 mkdir "$work/base"
@@ -104,7 +107,10 @@ for p in "${patches[@]}"; do
 	tree=$work/$id
 	# cp -a keeps the base's times: make rebuilds only what the patch touched.
 	cp -a "$work/base" "$tree"
-	if ! (cd "$tree" && git apply "$p") >"$logs/$id-apply.log" 2>&1; then
+	if [ "${#ts[@]}" -eq 0 ]; then
+		line="$id: not judged (its header names no test)"
+		unjudged=$((unjudged + 1))
+	elif ! (cd "$tree" && git apply "$p") >"$logs/$id-apply.log" 2>&1; then
 		line="$id: stale (the patch no longer applies: $logs/$id-apply.log)"
 		stale=$((stale + 1))
 	else
