@@ -148,7 +148,7 @@ $(error FAILPOINTS=1 builds only into a BUILD ending in /fp: run `make failpoint
 endif
 CFLAGS += -DSB_FAILPOINTS
 endif
-.PHONY: failpoints
+.PHONY: failpoints mutants
 failpoints:
 	$(MAKE) BUILD=$(BUILD)/fp FAILPOINTS=1 $(BUILD)/fp/sandbox-manager $(BUILD)/fp/sandbox-manager-daemon $(BUILD)/fp/sandbox-agent
 
@@ -184,6 +184,12 @@ test-integration: test-setup
 
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=1 test
+
+# The mutation list (tests/mutations/, scripts/mutants.sh): each check that guards a claim disabled in
+# a copy of HEAD, its tests run; "SURVIVED" or "stale" fails. MUTANTS=M1,M15 runs those only.
+MUTANTS ?=
+mutants:
+	MUTANTS='$(MUTANTS)' bash scripts/mutants.sh $(BUILD)
 
 demo: all
 	bash scripts/demo.sh $(BUILD)

@@ -94,6 +94,11 @@ int result_proof_check(const json_t *result, const json_t *receipt, struct sb_er
 
 	char have[64];
 
+	/* A receipt that does not confirm the command's namespace empty proves no end: something of the
+	 * command may still run, so no status of it is final (the caller settles it uncertain and retires
+	 * the sandbox). */
+	if (!json_is_true(json_object_get(json_object_get(receipt, "boundary"), "confirmed")))
+		return sb_fail(err, EPROTO, "the receipt says the command's namespace was not confirmed empty");
 	if (!json_is_object(result) || !json_is_object(receipt))
 		return sb_fail(err, 0, "the agent's result or receipt is not a JSON object");
 	if (status == NULL || !status_final(status)) {

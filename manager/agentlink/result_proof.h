@@ -8,7 +8,8 @@
 
 #include "error.h"
 
-/* 0 when result (the agent's Result JSON) states a final status the agent may report (exited,
+/* 0 when receipt confirms the command's namespace empty (boundary.confirmed), and result (the
+ * agent's Result JSON) states a final status the agent may report (exited,
  * signaled, timed_out, cancelled) and the same status, exit code, signal and byte counts as receipt,
  * and its output, when whole (not truncated), has the receipt's digests. -1 with err naming the first
  * field that differs, both values said. */

@@ -269,9 +269,10 @@ static void sched_probes(void)
 	PROBE("migrate_pages_1", EPERM, migrate_pages_to_node0(1));
 	PROBE("move_pages_1", EPERM, syscall(SYS_move_pages, 1, 0, NULL, NULL, NULL, 0));
 	pidfd_probes();
-	/* The command's own: allowed (a lower priority, one CPU, idle I/O for itself only). */
-	PROBE("setpriority_self", 0, setpriority(PRIO_PROCESS, 0, 1));
-	PROBE("setpriority_own_pgrp", 0, setpriority(PRIO_PGRP, 0, 1));
+	/* The command's own: allowed (the lowest priority, which needs no privilege however the run was
+	 * niced; one CPU; idle I/O for itself only). */
+	PROBE("setpriority_self", 0, setpriority(PRIO_PROCESS, 0, 19));
+	PROBE("setpriority_own_pgrp", 0, setpriority(PRIO_PGRP, 0, 19));
 	PROBE("sched_setscheduler_self", 0, setscheduler(0, SCHED_BATCH));
 	PROBE("sched_setaffinity_self", 0, setaffinity_one(0));
 	PROBE("ioprio_set_self", 0, syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_IDLE));

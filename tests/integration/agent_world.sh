@@ -119,6 +119,15 @@ test_private_inside_writable() {
 	agent exec --receipt-dir "$RD" --cwd "$WD" --hide "$WD" -- "touch $WD/ran-$m"
 	assert_json .status '"refused"'
 	assert_match "error" "lies (inside|around) the writable $WD" "$(jr .error)"
+	# A writable root inside a private directory, refused up front and named (mutation M5b: without
+	# writable_check's "around" branch init still fails, the private directory hidden from it, but
+	# later and saying only that the root cannot be opened).
+	mkdir_user "$RD/sub-$m" || bad "cannot create $RD/sub-$m"
+	agent exec --receipt-dir "$RD" --cwd "$RD/sub-$m" -- "touch $RD/sub-$m/ran-$m"
+	assert_json .status '"refused"'
+	assert_match "error" "private directory $RD lies around the writable $RD/sub-$m" "$(jr .error)"
+	[ -e "$RD/sub-$m/ran-$m" ] && bad "a refused exec ran its command inside the private directory"
+	rmdir "$RD/sub-$m"
 	# The kernel's trees: a writable copy of the host's /dev would bring its terminals back.
 	agent exec --receipt-dir "$RD" --cwd "$WD" --writable /dev -- "touch $WD/ran-$m"
 	assert_json .status '"refused"'

@@ -194,6 +194,26 @@ test_manager_cli_sockets() {
 }
 t manager_cli_sockets test_manager_cli_sockets
 
+# The control socket serves its manager's uid and root only (connections.c, conn_thread): a client of
+# another uid is refused by the peer's credentials (SO_PEERCRED). The socket's 0700 directory would stop
+# that client first, so it keeps CAP_DAC_OVERRIDE: only the uid check is left to refuse it (mutation
+# M13). Needs a root harness to run a client as a third uid (nobody), in both modes.
+test_manager_control_peer_uid() {
+	[ "$(id -u)" -eq 0 ] || skip "running a client as another uid needs a root harness"
+	mgr_start || return
+	timeout -k 3 30 setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+dac_override \
+		--ambient-caps=+dac_override env "SANDBOX_MANAGER_SOCKET=$MSOCK" "$MANAGER" session list \
+		>"$OUT" 2>"$ERR"
+	RC=$?
+	assert_ne "a client of uid 65534: exit code (stdout: $(head -c 200 "$OUT"))" 0 "$RC"
+	assert_eq "a client of uid 65534: nothing served" "" "$(cat "$OUT")"
+	grep -q "refused a control connection from uid 65534" "$TD/manager.log" ||
+		bad "the manager did not log the refusal of uid 65534: $(tail -n 5 "$TD/manager.log")"
+	mgr session list
+	assert_eq "the manager's own uid is served: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+}
+t manager_control_peer_uid test_manager_control_peer_uid
+
 test_manager_session_list() {
 	local s1 s2 s3 e1
 	mgr_repo && mgr_start || return

@@ -723,6 +723,56 @@ static void test_exec_wrong_generation(void **state)
 	agent_close(c);
 }
 
+/* The agent bounds the output it keeps itself: a manager asking for more than 1 MiB (whose escaped
+ * text would not fit a frame) is refused before anything runs (mutation M10). The limit is the agent's
+ * own (SERVE_OUTPUT_LIMIT_MAX), so the test states it. */
+static void test_exec_output_limit_over(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+
+	exec_request(f, &req, "output-limit-over", "echo never");
+	req.output_limit = 1024 * 1024 + 1;
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+	assert_contains(err.msg, "the output limit is over 1 MiB");
+	assert_null(r.result_json);
+	agent_close(c);
+	c = conn_open(f);
+	exec_request(f, &req, "output-limit-max", "echo at-the-limit");
+	req.output_limit = 1024 * 1024;
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "an exec at the 1 MiB limit");
+	assert_contains(r.result_json, "at-the-limit");
+	agent_reply_free(&r);
+	agent_close(c);
+}
+
+/* PID 1 of the command's namespace is killed at its timeout: a command that would sleep past it
+ * ends timed_out within seconds, never as exited (mutation M6: the wait loop's deadline check). */
+static void test_exec_timeout_kills(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *res;
+
+	exec_request(f, &req, "timeout-kills", "sleep 25; echo overslept");
+	req.timeout_seconds = 1;
+	must(agent_exec(c, &req, clock_deadline_after(20000), &r, &err), &err, "an exec past its timeout");
+	res = json_parse(r.result_json);
+	assert_string_equal(jstr(res, "status"), "timed_out");
+	assert_string_equal(jstr(res, "stdout"), "");
+	json_decref(res);
+	receipt_check(f, &r, &req);
+	agent_reply_free(&r);
+	agent_close(c);
+}
+
 static void test_exec_id_reuse(void **state)
 {
 	struct fixture *f = *state;
@@ -1514,6 +1564,8 @@ int main(void)
 		cmocka_unit_test(test_handshake_matrix),
 		cmocka_unit_test(test_client_refuses_wrong_server_name),
 		cmocka_unit_test(test_exec_wrong_generation),
+		cmocka_unit_test(test_exec_output_limit_over),
+		cmocka_unit_test(test_exec_timeout_kills),
 		cmocka_unit_test(test_exec_id_reuse),
 		cmocka_unit_test(test_exec_busy),
 		cmocka_unit_test(test_cancel_running_exec),

@@ -166,11 +166,68 @@ static void test_text_only(void **state)
 	json_decref(tool);
 }
 
+/* One call to bash_tool_args on JSON text: its return, the command it kept and why it refused. */
+static int args_of(const char *text, char **command, int *given, char *msg, size_t cap)
+{
+	json_t *args = json_loads(text, 0, NULL);
+	int rc;
+
+	assert_non_null(args);
+	*command = NULL;
+	msg[0] = '\0';
+	rc = bash_tool_args(args, 600, command, given, msg, cap);
+	json_decref(args);
+	return rc;
+}
+
+/* The input schema says additionalProperties false: an argument the tool does not know (a model's
+ * guess at "cwd" or "env") is refused by name, never ignored (mutation M12). */
+static void test_args_refused(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "{\"command\": \"ls\", \"cwd\": \"/\"}", "unknown argument 'cwd'" },
+		{ "{\"command\": \"ls\", \"timeout_seconds\": 5, \"env\": {}}", "unknown argument 'env'" },
+		{ "{\"timeout_seconds\": 5}", "command is required" },
+		{ "{\"command\": 1}", "command must be a string" },
+		{ "{\"command\": \"\"}", "command must not be empty" },
+		{ "{\"command\": \"ls\", \"timeout_seconds\": 601}", "timeout_seconds must be a whole number" },
+		{ "{\"command\": \"ls\", \"timeout_seconds\": 0}", "timeout_seconds must be a whole number" },
+		{ "[\"ls\"]", "the arguments must be an object" },
+	};
+	char msg[256], *command;
+	int given;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		assert_int_equal(args_of(bad[i][0], &command, &given, msg, sizeof msg), -1);
+		assert_null(command);
+		if (strstr(msg, bad[i][1]) == NULL)
+			fail_msg("%s: '%s' does not say '%s'", bad[i][0], msg, bad[i][1]);
+	}
+}
+
+static void test_args_kept(void **state)
+{
+	char msg[256], *command;
+	int given;
+
+	(void)state;
+	assert_int_equal(args_of("{\"command\": \"ls -l\", \"timeout_seconds\": 600}", &command, &given, msg,
+				 sizeof msg), 0);
+	assert_string_equal(command, "ls -l");
+	assert_int_equal(given, 1);
+	free(command);
+	assert_int_equal(args_of("{\"command\": \"true\"}", &command, &given, msg, sizeof msg), 0);
+	assert_int_equal(given, 0);
+	free(command);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exit_code),     cmocka_unit_test(test_timeout),   cmocka_unit_test(test_refused_and_lost),
 		cmocka_unit_test(test_truncated),     cmocka_unit_test(test_agent_cut), cmocka_unit_test(test_text_only),
+		cmocka_unit_test(test_args_refused), cmocka_unit_test(test_args_kept),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

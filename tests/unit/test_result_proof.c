@@ -135,6 +135,28 @@ static void test_whole_output_digest_compared(void **state)
 	expect_refused(result, receipt, "does not say whether its stdout is whole");
 }
 
+/* The receipt's boundary.confirmed false, absent, or not true: no end is proven, whatever the
+ * result says (mutation M15: the manager recorded such an exec with the agent's status and kept its
+ * sandbox for the next call). */
+static void test_unconfirmed_end_refused(void **state)
+{
+	json_t *result, *receipt;
+
+	(void)state;
+	pair(&result, &receipt);
+	json_object_set_new(json_object_get(receipt, "boundary"), "confirmed", json_false());
+	expect_refused(result, receipt, "not confirmed empty");
+	pair(&result, &receipt);
+	json_object_del(json_object_get(receipt, "boundary"), "confirmed");
+	expect_refused(result, receipt, "not confirmed empty");
+	pair(&result, &receipt);
+	json_object_set_new(json_object_get(receipt, "boundary"), "confirmed", json_string("true"));
+	expect_refused(result, receipt, "not confirmed empty");
+	pair(&result, &receipt);
+	json_object_del(receipt, "boundary");
+	expect_refused(result, receipt, "not confirmed empty");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -142,6 +164,7 @@ int main(void)
 		cmocka_unit_test(test_non_final_status_refused),
 		cmocka_unit_test(test_each_field_compared),
 		cmocka_unit_test(test_whole_output_digest_compared),
+		cmocka_unit_test(test_unconfirmed_end_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

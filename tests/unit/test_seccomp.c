@@ -49,11 +49,9 @@ static pid_t victim_start(void)
 	return pid;
 }
 
-/* Runs `probe` in a child under the filter; returns the errno it saw (0 = success). */
-static int errno_under_filter(long (*probe)(void))
+/* Runs `probe` in a child under prog; returns the errno it saw (0 = success). */
+static int errno_under(const struct sock_fprog *prog, long (*probe)(void))
 {
-	/* The program the agent loads: the one compiled at build time (test_build_time_programs). */
-	const struct sock_fprog prog = seccomp_program_host_world;
 	struct sb_err err;
 	int fds[2], seen = -1, status;
 	pid_t pid;
@@ -66,7 +64,7 @@ static int errno_under_filter(long (*probe)(void))
 
 		victim = victim_start();
 		if (victim < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-		    seccomp_load_prog(&prog, &err) < 0)
+		    seccomp_load_prog(prog, &err) < 0)
 			_exit(90);
 		errno = 0;
 		e = probe() < 0 ? errno : 0;
@@ -80,6 +78,12 @@ static int errno_under_filter(long (*probe)(void))
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	return seen;
+}
+
+/* The program the agent loads in the host world: the one compiled at build time (test_build_time_programs). */
+static int errno_under_filter(long (*probe)(void))
+{
+	return errno_under(&seccomp_program_host_world, probe);
 }
 
 static long do_mount(void) { return mount("none", "/tmp", "tmpfs", 0, NULL); }
@@ -262,6 +266,24 @@ static long do_bpf(void) { return syscall(SYS_bpf, 0, NULL, 0); }
 static long do_keyctl(void) { return syscall(SYS_keyctl, 0, 0, 0, 0, 0); }
 static long do_io_uring(void) { return syscall(SYS_io_uring_setup, 1, NULL); }
 
+static long do_unix_socket(void)
+{
+	long fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0)
+		close((int)fd);
+	return fd;
+}
+
+/* The read-only world's commands open no unix socket (a same-uid service outside would answer
+ * them); the host world's may (mutation M3, which only an integration case caught). */
+static void test_readonly_world_unix_sockets(void **state)
+{
+	(void)state;
+	assert_int_equal(errno_under(&seccomp_program_readonly_world, do_unix_socket), EPERM);
+	assert_int_equal(errno_under(&seccomp_program_host_world, do_unix_socket), 0);
+}
+
 static void test_denied_calls(void **state)
 {
 	(void)state;
@@ -434,6 +456,7 @@ int main(void)
 		cmocka_unit_test(test_build_time_programs),
 		cmocka_unit_test(test_dispatch_is_a_tree),
 		cmocka_unit_test(test_denied_calls),
+		cmocka_unit_test(test_readonly_world_unix_sockets),
 		cmocka_unit_test(test_other_pids_refused),
 		cmocka_unit_test(test_own_process_allowed),
 		cmocka_unit_test(test_ordinary_calls_allowed),

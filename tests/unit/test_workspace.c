@@ -478,7 +478,10 @@ static void test_refused_after_clone_leaves_nothing(void **state)
 					"refs/heads/sandbox/s2", NULL });
 	assert_null(out);
 	assert_true(exists("%s/README", a.worktree));
-	/* Before the next sandbox, the recheck refuses the first session too. */
+	/* Before the next sandbox, the recheck refuses the first session too: opened again, as a new
+	 * sandbox of it opens it (mutation M11c: the open that skipped the recheck), and checked again. */
+	assert_int_equal(workspace_open(fx->volume, "alice", "s1", &b, &err), -1);
+	assert_non_null(strstr(err.msg, "config key filter.lfs.process"));
 	assert_int_equal(workspace_recheck(&a, &err), -1);
 	assert_non_null(strstr(err.msg, "config key filter.lfs.process"));
 	workspace_free(&a);
