@@ -259,7 +259,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 	assert_non_null(e);
 	v1_file(f->db);
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 4);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
 
 	/* every row as the version 1 manager left it */
 	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
@@ -300,7 +300,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 
 	/* a second open of the migrated file changes nothing */
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 4);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 	records_close(r);
@@ -359,7 +359,7 @@ static void test_migrate_concurrent_once(void **state)
 			fail_msg("opener %d: %s", i, o[i].error);
 		records_close(o[i].r);
 	}
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 4);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
 	assert_int_equal(object_count(f->db, "resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 }
