@@ -205,17 +205,29 @@ static bool status_ids_in_range(const struct config *c, const char *status, cons
 	return false;
 }
 
-/* A process of the host's user namespace running with an id of the range. The manager's own
- * sandboxes (kept across its restart) run in user namespaces of their own and are not refused. */
+/* Whether pid shares the manager's namespace of that kind ("user", "pid"): a process that left
+ * either is in a sandbox or a container (ours, kept across a restart, or a pod's). */
+static bool same_ns(const char *pid, const char *kind, const struct stat *mine)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof path, "/proc/%.20s/ns/%s", pid, kind);
+	return stat(path, &st) != 0 || (st.st_ino == mine->st_ino && st.st_dev == mine->st_dev);
+}
+
+/* A process of the host (the manager's user and PID namespaces) running with an id of the range.
+ * The manager's own sandboxes, kept across its restart, are in namespaces of their own: the process
+ * backend's in a user namespace, podman's containers and the pods of a node in a PID namespace. */
 static int process_check(const struct config *c, struct sb_err *err)
 {
 	cleanup_closedir DIR *proc = opendir("/proc");
-	struct stat host, ns;
+	struct stat host_user, host_pid;
 	struct dirent *de;
 	char path[64], status[4096], what[256];
 	unsigned long id;
 
-	if (proc == NULL || stat("/proc/self/ns/user", &host) != 0)
+	if (proc == NULL || stat("/proc/self/ns/user", &host_user) != 0 || stat("/proc/self/ns/pid", &host_pid) != 0)
 		return sb_fail_errno(err, "listing the host's processes (/proc)");
 	while ((de = readdir(proc)) != NULL) {
 		cleanup_fclose FILE *f = NULL;
@@ -234,8 +246,7 @@ static int process_check(const struct config *c, struct sb_err *err)
 		if (!status_ids_in_range(c, status, "\nUid:", false, &id) &&
 		    !status_ids_in_range(c, status, "\nGid:", true, &id))
 			continue;
-		snprintf(path, sizeof path, "/proc/%.20s/ns/user", de->d_name);
-		if (stat(path, &ns) == 0 && ns.st_ino != host.st_ino)
+		if (!same_ns(de->d_name, "user", &host_user) || !same_ns(de->d_name, "pid", &host_pid))
 			continue;
 		/* "Name:\tcomm\n" leads the status: the process's own name, so never printed raw. */
 		status[strncmp(status, "Name:\t", 6) == 0 ? 6 + strcspn(status + 6, "\n") : 0] = '\0';
