@@ -49,7 +49,7 @@ struct sandbox_spec {
 	const char *agent_path;          /* the static sandbox-agent on the host */
 	const char *manager_name;        /* the agent's --manager-name */
 	uid_t host_uid;                  /* the sandbox's uid and gid, the same inside as on the host */
-	gid_t host_gid;                  /* (mapped 1:1); never 0 (see config.h sandbox_uid) */
+	gid_t host_gid;                  /* (mapped 1:1); never 0: the identity's (identity_ids.h) */
 	const char *service_account;     /* what the sandbox runs as where its runtime has identities (a
 					  * pod's serviceAccountName: the grants' tokenrequest account);
 					  * NULL or "": the runtime's default */

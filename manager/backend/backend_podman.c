@@ -5,7 +5,7 @@
  * and the manager speaks mutual TLS over it as with every backend.
  *
  * What the container gets (container_body()):
- *   User             the sandbox's uid:gid (config sandbox-uid/gid; the manager's own when it is
+ *   User             the sandbox's uid:gid (its identity's own, identity_ids.h; the manager's own when it is
  *                    unprivileged), never 0: the image's root is never used
  *   Binds            the mount plan, every entry at its own path (rw, ro; hidden ones over an empty
  *                    file or directory of the private dir), each directory between a writable entry

@@ -1,6 +1,7 @@
 /* Configuration (see config.h). Owns the defaults and their reasons. */
 #include "backend.h"
 #include "config.h"
+#include "identity_ids.h"
 #include "jsonfile.h"
 #include "metrics_http.h"
 #include "opts.h"
@@ -140,10 +141,10 @@ static int defaults(struct config *c, struct sb_err *err)
 	if (gethostname(c->manager_id, sizeof c->manager_id - 1) < 0 || !manager_id_valid(c->manager_id))
 		snprintf(c->manager_id, sizeof c->manager_id, "manager");
 	c->resources = json_object();
-	/* Unprivileged, the manager can map only its own ids. As root it must not: nothing in a
-	 * sandbox is ever host root (backend.h), so sandboxes run as nobody unless told otherwise. */
-	c->sandbox_uid = geteuid() == 0 ? 65534 : geteuid();
-	c->sandbox_gid = geteuid() == 0 ? 65534 : getegid();
+	/* Unprivileged, the manager can map only its own ids. As root it gives each identity ids of
+	 * its own from sandbox-ids (identity_ids.c): never host root (backend.h), never nobody. */
+	c->sandbox_uid = geteuid();
+	c->sandbox_gid = getegid();
 	return 0;
 }
 
@@ -237,15 +238,11 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		c->stop_grace_seconds = (unsigned)v;
 		return 0;
 	}
-	if (strcmp(key, "sandbox-uid") == 0 || strcmp(key, "sandbox-gid") == 0) {
-		if (uint_set(&v, value, 1, 4294967294UL, key, err) < 0)
-			return -1;
-		if (key[8] == 'u')
-			c->sandbox_uid = (uid_t)v;
-		else
-			c->sandbox_gid = (gid_t)v;
-		return 0;
-	}
+	if (strcmp(key, "sandbox-uid") == 0 || strcmp(key, "sandbox-gid") == 0)
+		return sb_invalid(err, "config: %s is replaced by sandbox-ids START:COUNT: each identity's sandboxes "
+				  "run as ids of its own from that range (docs/operations.md)", key);
+	if (strcmp(key, "sandbox-ids") == 0)
+		return identity_ids_parse(c, value, err);
 	if (strcmp(key, "output-limit") == 0)
 		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
 	if (strcmp(key, "record-output-limit") == 0)
@@ -348,7 +345,8 @@ void config_usage(FILE *f)
 	      "  --record-output-limit BYTES    per stream kept in an exec's record (default 64 KiB)\n"
 	      "  --tmp-size BYTES               each sandbox's /tmp (K, M or G suffix; default 256M)\n"
 	      "  --shm-size BYTES               each sandbox's /dev/shm (default 64M)\n"
-	      "  --sandbox-uid N, --sandbox-gid N  the sandboxes' ids (root manager only; default 65534)\n"
+	      "  --sandbox-ids START:COUNT      root manager: each identity's uid and gid from this range (default:\n"
+	      "                                 root's /etc/subuid and /etc/subgid entries, else 1879048192:65536)\n"
 	      "  --resource NAME=BROKER:ARG     a resource grants may name (repeatable)\n"
 	      "  --cgroup-parent DIR            process backend: a delegated cgroup v2 directory\n"
 	      "  --sandbox-cpus N, --sandbox-memory-mib N, --sandbox-pids N\n"
@@ -377,7 +375,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "image", 1, NULL, 0 },  { "agent", 1, NULL, 0 },     { "default-timeout-seconds", 1, NULL, 0 },
 		{ "max-timeout-seconds", 1, NULL, 0 }, { "idle-seconds", 1, NULL, 0 },
 		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { "sandbox-uid", 1, NULL, 0 },
-		{ "sandbox-gid", 1, NULL, 0 },  { "podman-seccomp", 1, NULL, 0 }, { "podman-network", 1, NULL, 0 },
+		{ "sandbox-gid", 1, NULL, 0 },  { "sandbox-ids", 1, NULL, 0 },  { "podman-seccomp", 1, NULL, 0 }, { "podman-network", 1, NULL, 0 },
 		{ "sandbox-cpus", 1, NULL, 0 }, { "sandbox-memory-mib", 1, NULL, 0 }, { "sandbox-pids", 1, NULL, 0 },
 		{ "record-output-limit", 1, NULL, 0 },
 		{ "tmp-size", 1, NULL, 0 }, { "shm-size", 1, NULL, 0 }, { "cgroup-parent", 1, NULL, 0 },
@@ -510,8 +508,11 @@ static int config_check(struct config *c, struct sb_err *err)
 	if (c->default_timeout > c->max_timeout)
 		return sb_invalid(err, "config: default-timeout-seconds (%u) is over max-timeout-seconds (%u)",
 				  c->default_timeout, c->max_timeout);
-	if (geteuid() != 0 && (c->sandbox_uid != geteuid() || c->sandbox_gid != getegid()))
-		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only");
+	if (geteuid() != 0 && c->ids_count != 0)
+		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only "
+			       "(sandbox-ids is a root manager's)");
+	if (identity_ids_default(c, err) < 0)
+		return -1;
 	if (strcmp(c->backend, "kubernetes") == 0)
 		return kubernetes_check(c, err);
 	if (c->k8s_only[0] != '\0')

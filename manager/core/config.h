@@ -39,8 +39,12 @@ struct config {
 	unsigned stop_grace_seconds; /* at SIGTERM: how long running calls may finish before they are cancelled */
 	unsigned long output_limit; /* per stream, bytes */
 	unsigned long record_output_limit; /* per stream, bytes kept in an exec's record (invariant 13) */
-	uid_t sandbox_uid;          /* the sandbox's uid, the same inside and on the host: the manager's */
-	gid_t sandbox_gid;          /* own, or (manager as root) sandbox-uid/gid, default 65534 */
+	uid_t sandbox_uid;          /* an unprivileged manager's sandboxes' uid and gid (the same inside and */
+	gid_t sandbox_gid;          /* on the host): its own, the only ones it may map */
+	uid_t ids_uid;              /* a root manager: each identity's ids from this range (identity_ids.h): */
+	gid_t ids_gid;              /* uids ids_uid.., gids ids_gid.., ids_count of each */
+	unsigned long ids_count;    /* 0 until given or defaulted */
+	char ids_from[96];          /* where the range came from, for messages and status */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
 	char metrics_listen[PATH_MAX + 8]; /* "" (off), or where GET /metrics is served (metrics_http.h) */
 	char store[PATH_MAX + 4096]; /* "" (<state-dir>/records.db), "sqlite:PATH" or "postgres:CONNINFO" */

@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "control.h"
 #include "fdio.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -215,13 +216,18 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	/* Under root no other user may list the identities and sessions or read what commands wrote
 	 * (rule N3). An unprivileged manager's volume is made with the same modes, but its sandboxes are
 	 * itself: the group its volume has (a claim's fsGroup, group-writable) holds no one else. */
-	if (geteuid() == 0 && volume_closed_check(m->cfg.volume, sessions_identity_owner, m, err) < 0)
+	/* The range each identity's ids come from is no one else's (rule N2); every range id walks
+	 * the same (no account, no group): the probe's stands for all. */
+	if (identity_ids_check(&m->cfg, err) < 0)
 		return -1;
-	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, m->cfg.sandbox_uid, err) < 0 ||
-			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))
+	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, identity_ids_probe(&m->cfg).uid, err) < 0 ||
+			       walkable_check(m->cfg.volume, identity_ids_probe(&m->cfg).uid, err) < 0))
 		return -1;
 	if (!m->rec && (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 ||
 			records_open(db, &m->rec, err) < 0))
+		return -1;
+	/* After the records: each identity's group is its ids' (identity_ids_of). */
+	if (geteuid() == 0 && volume_closed_check(m->cfg.volume, identity_ids_of, m, err) < 0)
 		return -1;
 	records_set_output_limit(m->rec, m->cfg.record_output_limit);
 	/* Before anything is read for recovery: this manager's name in the store, and the fence on

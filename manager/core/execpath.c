@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "control.h"
 #include "failpoint.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "metrics.h"
 #include "output_keep.h"
@@ -691,6 +692,19 @@ static json_t *call_refuse_stopping(struct manager *m, struct call *c)
 			     "once the manager is back", c->exec_id);
 }
 
+/* The output over keep_over goes to a file in the worktree, the identity's own (rule N2). */
+static void call_output_keep(struct manager *m, const struct call *c, json_t *resp)
+{
+	struct workspace_owner ids;
+	struct sb_err err;
+
+	if (identity_ids_of(m, c->s.identity, &ids, &err) < 0) {
+		sb_warn("exec %s: its output is not kept in the worktree: %s", c->exec_id, err.msg);
+		return;
+	}
+	output_keep(resp, c->s.worktree, c->exec_id, (size_t)c->keep_over, ids.uid, ids.gid);
+}
+
 /* Steps 2 (its record) to 6, in the session's turn: recorded accepted, then run to its end. */
 static json_t *call_steps(struct manager *m, struct call *c)
 {
@@ -727,8 +741,7 @@ json_t *execpath_run(struct manager *m, json_t *req)
 		/* After the record is committed, still in the session's turn (no other call writes
 		 * there); a call refused without a turn keeps nothing. */
 		if (c->has_turn && c->keep_over >= 0)
-			output_keep(resp, c->s.worktree, c->exec_id, (size_t)c->keep_over, m->cfg.sandbox_uid,
-				    m->cfg.sandbox_gid);
+			call_output_keep(m, c, resp);
 	}
 	if (c->has_turn)
 		queue_leave(m->queue, c->session);

@@ -48,6 +48,7 @@ struct live_sandbox {
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
 	enum sandbox_network network;  /* the session's policy, recorded with it (backend.h) */
 	char identity[65];             /* the session's identity: its sessions share repo_dir's refs */
+	struct workspace_owner ids;    /* the identity's uid and gid: the sandbox's (identity_ids.h) */
 	char repo_dir[PATH_MAX];       /* the base clone, swept after each call (execpath.c call_sweep) */
 	char worktree_name[65];        /* the session's worktrees/<name>/ in it */
 };
@@ -193,9 +194,6 @@ json_t *ownership_refusal(const char *session, const struct lease *l);
 json_t *ownership_json(struct manager *m, const char *session);
 
 /* sessions.c: the other control operations. */
-/* The owner of an identity's files on the volume (workspace.h workspace_owner_fn; ctx is the
- * manager): its sandboxes' uid and gid. */
-int sessions_identity_owner(void *ctx, const char *identity, struct workspace_owner *out, struct sb_err *err);
 json_t *sessions_create(struct manager *m, json_t *req);
 /* The session's record, its sandbox's and "limits": what bounds its live sandbox (null when none). */
 json_t *sessions_show(struct manager *m, const char *session);

@@ -21,6 +21,8 @@
 #include "control.h"
 #include "failpoint.h"
 #include "fstree.h"
+#include "cleanup.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "pathfmt.h"
 #include "private_dir.h"
@@ -53,9 +55,9 @@ static const char *key_file_refusal(const struct stat *st, uid_t sandbox_uid, ch
  * it (its parent, <state_dir>/sandboxes/, is the manager's and no sandbox can write it) and must
  * be the manager's; then state/receipt.key beneath it, with no link on the way and without
  * blocking on a FIFO; and the file must be a regular file of exactly RECEIPT_KEY_BYTES with one
- * name, owned by the sandbox's uid or the manager. Anything else refuses the key, and the caller
+ * name, owned by the sandbox's uid (its identity's, rule N2) or the manager. Anything else refuses the key, and the caller
  * settles the exec uncertain: fail closed, never trusted. */
-static int receipt_key_read(const struct manager *m, const char *private_dir, uint8_t key[RECEIPT_KEY_BYTES],
+static int receipt_key_read(uid_t sandbox_uid, const char *private_dir, uint8_t key[RECEIPT_KEY_BYTES],
 			    struct sb_err *err)
 {
 	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
@@ -86,7 +88,7 @@ static int receipt_key_read(const struct manager *m, const char *private_dir, ui
 		close(fd);
 		return -1;
 	}
-	refusal = key_file_refusal(&st, m->cfg.sandbox_uid, why, sizeof why);
+	refusal = key_file_refusal(&st, sandbox_uid, why, sizeof why);
 	if (refusal != NULL) {
 		close(fd);
 		return sb_fail(err, EPERM, "receipt key %s/state/receipt.key refused: %s (state/ is the sandbox's: a "
@@ -111,6 +113,18 @@ static int receipt_key_read(const struct manager *m, const char *private_dir, ui
 }
 
 #define RECOVER_QUERY_MS 30000
+
+/* The ids the session's sandbox ran as: its identity's (identity_ids.h). */
+static int session_ids(struct manager *m, const char *session, struct workspace_owner *ids, struct sb_err *err)
+{
+	cleanup_free struct session_row *s = malloc(sizeof *s);
+
+	if (s == NULL)
+		return sb_fail(err, ENOMEM, "recovering");
+	if (records_session_get(m->rec, session, s, err) != RECORDS_FOUND)
+		return -1;
+	return identity_ids_of(m, s->identity, ids, err);
+}
 
 /* Ask the sandbox the exec was dispatched to; fill c->reply on a verified, finished answer. */
 static int recover_query(struct manager *m, struct call *c, const struct exec_row *e, struct sb_err *err)
@@ -137,7 +151,7 @@ static int recover_query(struct manager *m, struct call *c, const struct exec_ro
 		return -1;
 	}
 	c->sandbox = l;
-	if (receipt_key_read(m, sb.private_dir, l->receipt_key, err) == 0 &&
+	if (session_ids(m, e->session, &l->ids, err) == 0 && receipt_key_read(l->ids.uid, sb.private_dir, l->receipt_key, err) == 0 &&
 	    sb_hex_decode(e->nonce_hex, c->nonce, sizeof c->nonce, err) == 0) {
 		/* The same client configuration as the sandbox's own (private_dir.c). RECOVER_QUERY_MS,
 		 * not the exec's own deadline: the start serves no session until every one is settled,

@@ -13,6 +13,7 @@
 #include "agent_client.h"
 #include "agent_dir.h"
 #include "clock.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "pathfmt.h"
 #include "grants.h"
@@ -123,8 +124,8 @@ static int credentials_make(void *arg, const struct sandbox_bound *bound, struct
 	if (bound != NULL)
 		b = (struct broker_bound){ .kind = bound->kind, .api_version = bound->api_version, .ns = bound->ns,
 					   .name = bound->name, .uid = bound->uid };
-	if (snapshot_make(j->l->private_dir, j->grants, j->m->cfg.resources, j->m->cfg.sandbox_uid,
-			  j->m->cfg.sandbox_gid, bound ? &b : NULL, &snap, err) < 0)
+	if (snapshot_make(j->l->private_dir, j->grants, j->m->cfg.resources, j->l->ids.uid, j->l->ids.gid,
+			  bound ? &b : NULL, &snap, err) < 0)
 		return -1;
 	j->made = true;
 	j->l->credentials_expire_ms = snap.expires_ms;
@@ -148,7 +149,7 @@ static int credentials_plan(struct manager *m, struct credentials_job *job, stru
 			return -1;
 		return path_fmt(dir, dir_len, err, "%s/credentials", job->l->private_dir);
 	}
-	if (snapshot_dir_make(job->l->private_dir, m->cfg.sandbox_uid, m->cfg.sandbox_gid, dir, dir_len, err) < 0 ||
+	if (snapshot_dir_make(job->l->private_dir, job->l->ids.uid, job->l->ids.gid, dir, dir_len, err) < 0 ||
 	    snapshot_service_account(job->grants, m->cfg.resources, account, account_len, err) < 0)
 		return -1;
 	spec->service_account = account;
@@ -166,7 +167,9 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	char private_sub[PATH_MAX], credentials[PATH_MAX], account[254];
 	int rc;
 
-	if (private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0 ||
+	/* The identity's own ids (rule N2): the same its workspace was made for. */
+	if (identity_ids_of(m, ws->identity, &l->ids, err) < 0 ||
+	    private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0 ||
 	    mount_plan_build(ws, &plan, err) < 0 || (job.grants = authority_load(m, l, err)) == NULL ||
 	    credentials_plan(m, &job, &spec, credentials, sizeof credentials, account, sizeof account, err) < 0 ||
 	    /* Paths every call uses: a cut one would name another place (common/pathfmt.c). */
@@ -188,8 +191,8 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	spec.private_dir = private_sub;
 	spec.agent_path = m->cfg.agent;
 	spec.manager_name = CA_MANAGER_NAME;
-	spec.host_uid = m->cfg.sandbox_uid;
-	spec.host_gid = m->cfg.sandbox_gid;
+	spec.host_uid = l->ids.uid;
+	spec.host_gid = l->ids.gid;
 	/* Recorded before it starts: a manager killed during prepare finds it on restart. */
 	snprintf(l->h.runtime_id, sizeof l->h.runtime_id, "starting");
 	rc = sandbox_record(m, l, "starting", err);

@@ -13,6 +13,7 @@
 
 #include "agent_client.h"
 #include "fstree.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "pathfmt.h"
 #include "private_dir.h"
@@ -132,8 +133,8 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err)
 	p.entry = (struct mount_entry){ .source = p.dir, .target = p.dir, .mode = MOUNT_RW, .why = "volume probe" };
 	p.plan = (struct mount_plan){ .entries = &p.entry, .n = 1, .workdir = p.dir, .scratch = p.dir };
 	spec = (struct sandbox_spec){ .session = l->session, .generation = 1, .plan = &p.plan, .agent_path = m->cfg.agent,
-				      .manager_name = CA_MANAGER_NAME, .host_uid = m->cfg.sandbox_uid,
-				      .host_gid = m->cfg.sandbox_gid };
+				      .manager_name = CA_MANAGER_NAME, .host_uid = identity_ids_probe(&m->cfg).uid,
+				      .host_gid = identity_ids_probe(&m->cfg).gid };
 	if (probe_host_write(&p, err) < 0 || private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0)
 		goto out;
 	spec.private_dir = l->private_dir;

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "control.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "random.h"
 #include "workspace.h"
@@ -104,19 +106,6 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 	return 0;
 }
 
-/* The uid and gid an identity's files are for (workspace.h struct workspace_owner): its sandboxes'.
- * One value per identity, asked here only, so a uid of each identity's own (rule N2) is one change;
- * today every identity's sandboxes share the configured sandbox uid and gid. */
-int sessions_identity_owner(void *ctx, const char *identity, struct workspace_owner *out, struct sb_err *err)
-{
-	const struct manager *m = ctx;
-
-	if (workspace_name_check("identity", identity, err) < 0)
-		return -1;
-	out->uid = m->cfg.sandbox_uid;
-	out->gid = m->cfg.sandbox_gid;
-	return 0;
-}
 
 json_t *sessions_create(struct manager *m, json_t *req)
 {
@@ -144,7 +133,7 @@ json_t *sessions_create(struct manager *m, json_t *req)
 		return resp;
 	if (sb_random_hex(id, SESSION_ID_BYTES, &err) < 0)
 		return control_error_from("internal", &err);
-	if (sessions_identity_owner(m, identity, &owner, &err) < 0 ||
+	if (identity_ids_of(m, identity, &owner, &err) < 0 ||
 	    workspace_create_owned(m->cfg.volume, identity, id, repo, branch, &owner, &ws, &err) < 0)
 		return control_error_from("refused", &err);
 	if (session_store(m, &ws, repo, network, grants, &err) < 0) {
@@ -220,6 +209,25 @@ static json_t *limits_json(struct manager *m, const char *id)
 	return limits_pack(&lim);
 }
 
+/* "ids": the uid and gid the identity's sandboxes run as and its files belong to (rule N2), and
+ * where they come from. */
+static json_t *session_ids_add(struct manager *m, const char *identity, json_t *resp)
+{
+	struct workspace_owner ids;
+	struct sb_err err;
+
+	if (resp == NULL)
+		return NULL;
+	if (identity_ids_of(m, identity, &ids, &err) < 0) {
+		json_decref(resp);
+		return control_error_from("internal", &err);
+	}
+	json_object_set_new(resp, "ids", json_pack("{s:I, s:I, s:s}", "uid", (json_int_t)ids.uid, "gid",
+						   (json_int_t)ids.gid, "from", geteuid() == 0 ? m->cfg.ids_from :
+						   "the manager's own (an unprivileged manager maps only its own ids)"));
+	return resp;
+}
+
 json_t *sessions_show(struct manager *m, const char *id)
 {
 	struct session_row s;
@@ -245,12 +253,12 @@ json_t *sessions_show(struct manager *m, const char *id)
 	 * the exec to resolve. */
 	if (recovery_unsettled_get(m, id, &note))
 		unsettled = json_pack("{s:s?, s:s}", "exec", note.exec_id[0] ? note.exec_id : NULL, "reason", note.reason);
-	return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s, s:o*}", "ok",
+	return session_ids_add(m, s.identity, json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s, s:o*}", "ok",
 			 1, "session", s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch",
 			 s.branch, "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn,
 			 "sandbox", sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
 			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id), "network", s.network,
-			 "unsettled", unsettled);
+			 "unsettled", unsettled));
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)

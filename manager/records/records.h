@@ -223,6 +223,13 @@ int records_manager_heartbeat(struct records *r, const char *id, const char *inc
  * lease expires, so that the manager taking them over settles them. RECORDS_FOUND;
  * RECORDS_REFUSED (not ours: nothing changed); -1. */
 int records_manager_unregister(struct records *r, const char *id, const char *incarnation, struct sb_err *err);
+/* identity's slot in a root manager's id range (identity_ids.c), given now if it has none: the next
+ * one, recorded for every manager of the store. slots: the range's size; 0 only reads.
+ * RECORDS_FOUND (*slot), RECORDS_NOT_FOUND (slots 0 and none given), RECORDS_REFUSED (the range is
+ * used up: err says so, nothing recorded), or -1. Not fenced: an identity is no session's. */
+int records_identity_slot(struct records *r, const char *identity, int64_t slots, int64_t now_ms, int64_t *slot,
+			  struct sb_err *err);
+
 /* Take session for manager me, in one transaction, until now_ms + lease_ms:
  * - owned by me: one read, nothing written (the heartbeat renews it; *out's address is "");
  * - owned by no one: taken (generation unchanged, previous "");

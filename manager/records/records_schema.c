@@ -11,8 +11,8 @@
  * was written by a newer sandbox-manager and is refused rather than misread; an older one is
  * migrated step by step (schema_ensure). 2: operators' resolutions of uncertain execs; 3: leases
  * (sessions.owner, sessions.lease_expires_ms) and the managers sharing a store; 4: each session's
- * network policy (sessions.network). */
-#define RECORDS_SCHEMA_VERSION 4
+ * network policy (sessions.network); 5: each identity's slot in the manager's id range (identity_ids). */
+#define RECORDS_SCHEMA_VERSION 5
 
 /* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
 static void txn_rollbackp(struct records **r)
@@ -88,6 +88,19 @@ static const char SCHEMA_V4[] =
 	"ALTER TABLE sessions ADD COLUMN network TEXT NOT NULL DEFAULT 'open' CHECK (network IN ('open', 'none'));"
 	"PRAGMA user_version = 4;";
 
+/* Version 5: each identity's own sandbox uid and gid (issue 26, N2), as a slot in the range a root
+ * manager is given (identity_ids.c): one slot per identity and one identity per slot, for every
+ * manager sharing the store, never changed or given back (the identity's files keep the ids). */
+static const char SCHEMA_V5[] =
+	"CREATE TABLE identity_ids ("
+	"  identity TEXT PRIMARY KEY NOT NULL, slot INTEGER NOT NULL UNIQUE CHECK (slot >= 0),"
+	"  assigned_ms INTEGER NOT NULL);"
+	"CREATE TRIGGER identity_ids_final_update BEFORE UPDATE ON identity_ids"
+	"  BEGIN SELECT RAISE(ABORT, 'an identity keeps its ids'); END;"
+	"CREATE TRIGGER identity_ids_final_delete BEFORE DELETE ON identity_ids"
+	"  BEGIN SELECT RAISE(ABORT, 'an identity keeps its ids'); END;"
+	"PRAGMA user_version = 5;";
+
 static int schema_refuse_newer(const char *path, int64_t version, struct sb_err *err)
 {
 	return sb_fail(err, 0, "records: %s has schema version %lld, newer than this sandbox-manager understands (%d): "
@@ -131,6 +144,8 @@ int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 	if (version <= 2 && exec_sql(r, SCHEMA_V3, "migrating the records from schema version 2 to 3", err) != 0)
 		return -1;
 	if (version <= 3 && exec_sql(r, SCHEMA_V4, "migrating the records from schema version 3 to 4", err) != 0)
+		return -1;
+	if (version <= 4 && exec_sql(r, SCHEMA_V5, "migrating the records from schema version 4 to 5", err) != 0)
 		return -1;
 	if (exec_sql(r, "COMMIT", "committing the schema", err) != 0)
 		return -1;

@@ -25,7 +25,7 @@ mgr_start() {
 	fi
 	MSOCK=$MSTATE/manager.sock
 	rm -f "$MSOCK" # the socket of a killed manager must not pass for the new one's"
-	# a root manager's sandboxes run as nobody and must walk to their worktree
+	# a root manager's sandboxes run as their identity's ids and must walk to their worktree
 	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
 	"${MGR_WRAP[@]}" "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" "$@" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
@@ -53,6 +53,21 @@ mgr_cleanup() {
 	wait 2>/dev/null
 	[ -z "${IT_KEEP:-}" ] && rm -rf "$MSTATE"
 	return 0
+}
+
+# mgr_ids [SESSION]: the uid and gid the session's identity runs as (`session show` .ids), in IDS_UID
+# and IDS_GID; under a root manager they must be the identity's own, never nobody (rule N2).
+mgr_ids() {
+	mgr session show --session "${1:-$SID}"
+	IDS_UID=$(jr .ids.uid)
+	IDS_GID=$(jr .ids.gid)
+	assert_match "the identity's uid" '^[0-9]+$' "$IDS_UID"
+	if [ "$RUN_UID" -eq 0 ]; then
+		[ "$IDS_UID" -ge 1000 ] && [ "$IDS_UID" -ne 65534 ] && [ "$IDS_GID" -ne 65534 ] ||
+			bad "a root manager's identity runs as $IDS_UID:$IDS_GID"
+	else
+		assert_eq "an unprivileged manager's identity runs as the manager" "$RUN_UID:$(id -g "$RUN_USER")" "$IDS_UID:$IDS_GID"
+	fi
 }
 
 # sandbox_agent_kill: SIGKILL to the session's sandbox agent (found by its own state directory, this

@@ -61,7 +61,7 @@ t manager_git_planted_link_not_read test_manager_git_planted_link_not_read
 # (created before, no sandbox yet) and a new session C still work; the log names A as the planter; A's
 # own next sandbox is refused for its config.worktree, naming A.
 test_manager_git_planted_decides_its_session() {
-	local a b
+	local a b i
 	mgr_repo && mgr_start && mgr_session
 	a=$SID
 	mgr_session
@@ -87,6 +87,8 @@ test_manager_git_planted_decides_its_session() {
 	assert_eq "its first call" 0 "$RC"
 	# A's sandbox is replaced (its agent killed): the new one is prepared, and A's own metadata refuses it.
 	sandbox_agent_kill
+	# SIGKILL lands asynchronously: a call sent before the agent is gone would be in doubt (uncertain).
+	for i in $(seq 1 50); do pgrep -f -- "--state-dir $MSTATE/sandboxes/$SID" >/dev/null || break; sleep 0.1; done
 	mgr exec --session "$a" -- true
 	assert_match "A's next sandbox is refused, naming A" \
 		"checking the workspace of session $a: repository refused: config key include.path" "$(cat "$OUT" "$ERR")"

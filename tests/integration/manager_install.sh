@@ -205,7 +205,10 @@ test_manager_unit_sandbox() {
 	mgr_session || return
 	mgr exec --session "$SID" -- 'echo hello > out.txt && cat out.txt && id -u && (touch /usr/x 2>/dev/null || echo ro)'
 	assert_eq "a call under the unit's hardening: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
-	assert_lines "$(cat "$OUT")" hello 65534 ro
+	local out
+	out=$(cat "$OUT")
+	mgr_ids
+	assert_lines "$out" hello "$IDS_UID" ro
 	assert_eq "the call's file in the worktree" hello "$(cat "$WT/out.txt" 2>/dev/null)"
 	mgr records --session "$SID"
 	assert_json '[.records[].state]' '["exited"]'

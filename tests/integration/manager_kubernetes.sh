@@ -120,9 +120,10 @@ test_kubernetes_session() {
 	mgr_repo
 	k8s_mgr_start || return 1
 	mgr_session
+	mgr_ids
 	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-pod > note.txt; ls /proc | grep -c "^[0-9]"'
 	assert_eq "exit code (stderr: $(head -c 400 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" 0 "$RC"
-	assert_lines "$(cat "$OUT")" "$WT" 65534 "[1-4]"
+	assert_lines "$(cat "$OUT")" "$WT" "$IDS_UID" "[1-4]"
 	assert_eq "the file is in the worktree on the host" from-pod "$(cat "$WT/note.txt" 2>/dev/null)"
 	mgr session show --session "$SID"
 	rid=$(jr .sandbox.runtime_id)

@@ -12,8 +12,9 @@
 test_podman_session() {
 	need_podman
 	mgr_repo && pod_mgr_start && mgr_session
-	local want_uid=$RUN_UID id
-	[ "$RUN_UID" -eq 0 ] && want_uid=65534
+	local want_uid id
+	mgr_ids
+	want_uid=$IDS_UID
 	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-sandbox > note.txt; git status --short; ls /proc | grep -c "^[0-9]"'
 	assert_eq "exit code (stderr: $(head -c 400 "$ERR"))" 0 "$RC"
 	# pid 1 (the command's init), its shell and ls, and grep: nothing of the agent or the host
@@ -25,7 +26,7 @@ test_podman_session() {
 	podman_cli inspect "$id" >"$TD/inspect.json"
 	assert_json '.[0].State.Status' '"running"' "$TD/inspect.json"
 	assert_json '.[0].Config.Labels["infra-sandbox.generation"]' '"1"' "$TD/inspect.json"
-	assert_json '.[0].Config.User' "\"$want_uid:$([ "$RUN_UID" -eq 0 ] && echo 65534 || id -g "$RUN_USER")\"" "$TD/inspect.json"
+	assert_json '.[0].Config.User' "\"$IDS_UID:$IDS_GID\"" "$TD/inspect.json"
 	assert_json '.[0].HostConfig.PortBindings // {} | length' 0 "$TD/inspect.json"
 	assert_json '.[0].HostConfig.ReadonlyRootfs' true "$TD/inspect.json"
 	assert_json '.[0].HostConfig.Memory' $((2048 * 1024 * 1024)) "$TD/inspect.json"

@@ -11,10 +11,12 @@ test_manager_exec() {
 	assert_eq "exit code" 0 "$RC"
 	assert_json .status '"exited"'
 	assert_json .receipt.verified true
-	# never uid 0 of any namespace: the manager's uid (unprivileged) or nobody (root manager), 1:1
-	local sandbox_uid=$RUN_UID
-	[ "$RUN_UID" -eq 0 ] && sandbox_uid=65534
-	assert_lines "$(jr .stdout)" "$WT/.sandbox-tmp" "$sandbox_uid"
+	# never uid 0 of any namespace: the manager's uid (unprivileged) or the identity's own (root
+	# manager, rule N2), 1:1
+	local out
+	out=$(jr .stdout)
+	mgr_ids
+	assert_lines "$out" "$WT/.sandbox-tmp" "$IDS_UID"
 	[ -e "$WT/.sandbox-tmp/report.txt" ] || bad "the report written to TMPDIR is not in the worktree's scratch"
 	# never host root: no /proc/sys writes, no root-only host files (the sandbox's /etc is made)
 	mgr exec --session "$SID" -- 'v=$(cat /proc/sys/kernel/printk_ratelimit); { echo "$v" > /proc/sys/kernel/printk_ratelimit; } 2>/dev/null && echo sysctl-written || echo sysctl-refused; test -e /etc/shadow && echo shadow-present || echo shadow-absent'

@@ -242,7 +242,7 @@ static void test_reopen_keeps_data(void **state)
 	records_close(r);
 
 	version = store_text(f->db, on_postgres ? "SELECT version FROM records_schema" : "PRAGMA user_version");
-	assert_string_equal(version, "4");
+	assert_string_equal(version, "5");
 	free(version);
 }
 
@@ -331,7 +331,7 @@ static void test_open_refusals(void **state)
 	sqlite3_close(db);
 	assert_int_equal(records_open(f->db, &r, &err), -1);
 	assert_null(r);
-	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (4)");
+	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (5)");
 }
 
 /* ---------------------------------------------------------------- sessions and grants */
@@ -382,6 +382,42 @@ static void test_sessions(void **state)
 	assert_int_equal(records_session_set_turn(r, "nope", 1, &err), -1);
 	assert_int_equal(records_session_set_state(r, "nope", "deleted", &err), -1);
 	expect_msg(&err, "no session nope");
+	records_close(r);
+}
+
+/* Rule N2: each identity one slot of the manager's id range, the same on every connection of the
+ * store, never changed or given back; a used-up range refuses and records nothing. */
+static void test_identity_slots(void **state)
+{
+	struct fixture *f = *state;
+	struct records *r = open_ok(f->db), *r2 = open_ok(f->db);
+	struct sb_err err;
+	int64_t slot = -1;
+	char *n;
+
+	assert_int_equal(records_identity_slot(r, "alice", 0, 1000, &slot, &err), RECORDS_NOT_FOUND);
+	assert_int_equal(records_identity_slot(r, "alice", 3, 1000, &slot, &err), RECORDS_FOUND);
+	assert_int_equal(slot, 0);
+	assert_int_equal(records_identity_slot(r2, "bob", 3, 1001, &slot, &err), RECORDS_FOUND);
+	assert_int_equal(slot, 1);
+	/* The other connection (another manager) reads alice's slot, never gives her another. */
+	assert_int_equal(records_identity_slot(r2, "alice", 3, 1002, &slot, &err), RECORDS_FOUND);
+	assert_int_equal(slot, 0);
+	assert_int_equal(records_identity_slot(r, "carol", 3, 1003, &slot, &err), RECORDS_FOUND);
+	assert_int_equal(slot, 2);
+	assert_int_equal(records_identity_slot(r, "dave", 3, 1004, &slot, &err), RECORDS_REFUSED);
+	expect_msg(&err, "the manager's id range is used up: its 3 slots are given to 3 identities");
+	assert_int_equal(records_identity_slot(r, "dave", 0, 1004, &slot, &err), RECORDS_NOT_FOUND);
+	assert_int_equal(records_identity_slot(r, "", 3, 1004, &slot, &err), -1);
+	n = store_text(f->db, "SELECT count(*) FROM identity_ids");
+	assert_string_equal(n, "3");
+	free(n);
+	/* The store itself holds the rule for any writer: one slot per identity, never moved or freed. */
+	store_refuses(f->db, "INSERT INTO identity_ids (identity, slot, assigned_ms) VALUES ('eve', 1, 0)",
+		      on_postgres ? "identity_ids_slot_key" : "UNIQUE constraint failed: identity_ids.slot");
+	store_refuses(f->db, "UPDATE identity_ids SET slot = 7 WHERE identity = 'bob'", "an identity keeps its ids");
+	store_refuses(f->db, "DELETE FROM identity_ids WHERE identity = 'bob'", "an identity keeps its ids");
+	records_close(r2);
 	records_close(r);
 }
 
@@ -1541,7 +1577,7 @@ static void test_pg_open_refusals(void **state)
 		fail_msg("%s", msg);
 	assert_int_equal(records_open_store(pg_store, &r, &err), -1);
 	assert_null(r);
-	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (4)");
+	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (5)");
 	expect_msg(&err, pg_db);
 	version = store_text(f->db, "SELECT version FROM records_schema");
 	assert_string_equal(version, "99");
@@ -1596,6 +1632,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pg_open_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pg_connection_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_identity_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_reserved, setup, teardown),
@@ -1617,6 +1654,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wal_mode_and_cloexec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_identity_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_reserved, setup, teardown),

@@ -1,0 +1,37 @@
+/* Each identity's own uid and gid (issue 26, rule N2): what its sandboxes run as and what its files
+ * on the volume belong to. A root manager gives each identity one slot of its id range
+ * (`sandbox-ids`), recorded in the store; an unprivileged manager can map only its own ids, so its
+ * sandboxes are all itself (docs/isolation.md says what separates them then). */
+#ifndef SB_IDENTITY_IDS_H
+#define SB_IDENTITY_IDS_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "error.h"
+#include "workspace.h"
+
+struct manager;
+
+/* config: "START:COUNT" (uids and gids START .. START+COUNT-1) into c; refused unless the range
+ * holds the probe's slot and one identity and no id below 1000, nobody (65534) or 65535. */
+int identity_ids_parse(struct config *c, const char *value, struct sb_err *err);
+
+/* A root manager given no range: root's entries of /etc/subuid and /etc/subgid when both exist,
+ * else IDENTITY_IDS_DEFAULT. Nothing for an unprivileged manager. */
+int identity_ids_default(struct config *c, struct sb_err *err);
+
+/* At start (root): no id of the range is a user's or group's (/etc/passwd, /etc/group), overlaps
+ * another user's subordinate range, runs a process of the host's user namespace, or owns an entry
+ * directly in the places other users write (identity_ids.c ids_places). Refused naming the user,
+ * the range, the process or the path. */
+int identity_ids_check(const struct config *c, struct sb_err *err);
+
+/* The ids of identity's files and sandboxes (workspace_owner_fn): a root manager's from the
+ * identity's slot, given now when it has none; an unprivileged manager's own. */
+int identity_ids_of(void *manager, const char *identity, struct workspace_owner *out, struct sb_err *err);
+
+/* The ids of the manager's own volume probe (sandbox_probe.c): the range's first, no identity's. */
+struct workspace_owner identity_ids_probe(const struct config *c);
+
+#endif

@@ -1,0 +1,125 @@
+# shellcheck shell=bash
+# Rule N2 (issue 26): each identity's sandboxes run as a uid and gid of its own. A root manager gives
+# each identity one slot of its sandbox-ids range, recorded in the store, kept across restarts, and
+# checks at every start that no one else has the range; an unprivileged manager can map only its own
+# ids, so there every identity is the manager (said by `session show`, tested as such).
+
+# ids_exec SESSION: the command's uid, gid and the owner of a file it wrote, in IDS_SEEN.
+ids_exec() {
+	mgr exec --session "$1" -- 'id -u; id -g; echo "secret of $(id -u)" > secret.txt; stat -c "%u %g %a" secret.txt'
+	assert_eq "the file it wrote" "secret of $(head -n 1 "$OUT")" "$(cat "$(jr .worktree "$TD/wt.$1")/secret.txt" 2>/dev/null)"
+	assert_eq "exec exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	IDS_SEEN=$(tr '\n' ' ' <"$OUT")
+}
+
+# Two identities: ids of their own (root) or the manager's (unprivileged); the worktree's files the
+# identity's; another identity's uid on the host can neither list nor read them; the same ids after
+# a restart, and a new identity the next slot.
+test_manager_identity_ids() {
+	local a_sid a_wt b_sid b_wt a_uid a_gid b_uid b_gid c_uid
+	mgr_repo && mgr_start || return 1
+	mgr_session && a_sid=$SID && a_wt=$WT && cp "$OUT" "$TD/wt.$a_sid"
+	mgr session create --identity bob --repo "$REPO"
+	b_sid=$(jr .session) && b_wt=$(jr .worktree) && cp "$OUT" "$TD/wt.$b_sid"
+	mgr_ids "$a_sid" && a_uid=$IDS_UID && a_gid=$IDS_GID
+	mgr_ids "$b_sid" && b_uid=$IDS_UID && b_gid=$IDS_GID
+	[ "$RUN_UID" -eq 0 ] ||
+		assert_json .ids.from '"the manager'"'"'s own (an unprivileged manager maps only its own ids)"'
+	ids_exec "$a_sid"
+	assert_eq "alice's command runs as her ids" "$a_uid $a_gid $a_uid $a_gid 600 " "$IDS_SEEN"
+	ids_exec "$b_sid"
+	assert_eq "bob's command runs as his ids" "$b_uid $b_gid $b_uid $b_gid 600 " "$IDS_SEEN"
+	assert_eq "the worktree is the identity's on the host" "$b_uid" "$(stat -c %u "$b_wt")"
+	if [ "$RUN_UID" -eq 0 ]; then
+		[ "$a_uid" != "$b_uid" ] && [ "$a_gid" != "$b_gid" ] || bad "two identities share ids: $a_uid:$a_gid"
+		# alice's uid, as any host process of it would be, against bob's files
+		setpriv --reuid="$a_uid" --regid="$a_gid" --clear-groups cat "$b_wt/secret.txt" >/dev/null 2>&1 &&
+			bad "alice's uid read bob's file"
+		setpriv --reuid="$a_uid" --regid="$a_gid" --clear-groups ls "$b_wt" >/dev/null 2>&1 &&
+			bad "alice's uid listed bob's worktree"
+		setpriv --reuid="$a_uid" --regid="$a_gid" --clear-groups cat "$a_wt/secret.txt" >/dev/null 2>&1 ||
+			bad "alice's uid cannot read her own file (the test proves nothing)"
+		setpriv --reuid=65534 --regid=65534 --clear-groups cat "$a_wt/secret.txt" >/dev/null 2>&1 &&
+			bad "nobody read alice's file"
+	else
+		assert_eq "an unprivileged manager: one uid, its own" "$a_uid" "$b_uid"
+	fi
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	mgr_start || return 1
+	mgr_ids "$a_sid"
+	assert_eq "alice's ids after a restart" "$a_uid:$a_gid" "$IDS_UID:$IDS_GID"
+	ids_exec "$a_sid"
+	assert_eq "alice's command after a restart" "$a_uid $a_gid $a_uid $a_gid 600 " "$IDS_SEEN"
+	mgr session create --identity carol --repo "$REPO"
+	mgr_ids "$(jr .session)" && c_uid=$IDS_UID
+	if [ "$RUN_UID" -eq 0 ]; then
+		assert_eq "carol: the next slot" "$((b_uid + 1))" "$c_uid"
+	fi
+}
+t manager_identity_ids test_manager_identity_ids
+
+# serve_refused WHAT WANT [SERVE ARGS...]: serve exits 125 (or 2 for a usage error: WANT_RC) and
+# says WANT.
+serve_refused() {
+	local what=$1 want=$2
+	shift 2
+	rm -rf "$TD/refused"
+	timeout -k 3 30 "${AS[@]}" "$MANAGER" serve --state-dir "$TD/refused" "$@" >"$TD/serve.out" 2>&1
+	assert_eq "$what: exit code" "${WANT_RC:-125}" "$?"
+	grep -qF -- "$want" "$TD/serve.out" || bad "$what: expected '$want' in: $(head -c 400 "$TD/serve.out")"
+	[ -S "$TD/refused/manager.sock" ] && bad "$what: the manager serves"
+}
+
+# What the range must not be: anyone's. Root: a host process or a file in a shared place with an id
+# of it, a user's uid, another user's subordinate range, nobody; the old one-uid settings are refused
+# with their replacement. Unprivileged: a range at all.
+test_manager_identity_ids_refused() {
+	local sp f
+	WANT_RC=2 serve_refused "sandbox-uid" "sandbox-uid is replaced by sandbox-ids START:COUNT" --sandbox-uid 5000
+	WANT_RC=2 serve_refused "a range with nobody" "nor 65534 (nobody)" --sandbox-ids 60000:10000
+	WANT_RC=2 serve_refused "a range of one" "COUNT must be at least 2" --sandbox-ids 2000000000:1
+	WANT_RC=2 serve_refused "not a range" "sandbox-ids must be START:COUNT" --sandbox-ids 2000000000-5
+	if [ "$RUN_UID" -ne 0 ]; then
+		serve_refused "an unprivileged manager with a range" "runs sandboxes as its own uid and gid only" \
+			--sandbox-ids 2000000000:10
+		return
+	fi
+	serve_refused "sbtest's uid in the range" "user $IT_USER (/etc/passwd) has uid" \
+		--sandbox-ids "$(id -u "$IT_USER"):10"
+	serve_refused "sbtest's subordinate range" "/etc/subuid gives another user the overlapping range" \
+		--sandbox-ids "$(awk -F: -v u="$IT_USER" '$1 == u { print $2 + 5; exit }' /etc/subuid):10"
+	setpriv --reuid=2000000005 --regid=2000000005 --clear-groups sleep 60 &
+	sp=$!
+	sleep 0.3
+	serve_refused "a host process with an id of the range" "process $sp (sleep) of the host runs with id 2000000005" \
+		--sandbox-ids 2000000000:10
+	kill "$sp"
+	wait "$sp" 2>/dev/null
+	f=$(mktemp /var/tmp/sbu.ids.XXXXXX)
+	chown 2000000007:2000000007 "$f"
+	serve_refused "a file with an id of the range" "$f belongs to uid 2000000007, gid 2000000007" --sandbox-ids 2000000000:10
+	rm -f "$f"
+	# and with none of these, the same range serves
+	mgr_repo && mgr_start --sandbox-ids 2000000000:10 && mgr_session && mgr_ids
+	assert_eq "alice: the range's first identity slot" 2000000001 "$IDS_UID"
+}
+t manager_identity_ids_refused test_manager_identity_ids_refused
+
+# A used-up range refuses a new identity with the reason, and makes nothing for it; the identities
+# that have ids go on.
+test_manager_identity_ids_used_up() {
+	[ "$RUN_UID" -eq 0 ] || { skip "the range is a root manager's (unprivileged: tested refused above)"; return; }
+	mgr_repo && mgr_start --sandbox-ids 2000000000:3 || return 1
+	mgr_session
+	mgr session create --identity bob --repo "$REPO"
+	assert_eq "bob gets the last slot" 0 "$RC"
+	mgr session create --identity carol --repo "$REPO"
+	assert_eq "carol: exit code" 125 "$RC"
+	grep -qF "the manager's id range is used up: its 2 slots are given to 2 identities" "$ERR" ||
+		bad "carol's refusal: $(head -c 300 "$ERR")"
+	[ -e "$MSTATE/volume/identities/carol" ] && bad "carol's directory was made"
+	mgr exec --session "$SID" -- 'id -u'
+	assert_eq "alice goes on" "0 2000000001" "$RC $(cat "$OUT")"
+}
+t manager_identity_ids_used_up test_manager_identity_ids_used_up
