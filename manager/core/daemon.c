@@ -220,6 +220,10 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, m->cfg.sandbox_uid, err) < 0 ||
 			       walkable_check(m->cfg.volume, m->cfg.sandbox_uid, err) < 0))
 		return -1;
+	/* Before the records are opened: a reserve, when the volume shares their filesystem, is taken
+	 * while there is room (rule N4). */
+	if (disk_bound_start(&m->disk, m->cfg.state_dir, m->cfg.volume, m->cfg.disk_reserve, err) < 0)
+		return -1;
 	if (!m->rec && (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 ||
 			records_open(db, &m->rec, err) < 0))
 		return -1;
