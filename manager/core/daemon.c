@@ -228,6 +228,7 @@ static int manager_start(struct manager *m, struct sb_err *err)
 			records_open(db, &m->rec, err) < 0))
 		return -1;
 	records_set_output_limit(m->rec, m->cfg.record_output_limit);
+	records_set_full_hook(m->rec, disk_bound_release, &m->disk);
 	/* Before anything is read for recovery: this manager's name in the store, and the fence on
 	 * its writes (a second live manager with the same id is refused here). */
 	if (ownership_start(m, err) < 0)

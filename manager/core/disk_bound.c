@@ -109,11 +109,12 @@ int disk_bound_start(struct disk_bound *d, const char *state_dir, const char *vo
 	return 0;
 }
 
-bool disk_bound_release(struct disk_bound *d, const struct sb_err *err)
+bool disk_bound_release(void *ctx)
 {
+	struct disk_bound *d = ctx;
 	bool gave = false;
 
-	if (err->errnum != ENOSPC || d->kind != DISK_RESERVE)
+	if (d->kind != DISK_RESERVE)
 		return false;
 	pthread_mutex_lock(&d->lock);
 	if (d->held && ftruncate(d->fd, 0) == 0) {
@@ -123,8 +124,8 @@ bool disk_bound_release(struct disk_bound *d, const struct sb_err *err)
 	}
 	pthread_mutex_unlock(&d->lock);
 	if (gave)
-		sb_warn("disk: the filesystem of %s is full: its reserve of %lld bytes is given back to finish a record "
-			"(%s); calls are refused until it can be held again", d->state_dir, (long long)d->bytes, err->msg);
+		sb_warn("disk: the filesystem of %s is full: its reserve of %lld bytes is given back to finish a record; "
+			"calls are refused until it can be held again", d->state_dir, (long long)d->bytes);
 	/* Given back now, or by another call's record a moment ago: the room is there to try once. */
 	return true;
 }

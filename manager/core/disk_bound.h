@@ -40,10 +40,10 @@ struct disk_bound {
 int disk_bound_start(struct disk_bound *d, const char *state_dir, const char *volume, int64_t bytes,
 		     struct sb_err *err);
 
-/* A record write failed with err: when it was for want of space (errnum ENOSPC) and the reserve is
- * held, the reserve is given back (its blocks freed) and true returned: the caller writes the record
- * again, once. Else false, err untouched. */
-bool disk_bound_release(struct disk_bound *d, const struct sb_err *err);
+/* A record could not be written for want of space (records_set_full_hook, ctx a struct disk_bound):
+ * the reserve is given back (its blocks freed) and true returned, so the record is written again,
+ * once; also when another record gave it back a moment before. False without a reserve. */
+bool disk_bound_release(void *ctx);
 
 /* Before a call is accepted (nothing recorded yet): 0, or -1 when the reserve is given back and the
  * filesystem has no room to take it again (err says so, with the free space). Cheap: one fstatvfs

@@ -56,10 +56,6 @@ int call_record_end(struct manager *m, struct call *c, const char *status, json_
 		return sb_fail(err, ENOMEM, "serialising the result of exec %s", c->exec_id);
 	rc = records_exec_finish(m->rec, c->exec_id, status, result_text, c->reply.receipt,
 				 c->reason[0] ? c->reason : NULL, err);
-	/* A full filesystem: the reserve given back, the end written once more (rule N4). */
-	if (rc < 0 && disk_bound_release(&m->disk, err))
-		rc = records_exec_finish(m->rec, c->exec_id, status, result_text, c->reply.receipt,
-					 c->reason[0] ? c->reason : NULL, err);
 	free(result_text);
 	return rc;
 }
@@ -144,9 +140,7 @@ static int call_record(struct manager *m, struct call *c, struct sb_err *err)
 	e.accepted_ms = clock_real_ms();
 	if (c->turn >= 0 && c->turn != s->turn && records_session_set_turn(m->rec, c->session, c->turn, err) < 0)
 		return -1;
-	if (records_exec_insert(m->rec, &e, err) == 0)
-		return 0;
-	return disk_bound_release(&m->disk, err) ? records_exec_insert(m->rec, &e, err) : -1;
+	return records_exec_insert(m->rec, &e, err);
 }
 
 /* The stop's phase (stop.c daemon_stop): once the manager is stopping no call takes a turn, and
@@ -455,10 +449,7 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 		return -4; /* the agent does not answer; nothing was sent: the exec never ran */
 	/* Recorded before a byte goes out: after this, the exec is never dispatched again. */
 	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
-				    c->sandbox->authority, err) < 0 &&
-	    (!disk_bound_release(&m->disk, err) ||
-	     records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex,
-				     c->sandbox->h.runtime_id, c->sandbox->authority, err) < 0))
+				    c->sandbox->authority, err) < 0)
 		return -2;
 	FAILPOINT("manager.exec.dispatched"); /* recorded dispatched; not a byte sent */
 	metrics_lap(&c->lap, METRICS_STEP_DISPATCH);
@@ -708,8 +699,8 @@ static json_t *call_steps(struct manager *m, struct call *c)
 
 	if (stop_reached(m, STOP_REFUSING))
 		return call_refuse_stopping(m, c);
-	/* Its reserve given back, the filesystem full: nothing is recorded or run until it is held
-	 * again, so that every call accepted can be recorded to its end (rule N4). */
+	/* Its disk reserve given back, the filesystem full: nothing is recorded or run until it is
+	 * held again, so that every call accepted can be recorded to its end (rule N4). */
 	if (disk_bound_admit(&m->disk, &err) < 0)
 		return control_error("unavailable", "exec not run: %s", err.msg);
 	/* Not on record, so not run: the answer says so (a full records volume ends here). */

@@ -70,6 +70,8 @@ struct records {
 	char fence[65];        /* records_set_fence: the manager id every write about a session must own it as; "" none */
 	struct stmt kept[STMT_KEPT];
 	struct checkpointer *checkpointer; /* SQLite: the WAL's checkpoint thread (records_sqlite.c), or NULL */
+	bool (*full)(void *ctx);  /* records_set_full_hook, or NULL */
+	void *full_ctx;
 };
 
 /* ---------------------------------------------------------------- statements prepared once (records.c) */

@@ -42,15 +42,15 @@ res_ns_start() {
 	return 1
 }
 
-# res_mgr_start: mgr_start's manager, inside the namespace, with its socket and volume on the host.
-# Called again, it restarts on the same state.
+# res_mgr_start [SERVE ARGS...]: mgr_start's manager, inside the namespace, with its socket and volume
+# on the host (RES_VOLUME: the volume elsewhere). Called again, it restarts on the same state.
 res_mgr_start() {
 	local i
 	MSOCK=$TD/m.sock
 	rm -f "$MSOCK"
 	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
-	"${AS[@]}" "${RES_NS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --socket "$MSOCK" --volume "$TD/volume" \
-		>>"$TD/manager.log" 2>&1 &
+	"${AS[@]}" "${RES_NS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --socket "$MSOCK" --volume "${RES_VOLUME:-$TD/volume}" \
+		"$@" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
 	for i in $(seq 1 100); do
 		[ -S "$MSOCK" ] && return 0
@@ -165,6 +165,103 @@ test_manager_enospc_receipts() {
 	assert_json '[.records[].state]' '["exited","uncertain","refused","exited"]'
 }
 t manager_enospc_receipts test_manager_enospc_receipts
+
+# ---- rule N4: a tenant that fills the volume (issue 26, break 2) -------------------------------------
+
+# res_in COMMAND...: a command as the test user inside the namespace (where the tmpfs is).
+res_in() { "${AS[@]}" "${RES_NS[@]}" "$@"; }
+
+# The default layout: the volume in the state directory, records, private directories and worktrees
+# on one 128 MiB filesystem; the manager holds a 16 MiB reserve there. Identity mallory's command
+# fills the filesystem from its worktree while alice's call runs: alice's call ends with its real
+# result and exit code, recorded with its output (before: `uncertain ... could not be recorded
+# (database or disk is full)`, left dispatched). The reserve, given back to write that record, is
+# not held while the filesystem is full: every new call is refused as not run, naming the full
+# filesystem; once mallory's file is gone the reserve is held again and calls run.
+test_manager_disk_reserve() {
+	local m b a wtb wta
+	m=$(unique_marker)
+	mgr_repo && res_ns_start 128m - && RES_VOLUME=$MSTATE/volume res_mgr_start --disk-reserve 16M || return
+	mgr_session
+	b=$SID wtb=$WT
+	mgr session create --identity mallory --repo "$REPO"
+	a=$(jr .session) wta=$(jr .worktree)
+	mgr session show --session "$b"
+	assert_json '[.disk.bound, .disk.bytes, .disk.held, .disk.released]' '["reserve",16777216,true,0]'
+	[ "$(res_in stat -c %s "$MSTATE/disk-reserve")" = 16777216 ] || bad "no 16 MiB reserve file in the state directory"
+	mgr exec --session "$a" -- 'echo warm'
+	assert_eq "mallory's first call" 0 "$RC"
+	mgr_bg_exec b "echo run >> runs.$m; sleep 3; echo done.$m; exit 7" "$b"
+	for _ in $(seq 1 100); do res_in test -s "$wtb/runs.$m" && break; sleep 0.05; done
+	mgr exec --session "$a" -- 'dd if=/dev/zero of=fill bs=1M >/dev/null 2>&1; df -k . | tail -n 1'
+	echo "    (mallory's filling call: exit $RC, $(head -c 300 "$OUT")$(head -c 300 "$ERR"))"
+	grep -q "its reserve of 16777216 bytes is given back" "$TD/manager.log" ||
+		bad "the filesystem did not fill, or the reserve was not given back: $(res_in df -k "$MSTATE" | tail -n 1)"
+	wait_bg_execs_allow_fail
+	assert_eq "alice's call: its real output" "done.$m" "$(cat "$TD/bg-b.out")"
+	mgr records --session "$b" --limit 1
+	assert_json '.records[0].state' '"exited"'
+	assert_json '.records[0].result.exit_code' 7
+	assert_json '.records[0].result.stdout' "\"done.$m\\n\""
+	assert_eq "alice's command ran once" 1 "$(res_in cat "$wtb/runs.$m" | wc -l)"
+	mgr session show --session "$b"
+	assert_json .disk.held false
+	mgr status --json
+	assert_match "status names the full filesystem" "filesystem is full" "$(jr '.problems[]')"
+	assert_json .disk.held false
+	# Nothing is accepted while the reserve is given back: not run, and said so.
+	mgr exec --session "$b" -- "echo run >> runs.$m.c; echo ran"
+	assert_eq "a call while the reserve is given back: exit code" 125 "$RC"
+	assert_match "it says the filesystem is full, and that it did not run" \
+		"unavailable: exec not run: the filesystem of the state directory .* is full \([0-9]+ bytes free\)" "$(cat "$ERR")"
+	res_in test -e "$wtb/runs.$m.c" && bad "the refused call ran"
+	mgr records --session "$b" --limit 1
+	assert_json '.records[0].state' '"exited"'
+	# Space back: the reserve is held again at the next call, which runs.
+	res_in rm -f "$wta/fill"
+	mgr exec --session "$b" -- 'echo after'
+	assert_eq "alice's next call once space is back (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" after "$(cat "$OUT")"
+	mgr session show --session "$b"
+	assert_json .disk.held true
+	assert_json .disk.released 1
+}
+t manager_disk_reserve test_manager_disk_reserve
+
+# The volume on a filesystem of its own: the state directory's is one no sandbox writes, and the
+# manager says so; no reserve is held (a leftover one is removed).
+test_manager_disk_separate() {
+	mgr_repo && res_ns_start 32m - && res_in touch "$MSTATE/disk-reserve" && res_mgr_start || return
+	mgr_session
+	mgr session show --session "$SID"
+	assert_json .disk '{"bound":"separate filesystem"}'
+	mgr status --json
+	assert_json .disk '{"bound":"separate filesystem"}'
+	mgr status
+	assert_match "status says it" "disk: separate filesystem" "$(cat "$OUT")"
+	res_in test -e "$MSTATE/disk-reserve" && bad "a reserve file is left with separate filesystems"
+	grep -q "separate filesystems" "$TD/manager.log" || bad "the manager did not log the separate filesystems"
+}
+t manager_disk_separate test_manager_disk_separate
+
+# --disk-reserve 0 on one filesystem: no bound, and session show and the log say so. A bad size is a
+# usage error naming the setting.
+test_manager_disk_reserve_flag() {
+	mgr_repo && mgr_start --disk-reserve 0 || return
+	mgr_session
+	mgr session show --session "$SID"
+	assert_json .disk.bound '"none"'
+	assert_match "it says why" "disk-reserve is 0" "$(jr .disk.why)"
+	grep -q "disk-reserve is 0" "$TD/manager.log" || bad "the manager did not warn that no reserve is held"
+	local bad_size rc
+	for bad_size in 12X -1 ""; do
+		"${AS[@]}" "$MANAGER" serve --state-dir "$TD/s2" --disk-reserve "$bad_size" >"$OUT" 2>"$ERR"
+		rc=$?
+		assert_eq "--disk-reserve '$bad_size': exit code" 2 "$rc"
+		assert_match "--disk-reserve '$bad_size': the message" "disk-reserve must be a size" "$(cat "$ERR")"
+	done
+}
+t manager_disk_reserve_flag test_manager_disk_reserve_flag
 
 # ---- control clients that stall, and many at once -------------------------------------------------
 
