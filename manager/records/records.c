@@ -272,10 +272,11 @@ int step(struct stmt *st, int bind_rc)
 		return pg_step(st);
 	single = sqlite3_get_autocommit(st->r->db);
 	rc = sqlite3_step(st->sq);
-	/* Out of space: SQLite rolled the statement back. Alone in its transaction it is whole again
-	 * once room is given back; inside a longer one, what came before it may be gone: no retry. */
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE && single && db_full(st->r) && st->r->full != NULL &&
-	    st->r->full(st->r->full_ctx)) {
+	/* Out of space: SQLite rolled back the statement, or the whole transaction around it. The
+	 * statement runs again once room is given back when it was a transaction of its own, or when
+	 * the one around it is still open (a COMMIT among them); never after the rest was rolled back. */
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE && (single || !sqlite3_get_autocommit(st->r->db)) &&
+	    db_full(st->r) && st->r->full != NULL && st->r->full(st->r->full_ctx)) {
 		sqlite3_reset(st->sq);
 		rc = sqlite3_step(st->sq);
 	}

@@ -228,6 +228,39 @@ test_manager_disk_reserve() {
 }
 t manager_disk_reserve test_manager_disk_reserve
 
+# As manager_disk_reserve, but mallory's command goes on after the filesystem is full (it holds the
+# space: dd, then a sleep), so alice's call ends while nothing is free and no record has failed yet:
+# its agent's receipt and journal entry go into room its agent took before the command ran, and the
+# record takes the manager's reserve. Alice's call ends exited, recorded with its output.
+test_manager_disk_full_while_running() {
+	local m b a wtb
+	m=$(unique_marker)
+	mgr_repo && res_ns_start 128m - && RES_VOLUME=$MSTATE/volume res_mgr_start --disk-reserve 16M || return
+	mgr_session
+	b=$SID wtb=$WT
+	mgr session create --identity mallory --repo "$REPO"
+	a=$(jr .session)
+	mgr exec --session "$a" -- 'echo warm'
+	mgr exec --session "$b" -- 'echo warm'
+	mgr_bg_exec b "echo run >> runs.$m; sleep 3; echo done.$m; exit 7" "$b"
+	for _ in $(seq 1 100); do res_in test -s "$wtb/runs.$m" && break; sleep 0.05; done
+	mgr_bg_exec a "dd if=/dev/zero of=fill bs=1M >/dev/null 2>&1; sleep 6; echo filler" "$a"
+	for _ in $(seq 1 100); do [ "$(res_in stat -f -c %a "$MSTATE")" -lt 2 ] && break; sleep 0.05; done
+	[ "$(res_in stat -f -c %a "$MSTATE")" -lt 2 ] || bad "the filesystem did not fill: $(res_in df -k "$MSTATE" | tail -n 1)"
+	wait_bg_execs_allow_fail
+	echo "    (mallory's call: $(head -c 300 "$TD/bg-a.out"))"
+	assert_eq "alice's call: its real output" "done.$m" "$(cat "$TD/bg-b.out")"
+	mgr records --session "$b" --limit 1
+	assert_json '[.records[0].state, .records[0].result.exit_code]' '["exited",7]'
+	assert_json '.records[0].result.stdout' "\"done.$m\\n\""
+	assert_json '.records[0].result.receipt.verified' true
+	assert_eq "alice's command ran once" 1 "$(res_in cat "$wtb/runs.$m" | wc -l)"
+	mgr records --session "$a" --limit 1
+	echo "    (mallory's record: $(jv '.records[0] | {state, reason}'))"
+	assert_match "mallory's call is recorded, not left in flight" "exited|uncertain" "$(jr '.records[0].state')"
+}
+t manager_disk_full_while_running test_manager_disk_full_while_running
+
 # The volume on a filesystem of its own: the state directory's is one no sandbox writes, and the
 # manager says so; no reserve is held (a leftover one is removed).
 test_manager_disk_separate() {
