@@ -72,6 +72,7 @@ int disk_bound_start(struct disk_bound *d, const char *state_dir, const char *vo
 		     struct sb_err *err)
 {
 	struct stat st, vst;
+	struct statvfs v;
 	int rc;
 
 	pthread_mutex_init(&d->lock, NULL);
@@ -97,6 +98,12 @@ int disk_bound_start(struct disk_bound *d, const char *state_dir, const char *vo
 				"volume on a filesystem of its own, or set disk-reserve", state_dir, volume);
 		return 0;
 	}
+	/* Taken again only with twice its size free (disk_bound_admit): on a smaller filesystem, once
+	 * given back, it never would be, and every call would be refused from then on. */
+	if (fstatvfs(d->dir_fd, &v) == 0 && (int64_t)(v.f_blocks * v.f_frsize) < 4 * bytes)
+		return sb_refuse(err, EINVAL, "disk-reserve %lld bytes is too large for the filesystem of %s (%lld bytes "
+				 "in all): set at most a quarter of it, or put the volume on a filesystem of its own",
+				 (long long)bytes, state_dir, (long long)(v.f_blocks * v.f_frsize));
 	if (reserve_open(d, err) < 0)
 		return -1;
 	rc = reserve_take(d);
