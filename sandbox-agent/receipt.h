@@ -42,7 +42,8 @@ void receipt_room_drop(const struct privdir *dir, const char *exec_id, struct re
 int receipt_reserve_check(const struct privdir *dir, const char *exec_id, struct sb_err *err);
 
 /* Build, sign, write (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, 0600) and fsync the receipt, then
- * read it back and verify it. dir was opened before the command ran. */
+ * read it back and verify it. dir was opened before the command ran. info comes zeroed, or with
+ * the room receipt_room_take put in it (then the receipt is written there). */
 int receipt_write(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
 		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err);
 
