@@ -2,7 +2,8 @@
  * identity's call uncertain or losing its record. Either the state directory (records, private
  * directories) is on another filesystem than the volume, which no sandbox writes ("separate"), or the
  * manager holds a reserve there that it gives back to finish the records it could not write ("reserve").
- * It never writes a record itself: the callers retry theirs once it gave the reserve back. */
+ * It never writes a record itself: the records run the statement again once it gave the reserve back
+ * (records_set_full_hook), and execpath.c asks disk_bound_admit before a call is recorded. */
 #ifndef SB_DISK_BOUND_H
 #define SB_DISK_BOUND_H
 
@@ -36,7 +37,8 @@ struct disk_bound {
 /* At start, before the first call: compares the two filesystems and, on one, takes the reserve.
  * A reserve that cannot be taken for want of space is no failure: it stays given back, and calls
  * are refused until it can be taken (disk_bound_admit). -1 (err): the state directory or the
- * reserve's file could not be opened. */
+ * reserve's file could not be opened, or the reserve is over a quarter of the filesystem (once given
+ * back it could never be taken again). */
 int disk_bound_start(struct disk_bound *d, const char *state_dir, const char *volume, int64_t bytes,
 		     struct sb_err *err);
 
