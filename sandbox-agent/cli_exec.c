@@ -272,7 +272,7 @@ static int exec_run(struct exec_cli *c, struct secrets *sec)
 {
 	struct boundary b = { 0 };
 	struct exec_outcome out;
-	struct receipt_info receipt;
+	struct receipt_info receipt = { 0 }; /* no room taken (receipt.h) */
 	struct sb_err err;
 	int rc;
 

@@ -34,6 +34,76 @@ int receipt_reserve_check(const struct privdir *dir, const char *exec_id, struct
 	return 0;
 }
 
+static int room_name(const char *exec_id, char *name, size_t len, struct sb_err *err)
+{
+	if ((size_t)snprintf(name, len, "%s.room", exec_id) >= len)
+		return sb_fail(err, ENAMETOOLONG, "exec id too long for a receipt's room");
+	return 0;
+}
+
+int receipt_room_take(const struct privdir *dir, const char *exec_id, struct receipt_info *info, struct sb_err *err)
+{
+	char name[EXEC_ID_MAX + 8];
+	int fd, rc;
+
+	if (room_name(exec_id, name, sizeof name, err) < 0)
+		return -1;
+	fd = openat(dir->fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sb_fail_errno(err, "receipt room for exec '%s': creating %s/%s", exec_id, dir->path, name);
+	rc = posix_fallocate(fd, 0, RECEIPT_ROOM_BYTES);
+	if (rc != 0) {
+		close(fd);
+		unlinkat(dir->fd, name, 0);
+		return sb_fail(err, rc, "receipt room for exec '%s': allocating %d bytes in %s", exec_id,
+			       RECEIPT_ROOM_BYTES, dir->path);
+	}
+	info->room_fd = fd;
+	info->has_room = true;
+	return 0;
+}
+
+void receipt_room_drop(const struct privdir *dir, const char *exec_id, struct receipt_info *info)
+{
+	char name[EXEC_ID_MAX + 8];
+	struct sb_err err;
+
+	if (!info->has_room)
+		return;
+	close(info->room_fd);
+	info->has_room = false;
+	if (room_name(exec_id, name, sizeof name, &err) == 0)
+		unlinkat(dir->fd, name, 0);
+}
+
+/* The receipt written into its room (blocks allocated before the command ran: nothing is
+ * allocated now), cut to its length and renamed to its name, never over an existing file. The
+ * file's descriptor, unsynced, or -1 with err (the room removed). */
+static int room_write(const struct privdir *dir, const char *exec_id, const char *name, int fd, const char *text,
+		      size_t len, struct sb_err *err)
+{
+	char room[EXEC_ID_MAX + 8];
+	size_t done = 0;
+	ssize_t n;
+
+	if (room_name(exec_id, room, sizeof room, err) < 0) {
+		close(fd);
+		return -1;
+	}
+	errno = 0;
+	while (done < len && (n = pwrite(fd, text + done, len - done, (off_t)done)) > 0)
+		done += (size_t)n;
+	if (done < len || ftruncate(fd, (off_t)len) < 0 ||
+	    renameat2(dir->fd, room, dir->fd, name, RENAME_NOREPLACE) < 0) {
+		int saved = errno ? errno : EIO;
+
+		close(fd);
+		unlinkat(dir->fd, room, 0);
+		return sb_fail(err, saved, "writing %s/%s", dir->path, name);
+	}
+	return fd;
+}
+
 static json_t *digest_json(const struct output_capture *c)
 {
 	char hex[65];
@@ -66,11 +136,15 @@ int receipt_write_unsynced(const struct privdir *dir, const struct exec_request 
 {
 	char name[EXEC_ID_MAX + 8];
 	json_t *obj, *check;
+	bool has_room = info->has_room;
+	int room_fd = info->room_fd;
 
 	memset(info, 0, sizeof *info);
 	sb_hex_encode(sec->nonce, sizeof sec->nonce, info->nonce_hex);
 	info->boundary_confirmed = out->init_reaped;
 	/* The path the result reports: a cut one would name another file, so it is refused. */
+	info->has_room = has_room;
+	info->room_fd = room_fd;
 	if (receipt_name(req->exec_id, name, sizeof name, err) < 0 ||
 	    path_fmt(info->path, sizeof info->path, err, "%s/%s", dir->path, name) < 0)
 		return -1;
@@ -86,8 +160,14 @@ int receipt_write_unsynced(const struct privdir *dir, const struct exec_request 
 		return err->msg[0] ? -1 : sb_fail(err, ENOMEM, "serialising the receipt");
 	/* Through the descriptor opened before the command ran: whatever the command renamed, the
 	 * receipt lands in the agent's own directory (R1). common/fdio.c: exclusive, no symlink,
-	 * written whole; synced by receipt_sync. */
-	info->fd = fd_file_write_new(dir->fd, dir->path, name, 0600, info->text, info->text_len, err);
+	 * written whole; synced by receipt_sync. Into its room when it has one that fits (rule N4). */
+	if (info->has_room && info->text_len <= RECEIPT_ROOM_BYTES) {
+		info->has_room = false;
+		info->fd = room_write(dir, req->exec_id, name, info->room_fd, info->text, info->text_len, err);
+	} else {
+		receipt_room_drop(dir, req->exec_id, info);
+		info->fd = fd_file_write_new(dir->fd, dir->path, name, 0600, info->text, info->text_len, err);
+	}
 	if (info->fd < 0)
 		return -1;
 	info->unsynced = true;

@@ -22,14 +22,28 @@ struct receipt_info {
 	size_t text_len;
 	bool unsynced;           /* written by receipt_write_unsynced, receipt_sync not yet done */
 	int fd;                  /* the file, while unsynced */
+	bool has_room;           /* receipt_room_take: room_fd is the receipt's room, not yet used */
+	int room_fd;
 };
+
+/* Room for the receipt, taken before the command runs: <exec_id>.room in dir, RECEIPT_ROOM_BYTES
+ * allocated (posix_fallocate), so that a filesystem filled while the command runs (by another
+ * tenant, when the volume shares it: rule N4) cannot keep the receipt from being written; the
+ * receipt is written into it and renamed into place (receipt_write_unsynced). -1 with err (ENOSPC:
+ * no room now; the exec is refused before it runs); info is then as it was. */
+#define RECEIPT_ROOM_BYTES 8192
+int receipt_room_take(const struct privdir *dir, const char *exec_id, struct receipt_info *info, struct sb_err *err);
+
+/* A room that was not used (the exec ended without a receipt, or was refused): removed. */
+void receipt_room_drop(const struct privdir *dir, const char *exec_id, struct receipt_info *info);
 
 /* Fail when a receipt for this exec id exists already: checked before the command runs, so
  * a reused id is refused instead of running a command that can never get its receipt. */
 int receipt_reserve_check(const struct privdir *dir, const char *exec_id, struct sb_err *err);
 
 /* Build, sign, write (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, 0600) and fsync the receipt, then
- * read it back and verify it. dir was opened before the command ran. */
+ * read it back and verify it. dir was opened before the command ran. info comes zeroed, or with
+ * the room receipt_room_take put in it (then the receipt is written there). */
 int receipt_write(const struct privdir *dir, const struct exec_request *req, const struct exec_outcome *out,
 		  const struct secrets *sec, struct receipt_info *info, struct sb_err *err);
 

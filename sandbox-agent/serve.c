@@ -339,9 +339,12 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	steptime_reset();
 	steptime_mark(STEP_REQUEST);
 	/* Never reused: the journal prunes its oldest entries, the receipts stay, so both are asked
-	 * before anything runs (a receipt that exists already means this id ran). */
+	 * before anything runs (a receipt that exists already means this id ran). The receipt's room
+	 * before the begin: a begin is never left for an exec refused for want of room (rule N4). */
 	if (receipt_reserve_check(&a->receipts, e->exec_id, &err) < 0 ||
+	    receipt_room_take(&a->receipts, e->exec_id, &info, &err) < 0 ||
 	    journal_begin(&a->journal, e->exec_id, e->generation, &err) < 0) {
+		receipt_room_drop(&a->receipts, e->exec_id, &info);
 		exec_release(a);
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_REFUSED, "exec refused: %s", err.msg);
 	}
@@ -360,6 +363,7 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 		(void)receipt_sync(&a->receipts, &info, &err);
 		sb_error("exec %s: journal: no result", e->exec_id);
 	}
+	receipt_room_drop(&a->receipts, e->exec_id, &info);
 	receipt_info_free(&info);
 	steptime_mark(STEP_JOURNAL);
 	exec_release(a);

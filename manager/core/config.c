@@ -137,6 +137,7 @@ static int defaults(struct config *c, struct sb_err *err)
 	c->output_limit = OUTPUT_LIMIT;
 	c->record_output_limit = RECORD_OUTPUT_LIMIT;
 	c->lease_ms = LEASE_MS;
+	c->disk_reserve = 64LL << 20;
 	/* The host name: what `session show` names as a session's owner when the operator gave none. */
 	if (gethostname(c->manager_id, sizeof c->manager_id - 1) < 0 || !manager_id_valid(c->manager_id))
 		snprintf(c->manager_id, sizeof c->manager_id, "manager");
@@ -188,6 +189,8 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 			snprintf(c->limit_given, sizeof c->limit_given, "%s", key);
 	if (strcmp(key, "tmp-size") == 0 || strcmp(key, "shm-size") == 0)
 		return bytes_set(key[0] == 't' ? &c->tmp_bytes : &c->shm_bytes, value, 1LL << 20, 64LL << 30, key, err);
+	if (strcmp(key, "disk-reserve") == 0)
+		return bytes_set(&c->disk_reserve, value, 0, 64LL << 30, key, err);
 	if (strcmp(key, "cgroup-parent") == 0)
 		return str_set(c->cgroup_parent, sizeof c->cgroup_parent, value, key, err);
 	if (strcmp(key, "network") == 0) {
@@ -345,6 +348,9 @@ void config_usage(FILE *f)
 	      "  --record-output-limit BYTES    per stream kept in an exec's record (default 64 KiB)\n"
 	      "  --tmp-size BYTES               each sandbox's /tmp (K, M or G suffix; default 256M)\n"
 	      "  --shm-size BYTES               each sandbox's /dev/shm (default 64M)\n"
+	      "  --disk-reserve BYTES           held in the state directory when the volume shares its filesystem,\n"
+	      "                                 given back to finish records when a command fills it (default\n"
+	      "                                 64M; 0: none; unused when they are separate filesystems)\n"
 	      "  --sandbox-ids START:COUNT      root manager: each identity's uid and gid from this range (default:\n"
 	      "                                 root's /etc/subuid and /etc/subgid entries, else 1879048192:65536)\n"
 	      "  --resource NAME=BROKER:ARG     a resource grants may name (repeatable)\n"
@@ -382,7 +388,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
 		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
 		{ "store", 1, NULL, 0 }, { "manager-id", 1, NULL, 0 }, { "lease-ms", 1, NULL, 0 },
-		{ "network", 1, NULL, 0 },
+		{ "network", 1, NULL, 0 }, { "disk-reserve", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

@@ -50,6 +50,8 @@ struct config {
 	char store[PATH_MAX + 4096]; /* "" (<state-dir>/records.db), "sqlite:PATH" or "postgres:CONNINFO" */
 	char manager_id[65];        /* this manager's name in the store's leases (default: the host name) */
 	unsigned long lease_ms;     /* a session's lease: renewed every third of it, taken over after it */
+	int64_t disk_reserve;       /* bytes the manager holds in the state directory when the volume shares its
+	                               filesystem, to finish its records when a command fills it; 0: none */
 };
 
 /* Parse `serve`'s flags (and the file named by --config); fills every default. 0: loaded;

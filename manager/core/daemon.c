@@ -213,9 +213,6 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	/* The volume must do what git and the records rely on, or nothing it holds is safe. */
 	if (volume_probe(m->cfg.volume, err) < 0)
 		return -1;
-	/* Under root no other user may list the identities and sessions or read what commands wrote
-	 * (rule N3). An unprivileged manager's volume is made with the same modes, but its sandboxes are
-	 * itself: the group its volume has (a claim's fsGroup, group-writable) holds no one else. */
 	/* The range each identity's ids come from is no one else's (rule N2); every range id walks
 	 * the same (no account, no group): the probe's stands for all. */
 	if (identity_ids_check(&m->cfg, err) < 0)
@@ -223,13 +220,21 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, identity_ids_probe(&m->cfg).uid, err) < 0 ||
 			       walkable_check(m->cfg.volume, identity_ids_probe(&m->cfg).uid, err) < 0))
 		return -1;
+	/* Before the records are opened: a reserve, when the volume shares their filesystem, is taken
+	 * while there is room (rule N4). */
+	if (disk_bound_start(&m->disk, m->cfg.state_dir, m->cfg.volume, m->cfg.disk_reserve, err) < 0)
+		return -1;
 	if (!m->rec && (path_fmt(db, sizeof db, err, "%s/records.db", m->cfg.state_dir) < 0 ||
 			records_open(db, &m->rec, err) < 0))
 		return -1;
-	/* After the records: each identity's group is its ids' (identity_ids_of). */
+	/* Under root no other user may list the identities and sessions or read what commands wrote
+	 * (rule N3); after the records, since each identity's group is its ids' (identity_ids_of). An
+	 * unprivileged manager's volume is made with the same modes, but its sandboxes are itself: the
+	 * group its volume has (a claim's fsGroup, group-writable) holds no one else. */
 	if (geteuid() == 0 && volume_closed_check(m->cfg.volume, identity_ids_of, m, err) < 0)
 		return -1;
 	records_set_output_limit(m->rec, m->cfg.record_output_limit);
+	records_set_full_hook(m->rec, disk_bound_release, &m->disk);
 	/* Before anything is read for recovery: this manager's name in the store, and the fence on
 	 * its writes (a second live manager with the same id is refused here). */
 	if (ownership_start(m, err) < 0)

@@ -221,6 +221,21 @@ static void env_fill(struct agent_env *env, size_t *n, const char *scratch, cons
 		env[(*n)++] = (struct agent_env){ "KUBECONFIG", kubeconfig };
 }
 
+/* A result without a receipt, with the agent's own words when it said why (a receipt it could not
+ * write: "receipt not written: ... No space left on device"), cut to fit on purpose. */
+static int call_no_receipt(const struct call *c, struct sb_err *err)
+{
+	json_t *result = json_loads(c->reply.result_json, 0, NULL);
+	const char *why = json_string_value(json_object_get(result, "error"));
+	int rc;
+
+	rc = why ? sb_refuse(err, EPROTO, "a result without a receipt (the agent says: %.300s): the namespace's end "
+			     "is not proven", why) :
+		   sb_fail(err, EPROTO, "a result without a receipt: the namespace's end is not proven");
+	json_decref(result);
+	return rc;
+}
+
 int call_result_verify(struct call *c, struct sb_err *err)
 {
 	json_t *receipt, *result;
@@ -229,7 +244,7 @@ int call_result_verify(struct call *c, struct sb_err *err)
 	if (c->reply.result_json == NULL)
 		return sb_fail(err, EPROTO, "no result");
 	if (c->reply.receipt == NULL)
-		return sb_fail(err, EPROTO, "a result without a receipt: the namespace's end is not proven");
+		return call_no_receipt(c, err);
 	/* agent_client verified it with the key already; verify again here, where the record is
 	 * written, so no path can complete an exec on an unverified receipt. */
 	receipt = receipt_mac_verify(c->reply.receipt, c->reply.receipt_len, c->sandbox->receipt_key, c->nonce_hex,
@@ -713,6 +728,10 @@ static json_t *call_steps(struct manager *m, struct call *c)
 
 	if (stop_reached(m, STOP_REFUSING))
 		return call_refuse_stopping(m, c);
+	/* Its disk reserve given back, the filesystem full: nothing is recorded or run until it is
+	 * held again, so that every call accepted can be recorded to its end (rule N4). */
+	if (disk_bound_admit(&m->disk, &err) < 0)
+		return control_error("unavailable", "exec not run: %s", err.msg);
 	/* Not on record, so not run: the answer says so (a full records volume ends here). */
 	if (call_record(m, c, &err) < 0)
 		return control_error("unavailable", "exec not run: it could not be recorded (%s)", err.msg);

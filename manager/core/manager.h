@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "ca.h"
 #include "config.h"
+#include "disk_bound.h"
 #include "error.h"
 #include "queue.h"
 #include "records.h"
@@ -104,6 +105,7 @@ struct manager {
 	unsigned requests;
 	unsigned unproven;
 	struct cancel_pending pending[CANCEL_PENDING_MAX]; /* under `lock` */
+	struct disk_bound disk;        /* rule N4: the bound on a full volume (disk_bound.h) */
 };
 
 /* sandbox.c: a session's sandbox, with its queue turn held by the caller. s: the session's record,

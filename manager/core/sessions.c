@@ -253,12 +253,13 @@ json_t *sessions_show(struct manager *m, const char *id)
 	 * the exec to resolve. */
 	if (recovery_unsettled_get(m, id, &note))
 		unsettled = json_pack("{s:s?, s:s}", "exec", note.exec_id[0] ? note.exec_id : NULL, "reason", note.reason);
-	return session_ids_add(m, s.identity, json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s, s:o*}", "ok",
+	/* "disk": which bound keeps a full volume from this session's records (rule N4). */
+	return session_ids_add(m, s.identity, json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s, s:o*, s:o}", "ok",
 			 1, "session", s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch",
 			 s.branch, "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn,
 			 "sandbox", sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
 			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id), "network", s.network,
-			 "unsettled", unsettled));
+			 "unsettled", unsettled, "disk", disk_bound_json(&m->disk)));
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)

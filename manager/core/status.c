@@ -142,12 +142,18 @@ json_t *status_answer(struct manager *m)
 {
 	struct status_view v;
 	struct sb_err err;
-	json_t *problems, *resp;
+	json_t *problems, *resp, *disk;
 
 	sb_err_clear(&err);
 	if (status_read(m, &v, &err) < 0)
 		return control_error_from("internal", &err);
 	problems = status_problems(&v);
+	/* Rule N4: a reserve given back means calls are refused until there is room again. */
+	disk = disk_bound_json(&m->disk);
+	if (json_is_false(json_object_get(disk, "held")))
+		json_array_append_new(problems, json_string("the state directory's filesystem is full: the disk reserve "
+							    "was given back to finish records, and calls are refused until "
+							    "twice its size is free (docs/operations.md, Disk)"));
 	resp = json_pack("{s:b, s:s, s:s, s:I, s:I, s:s, s:s, s:s?, s:{s:I, s:I, s:I}, s:O, s:O, s:I, s:I, s:I,"
 			 " s:O, s:O, s:O, s:s, s:o}",
 			 "ok", 1, "version", SB_VERSION, "backend", m->cfg.backend, "pid", (json_int_t)getpid(),
@@ -164,6 +170,10 @@ json_t *status_answer(struct manager *m)
 			 json_array_size(problems) > 0 ? "degraded" : "healthy", "problems", problems);
 	json_decref(v.counts);
 	json_decref(v.unsettled);
+	if (resp != NULL)
+		json_object_set_new(resp, "disk", disk);
+	else
+		json_decref(disk);
 	return resp;
 }
 

@@ -52,6 +52,12 @@ static void status_print_text(json_t *st)
 		printf("%s %lld %s", i ? "," : "", num(ex, exec_states[i]), exec_states[i]);
 	printf("; in flight %lld (%lld accepted, %lld dispatched)\n", num(st, "in_flight"), num(ex, "accepted"),
 	       num(ex, "dispatched"));
+	p = json_object_get(st, "disk");
+	if (json_object_get(p, "bytes") != NULL)
+		printf("disk: %s of %lld bytes, %s\n", json_string_value(json_object_get(p, "bound")) ?: "?",
+		       num(p, "bytes"), json_is_true(json_object_get(p, "held")) ? "held" : "given back");
+	else if (p != NULL)
+		printf("disk: %s\n", json_string_value(json_object_get(p, "bound")) ?: "?");
 	printf("health: %s\n", json_string_value(json_object_get(st, "health")) ?: "?");
 	json_array_foreach(json_object_get(st, "problems"), i, p)
 		printf("  - %s\n", json_string_value(p) ?: "?");

@@ -75,6 +75,14 @@ const char *records_store_kind(const struct records *r)
 	return r->kind == STORE_SQLITE ? "sqlite" : "postgres";
 }
 
+void records_set_full_hook(struct records *r, bool (*full)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&r->lock);
+	r->full = full;
+	r->full_ctx = ctx;
+	pthread_mutex_unlock(&r->lock);
+}
+
 void records_set_output_limit(struct records *r, size_t limit)
 {
 	struct records *locked cleanup_unlock = records_lock(r);
@@ -255,13 +263,23 @@ void bind_int(struct stmt *st, int i, int64_t v, int *rc)
 
 int step(struct stmt *st, int bind_rc)
 {
+	bool single;
 	int rc;
 
 	if (bind_rc != DB_OK)
 		return DB_ERROR;
 	if (st->r->kind == STORE_POSTGRES)
 		return pg_step(st);
+	single = sqlite3_get_autocommit(st->r->db);
 	rc = sqlite3_step(st->sq);
+	/* Out of space: SQLite rolled back the statement, or the whole transaction around it. The
+	 * statement runs again once room is given back when it was a transaction of its own, or when
+	 * the one around it is still open (a COMMIT among them); never after the rest was rolled back. */
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE && (single || !sqlite3_get_autocommit(st->r->db)) &&
+	    db_full(st->r) && st->r->full != NULL && st->r->full(st->r->full_ctx)) {
+		sqlite3_reset(st->sq);
+		rc = sqlite3_step(st->sq);
+	}
 	return rc == SQLITE_ROW ? DB_ROW : rc == SQLITE_DONE ? DB_DONE : DB_ERROR;
 }
 

@@ -132,6 +132,11 @@ int records_exec_get(struct records *r, const char *exec_id, struct exec_row *ou
 #define RECORDS_OUTPUT_LIMIT_MAX (1024u * 1024u)
 /* Set once at start, before any other call; clamped to MIN..MAX. */
 void records_set_output_limit(struct records *r, size_t limit);
+/* A statement that failed because the store's filesystem is full (SQLite; PostgreSQL's disk is its
+ * server's) calls full(ctx), with the records' lock held; when it answers true (room was given
+ * back) the statement runs once more, unless SQLite rolled back a longer transaction around it (rule
+ * N4, disk_bound.h). */
+void records_set_full_hook(struct records *r, bool (*full)(void *ctx), void *ctx);
 
 #define RECORDS_PAGE_LIMIT_DEFAULT 20u
 #define RECORDS_PAGE_LIMIT_MAX CONTROL_RECORDS_LIMIT_MAX

@@ -70,6 +70,8 @@ struct records {
 	char fence[65];        /* records_set_fence: the manager id every write about a session must own it as; "" none */
 	struct stmt kept[STMT_KEPT];
 	struct checkpointer *checkpointer; /* SQLite: the WAL's checkpoint thread (records_sqlite.c), or NULL */
+	bool (*full)(void *ctx);  /* records_set_full_hook, or NULL */
+	void *full_ctx;
 };
 
 /* ---------------------------------------------------------------- statements prepared once (records.c) */
@@ -126,7 +128,18 @@ static inline const char *db_errmsg(struct records *r)
 	return r->kind == STORE_SQLITE ? sqlite3_errmsg(r->db) : r->pg_error;
 }
 
-/* "records: <context>: <the store's message>"; errnum 0, since the failure is the store's, not a syscall's. */
+/* Whether the store's last failure was for want of space on its filesystem: SQLite's "database or
+ * disk is full", or an I/O error whose write got ENOSPC. PostgreSQL's disk is its server's. */
+static inline bool db_full(struct records *r)
+{
+	int code = r->kind == STORE_SQLITE ? sqlite3_errcode(r->db) : SQLITE_OK;
+
+	return code == SQLITE_FULL || (code == SQLITE_IOERR && sqlite3_system_errno(r->db) == ENOSPC);
+}
+
+/* "records: <context>: <the store's message>"; errnum 0, since the failure is the store's, not a
+ * syscall's, except ENOSPC when the store's filesystem is full (db_full): the manager's disk bound
+ * (rule N4) gives room back and writes the record again. */
 static inline int db_fail(struct records *r, struct sb_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static inline int db_fail(struct records *r, struct sb_err *err, const char *fmt, ...)
@@ -137,7 +150,7 @@ static inline int db_fail(struct records *r, struct sb_err *err, const char *fmt
 	va_start(ap, fmt);
 	vsnprintf(context, sizeof context, fmt, ap);
 	va_end(ap);
-	return sb_fail(err, 0, "records: %s: %s", context, db_errmsg(r));
+	return sb_refuse(err, db_full(r) ? ENOSPC : 0, "records: %s: %s", context, db_errmsg(r));
 }
 
 static inline int oom_fail(struct sb_err *err, const char *what)

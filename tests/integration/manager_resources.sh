@@ -42,15 +42,15 @@ res_ns_start() {
 	return 1
 }
 
-# res_mgr_start: mgr_start's manager, inside the namespace, with its socket and volume on the host.
-# Called again, it restarts on the same state.
+# res_mgr_start [SERVE ARGS...]: mgr_start's manager, inside the namespace, with its socket and volume
+# on the host (RES_VOLUME: the volume elsewhere). Called again, it restarts on the same state.
 res_mgr_start() {
 	local i
 	MSOCK=$TD/m.sock
 	rm -f "$MSOCK"
 	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
-	"${AS[@]}" "${RES_NS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --socket "$MSOCK" --volume "$TD/volume" \
-		>>"$TD/manager.log" 2>&1 &
+	"${AS[@]}" "${RES_NS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --socket "$MSOCK" --volume "${RES_VOLUME:-$TD/volume}" \
+		"$@" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
 	for i in $(seq 1 100); do
 		[ -S "$MSOCK" ] && return 0
@@ -125,10 +125,11 @@ test_manager_enospc_records() {
 t manager_enospc_records test_manager_enospc_records
 
 # The sandbox's private directory (the agent's journal and receipts, <state>/sandboxes/<id>/state) has
-# no space. A call arriving then is refused by the agent before it runs (its journal entry comes
-# first): it did not run. A call running when the space goes cannot get its receipt written: it is
-# uncertain, its sandbox stopped and proven gone, never "exited" without a receipt and never run
-# again; the next call, once there is space, runs on a new generation.
+# no space. A call arriving then is refused by the agent before it runs (its receipt's room and its
+# journal entry come first): it did not run. A call running when the space goes still gets its
+# receipt, written into the room its agent took before the command ran (rule N4; before, it was
+# uncertain and its sandbox stopped), and its end into the journal's fixed slot: it ends exited
+# with its output, ran once, and the next call runs on the same generation.
 test_manager_enospc_receipts() {
 	local m
 	m=$(unique_marker)
@@ -138,7 +139,7 @@ test_manager_enospc_receipts() {
 	res_fill "$MSTATE/sandboxes"
 	mgr exec --session "$SID" -- "echo run >> \"\$TMPDIR/runs.$m.a\"; echo ran"
 	assert_eq "a call with no room for its journal: exit code" 125 "$RC"
-	assert_match "it says why" "refused.*journal entry.*No space left on device" "$(cat "$ERR")"
+	assert_match "it says why" "refused.*(receipt room|journal entry).*No space left on device" "$(cat "$ERR")"
 	[ -e "$WT/.sandbox-tmp/runs.$m.a" ] && bad "the refused call ran"
 	mgr records --session "$SID"
 	assert_json '[.records[].state]' '["refused","exited"]'
@@ -149,22 +150,163 @@ test_manager_enospc_receipts() {
 	for _ in $(seq 1 100); do [ -s "$WT/.sandbox-tmp/runs.$m.b" ] && break; sleep 0.05; done
 	res_fill "$MSTATE/sandboxes"
 	wait_bg_execs_allow_fail
-	assert_match "the running call's answer" "uncertain" "$(cat "$TD/bg-b.out")"
+	assert_eq "the running call's answer" "done.$m" "$(cat "$TD/bg-b.out")"
 	mgr records --session "$SID"
-	assert_json '[.records[].state]' '["uncertain","refused","exited"]'
-	assert_match "its record says why" "receipt|journal|No space" "$(jr '.records[0].reason')"
-	echo "    (a call running when the space went: $(jr '.records[0].reason' | head -c 400))"
+	assert_json '[.records[].state]' '["exited","refused","exited"]'
+	assert_json '.records[0].result.receipt.verified' true
 	res_free "$MSTATE/sandboxes"
 	mgr exec --session "$SID" -- "echo after"
 	assert_eq "the next call once there is space (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 	assert_eq "its output" after "$(cat "$OUT")"
 	assert_eq "the caught call ran once" 1 "$(wc -l <"$WT/.sandbox-tmp/runs.$m.b")"
 	mgr session show --session "$SID"
-	assert_json .generation 2
+	assert_json .generation 1
 	mgr records --session "$SID"
-	assert_json '[.records[].state]' '["exited","uncertain","refused","exited"]'
+	assert_json '[.records[].state]' '["exited","exited","refused","exited"]'
 }
 t manager_enospc_receipts test_manager_enospc_receipts
+
+# ---- rule N4: a tenant that fills the volume (issue 26, break 2) -------------------------------------
+
+# res_in COMMAND...: a command as the test user inside the namespace (where the tmpfs is).
+res_in() { "${AS[@]}" "${RES_NS[@]}" "$@"; }
+
+# The default layout: the volume in the state directory, records, private directories and worktrees
+# on one 128 MiB filesystem; the manager holds a 16 MiB reserve there. Identity mallory's command
+# fills the filesystem from its worktree while alice's call runs: alice's call ends with its real
+# result and exit code, recorded with its output (before: `uncertain ... could not be recorded
+# (database or disk is full)`, left dispatched). The reserve, given back to write that record, is
+# not held while the filesystem is full: every new call is refused as not run, naming the full
+# filesystem; once mallory's file is gone the reserve is held again and calls run.
+test_manager_disk_reserve() {
+	local m b a wtb wta
+	m=$(unique_marker)
+	mgr_repo && res_ns_start 128m - && RES_VOLUME=$MSTATE/volume res_mgr_start --disk-reserve 16M || return
+	mgr_session
+	b=$SID wtb=$WT
+	mgr session create --identity mallory --repo "$REPO"
+	a=$(jr .session) wta=$(jr .worktree)
+	mgr session show --session "$b"
+	assert_json '[.disk.bound, .disk.bytes, .disk.held, .disk.released]' '["reserve",16777216,true,0]'
+	[ "$(res_in stat -c %s "$MSTATE/disk-reserve")" = 16777216 ] || bad "no 16 MiB reserve file in the state directory"
+	mgr exec --session "$a" -- 'echo warm'
+	assert_eq "mallory's first call" 0 "$RC"
+	mgr_bg_exec b "echo run >> runs.$m; sleep 3; echo done.$m; exit 7" "$b"
+	for _ in $(seq 1 100); do res_in test -s "$wtb/runs.$m" && break; sleep 0.05; done
+	mgr exec --session "$a" -- 'dd if=/dev/zero of=fill bs=1M >/dev/null 2>&1; df -k . | tail -n 1'
+	echo "    (mallory's filling call: exit $RC, $(head -c 300 "$OUT")$(head -c 300 "$ERR"))"
+	grep -q "its reserve of 16777216 bytes is given back" "$TD/manager.log" ||
+		bad "the filesystem did not fill, or the reserve was not given back: $(res_in df -k "$MSTATE" | tail -n 1)"
+	wait_bg_execs_allow_fail
+	assert_eq "alice's call: its real output" "done.$m" "$(cat "$TD/bg-b.out")"
+	mgr records --session "$b" --limit 1
+	assert_json '.records[0].state' '"exited"'
+	assert_json '.records[0].result.exit_code' 7
+	assert_json '.records[0].result.stdout' "\"done.$m\\n\""
+	assert_eq "alice's command ran once" 1 "$(res_in cat "$wtb/runs.$m" | wc -l)"
+	mgr session show --session "$b"
+	assert_json .disk.held false
+	mgr status --json
+	assert_match "status names the full filesystem" "filesystem is full" "$(jr '.problems[]')"
+	assert_json .disk.held false
+	# Nothing is accepted while the reserve is given back: not run, and said so.
+	mgr exec --session "$b" -- "echo run >> runs.$m.c; echo ran"
+	assert_eq "a call while the reserve is given back: exit code" 125 "$RC"
+	assert_match "it says the filesystem is full, and that it did not run" \
+		"unavailable: exec not run: the filesystem of the state directory .* is full \([0-9]+ bytes free\)" "$(cat "$ERR")"
+	res_in test -e "$wtb/runs.$m.c" && bad "the refused call ran"
+	mgr records --session "$b" --limit 1
+	assert_json '.records[0].state' '"exited"'
+	# Space back: the reserve is held again at the next call, which runs.
+	res_in rm -f "$wta/fill"
+	mgr exec --session "$b" -- 'echo after'
+	assert_eq "alice's next call once space is back (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" after "$(cat "$OUT")"
+	mgr session show --session "$b"
+	assert_json .disk.held true
+	assert_json .disk.released 1
+}
+t manager_disk_reserve test_manager_disk_reserve
+
+# As manager_disk_reserve, but mallory's command goes on after the filesystem is full (it holds the
+# space: dd, then a sleep), so alice's call ends while nothing is free and no record has failed yet:
+# its agent's receipt and journal entry go into room its agent took before the command ran, and the
+# record takes the manager's reserve. Alice's call ends exited, recorded with its output.
+test_manager_disk_full_while_running() {
+	local m b a wtb
+	m=$(unique_marker)
+	mgr_repo && res_ns_start 128m - && RES_VOLUME=$MSTATE/volume res_mgr_start --disk-reserve 16M || return
+	mgr_session
+	b=$SID wtb=$WT
+	mgr session create --identity mallory --repo "$REPO"
+	a=$(jr .session)
+	mgr exec --session "$a" -- 'echo warm'
+	mgr exec --session "$b" -- 'echo warm'
+	mgr_bg_exec b "echo run >> runs.$m; sleep 3; echo done.$m; exit 7" "$b"
+	for _ in $(seq 1 100); do res_in test -s "$wtb/runs.$m" && break; sleep 0.05; done
+	mgr_bg_exec a "dd if=/dev/zero of=fill bs=1M >/dev/null 2>&1; sleep 6; echo filler" "$a"
+	for _ in $(seq 1 100); do [ "$(res_in stat -f -c %a "$MSTATE")" -lt 2 ] && break; sleep 0.05; done
+	[ "$(res_in stat -f -c %a "$MSTATE")" -lt 2 ] || bad "the filesystem did not fill: $(res_in df -k "$MSTATE" | tail -n 1)"
+	wait_bg_execs_allow_fail
+	echo "    (mallory's call: $(head -c 300 "$TD/bg-a.out"))"
+	assert_eq "alice's call: its real output" "done.$m" "$(cat "$TD/bg-b.out")"
+	mgr records --session "$b" --limit 1
+	assert_json '[.records[0].state, .records[0].result.exit_code]' '["exited",7]'
+	assert_json '.records[0].result.stdout' "\"done.$m\\n\""
+	assert_json '.records[0].result.receipt.verified' true
+	assert_eq "alice's command ran once" 1 "$(res_in cat "$wtb/runs.$m" | wc -l)"
+	mgr records --session "$a" --limit 1
+	echo "    (mallory's record: $(jv '.records[0] | {state, reason}'))"
+	assert_match "mallory's call is recorded, not left in flight" "exited|uncertain" "$(jr '.records[0].state')"
+}
+t manager_disk_full_while_running test_manager_disk_full_while_running
+
+# The volume on a filesystem of its own: the state directory's is one no sandbox writes, and the
+# manager says so; no reserve is held (a leftover one is removed).
+test_manager_disk_separate() {
+	mgr_repo && res_ns_start 32m - && res_in touch "$MSTATE/disk-reserve" && res_mgr_start || return
+	mgr_session
+	mgr session show --session "$SID"
+	assert_json .disk '{"bound":"separate filesystem"}'
+	mgr status --json
+	assert_json .disk '{"bound":"separate filesystem"}'
+	mgr status
+	assert_match "status says it" "disk: separate filesystem" "$(cat "$OUT")"
+	res_in test -e "$MSTATE/disk-reserve" && bad "a reserve file is left with separate filesystems"
+	grep -q "separate filesystems" "$TD/manager.log" || bad "the manager did not log the separate filesystems"
+}
+t manager_disk_separate test_manager_disk_separate
+
+# --disk-reserve 0 on one filesystem: no bound, and session show and the log say so. A bad size is a
+# usage error naming the setting.
+test_manager_disk_reserve_flag() {
+	mgr_repo && mgr_start --disk-reserve 0 || return
+	mgr_session
+	mgr session show --session "$SID"
+	assert_json .disk.bound '"none"'
+	assert_match "it says why" "disk-reserve is 0" "$(jr .disk.why)"
+	grep -q "disk-reserve is 0" "$TD/manager.log" || bad "the manager did not warn that no reserve is held"
+	local bad_size rc
+	for bad_size in 12X -1 ""; do
+		"${AS[@]}" "$MANAGER" serve --state-dir "$TD/s2" --disk-reserve "$bad_size" >"$OUT" 2>"$ERR"
+		rc=$?
+		assert_eq "--disk-reserve '$bad_size': exit code" 2 "$rc"
+		assert_match "--disk-reserve '$bad_size': the message" "disk-reserve must be a size" "$(cat "$ERR")"
+	done
+}
+t manager_disk_reserve_flag test_manager_disk_reserve_flag
+
+# A reserve over a quarter of the filesystem could never be taken again once given back (it needs
+# twice its size free): the manager does not start, and says what to do.
+test_manager_disk_reserve_too_large() {
+	res_ns_start 16m - || return
+	timeout 20 "${AS[@]}" "${RES_NS[@]}" "$MANAGER" serve --state-dir "$MSTATE" --socket "$TD/m.sock" \
+		--disk-reserve 8M >"$OUT" 2>"$ERR"
+	assert_eq "exit code" 125 "$?"
+	assert_match "the message" "disk-reserve 8388608 bytes is too large for the filesystem of .* set at most a quarter" \
+		"$(cat "$ERR")"
+}
+t manager_disk_reserve_too_large test_manager_disk_reserve_too_large
 
 # ---- control clients that stall, and many at once -------------------------------------------------
 
