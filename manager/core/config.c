@@ -514,7 +514,7 @@ static int config_check(struct config *c, struct sb_err *err)
 	if (c->default_timeout > c->max_timeout)
 		return sb_invalid(err, "config: default-timeout-seconds (%u) is over max-timeout-seconds (%u)",
 				  c->default_timeout, c->max_timeout);
-	if (geteuid() != 0 && c->ids_count != 0)
+	if (geteuid() != 0 && c->ids_count != 0 && !c->ids_subuid)
 		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only "
 			       "(sandbox-ids is a root manager's)");
 	if (identity_ids_default(c, err) < 0)

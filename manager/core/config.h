@@ -44,7 +44,9 @@ struct config {
 	uid_t ids_uid;              /* a root manager: each identity's ids from this range (identity_ids.h): */
 	gid_t ids_gid;              /* uids ids_uid.., gids ids_gid.., ids_count of each */
 	unsigned long ids_count;    /* 0 until given or defaulted */
-	char ids_from[96];          /* where the range came from, for messages and status */
+	char ids_from[160];         /* where the range came from, for messages and status */
+	bool ids_subuid;            /* `sandbox-ids subuid`: the user's subordinate ids (identity_userns.c) */
+	bool ids_userns;            /* the daemon runs in that user namespace (ids mapped to themselves) */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
 	char metrics_listen[PATH_MAX + 8]; /* "" (off), or where GET /metrics is served (metrics_http.h) */
 	char store[PATH_MAX + 4096]; /* "" (<state-dir>/records.db), "sqlite:PATH" or "postgres:CONNINFO" */

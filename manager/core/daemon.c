@@ -280,6 +280,10 @@ int daemon_serve(int argc, char **argv)
 		config_usage(stderr);
 		return 2;
 	}
+	/* Before anything is made or opened: `sandbox-ids subuid` moves the daemon into a user
+	 * namespace of its user's subordinate ids, where it starts again (rule N2). */
+	if (rc == 0 && identity_userns_enter(&m.cfg, argc, argv, &err) < 0)
+		rc = -1;
 	/* A store that was named first, so a bad or unreachable one leaves nothing made (the default
 	 * store is a file in the state directory, opened in manager_start). Then private state
 	 * (everything else lives in it), then the claim on it, before anything in it is read or

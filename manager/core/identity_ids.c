@@ -21,6 +21,7 @@
 
 #include "cleanup.h"
 #include "clock.h"
+#include "log.h"
 #include "manager.h"
 #include "textesc.h"
 
@@ -40,7 +41,7 @@ static bool in_range(const struct config *c, unsigned long id, bool gid)
 
 /* A range START:COUNT for uids (gid false) or gids: never an id below 1000 (the system's), nobody
  * (65534) or 65535 (the 16-bit "no id"), nor past ID_MAX_VALID. */
-static int range_valid(unsigned long start, unsigned long count, const char *from, struct sb_err *err)
+int identity_ids_range_valid(unsigned long start, unsigned long count, const char *from, struct sb_err *err)
 {
 	if (count < 2 || count > ID_MAX_VALID || start > ID_MAX_VALID - count + 1)
 		return sb_invalid(err, "config: sandbox-ids %s: COUNT must be at least 2 (the manager's probe and "
@@ -63,9 +64,11 @@ int identity_ids_parse(struct config *c, const char *value, struct sb_err *err)
 	unsigned long start, count;
 	char *end;
 
+	if (strcmp(value, "subuid") == 0)
+		return identity_ids_subuid_range(c, err);
 	if (number(value, &end, &start) < 0 || *end != ':' || number(end + 1, &end, &count) < 0 || *end != '\0')
 		return sb_invalid(err, "config: sandbox-ids must be START:COUNT (whole numbers), not '%.100s'", value);
-	if (range_valid(start, count, value, err) < 0)
+	if (identity_ids_range_valid(start, count, value, err) < 0)
 		return -1;
 	c->ids_uid = (uid_t)start;
 	c->ids_gid = (gid_t)start;
@@ -104,12 +107,15 @@ int identity_ids_default(struct config *c, struct sb_err *err)
 	has_g = has_u == 1 ? subid_root("/etc/subgid", &gs, &gc, err) : 0;
 	if (has_u < 0 || has_g < 0)
 		return -1;
+	if (c->ids_subuid && (has_u != 1 || has_g != 1))
+		return sb_invalid(err, "config: sandbox-ids subuid: root has no entry in /etc/subuid and /etc/subgid "
+				  "(give a range START:COUNT, or leave sandbox-ids out for the default)");
 	if (has_u == 1 && has_g == 1) {
 		unsigned long count = uc < gc ? uc : gc;
 
 		snprintf(c->ids_from, sizeof c->ids_from, "root's /etc/subuid and /etc/subgid entries");
-		if (range_valid(us, count, "(root's /etc/subuid entry)", err) < 0 ||
-		    range_valid(gs, count, "(root's /etc/subgid entry)", err) < 0)
+		if (identity_ids_range_valid(us, count, "(root's /etc/subuid entry)", err) < 0 ||
+		    identity_ids_range_valid(gs, count, "(root's /etc/subgid entry)", err) < 0)
 			return -1;
 		c->ids_uid = (uid_t)us;
 		c->ids_gid = (gid_t)gs;
@@ -205,29 +211,34 @@ static bool status_ids_in_range(const struct config *c, const char *status, cons
 	return false;
 }
 
-/* Whether pid shares the manager's namespace of that kind ("user", "pid"): a process that left
- * either is in a sandbox or a container (ours, kept across a restart, or a pod's). */
-static bool same_ns(const char *pid, const char *kind, const struct stat *mine)
+/* Whether the status (of /proc/PID/status, world-readable) is of a process in a PID namespace below
+ * the reader's: "NSpid:" then its pid in each namespace from the reader's down, so more than one.
+ * Asked of the status, not of /proc/PID/ns/ (which needs ptrace rights a manager in its user
+ * namespace has not over another one's sandboxes). */
+static bool nested_pid_ns(const char *status)
 {
-	char path[64];
-	struct stat st;
+	const char *p = strstr(status, "\nNSpid:");
+	int n = 0;
 
-	snprintf(path, sizeof path, "/proc/%.20s/ns/%s", pid, kind);
-	return stat(path, &st) != 0 || (st.st_ino == mine->st_ino && st.st_dev == mine->st_dev);
+	if (p == NULL)
+		return false;
+	for (p += 7; *p != '\0' && *p != '\n'; p++)
+		if ((p[0] == ' ' || p[0] == '\t') && p[1] >= '0' && p[1] <= '9')
+			n++;
+	return n > 1;
 }
 
-/* A process of the host (the manager's user and PID namespaces) running with an id of the range.
- * The manager's own sandboxes, kept across its restart, are in namespaces of their own: the process
- * backend's in a user namespace, podman's containers and the pods of a node in a PID namespace. */
+/* A process of the host (the manager's PID namespace) running with an id of the range. The
+ * manager's own sandboxes, kept across its restart, are in PID namespaces of their own (the process
+ * backend's, podman's containers, a node's pods), and are not refused. */
 static int process_check(const struct config *c, struct sb_err *err)
 {
 	cleanup_closedir DIR *proc = opendir("/proc");
-	struct stat host_user, host_pid;
 	struct dirent *de;
 	char path[64], status[4096], what[256];
 	unsigned long id;
 
-	if (proc == NULL || stat("/proc/self/ns/user", &host_user) != 0 || stat("/proc/self/ns/pid", &host_pid) != 0)
+	if (proc == NULL)
 		return sb_fail_errno(err, "listing the host's processes (/proc)");
 	while ((de = readdir(proc)) != NULL) {
 		cleanup_fclose FILE *f = NULL;
@@ -246,7 +257,7 @@ static int process_check(const struct config *c, struct sb_err *err)
 		if (!status_ids_in_range(c, status, "\nUid:", false, &id) &&
 		    !status_ids_in_range(c, status, "\nGid:", true, &id))
 			continue;
-		if (!same_ns(de->d_name, "user", &host_user) || !same_ns(de->d_name, "pid", &host_pid))
+		if (nested_pid_ns(status))
 			continue;
 		/* "Name:\tcomm\n" leads the status: the process's own name, so never printed raw. */
 		status[strncmp(status, "Name:\t", 6) == 0 ? 6 + strcspn(status + 6, "\n") : 0] = '\0';
@@ -284,10 +295,19 @@ static int files_check(const struct config *c, struct sb_err *err)
 
 int identity_ids_check(const struct config *c, struct sb_err *err)
 {
-	if (geteuid() != 0)
+	if (geteuid() != 0) {
+		sb_warn("every identity's sandboxes run as this manager's own uid %u (an unprivileged manager maps only "
+			"its own ids): between identities stand the mount view and Landlock, not a uid; `sandbox-ids "
+			"subuid` gives each identity ids of its own from this user's /etc/subuid and /etc/subgid entries",
+			(unsigned)geteuid());
 		return 0;
-	if (accounts_check(c, err) < 0 || subid_check(c, "/etc/subuid", false, err) < 0 ||
-	    subid_check(c, "/etc/subgid", true, err) < 0 || process_check(c, err) < 0 || files_check(c, err) < 0)
+	}
+	/* The user's own subordinate ids, through newuidmap: the system gave them to this user alone,
+	 * and accounts or other users' entries name host ids, not this namespace's. */
+	if (!c->ids_userns && (accounts_check(c, err) < 0 || subid_check(c, "/etc/subuid", false, err) < 0 ||
+				     subid_check(c, "/etc/subgid", true, err) < 0))
+		return -1;
+	if (process_check(c, err) < 0 || files_check(c, err) < 0)
 		return -1;
 	return 0;
 }

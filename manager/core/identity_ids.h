@@ -17,6 +17,10 @@ struct manager;
  * holds the probe's slot and one identity and no id below 1000, nobody (65534) or 65535. */
 int identity_ids_parse(struct config *c, const char *value, struct sb_err *err);
 
+/* A range START:COUNT (uids or gids): never an id below 1000 (the system's), nobody (65534) or 65535,
+ * nor past the last valid id; refused naming from. */
+int identity_ids_range_valid(unsigned long start, unsigned long count, const char *from, struct sb_err *err);
+
 /* A root manager given no range: root's entries of /etc/subuid and /etc/subgid when both exist,
  * else IDENTITY_IDS_DEFAULT. Nothing for an unprivileged manager. */
 int identity_ids_default(struct config *c, struct sb_err *err);
@@ -30,6 +34,16 @@ int identity_ids_check(const struct config *c, struct sb_err *err);
 /* The ids of identity's files and sandboxes (workspace_owner_fn): a root manager's from the
  * identity's slot, given now when it has none; an unprivileged manager's own. */
 int identity_ids_of(void *manager, const char *identity, struct workspace_owner *out, struct sb_err *err);
+
+/* `sandbox-ids subuid` (identity_userns.c): marks c; as uid 0 of the namespace that
+ * identity_userns_enter made, sets the range to its ids 1..N (the user's first subordinate ids). */
+int identity_ids_subuid_range(struct config *c, struct sb_err *err);
+
+/* `sandbox-ids subuid` and unprivileged: the daemon moves into a user namespace mapping its own ids
+ * and its user's subordinate ids (newuidmap, newgidmap) and re-executes itself there, with argv
+ * (daemon_serve's: "serve" FLAGS...). Returns 0 when there is nothing to do, -1 with err when it
+ * cannot; does not return when it did. Call first, before any thread. */
+int identity_userns_enter(const struct config *c, int argc, char **argv, struct sb_err *err);
 
 /* The ids of the manager's own volume probe (sandbox_probe.c): the range's first, no identity's. */
 struct workspace_owner identity_ids_probe(const struct config *c);

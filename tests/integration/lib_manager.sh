@@ -50,6 +50,8 @@ mgr_cleanup() {
 	pids=$(pgrep -f -- "--state-dir $MSTATE/sandboxes/")
 	# shellcheck disable=SC2086 # this test's own sandboxes (its state directory), by PID
 	[ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+	# `sandbox-ids subuid`: the holder of the manager's user namespace (identity_userns.c), by its pid
+	[ -s "$MSTATE/userns-holder" ] && kill -KILL "$(cat "$MSTATE/userns-holder")" 2>/dev/null
 	wait 2>/dev/null
 	[ -z "${IT_KEEP:-}" ] && rm -rf "$MSTATE"
 	return 0

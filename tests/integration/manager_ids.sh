@@ -123,3 +123,51 @@ test_manager_identity_ids_used_up() {
 	assert_eq "alice goes on" "0 2000000001" "$RC $(cat "$OUT")"
 }
 t manager_identity_ids_used_up test_manager_identity_ids_used_up
+
+# An unprivileged manager's ids of its own for each identity: `sandbox-ids subuid` moves the daemon
+# into a user namespace mapping its uid to 0 and its user's subordinate ids to themselves
+# (newuidmap, newgidmap), where it is a root manager of those ids only. Root has no entries here:
+# asked for them, it is a usage error naming the files.
+test_manager_identity_ids_subuid() {
+	local a_sid a_wt b_sid b_wt a_uid b_uid b_gid start count holder
+	if [ "$RUN_UID" -eq 0 ]; then
+		serve_refused "root without entries" "root has no entry in /etc/subuid and /etc/subgid" \
+			--sandbox-ids subuid
+		return
+	fi
+	start=$(awk -F: -v u="$RUN_USER" '$1 == u { print $2; exit }' /etc/subuid)
+	count=$(awk -F: -v u="$RUN_USER" '$1 == u { print $3; exit }' /etc/subuid)
+	[ -n "$start" ] || { skip_setup "$RUN_USER has no /etc/subuid entry"; return; }
+	# the identities' ids walk to their worktrees, as under a root manager
+	chmod 0711 "$TD"
+	mgr_repo && mgr_start --sandbox-ids subuid || return 1
+	assert_eq "the daemon's uid map" "0 $RUN_UID 1 $start $start $count" "$(tr -s ' \n' ' ' </proc/"$MGR_PID"/uid_map | sed 's/^ //; s/ $//')"
+	mgr_session && a_sid=$SID && a_wt=$WT && cp "$OUT" "$TD/wt.$a_sid"
+	mgr session create --identity bob --repo "$REPO"
+	b_sid=$(jr .session) && b_wt=$(jr .worktree) && cp "$OUT" "$TD/wt.$b_sid"
+	mgr session show --session "$a_sid"
+	a_uid=$(jr .ids.uid)
+	assert_match "where the ids come from" "the manager user's /etc/subuid and /etc/subgid entries" "$(jr .ids.from)"
+	mgr session show --session "$b_sid"
+	b_uid=$(jr .ids.uid) b_gid=$(jr .ids.gid)
+	[ "$a_uid" -gt "$start" ] && [ "$a_uid" -lt $((start + count)) ] && [ "$b_uid" -ne "$a_uid" ] ||
+		bad "ids outside $RUN_USER's subordinate range, or shared: alice $a_uid, bob $b_uid"
+	ids_exec "$a_sid"
+	assert_eq "alice's command runs as her ids" "$a_uid $a_uid $a_uid $a_uid 600 " "$IDS_SEEN"
+	ids_exec "$b_sid"
+	assert_eq "bob's command runs as his ids" "$b_uid $b_gid $b_uid $b_gid 600 " "$IDS_SEEN"
+	assert_eq "bob's file on the host is his id's" "$b_uid" "$(stat -c %u "$b_wt/secret.txt")"
+	setpriv --reuid="$a_uid" --regid="$a_uid" --clear-groups cat "$b_wt/secret.txt" >/dev/null 2>&1 &&
+		bad "alice's uid read bob's file"
+	"${AS[@]}" cat "$b_wt/secret.txt" >/dev/null 2>&1 && bad "the manager's user read bob's file outside its namespace"
+	holder=$(cat "$MSTATE/userns-holder")
+	assert_eq "the namespace's holder" sbm-userns "$(cat "/proc/$holder/comm" 2>/dev/null)"
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	# the restarted manager joins the namespace, so it reaches the sandboxes left running
+	mgr_start --sandbox-ids subuid || return 1
+	assert_eq "the same namespace" "$(readlink "/proc/$holder/ns/user")" "$(readlink "/proc/$MGR_PID/ns/user")"
+	ids_exec "$a_sid"
+	assert_eq "alice's ids after a restart" "$a_uid $a_uid $a_uid $a_uid 600 " "$IDS_SEEN"
+}
+t manager_identity_ids_subuid test_manager_identity_ids_subuid
