@@ -347,7 +347,7 @@ static void journal_prune(struct journal *j, const char *keep)
 }
 
 /* The entry's text is built around the result's own text, not from a parse of it: the result is
- * the JSON object this process just serialised (serve.c exec_run), up to 2 MiB of it, and a parse,
+ * the JSON object this process just serialised (serve_conn.c exec_run), up to 2 MiB of it, and a parse,
  * a tree and a second dump of that would hold three more copies of every output byte at once
  * (docs/performance.md, "Memory"). Only the small members go through jansson. */
 static char *entry_finished_text(const char *exec_id, uint64_t generation, const char *result_json,
