@@ -342,6 +342,6 @@ int cli_serve(int argc, char **argv)
 		if (strncmp(cfg.listen, "unix:", 5) != 0 &&
 		    setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int)) < 0)
 			sb_warn("TCP_NODELAY: %s", strerror(errno));
-		conn_start(&a, conn);
+		serve_conn_start(&a, conn);
 	}
 }

@@ -514,7 +514,7 @@ static void *conn_thread(void *arg)
 	return NULL;
 }
 
-void conn_start(struct agent *a, int fd)
+void serve_conn_start(struct agent *a, int fd)
 {
 	struct conn *c = calloc(1, sizeof *c);
 	struct sb_err err;

@@ -30,6 +30,6 @@ struct agent {
 };
 
 /* Serve the accepted connection fd on a thread of its own (serve_conn.c); fd is consumed. */
-void conn_start(struct agent *a, int fd);
+void serve_conn_start(struct agent *a, int fd);
 
 #endif

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define conn_start fuzz_unused_conn_start
+#define serve_conn_start fuzz_unused_serve_conn_start
 #include "../../sandbox-agent/serve_conn.c"
-#undef conn_start
+#undef serve_conn_start
 
 #define FUZZ_CAP (64u * 1024u)
 
