@@ -37,6 +37,7 @@
 #include "receipt.h"
 #include "result.h"
 #include "secret.h"
+#include "sock.h"
 #include "thread.h"
 #include "steptime.h"
 #include "tls.h"
@@ -51,76 +52,16 @@ struct serve_config {
 
 /* ---- the listener ---- */
 
-static int listen_unix(const char *path, struct sb_err *err)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd;
-
-	if (strlen(path) >= sizeof sa.sun_path)
-		return sb_fail(err, ENAMETOOLONG, "socket path %s is too long", path);
-	strcpy(sa.sun_path, path);
-	/* A stale socket from an earlier agent is replaced; anything else is left alone. */
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return sb_fail_errno(err, "creating the unix socket");
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(path, 0600) < 0 || listen(fd, 16) < 0) {
-		sb_fail_errno(err, "listening on %s", path);
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Numeric addresses only, parsed with inet_pton: getaddrinfo would pull glibc's NSS modules
- * into a static binary at run time. IPv6 is written [addr]:port. */
-static int sockaddr_parse(const char *hostport, struct sockaddr_storage *ss, socklen_t *len, uint16_t *port,
-			  struct sb_err *err)
-{
-	char host[INET6_ADDRSTRLEN + 2];
-	const char *colon = strrchr(hostport, ':');
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-	unsigned long p;
-	char *end;
-	size_t hlen;
-
-	if (colon == NULL || (hlen = (size_t)(colon - hostport)) >= sizeof host || hlen == 0)
-		return sb_invalid(err, "--listen %s: expected HOST:PORT or unix:PATH", hostport);
-	p = strtoul(colon + 1, &end, 10);
-	if (*end != '\0' || p == 0 || p > 65535)
-		return sb_invalid(err, "--listen %s: bad port", hostport);
-	memcpy(host, hostport, hlen);
-	host[hlen] = '\0';
-	memset(ss, 0, sizeof *ss);
-	*port = (uint16_t)p;
-	if (host[0] == '[' && host[hlen - 1] == ']') {
-		host[hlen - 1] = '\0';
-		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons(*port);
-		*len = sizeof *v6;
-		if (inet_pton(AF_INET6, host + 1, &v6->sin6_addr) == 1)
-			return 0;
-	} else {
-		v4->sin_family = AF_INET;
-		v4->sin_port = htons(*port);
-		*len = sizeof *v4;
-		if (inet_pton(AF_INET, host, &v4->sin_addr) == 1)
-			return 0;
-	}
-	return sb_invalid(err, "--listen %s: the host must be a numeric address", hostport);
-}
-
 static int listen_tcp(const char *hostport, uint16_t *port, struct sb_err *err)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	int fd, one = 1;
 
-	if (sockaddr_parse(hostport, &ss, &len, port, err) < 0)
+	if (sock_hostport_parse(hostport, &ss, &len, port, err) < 0) {
+		sb_err_prefix(err, "--listen");
 		return -1;
+	}
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
 	    bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
@@ -205,8 +146,10 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 		struct sockaddr_storage ss;
 		socklen_t len;
 
-		if (sockaddr_parse(cfg->listen, &ss, &len, &port, err) < 0)
+		if (sock_hostport_parse(cfg->listen, &ss, &len, &port, err) < 0) {
+			sb_err_prefix(err, "--listen");
 			return -1;
+		}
 		/* The agent's own port is always out of the commands' reach. */
 		if (cfg->n_ports < BOUNDARY_MAX_PORTS)
 			cfg->ports[cfg->n_ports++] = port;
@@ -234,7 +177,7 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 		return -1;
 	/* Listen last: a connection that succeeds means an agent that is ready to serve, never one
 	 * that is still loading its keys (or about to fail doing so). */
-	*listen_fd = strncmp(cfg->listen, "unix:", 5) == 0 ? listen_unix(cfg->listen + 5, err) :
+	*listen_fd = strncmp(cfg->listen, "unix:", 5) == 0 ? sock_listen_unix(cfg->listen + 5, 0600, 16, err) :
 							     listen_tcp(cfg->listen, &port, err);
 	return *listen_fd < 0 ? -1 : 0;
 }

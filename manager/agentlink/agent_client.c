@@ -26,6 +26,7 @@
 #include "log.h"
 #include "random.h"
 #include "receipt_mac.h"
+#include "sock.h"
 
 #define AGENT_FRAME_CAP SB_FRAME_CAP_DEFAULT
 #define AGENT_ADDRESS_MAX 160
@@ -55,46 +56,17 @@ static int unix_addr(const char *path, struct sockaddr_storage *ss, socklen_t *l
 	return 0;
 }
 
-/* Numeric addresses only, as the agent's --listen: no resolver between us and the sandbox. */
-static int inet_addr_parse(const char *address, struct sockaddr_storage *ss, socklen_t *len, struct sb_err *err)
-{
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-	const char *colon = strrchr(address, ':');
-	char host[INET6_ADDRSTRLEN + 2], *end;
-	size_t hlen = colon != NULL ? (size_t)(colon - address) : 0;
-	unsigned long port;
-
-	if (colon == NULL || hlen == 0 || hlen >= sizeof host)
-		return sb_invalid(err, "agent address %s: expected unix:PATH, IPv4:PORT or [IPv6]:PORT", address);
-	port = strtoul(colon + 1, &end, 10);
-	if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || port == 0 || port > 65535)
-		return sb_invalid(err, "agent address %s: the port must be 1 to 65535", address);
-	memcpy(host, address, hlen);
-	host[hlen] = '\0';
-	if (host[0] == '[' && hlen > 2 && host[hlen - 1] == ']') {
-		host[hlen - 1] = '\0';
-		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons((uint16_t)port);
-		*len = sizeof *v6;
-		if (inet_pton(AF_INET6, host + 1, &v6->sin6_addr) == 1)
-			return 0;
-	} else {
-		v4->sin_family = AF_INET;
-		v4->sin_port = htons((uint16_t)port);
-		*len = sizeof *v4;
-		if (inet_pton(AF_INET, host, &v4->sin_addr) == 1)
-			return 0;
-	}
-	return sb_invalid(err, "agent address %s: the host must be a numeric IP address", address);
-}
-
 static int address_parse(const char *address, struct sockaddr_storage *ss, socklen_t *len, struct sb_err *err)
 {
 	memset(ss, 0, sizeof *ss);
 	if (strncmp(address, "unix:", 5) == 0)
 		return unix_addr(address + 5, ss, len, err);
-	return inet_addr_parse(address, ss, len, err);
+	/* Numeric addresses only, as the agent's --listen: no resolver between us and the sandbox. */
+	if (sock_hostport_parse(address, ss, len, NULL, err) < 0) {
+		sb_err_prefix(err, "agent address");
+		return -1;
+	}
+	return 0;
 }
 
 /* Waits for a non-blocking connect to finish; 0 or -1 with errno. */
