@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "failpoint.h"
 #include "log.h"
 #include "random.h"
 #include "receipt_mac.h"
