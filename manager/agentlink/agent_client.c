@@ -5,7 +5,6 @@
 #include "agent_client.h"
 #include "agent_client_internal.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
