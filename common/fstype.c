@@ -18,7 +18,7 @@
 
 /* One table: every filesystem here exposes kernel state (of the machine, of other processes or of other
  * namespaces) as files; none holds a command's data. devtmpfs is not here: it reports tmpfs's f_type and
- * is told apart by the caller (boundary.c writable_kernel_check()). */
+ * is told apart by the caller (boundary_view.c writable_kernel_check()). */
 static const struct {
 	unsigned long magic;
 	const char *name;

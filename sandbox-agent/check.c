@@ -243,7 +243,7 @@ static bool namespaces_report(struct report *r)
 	return p.proc_mount == 0 && p.pid_max == 0;
 }
 
-/* What bounds every command unless its options say otherwise (boundary.c boundary_prepare()):
+/* What bounds every command unless its options say otherwise (boundary_prepare.c boundary_prepare()):
  * RLIMIT_NPROC (privileges_limit_command(); commands are never host root, so it applies), the
  * PID namespace's own pid_max where the kernel takes it (mounts.c pid_max_apply()), and the sizes
  * of the read-only world's private /tmp and /dev/shm. Memory and CPU are the runtime's (the

@@ -1,5 +1,6 @@
 /* sandbox-agent: the static agent baked into sandbox images. Dispatches the subcommands; the
- * isolation path starts in cli_exec.c -> boundary.c -> init.c. */
+ * isolation path starts in cli_exec.c -> boundary_prepare.c, boundary_view.c,
+ * boundary_run.c -> init.c. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>

@@ -52,7 +52,7 @@ unsigned long mounts_pid_max_read(void)
  * cap on live processes that also holds for host root, where RLIMIT_NPROC does not apply.
  * Older kernels refuse the write; RLIMIT_NPROC is then the only bound (`check` says so). The
  * command itself can never raise it again: it is not uid 0 of its user namespace
- * (boundary.c command_ids_choose), and init measures it after the command (init.c). */
+ * (boundary_prepare.c command_ids_choose), and init measures it after the command (init.c). */
 static unsigned long pid_max_apply(unsigned long max_processes)
 {
 	char value[32];
@@ -75,7 +75,7 @@ static unsigned long pid_max_apply(unsigned long max_processes)
 
 /* Rule N7: a detached copy of the writable root held by src, its mounts inside (which the recursive copy
  * must take along) read-only, nodev, nosuid and noexec: only what is declared writable is, and a mount
- * made there since the agent's check (boundary.c writable_mounts_check()) brings no device, set-id
+ * made there since the agent's check (boundary_view.c writable_mounts_check()) brings no device, set-id
  * program or write access with it. The root's own mount then gets write and exec back, unless it lacked
  * them before the copy (a flag the namespace copy locked cannot be cleared, and must not be widened).
  * A root on a kernel filesystem is refused by the f_type of the very descriptor copied. */
@@ -295,7 +295,7 @@ static int kernel_mount_refuse(const char *line, const char (*at)[PATH_MAX], siz
 
 /* Rule N7 again, on the view as built: every mount of this namespace beneath a writable root, from
  * init's own mountinfo, read in pieces into a fixed buffer (no allocation in init). This catches a
- * kernel filesystem mounted after the agent's check (boundary.c writable_mounts_check()) and copied
+ * kernel filesystem mounted after the agent's check (boundary_view.c writable_mounts_check()) and copied
  * with its root. A line longer than the buffer fails closed. */
 static int kernel_mounts_refuse(const char (*at)[PATH_MAX], size_t n, struct sb_err *err)
 {

@@ -1,5 +1,6 @@
 /* The warm path of `serve` (see prebuilt.h): when a prebuilt init is built, checked, used or
- * discarded. The init itself, and every check, are boundary.c's. */
+ * discarded. The init itself, and every check, are the boundary's (boundary_prebuilt.c,
+ * boundary_view.c). */
 #include "prebuilt.h"
 
 #include <errno.h>

@@ -5,12 +5,12 @@
  * the agent against its own boundary. One thread per connection; all TLS I/O of a connection
  * stays on its thread. Cancel and Query arrive on their own connections while an Exec runs. */
 #include "cli.h"
+#include "serve_internal.h"
 
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <malloc.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -21,7 +21,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,19 +35,10 @@
 #include "receipt.h"
 #include "result.h"
 #include "secret.h"
+#include "sock.h"
 #include "thread.h"
 #include "steptime.h"
 #include "tls.h"
-
-#define SERVE_FRAME_CAP SB_FRAME_CAP_DEFAULT
-#define SERVE_MAX_CONNECTIONS 16
-#define SERVE_HANDSHAKE_MS 10000
-#define SERVE_IDLE_MS (15 * 60 * 1000)
-#define SERVE_COMMAND_MAX (1024 * 1024)
-#define SERVE_OUTPUT_LIMIT_MAX (1024 * 1024) /* escaped output of both streams must fit a frame */
-#define ENV_VALUE_MAX 4000
-#define ENV_ENTRY_MAX (ENV_NAME_MAX + 1 + ENV_VALUE_MAX) /* NAME=VALUE and the NUL */
-#define SERVE_BUILD "sandbox-agent 0.1.0"
 
 struct serve_config {
 	const char *listen, *cert, *key, *ca, *manager_name, *state_dir;
@@ -58,598 +48,7 @@ struct serve_config {
 	uint64_t generation;
 };
 
-struct agent {
-	struct boundary b;
-	struct prebuilt pre;       /* the next call's init, built while idle (prebuilt.h) */
-	struct secrets *sec;
-	struct tls_config *tls;
-	struct privdir state, receipts, journal_dir; /* held from start (R1): every write goes through them */
-	struct journal journal;
-	uint64_t generation;
-	char *features_json;
-	pthread_mutex_t lock;      /* guards the fields below */
-	bool busy;
-	char running_id[EXEC_ID_MAX + 1];
-	int cancel_efd;            /* written by a Cancel, read by the running exec's boundary */
-	int connections;
-};
-
-struct conn {
-	struct agent *agent;
-	int fd;
-	struct tls_session *tls;
-	struct sb_stream stream;
-};
-
-/* ---- answers ---- */
-
-static int send_envelope(struct conn *c, Sandbox__Envelope *env)
-{
-	struct sb_err err;
-
-	if (proto_send(&c->stream, env, SERVE_FRAME_CAP, &err) < 0) {
-		sb_warn("sending %s: %s", proto_body_name(env->body_case), err.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static int send_error(struct conn *c, Sandbox__ErrorCode code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int send_error(struct conn *c, Sandbox__ErrorCode code, const char *fmt, ...)
-{
-	Sandbox__Envelope env = SANDBOX__ENVELOPE__INIT;
-	Sandbox__Error e = SANDBOX__ERROR__INIT;
-	char msg[SB_ERR_MSG_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	e.code = (uint32_t)code;
-	e.message = msg;
-	env.body_case = SANDBOX__ENVELOPE__BODY_ERROR;
-	env.error = &e;
-	sb_info("answering error %d: %s", (int)code, msg);
-	return send_envelope(c, &env);
-}
-
-/* ---- Exec ---- */
-
-static bool env_entry_valid(const Sandbox__EnvVar *v)
-{
-	/* common/names.c: the shell's rule, at most ENV_NAME_MAX bytes. */
-	return env_name_valid(v->name, strlen(v->name)) && strlen(v->value) < ENV_VALUE_MAX;
-}
-
-/* Every field of an Exec, checked before anything runs. Returns NULL or the reason. */
-static const char *exec_refusal(const struct agent *a, const Sandbox__Exec *e)
-{
-	if (e->generation != a->generation)
-		return "the exec is for another generation than this agent serves";
-	if (e->nonce.len != SECRET_NONCE_BYTES)
-		return "the nonce must be 32 bytes";
-	if (!exec_id_valid(e->exec_id))
-		return "the exec id must be 1-64 characters of [A-Za-z0-9._-], not starting with '.' or '-'";
-	if (strlen(e->command) > SERVE_COMMAND_MAX)
-		return "the command is over 1 MiB";
-	if (e->cwd[0] != '/')
-		return "the working directory must be absolute";
-	if (e->timeout_seconds == 0 || e->timeout_seconds > 86400)
-		return "the timeout must be 1 to 86400 seconds";
-	if (e->output_limit > SERVE_OUTPUT_LIMIT_MAX)
-		return "the output limit is over 1 MiB";
-	if (e->n_env >= BOUNDARY_MAX_ENV)
-		return "too many environment variables";
-	for (size_t i = 0; i < e->n_env; i++)
-		if (!env_entry_valid(e->env[i]))
-			return "an environment variable has an invalid name or an oversized value";
-	return NULL;
-}
-
-static int exec_claim(struct agent *a, const char *exec_id, char *running, size_t len)
-{
-	uint64_t drained;
-	int claimed;
-
-	pthread_mutex_lock(&a->lock);
-	claimed = !a->busy;
-	if (claimed) {
-		a->busy = true;
-		snprintf(a->running_id, sizeof a->running_id, "%s", exec_id);
-		/* A Cancel aimed at an earlier exec must not stop this one. */
-		while (read(a->cancel_efd, &drained, sizeof drained) == sizeof drained) {
-		}
-	} else {
-		snprintf(running, len, "%s", a->running_id);
-	}
-	pthread_mutex_unlock(&a->lock);
-	return claimed;
-}
-
-static void exec_release(struct agent *a)
-{
-	pthread_mutex_lock(&a->lock);
-	a->busy = false;
-	a->running_id[0] = '\0';
-	pthread_mutex_unlock(&a->lock);
-}
-
-static void request_from_exec(const Sandbox__Exec *e, struct exec_request *req, char env_store[][ENV_ENTRY_MAX])
-{
-	memset(req, 0, sizeof *req);
-	snprintf(req->exec_id, sizeof req->exec_id, "%s", e->exec_id);
-	req->generation = e->generation;
-	req->command = e->command;
-	req->cwd = e->cwd;
-	req->timeout_seconds = e->timeout_seconds;
-	req->output_limit = e->output_limit;
-	for (size_t i = 0; i < e->n_env; i++) {
-		/* exec_refusal bounded name and value, so the entry fits whole. */
-		snprintf(env_store[i], ENV_ENTRY_MAX, "%s=%s", e->env[i]->name, e->env[i]->value);
-		req->env[req->n_env++] = env_store[i];
-	}
-}
-
-/* Run the exec and produce its result and receipt texts (malloc'd); the receipt's file is
- * written, not yet synced (info, exec_settle). */
-static void exec_run(struct agent *a, const struct exec_request *req, struct receipt_info *info, char **result,
-		     char **receipt)
-{
-	struct exec_outcome out;
-	struct sb_err err;
-	json_t *obj;
-
-	sb_err_clear(&err);
-	if (prebuilt_run(&a->pre, req, a->cancel_efd, &out, &err) < 0) {
-		obj = json_pack("{s:s, s:I, s:s, s:n, s:n, s:s, s:n}", "exec_id", req->exec_id, "generation",
-				(json_int_t)req->generation, "status", "refused", "exit_code", "signal", "error",
-				err.msg, "receipt");
-		*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-		*receipt = NULL;
-		json_decref(obj);
-		return;
-	}
-	if (receipt_write_unsynced(&a->receipts, req, &out, a->sec, info, &err) < 0) {
-		sb_warn("exec %s: %s", req->exec_id, err.msg);
-		out.status = EXEC_UNCERTAIN;
-		/* For people: the cause is cut to fit detail on purpose. */
-		snprintf(out.detail, sizeof out.detail, "receipt not written: %.1000s", err.msg);
-	}
-	steptime_mark(STEP_RECEIPT);
-	obj = result_to_json(req, &out, info);
-	/* The captured bytes are in obj now: free them before the dump makes one more copy. */
-	exec_outcome_free(&out);
-	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-	steptime_mark(STEP_RESULT);
-	/* A Receipt follows the Result exactly when the result names one (written to disk). */
-	if (info->written) {
-		*receipt = info->text;
-		info->text = NULL;
-	}
-	json_decref(obj);
-}
-
-/* The result when the receipt, written and checked, could not be made durable: no receipt, so the
- * outcome cannot stand as reported (as when the write itself fails). Rare: the one path that
- * parses a result again. */
-static char *result_without_receipt(const char *result, const char *why)
-{
-	json_t *obj = json_loads(result, 0, NULL);
-	char detail[1100], *text;
-
-	if (obj == NULL)
-		return NULL;
-	snprintf(detail, sizeof detail, "receipt not written: %.1000s", why);
-	json_object_set_new(obj, "status", json_string(exec_status_name(EXEC_UNCERTAIN)));
-	json_object_set_new(obj, "exit_code", json_null());
-	json_object_set_new(obj, "signal", json_null());
-	json_object_set_new(obj, "receipt", json_null());
-	json_object_set_new(obj, "error", json_string(detail));
-	text = json_dumps(obj, JSON_COMPACT);
-	json_decref(obj);
-	return text;
-}
-
-/* The call's durability point, before anything is reported. Mostly one fdatasync: the finished
- * entry, the receipt's bytes inside, into the exec's slot's end (journal_end); the settler syncs
- * the two files after. Else (a big result) the receipt and the journal's finished entry, both
- * written already, are synced together (the first fsync commits most of what the others need).
- * A receipt that cannot be made durable is no receipt: the result becomes uncertain and the entry
- * is written again, durably, to say so. */
-static void exec_settle(struct agent *a, const char *exec_id, uint64_t gen, struct receipt_info *info, char **result,
-			char **receipt)
-{
-	struct journal_pending p = { .fd = -1 };
-	struct sb_err err, rerr;
-	int written;
-
-	/* The receipt's file written whole, or none: the end names it only then. */
-	written = info->written == (*receipt != NULL) ?
-			  journal_end(&a->journal, exec_id, gen, *result, *receipt, &err) : 0;
-	if (written != 0) {
-		if (written < 0)
-			sb_error("exec %s: journal: %s", exec_id, err.msg);
-		return;
-	}
-	written = journal_finish_write(&a->journal, exec_id, gen, *result, *receipt, &p, &err);
-	if (receipt_sync(&a->receipts, info, &rerr) < 0) {
-		char *again = result_without_receipt(*result, rerr.msg);
-
-		sb_warn("exec %s: %s", exec_id, rerr.msg);
-		free(*receipt);
-		*receipt = NULL;
-		free(*result);
-		*result = again;
-		/* The entry just written says otherwise: replaced below, whole and durably. */
-		if (written == 0)
-			journal_pending_drop(&p);
-		written = *result == NULL ? -1 :
-			  journal_finish(&a->journal, exec_id, gen, *result, NULL, &err);
-		if (written < 0)
-			sb_error("exec %s: journal: %s", exec_id, *result ? err.msg : "no result");
-		return;
-	}
-	if (written < 0 || journal_finish_sync(&a->journal, exec_id, &p, &err) < 0)
-		sb_error("exec %s: journal: %s", exec_id, err.msg);
-}
-
-static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const char *result, const char *receipt)
-{
-	Sandbox__Envelope env = SANDBOX__ENVELOPE__INIT;
-	Sandbox__Result r = SANDBOX__RESULT__INIT;
-	Sandbox__Receipt rc = SANDBOX__RECEIPT__INIT;
-
-	r.exec_id = (char *)exec_id;
-	r.generation = gen;
-	r.result_json = (char *)result;
-	env.body_case = SANDBOX__ENVELOPE__BODY_RESULT;
-	env.result = &r;
-	if (send_envelope(c, &env) < 0)
-		return -1;
-	if (receipt == NULL)
-		return 0;
-	rc.exec_id = (char *)exec_id;
-	rc.generation = gen;
-	rc.receipt_json.data = (uint8_t *)receipt;
-	rc.receipt_json.len = strlen(receipt);
-	env.body_case = SANDBOX__ENVELOPE__BODY_RECEIPT;
-	env.receipt = &rc;
-	return send_envelope(c, &env);
-}
-
-static int handle_exec(struct conn *c, Sandbox__Exec *e)
-{
-	/* One exec at a time (exec_claim), so one store serves them all. */
-	static char env_store[BOUNDARY_MAX_ENV][ENV_ENTRY_MAX];
-	struct agent *a = c->agent;
-	const char *refusal = exec_refusal(a, e);
-	char running[EXEC_ID_MAX + 1], *result = NULL, *receipt = NULL;
-	struct receipt_info info = { 0 };
-	struct exec_request req;
-	struct sb_err err;
-	int rc;
-
-	if (refusal != NULL)
-		return send_error(c, SANDBOX__ERROR_CODE__ERR_REFUSED, "exec refused: %s", refusal);
-	if (!exec_claim(a, e->exec_id, running, sizeof running))
-		return send_error(c, SANDBOX__ERROR_CODE__ERR_BUSY, "busy: exec '%s' is running; one exec at a time",
-				  running);
-	steptime_reset();
-	steptime_mark(STEP_REQUEST);
-	/* Never reused: the journal prunes its oldest entries, the receipts stay, so both are asked
-	 * before anything runs (a receipt that exists already means this id ran). The receipt's room
-	 * before the begin: a begin is never left for an exec refused for want of room (rule N4). */
-	if (receipt_reserve_check(&a->receipts, e->exec_id, &err) < 0 ||
-	    receipt_room_take(&a->receipts, e->exec_id, &info, &err) < 0 ||
-	    journal_begin(&a->journal, e->exec_id, e->generation, &err) < 0) {
-		receipt_room_drop(&a->receipts, e->exec_id, &info);
-		exec_release(a);
-		return send_error(c, SANDBOX__ERROR_CODE__ERR_REFUSED, "exec refused: %s", err.msg);
-	}
-	/* Into the page that clone() wipes, out of the message's heap memory. */
-	memcpy(a->sec->nonce, e->nonce.data, SECRET_NONCE_BYTES);
-	explicit_bzero(e->nonce.data, e->nonce.len);
-	steptime_mark(STEP_BEGUN);
-	request_from_exec(e, &req, env_store);
-	steptime_mark(STEP_PREPARED);
-	sb_info("exec %s: running", e->exec_id);
-	exec_run(a, &req, &info, &result, &receipt);
-	if (result != NULL)
-		exec_settle(a, e->exec_id, e->generation, &info, &result, &receipt);
-	else {
-		/* Nothing to report; the receipt still says this id ran. */
-		(void)receipt_sync(&a->receipts, &info, &err);
-		sb_error("exec %s: journal: no result", e->exec_id);
-	}
-	receipt_room_drop(&a->receipts, e->exec_id, &info);
-	receipt_info_free(&info);
-	steptime_mark(STEP_JOURNAL);
-	exec_release(a);
-	/* The connection may be gone by now; the journal answers a later Query either way. */
-	rc = result ? send_result(c, e->exec_id, e->generation, result, receipt) : -1;
-	steptime_mark(STEP_END);
-	steptime_report("serve exec");
-	prebuilt_idle(&a->pre);
-	free(result);
-	free(receipt);
-	return rc;
-}
-
-/* ---- Cancel, Query, Ping ---- */
-
-static int send_query_reply(struct conn *c, const char *exec_id, const struct journal_entry *j)
-{
-	Sandbox__Envelope env = SANDBOX__ENVELOPE__INIT;
-	Sandbox__QueryReply q = SANDBOX__QUERY_REPLY__INIT;
-	Sandbox__Result r = SANDBOX__RESULT__INIT;
-	Sandbox__Receipt rc = SANDBOX__RECEIPT__INIT;
-
-	q.exec_id = (char *)exec_id;
-	q.state = j->state == JOURNAL_FINISHED ? SANDBOX__QUERY_REPLY__STATE__FINISHED :
-		  j->state == JOURNAL_RUNNING ? SANDBOX__QUERY_REPLY__STATE__RUNNING : SANDBOX__QUERY_REPLY__STATE__UNKNOWN;
-	if (j->result_json != NULL) {
-		r.exec_id = (char *)exec_id;
-		r.generation = j->generation;
-		r.result_json = j->result_json;
-		q.result = &r;
-	}
-	if (j->receipt_text != NULL) {
-		rc.exec_id = (char *)exec_id;
-		rc.generation = j->generation;
-		rc.receipt_json.data = (uint8_t *)j->receipt_text;
-		rc.receipt_json.len = strlen(j->receipt_text);
-		q.receipt = &rc;
-	}
-	env.body_case = SANDBOX__ENVELOPE__BODY_QUERY_REPLY;
-	env.query_reply = &q;
-	return send_envelope(c, &env);
-}
-
-static int handle_query(struct conn *c, const char *exec_id)
-{
-	struct journal_entry j;
-	struct sb_err err;
-	int rc;
-
-	/* The id names a journal file: the same rule as an Exec's (common/names.c). */
-	if (!exec_id_valid(exec_id))
-		return send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "query refused: invalid exec id");
-	if (journal_lookup(&c->agent->journal, exec_id, &j, &err) < 0)
-		return send_error(c, SANDBOX__ERROR_CODE__ERR_INTERNAL, "query: %s", err.msg);
-	rc = send_query_reply(c, exec_id, &j);
-	journal_entry_free(&j);
-	return rc;
-}
-
-static int handle_cancel(struct conn *c, const char *exec_id)
-{
-	struct agent *a = c->agent;
-	uint64_t one = 1;
-	bool hit;
-
-	pthread_mutex_lock(&a->lock);
-	hit = a->busy && strcmp(a->running_id, exec_id) == 0;
-	if (hit && write(a->cancel_efd, &one, sizeof one) != sizeof one)
-		hit = false;
-	pthread_mutex_unlock(&a->lock);
-	if (!hit)
-		return send_error(c, SANDBOX__ERROR_CODE__ERR_UNKNOWN_EXEC, "cancel: exec '%s' is not running", exec_id);
-	sb_info("exec %s: cancel delivered", exec_id);
-	/* The answer is the exec's state as the cancel found it; its Result follows on the exec's
-	 * own connection (or from a Query). */
-	return handle_query(c, exec_id);
-}
-
-static int handle_ping(struct conn *c, uint64_t token)
-{
-	Sandbox__Envelope env = SANDBOX__ENVELOPE__INIT;
-	Sandbox__Pong p = SANDBOX__PONG__INIT;
-
-	p.token = token;
-	env.body_case = SANDBOX__ENVELOPE__BODY_PONG;
-	env.pong = &p;
-	return send_envelope(c, &env);
-}
-
-/* ---- a connection ---- */
-
-static int hello_exchange(struct conn *c)
-{
-	Sandbox__Envelope *in = NULL, out = SANDBOX__ENVELOPE__INIT;
-	Sandbox__Hello h = SANDBOX__HELLO__INIT;
-	struct sb_err err;
-	uint32_t version;
-	int rc = proto_recv(&c->stream, SERVE_FRAME_CAP, &in, &err);
-
-	if (rc < 0 && (err.errnum == EBADMSG || err.errnum == EMSGSIZE))
-		send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "%s", err.msg);
-	if (rc <= 0 || in->body_case != SANDBOX__ENVELOPE__BODY_HELLO) {
-		if (rc > 0)
-			send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "the first message must be a Hello, not %s",
-				   proto_body_name(in->body_case));
-		proto_free(in);
-		return -1;
-	}
-	rc = proto_negotiate(in->hello, &version, &err);
-	proto_free(in);
-	if (rc < 0) {
-		send_error(c, SANDBOX__ERROR_CODE__ERR_VERSION, "%s", err.msg);
-		return -1;
-	}
-	proto_hello_init(&h);
-	h.build = SERVE_BUILD;
-	h.features_json = c->agent->features_json;
-	h.has_generation = true;
-	h.generation = c->agent->generation;
-	out.body_case = SANDBOX__ENVELOPE__BODY_HELLO;
-	out.hello = &h;
-	return send_envelope(c, &out);
-}
-
-static int conn_dispatch(struct conn *c, Sandbox__Envelope *m)
-{
-	switch (m->body_case) {
-	case SANDBOX__ENVELOPE__BODY_EXEC:
-		return handle_exec(c, m->exec);
-	case SANDBOX__ENVELOPE__BODY_CANCEL:
-		return handle_cancel(c, m->cancel->exec_id);
-	case SANDBOX__ENVELOPE__BODY_QUERY:
-		return handle_query(c, m->query->exec_id);
-	case SANDBOX__ENVELOPE__BODY_PING:
-		return handle_ping(c, m->ping->token);
-	default:
-		return send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "unexpected %s message",
-				  proto_body_name(m->body_case));
-	}
-}
-
-static void conn_serve(struct conn *c)
-{
-	for (;;) {
-		Sandbox__Envelope *m = NULL;
-		struct sb_err err;
-		int rc;
-
-		tls_session_set_deadline(c->tls, tls_deadline_after(SERVE_IDLE_MS));
-		rc = proto_recv(&c->stream, SERVE_FRAME_CAP, &m, &err);
-		if (rc == 0)
-			return;
-		if (rc < 0 && err.errnum == EBADMSG) {
-			/* Still at a frame boundary: answer and keep the connection. */
-			if (send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "%s", err.msg) < 0)
-				return;
-			continue;
-		}
-		if (rc < 0) {
-			if (err.errnum == EMSGSIZE)
-				send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "%s", err.msg);
-			sb_info("connection closed: %s", err.msg);
-			return;
-		}
-		tls_session_set_deadline(c->tls, TLS_NO_DEADLINE);
-		rc = conn_dispatch(c, m);
-		proto_free(m);
-		if (rc < 0)
-			return;
-	}
-}
-
-static void *conn_thread(void *arg)
-{
-	struct conn *c = arg;
-	struct agent *a = c->agent;
-	struct sb_err err;
-
-	if (tls_session_open(a->tls, c->fd, tls_deadline_after(SERVE_HANDSHAKE_MS), &c->tls, &err) < 0) {
-		sb_warn("refused a connection: %s", err.msg);
-	} else {
-		tls_session_stream(c->tls, &c->stream);
-		if (hello_exchange(c) == 0)
-			conn_serve(c);
-		tls_session_close(c->tls, &err);
-	}
-	close(c->fd);
-	free(c);
-	pthread_mutex_lock(&a->lock);
-	a->connections--;
-	pthread_mutex_unlock(&a->lock);
-	return NULL;
-}
-
-static void conn_start(struct agent *a, int fd)
-{
-	struct conn *c = calloc(1, sizeof *c);
-	struct sb_err err;
-	bool room;
-
-	pthread_mutex_lock(&a->lock);
-	room = a->connections < SERVE_MAX_CONNECTIONS;
-	if (room && c != NULL)
-		a->connections++;
-	pthread_mutex_unlock(&a->lock);
-	if (!room || c == NULL) {
-		sb_warn("refused a connection: %s", c ? "too many connections" : "out of memory");
-		free(c);
-		close(fd);
-		return;
-	}
-	c->agent = a;
-	c->fd = fd;
-	if (sb_thread_detached(conn_thread, c, &err) < 0) {
-		sb_error("refused a connection: %s", err.msg);
-		close(fd);
-		free(c);
-		pthread_mutex_lock(&a->lock);
-		a->connections--;
-		pthread_mutex_unlock(&a->lock);
-	}
-}
-
 /* ---- the listener ---- */
-
-static int listen_unix(const char *path, struct sb_err *err)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd;
-
-	if (strlen(path) >= sizeof sa.sun_path)
-		return sb_fail(err, ENAMETOOLONG, "socket path %s is too long", path);
-	strcpy(sa.sun_path, path);
-	/* A stale socket from an earlier agent is replaced; anything else is left alone. */
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return sb_fail_errno(err, "creating the unix socket");
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(path, 0600) < 0 || listen(fd, 16) < 0) {
-		sb_fail_errno(err, "listening on %s", path);
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Numeric addresses only, parsed with inet_pton: getaddrinfo would pull glibc's NSS modules
- * into a static binary at run time. IPv6 is written [addr]:port. */
-static int sockaddr_parse(const char *hostport, struct sockaddr_storage *ss, socklen_t *len, uint16_t *port,
-			  struct sb_err *err)
-{
-	char host[INET6_ADDRSTRLEN + 2];
-	const char *colon = strrchr(hostport, ':');
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-	unsigned long p;
-	char *end;
-	size_t hlen;
-
-	if (colon == NULL || (hlen = (size_t)(colon - hostport)) >= sizeof host || hlen == 0)
-		return sb_invalid(err, "--listen %s: expected HOST:PORT or unix:PATH", hostport);
-	p = strtoul(colon + 1, &end, 10);
-	if (*end != '\0' || p == 0 || p > 65535)
-		return sb_invalid(err, "--listen %s: bad port", hostport);
-	memcpy(host, hostport, hlen);
-	host[hlen] = '\0';
-	memset(ss, 0, sizeof *ss);
-	*port = (uint16_t)p;
-	if (host[0] == '[' && host[hlen - 1] == ']') {
-		host[hlen - 1] = '\0';
-		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons(*port);
-		*len = sizeof *v6;
-		if (inet_pton(AF_INET6, host + 1, &v6->sin6_addr) == 1)
-			return 0;
-	} else {
-		v4->sin_family = AF_INET;
-		v4->sin_port = htons(*port);
-		*len = sizeof *v4;
-		if (inet_pton(AF_INET, host, &v4->sin_addr) == 1)
-			return 0;
-	}
-	return sb_invalid(err, "--listen %s: the host must be a numeric address", hostport);
-}
 
 static int listen_tcp(const char *hostport, uint16_t *port, struct sb_err *err)
 {
@@ -657,8 +56,10 @@ static int listen_tcp(const char *hostport, uint16_t *port, struct sb_err *err)
 	socklen_t len = 0;
 	int fd, one = 1;
 
-	if (sockaddr_parse(hostport, &ss, &len, port, err) < 0)
+	if (sock_hostport_parse(hostport, &ss, &len, port, err) < 0) {
+		sb_err_prefix(err, "--listen");
 		return -1;
+	}
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
 	    bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
@@ -743,8 +144,10 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 		struct sockaddr_storage ss;
 		socklen_t len;
 
-		if (sockaddr_parse(cfg->listen, &ss, &len, &port, err) < 0)
+		if (sock_hostport_parse(cfg->listen, &ss, &len, &port, err) < 0) {
+			sb_err_prefix(err, "--listen");
 			return -1;
+		}
 		/* The agent's own port is always out of the commands' reach. */
 		if (cfg->n_ports < BOUNDARY_MAX_PORTS)
 			cfg->ports[cfg->n_ports++] = port;
@@ -772,7 +175,7 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 		return -1;
 	/* Listen last: a connection that succeeds means an agent that is ready to serve, never one
 	 * that is still loading its keys (or about to fail doing so). */
-	*listen_fd = strncmp(cfg->listen, "unix:", 5) == 0 ? listen_unix(cfg->listen + 5, err) :
+	*listen_fd = strncmp(cfg->listen, "unix:", 5) == 0 ? sock_listen_unix(cfg->listen + 5, 0600, 16, err) :
 							     listen_tcp(cfg->listen, &port, err);
 	return *listen_fd < 0 ? -1 : 0;
 }
@@ -880,6 +283,6 @@ int cli_serve(int argc, char **argv)
 		if (strncmp(cfg.listen, "unix:", 5) != 0 &&
 		    setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int)) < 0)
 			sb_warn("TCP_NODELAY: %s", strerror(errno));
-		conn_start(&a, conn);
+		serve_conn_start(&a, conn);
 	}
 }

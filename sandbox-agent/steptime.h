@@ -51,7 +51,7 @@ static inline void steptime_mark(enum step s)
 		steptime_mark_on(s);
 }
 
-/* Counts one wake-up of the agent's wait loop (boundary.c). The count is the agent's own, never in
+/* Counts one wake-up of the agent's wait loop (boundary_run.c). The count is the agent's own, never in
  * the shared page; the timing line reports it as wakeups=N: a loop that sleeps between events
  * wakes a few times for `true`, a spinning one thousands of times (agent_cleanup.sh's wait_no_spin). */
 void steptime_wakeup(void);

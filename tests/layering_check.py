@@ -5,8 +5,11 @@ Each folder may include headers from the folders its rule names, and from nowher
 found the way the compiler finds it (the including file's own folder first, then common/, then the
 manager's folders: the Makefile's MANAGER_INC, and sandbox-agent/ for manager/backend/ only). A rule
 that allows only some headers of a folder names them. Also: only the daemon names a backend's
-constructor, a header named *_internal.h is its own folder's alone, and no two files of manager/core/ call each other, directly or around a loop (a function
-defined in A and called in B is an edge B -> A). Exit 1 with one line per breach."""
+constructor, a header named *_internal.h is its own folder's alone (and a split file's, its parts' alone:
+INTERNAL_USERS), and no two files of manager/core/, nor two parts of one split file, call each other,
+directly or around a loop (a function defined in A and called in B is an edge B -> A). Exit 1 with one
+line per breach."""
+import fnmatch
 import glob
 import os
 import re
@@ -31,6 +34,15 @@ RULES = {
                      "manager/authority", "manager/workspace", "manager/backend"],
     "manager": ["common", "manager/core", "manager/front"],  # main.c: the command table
 }
+# The headers a split file's parts share (issue 31): included by those parts only, so that what was one
+# file's static stays that file's concern; and the parts call each other one way only (CALL_GROUPS).
+INTERNAL_USERS = {
+    "sandbox-agent/boundary_internal.h": "sandbox-agent/boundary_*.c",
+    "sandbox-agent/journal_internal.h": "sandbox-agent/journal*.c",
+    "sandbox-agent/serve_internal.h": "sandbox-agent/serve*.c",
+    "manager/agentlink/agent_client_internal.h": "manager/agentlink/agent_[cr]*.c",
+}
+CALL_GROUPS = ["manager/core/*.c"] + list(INTERNAL_USERS.values())
 # Backend constructors: named only where the daemon picks the backend (and in the backends' tests).
 CONSTRUCTOR = re.compile(r"\bbackend_[a-z]+_create\w*\s*\(")
 CONSTRUCTOR_ALLOWED = {"manager/core/daemon.c"}
@@ -68,9 +80,9 @@ def code_only(text):
     return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
 
 
-def call_cycles(folder):
-    """Each cycle of calls between the folder's .c files, as a list of files (Tarjan's components)."""
-    files = sorted(glob.glob(os.path.join(ROOT, folder, "*.c")))
+def call_cycles(pattern):
+    """Each cycle of calls between the .c files the pattern names, as a list of files (Tarjan's components)."""
+    files = sorted(glob.glob(os.path.join(ROOT, pattern)))
     text = {f: code_only(open(f, encoding="utf-8").read()) for f in files}
     defined = {name: f for f in files for name in DEFINITION.findall(text[f])}
     edges = {f: sorted({defined[n] for n in CALL.findall(text[f]) if defined.get(n, f) != f}) for f in files}
@@ -110,17 +122,26 @@ def main():
         text = open(path, encoding="utf-8").read()
         for header in INCLUDE.findall(text):
             found = resolve(path, header)
-            if found is None or found[0] == folder:
+            if found is None:
                 continue
-            if found[1].endswith("_internal.h"):
+            users = INTERNAL_USERS.get(f"{found[0]}/{found[1]}")
+            if users is not None and not fnmatch.fnmatch(rel, users):
+                breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which only {users} may use")
+            elif found[0] == folder:
+                continue
+            elif found[1].endswith("_internal.h"):
                 breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which only {found[0]}/ itself may use")
             elif not allowed(RULES.get(folder, []), *found):
                 breaches.append(f"{rel}: includes {found[0]}/{found[1]}, which {folder}/ may not use")
         if CONSTRUCTOR.search(text) and rel not in CONSTRUCTOR_ALLOWED and not rel.startswith("manager/backend/"):
             breaches.append(f"{rel}: names a backend constructor; only {', '.join(sorted(CONSTRUCTOR_ALLOWED))} does")
-    for cycle in call_cycles("manager/core"):
-        breaches.append(f"manager/core/: {', '.join(cycle)} call each other around a loop; one of them must "
-                        "not call back (a caller above both, as recovery.c is for start-up)")
+    for group in CALL_GROUPS:
+        for cycle in call_cycles(group):
+            breaches.append(f"{group}: {', '.join(cycle)} call each other around a loop; one of them must "
+                            "not call back (a caller above both, as recovery.c is for start-up)")
+    for header, users in INTERNAL_USERS.items():
+        if not os.path.isfile(os.path.join(ROOT, header)):
+            breaches.append(f"{header}: named in INTERNAL_USERS but gone (update tests/layering_check.py)")
     for b in breaches:
         print(f"layering: {b}")
     print(f"layering_check: {len(sources)} files, {len(breaches)} breach(es)")

@@ -654,11 +654,8 @@ static int kube_limits(struct backend *be, const struct sandbox_handle *h, struc
 
 	(void)h;
 	(void)err;
-	*out = (struct sandbox_limits){ .tmp_bytes = k->set.tmp_bytes, .shm_bytes = k->set.shm_bytes,
-					.memory_max = k->set.memory_bytes > 0 ? k->set.memory_bytes : -1,
-					.pids_max = -1,
-					.cpu_quota_us = k->set.nano_cpus > 0 ? k->set.nano_cpus / 10000 : -1,
-					.cpu_period_us = k->set.nano_cpus > 0 ? 100000 : -1 };
+	/* pids is not a pod field (the kubelet's podPidsLimit): no limit this backend applies. */
+	backend_limits_configured(out, k->set.tmp_bytes, k->set.shm_bytes, k->set.memory_bytes, 0, k->set.nano_cpus);
 	return 0;
 }
 

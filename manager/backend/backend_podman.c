@@ -693,11 +693,8 @@ static int podman_limits(struct backend *be, const struct sandbox_handle *h, str
 
 	(void)h;
 	(void)err;
-	*out = (struct sandbox_limits){ .tmp_bytes = p->set.tmp_bytes, .shm_bytes = p->set.shm_bytes,
-					.memory_max = p->set.memory_bytes > 0 ? p->set.memory_bytes : -1,
-					.pids_max = p->set.pids > 0 ? p->set.pids : -1,
-					.cpu_quota_us = p->set.nano_cpus > 0 ? p->set.nano_cpus / 10000 : -1,
-					.cpu_period_us = p->set.nano_cpus > 0 ? 100000 : -1 };
+	backend_limits_configured(out, p->set.tmp_bytes, p->set.shm_bytes, p->set.memory_bytes, p->set.pids,
+				  p->set.nano_cpus);
 	return 0;
 }
 

@@ -15,6 +15,16 @@ void backend_sizes_default(int64_t *tmp_bytes, int64_t *shm_bytes)
 		*shm_bytes = SANDBOX_SHM_BYTES_DEFAULT;
 }
 
+void backend_limits_configured(struct sandbox_limits *out, int64_t tmp_bytes, int64_t shm_bytes, int64_t memory_bytes,
+			       int64_t pids, int64_t nano_cpus)
+{
+	*out = (struct sandbox_limits){ .tmp_bytes = tmp_bytes, .shm_bytes = shm_bytes,
+					.memory_max = memory_bytes > 0 ? memory_bytes : -1,
+					.pids_max = pids > 0 ? pids : -1,
+					.cpu_quota_us = nano_cpus > 0 ? nano_cpus / 10000 : -1,
+					.cpu_period_us = nano_cpus > 0 ? 100000 : -1 };
+}
+
 int backend_image_check(const char *image, struct sb_err *err)
 {
 	for (const char *c = image; *c != '\0'; c++)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "sock.h"
 
 static int sockaddr_fill(struct sockaddr_un *sa, const char *path, struct sb_err *err)
 {
@@ -28,33 +29,8 @@ static int sockaddr_fill(struct sockaddr_un *sa, const char *path, struct sb_err
 
 int control_listen(const char *path, mode_t mode, struct sb_err *err)
 {
-	struct sockaddr_un sa;
-	struct stat st;
-	int fd;
-
-	if (sockaddr_fill(&sa, path, err) < 0)
-		return -1;
-	/* Replace a stale socket of an earlier manager, never any other kind of file. */
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode))
-			return sb_fail(err, EEXIST, "%s exists and is not a socket; refusing to replace it", path);
-		if (unlink(path) < 0)
-			return sb_fail_errno(err, "removing the stale socket %s", path);
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return sb_fail_errno(err, "creating the control socket");
-	/* Bind under a restrictive umask: there is no window in which the socket is open to all. */
-	mode_t old = umask(0177);
-	int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
-
-	umask(old);
-	if (rc < 0 || chmod(path, mode) < 0 || listen(fd, 128) < 0) {
-		sb_fail_errno(err, "listening on %s", path);
-		close(fd);
-		return -1;
-	}
-	return fd;
+	/* common/sock.c: a stale socket replaced, any other file refused, bound under umask 0177. */
+	return sock_listen_unix(path, mode, 128, err);
 }
 
 int control_connect(const char *path, struct sb_err *err)

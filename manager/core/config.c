@@ -245,7 +245,7 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return sb_invalid(err, "config: %s is replaced by sandbox-ids START:COUNT: each identity's sandboxes "
 				  "run as ids of its own from that range (docs/operations.md)", key);
 	if (strcmp(key, "sandbox-ids") == 0)
-		return identity_ids_parse(c, value, err);
+		return strcmp(value, "subuid") == 0 ? identity_ids_subuid_range(c, err) : identity_ids_parse(c, value, err);
 	if (strcmp(key, "output-limit") == 0)
 		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
 	if (strcmp(key, "record-output-limit") == 0)

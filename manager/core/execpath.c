@@ -332,19 +332,25 @@ static bool reconcile_wait(struct manager *m, struct call *c, int64_t ms, int64_
 	return true;
 }
 
-/* One connection, one Query: 0 with c->reply filled (its state says what the agent knows); -2
- * (err) when no connection was made, -1 (err) when the Query got no answer. */
-static int reconcile_ask(struct call *c, const struct agent_expect *want, struct sb_err *err)
+/* What one Query of a call's exec came to. */
+enum reconcile_asked {
+	ASKED_ANSWERED = 0,        /* c->reply filled: its state says what the agent knows */
+	ASKED_NO_ANSWER = -1,      /* connected, but the Query got no answer (err) */
+	ASKED_NO_CONNECTION = -2,  /* no connection was made (err: its errno says why) */
+};
+
+/* One connection, one Query. */
+static enum reconcile_asked reconcile_ask(struct call *c, const struct agent_expect *want, struct sb_err *err)
 {
 	struct agent_conn *conn = NULL;
 	int rc;
 
 	if (agent_connect(c->sandbox->tls, c->sandbox->h.address, tls_deadline_after(CONNECT_MS), &conn, err) < 0)
-		return -2;
+		return ASKED_NO_CONNECTION;
 	agent_reply_free(&c->reply);
 	rc = agent_query(conn, want, tls_deadline_after(CONNECT_MS), &c->reply, err);
 	agent_close(conn);
-	return rc < 0 ? -1 : 0;
+	return rc < 0 ? ASKED_NO_ANSWER : ASKED_ANSWERED;
 }
 
 /* The call may still be running when its connection drops (issue 27: a 20-minute command cut at
@@ -362,14 +368,14 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 		/* A cancel stopped the sandbox on purpose: there is nobody left to ask. */
 		if (call_cancel_reason(m, c))
 			return sb_fail(err, ECANCELED, "cancelled");
-		int rc = reconcile_ask(c, &want, err);
+		enum reconcile_asked asked = reconcile_ask(c, &want, err);
 
-		running = rc == 0 && c->reply.state == AGENT_EXEC_RUNNING;
-		if (rc == 0 && c->reply.state == AGENT_EXEC_FINISHED)
+		running = asked == ASKED_ANSWERED && c->reply.state == AGENT_EXEC_RUNNING;
+		if (asked == ASKED_ANSWERED && c->reply.state == AGENT_EXEC_FINISHED)
 			return 0;
-		if (rc == 0 && c->reply.state == AGENT_EXEC_UNKNOWN)
+		if (asked == ASKED_ANSWERED && c->reply.state == AGENT_EXEC_UNKNOWN)
 			return sb_fail(err, ENOENT, "the agent has no record of the exec");
-		if (rc == -2 && (err->errnum == ECONNREFUSED || err->errnum == ENOENT)) {
+		if (asked == ASKED_NO_CONNECTION && (err->errnum == ECONNREFUSED || err->errnum == ENOENT)) {
 			/* Nothing listens where the agent did: it is gone, and with it the sandbox (the agent is
 			 * its PID 1), ended from outside during the call. Asking again would only wait. */
 			c->agent_gone = true;
@@ -377,7 +383,7 @@ int call_reconcile(struct manager *m, struct call *c, int64_t deadline, struct s
 				       "connections)");
 		}
 		/* No answer (an agent that answered "running" is alive): the runtime's word, as above. */
-		if (rc < 0 && call_sandbox_proven_gone(m, c)) {
+		if (asked != ASKED_ANSWERED && call_sandbox_proven_gone(m, c)) {
 			c->agent_gone = true;
 			return sb_fail(err, 0, "the sandbox ended during the call (its agent could not be reached, and "
 				       "its runtime proved it gone)");
@@ -443,7 +449,18 @@ static int conn_get(struct manager *m, struct live_sandbox *l, struct agent_conn
 	return 0;
 }
 
-static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
+/* What a call's attempt on one sandbox came to (call_dispatch, call_attempt); call_run branches on it.
+ * Negative is a failure, as everywhere (common/error.h): err says why. */
+enum call_outcome {
+	CALL_DONE = 0,              /* a result and receipt, verified: c->reply */
+	CALL_UNCERTAIN = -1,        /* dispatched (or cancelled while busy), the outcome not established */
+	CALL_REFUSED = -2,          /* refused before anything was sent */
+	CALL_AGENT_REFUSED = -3,    /* the agent refused it: it did not run */
+	CALL_AGENT_SILENT = -4,     /* the agent does not answer; nothing was sent: the exec never ran */
+	CALL_CANCELLED_FIRST = -5,  /* a cancel that came first was taken: nothing was sent */
+};
+
+static enum call_outcome call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 {
 	struct agent_env env[8];
 	struct agent_exec_request req = { 0 };
@@ -462,11 +479,11 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 	req.env = env;
 	req.receipt_key = c->sandbox->receipt_key;
 	if (conn_get(m, c->sandbox, &conn, err) < 0)
-		return -4; /* the agent does not answer; nothing was sent: the exec never ran */
+		return CALL_AGENT_SILENT;
 	/* Recorded before a byte goes out: after this, the exec is never dispatched again. */
 	if (records_exec_dispatched(m->rec, c->exec_id, c->sandbox->generation, c->nonce_hex, c->sandbox->h.runtime_id,
 				    c->sandbox->authority, err) < 0)
-		return -2;
+		return CALL_REFUSED;
 	FAILPOINT("manager.exec.dispatched"); /* recorded dispatched; not a byte sent */
 	metrics_lap(&c->lap, METRICS_STEP_DISPATCH);
 	rc = agent_exec(conn, &req, deadline, &c->reply, err);
@@ -476,11 +493,11 @@ static int call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 		conn_swap(m, c->sandbox, NULL);
 	}
 	if (rc < 0 && c->reply.agent_error != 0)
-		return -3; /* the agent refused it: it did not run */
+		return CALL_AGENT_REFUSED;
 	if (rc < 0)
 		rc = call_reconcile(m, c, deadline, err);
 	FAILPOINT("manager.exec.receipt_received"); /* the exchange is over; nothing verified or recorded */
-	rc = rc < 0 ? -1 : call_result_verify(c, err);
+	rc = rc < 0 || call_result_verify(c, err) < 0 ? CALL_UNCERTAIN : CALL_DONE;
 	metrics_lap(&c->lap, METRICS_STEP_RECEIPT);
 	return rc;
 }
@@ -614,17 +631,17 @@ static void call_sweep(struct manager *m, const struct call *c)
 }
 
 /* Steps 3 to 5 on one sandbox: check, obtain it (marked busy, with the grants rechecked), send.
- * Returns call_dispatch()'s code, -5 (it took a cancel that came first), or -2 (refused, err says why) before
+ * Returns call_dispatch()'s outcome, CALL_CANCELLED_FIRST, or CALL_REFUSED (err says why) before
  * anything was sent. */
-static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
+static enum call_outcome call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 {
-	int rc;
+	enum call_outcome rc;
 
 	FAILPOINT("manager.exec.accepted"); /* recorded accepted; no sandbox touched yet */
 	if (call_stop_check(m, err) < 0 || session_check(c, err) < 0 || sandbox_ready(m, c, err) < 0) {
 		if (c->sandbox != NULL)
 			sandbox_mark(m, c, false);
-		return -2;
+		return CALL_REFUSED;
 	}
 	metrics_lap(&c->lap, METRICS_STEP_SANDBOX);
 	/* The session needs no second read after the slow step 4 (call_bind says why); the grants
@@ -633,21 +650,23 @@ static int call_attempt(struct manager *m, struct call *c, struct sb_err *err)
 	 * and cancels the call, or this check refuses it. */
 	if (call_stop_check(m, err) < 0 || sb_random_bytes(c->nonce, sizeof c->nonce, err) < 0) {
 		sandbox_mark(m, c, false);
-		return -2;
+		return CALL_REFUSED;
 	}
-	/* A cancel before the dispatch: nothing is sent. One that waited for the call (-5); or one that
-	 * found it busy and is stopping its sandbox (-1: call_uncertain gets the evidence). */
+	/* A cancel before the dispatch: nothing is sent. One that waited for the call
+	 * (CALL_CANCELLED_FIRST); or one that found it busy and is stopping its sandbox (CALL_UNCERTAIN:
+	 * call_uncertain gets the evidence). */
 	if (c->cancelled_first) {
 		sandbox_mark(m, c, false);
-		return -5;
+		return CALL_CANCELLED_FIRST;
 	}
 	if (call_cancel_reason(m, c)) {
 		sandbox_mark(m, c, false);
-		return sb_fail(err, ECANCELED, "cancelled before it was dispatched");
+		sb_fail(err, ECANCELED, "cancelled before it was dispatched");
+		return CALL_UNCERTAIN;
 	}
 	sb_hex_encode(c->nonce, sizeof c->nonce, c->nonce_hex);
 	rc = call_dispatch(m, c, err);
-	if (rc == 0 || rc == -1)
+	if (rc == CALL_DONE || rc == CALL_UNCERTAIN)
 		call_sweep(m, c);
 	sandbox_mark(m, c, false);
 	return rc;
@@ -657,30 +676,31 @@ static json_t *call_run(struct manager *m, struct call *c)
 {
 	struct sb_err err, retire_err;
 	json_t *result;
-	int rc = call_attempt(m, c, &err);
+	enum call_outcome rc = call_attempt(m, c, &err);
 
-	if (rc == -5)
+	if (rc == CALL_CANCELLED_FIRST)
 		return call_cancelled_first(m, c);
 	/* Cancelled while it was being sent (the cancel stopped the sandbox): not run again elsewhere. */
-	if (rc == -4 && call_cancel_reason(m, c))
+	if (rc == CALL_AGENT_SILENT && call_cancel_reason(m, c))
 		return call_uncertain(m, c, err.msg);
 	/* A sandbox whose agent does not answer (its init killed between two calls) would otherwise
 	 * refuse every later call of the session for good. Nothing was sent, so the exec is still
 	 * only accepted: the sandbox is retired, its end proven as always, and the call tries once
 	 * more on a new generation. No evidence: refused, and the session is reserved (sandbox.c). */
-	if (rc == -4) {
+	if (rc == CALL_AGENT_SILENT) {
 		sb_warn("exec %s: the sandbox of session %s does not answer (%s); replacing it", c->exec_id, c->session,
 			err.msg);
-		rc = sandbox_retire(m, c->sandbox, "its agent does not answer", &retire_err);
+		int retired = sandbox_retire(m, c->sandbox, "its agent does not answer", &retire_err);
+
 		c->sandbox = NULL; /* freed either way */
-		if (rc < 0) {
+		if (retired < 0) {
 			err = retire_err;
-			rc = -2;
+			rc = CALL_REFUSED;
 		} else {
 			rc = call_attempt(m, c, &err);
 		}
 	}
-	if (rc == -2 || rc == -3 || rc == -4) {
+	if (rc == CALL_REFUSED || rc == CALL_AGENT_REFUSED || rc == CALL_AGENT_SILENT) {
 		snprintf(c->reason, sizeof c->reason, "%s", err.msg);
 		return call_finish(m, c, "refused", call_refused_result(c, "refused", err.msg));
 	}

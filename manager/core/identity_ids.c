@@ -64,8 +64,6 @@ int identity_ids_parse(struct config *c, const char *value, struct sb_err *err)
 	unsigned long start, count;
 	char *end;
 
-	if (strcmp(value, "subuid") == 0)
-		return identity_ids_subuid_range(c, err);
 	if (number(value, &end, &start) < 0 || *end != ':' || number(end + 1, &end, &count) < 0 || *end != '\0')
 		return sb_invalid(err, "config: sandbox-ids must be START:COUNT (whole numbers), not '%.100s'", value);
 	if (identity_ids_range_valid(start, count, value, err) < 0)

@@ -1,4 +1,4 @@
-/* libFuzzer target: the manager's judgement of agent replies (manager/agentlink/agent_client.c, the pure
+/* libFuzzer target: the manager's judgement of agent replies (manager/agentlink/agent_reply.c, the pure
  * *_accept steps) on a stream of framed envelopes, as if an agent sent them after a Hello, an Exec
  * and a Query. Checks that nothing is delivered for another exec or generation, and that a
  * delivered receipt verified. Pure: no sockets, no files. */

@@ -1,19 +1,19 @@
-/* libFuzzer target: the agent's request handlers (sandbox-agent/serve.c) on a stream of framed
+/* libFuzzer target: the agent's request handlers (sandbox-agent/serve_conn.c) on a stream of framed
  * envelopes. Exec requests go through exec_refusal and request_from_exec only: this target must
  * never run a command. Query, Cancel, Ping and unexpected messages go through conn_dispatch with
  * a journal in a private temporary directory, and each answer is written to a memory stream.
  *
- * serve.c keeps its handlers static, so this file includes it (renaming its one exported symbol);
- * the refactor that would make this unnecessary is a small sandbox-agent/serve_handlers.h. */
+ * serve_conn.c keeps its handlers static, so this file includes it (renaming its one exported
+ * symbol); the refactor that would make this unnecessary is a small sandbox-agent/serve_handlers.h. */
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define cli_serve fuzz_unused_cli_serve
-#include "../../sandbox-agent/serve.c"
-#undef cli_serve
+#define serve_conn_start fuzz_unused_serve_conn_start
+#include "../../sandbox-agent/serve_conn.c"
+#undef serve_conn_start
 
 #define FUZZ_CAP (64u * 1024u)
 
@@ -72,7 +72,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		abort();
 	atexit(fuzz_dir_remove);
 	fuzz_agent.generation = 1;
-	/* The agent's own layout (serve.c state_open): the state directory, then receipts/ and journal/
+	/* The agent's own layout (serve.c agent_paths): the state directory, then receipts/ and journal/
 	 * held by descriptor beneath it. */
 	if (privdir_open(&fuzz_agent.state, fuzz_dir, false, 022, &err) < 0 ||
 	    privdir_open_at(&fuzz_agent.receipts, &fuzz_agent.state, "receipts", true, 077, &err) < 0 ||

@@ -3,7 +3,7 @@
 # sandbox-agent exec with the same directory mounted twice (an operator's bind mount): the agent's private
 # directories are hidden at every path where they show, and a writable root that holds one, lies inside one
 # or holds the agent binary is refused whatever path names it (rule R1 of docs/isolation.md: by identity,
-# never by path strings; sandbox-agent/aliases.c, boundary.c run_view_build()). Each test makes its bind
+# never by path strings; sandbox-agent/aliases.c, boundary_view.c run_view_build()). Each test makes its bind
 # mounts as root in a private mount namespace of its own, then runs the agent there as the test's user.
 
 # alias_setup: TD/home holding .state/rc (the receipt directory, 0700), proj (a working directory) and bin;

@@ -1,4 +1,4 @@
-/* Unit tests for the pure reply matchers of manager/agentlink/agent_client.c (agent_exec_accept, agent_query_accept,
+/* Unit tests for the pure reply matchers of manager/agentlink/agent_reply.c (agent_exec_accept, agent_query_accept,
  * agent_hello_accept): only a Result/Receipt for our exec id, generation and nonce is delivered (invariant 6). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,0 +1,26 @@
+/* The sockets both programs open the same way: one parser of a numeric HOST:PORT (the agent's
+ * --listen, the manager's agent address) and one unix-socket listener (the agent's unix:PATH, the
+ * manager's control and metrics sockets). Never resolves a name: no NSS in the static agent, no
+ * resolver between the manager and a sandbox. */
+#ifndef SB_SOCK_H
+#define SB_SOCK_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* IPv4:PORT or [IPv6]:PORT, the host a numeric address (inet_pton), the port 1 to 65535 in
+ * decimal digits only (no sign, no space, no empty port). Fills *ss (zeroed first), *len and, unless
+ * NULL, *port; -1 with err (EINVAL) otherwise. */
+int sock_hostport_parse(const char *hostport, struct sockaddr_storage *ss, socklen_t *len, uint16_t *port,
+			struct sb_err *err);
+
+/* A listening unix socket at path, born with no permission for group or others (bound under
+ * umask 0177: there is no moment at which another user could connect), then given mode. A stale
+ * socket at path is replaced; any other kind of file there is refused (EEXIST), never removed.
+ * Returns the descriptor (close-on-exec), or -1 with err. */
+int sock_listen_unix(const char *path, mode_t mode, int backlog, struct sb_err *err);
+
+#endif
