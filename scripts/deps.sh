@@ -8,13 +8,15 @@
 # postgresql-15: its binaries, for the servers the tests start of their own on a unix socket
 # (tests/support/pg.sh); the package's own cluster is not used. slirp4netns: the network policy
 # `open` of the process backend's sandboxes (manager/backend/process_net.c).
+# python3-yaml: test_backend_kubernetes reads deploy/kubernetes/*.yaml (the NetworkPolicy's selectors
+# against the labels the backend sets).
 set -euo pipefail
 
 packages=(
 	build-essential pkg-config clang
 	libcap-dev libseccomp-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libsqlite3-dev libpq-dev libjansson-dev libcmocka-dev
-	git jq util-linux procps passwd iproute2 nodejs python3 openssl
+	git jq util-linux procps passwd iproute2 nodejs python3 python3-yaml openssl
 	podman runc uidmap debootstrap curl
 	sqlite3 systemd postgresql-15 slirp4netns
 )

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -31,13 +32,15 @@
 #define SLIRP_READY_FD 4            /* where it writes "1" once the device is up */
 
 /* The grandchild, between fork() and execve(): only async-signal-safe calls. Its descriptors 3 and
- * 4 become the pidfd and the ready pipe; every other one of the manager's closes at execve (they are
- * all close-on-exec) and 0-2 are the agent's log. */
+ * 4 become the pidfd and the ready pipe and 1-2 the agent's log; every other one closes at execve:
+ * the manager's are all close-on-exec, and so are the temporaries below (dup2 clears the flag on
+ * the copies slirp4netns keeps). */
 __attribute__((noreturn)) static void slirp_exec(const char *path, char *const argv[], int pidfd, int ready_fd,
 						 int log_fd)
 {
 	/* Above 4 first, so that the dup2s below cannot clobber one another. */
-	int p = fcntl(pidfd, F_DUPFD, 10), r = fcntl(ready_fd, F_DUPFD, 10), l = fcntl(log_fd, F_DUPFD, 10);
+	int p = fcntl(pidfd, F_DUPFD_CLOEXEC, 10), r = fcntl(ready_fd, F_DUPFD_CLOEXEC, 10),
+	    l = fcntl(log_fd, F_DUPFD_CLOEXEC, 10);
 
 	if (p < 0 || r < 0 || l < 0 || dup2(p, SLIRP_EXIT_FD) < 0 || dup2(r, SLIRP_READY_FD) < 0 ||
 	    dup2(l, 1) < 0 || dup2(l, 2) < 0)
@@ -95,17 +98,45 @@ static int slirp_ready(int fd, const char *path, struct sb_err *err)
 	}
 }
 
+/* Reaps our child pid within NET_EXIT_MS; 0, or -1 (ETIMEDOUT: it has not exited, or ECHILD...). */
+static int net_wait_bounded(pid_t pid)
+{
+	int64_t deadline = clock_mono_ms() + NET_EXIT_MS;
+	siginfo_t info;
+
+	for (;;) {
+		memset(&info, 0, sizeof info);
+		if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (info.si_pid == pid)
+			return 0;
+		if (clock_remaining_ms(deadline) <= 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 5 * 1000 * 1000 }, NULL);
+	}
+}
+
 void process_net_reap(pid_t *net_pid)
 {
 	cleanup_close int fd = -1;
-	siginfo_t info;
 	struct pollfd p;
 
 	if (*net_pid <= 0)
 		return;
-	/* Our unreaped child: its pid cannot name another process until this wait. */
+	/* Our unreaped child: its pid cannot name another process until it is reaped, so pidfd_open
+	 * and kill() below reach slirp4netns and nothing else. */
 	fd = (int)syscall(SYS_pidfd_open, *net_pid, 0);
-	if (fd >= 0) {
+	if (fd < 0) {
+		/* No descriptor to wait on (EMFILE, ENOMEM): the sandbox is gone, so its helper has no
+		 * more work; killed at once rather than waited for without a bound. */
+		sb_warn("slirp4netns (pid %d): no pidfd to wait on (%s): killed", (int)*net_pid, strerror(errno));
+		kill(*net_pid, SIGKILL);
+	} else {
 		p = (struct pollfd){ .fd = fd, .events = POLLIN };
 		/* It leaves by itself once the init is gone (its exit descriptor is the init's pidfd). */
 		if (poll(&p, 1, NET_EXIT_MS) != 1) {
@@ -114,9 +145,11 @@ void process_net_reap(pid_t *net_pid)
 			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
 		}
 	}
-	memset(&info, 0, sizeof info);
-	while (waitid(P_PID, (id_t)*net_pid, &info, WEXITED) < 0 && errno == EINTR)
-		;
+	/* Killed or gone: only a process stuck in the kernel outlives SIGKILL for long. It is then
+	 * left unreaped (a zombie of this manager until it exits) rather than holding the caller. */
+	if (net_wait_bounded(*net_pid) < 0)
+		sb_warn("slirp4netns (pid %d) not reaped within %d ms of SIGKILL: %s", (int)*net_pid, NET_EXIT_MS,
+			strerror(errno));
 	*net_pid = 0;
 }
 

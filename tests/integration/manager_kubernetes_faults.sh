@@ -121,7 +121,8 @@ kd_host_pids() { pgrep -f -- "$1"; }
 # ---------------------------------------------------------------- deploy/kubernetes/
 
 # Every file of deploy/kubernetes/ is accepted by the real API server (a server-side dry run: the
-# admission chain and the schema of 1.20, nothing stored), and the Role is exactly the documented one.
+# admission chain and the schema of 1.20, nothing stored), and the Role and the NetworkPolicy are
+# exactly the documented ones.
 test_kubernetes_deploy_dryrun() {
 	kd_setup
 	local out n
@@ -130,10 +131,11 @@ test_kubernetes_deploy_dryrun() {
 	out=$(kd apply --dry-run=server -f "$TD/deploy/" 2>&1)
 	assert_eq "dry run exit code ($out)" 0 "$?"
 	n=$(grep -c '(server dry run)$' <<<"$out")
-	assert_eq "objects accepted by the server ($out)" 7 "$n"
+	assert_eq "objects accepted by the server ($out)" 8 "$n"
 	for o in "namespace/$KD_NS" serviceaccount/sandbox-manager role.rbac.authorization.k8s.io/sandbox-manager \
 		rolebinding.rbac.authorization.k8s.io/sandbox-manager persistentvolumeclaim/sandbox-manager-state \
-		persistentvolumeclaim/sandbox-workspaces deployment.apps/sandbox-manager; do
+		persistentvolumeclaim/sandbox-workspaces deployment.apps/sandbox-manager \
+		networkpolicy.networking.k8s.io/sandbox-pods; do
 		grep -q "^$o .*(server dry run)$" <<<"$out" || bad "the dry run did not accept $o: $out"
 	done
 	# the dry run reaches the server's validation: a Deployment it must refuse is refused
@@ -152,6 +154,13 @@ test_kubernetes_deploy_dryrun() {
 		jq -c '[.spec.replicas, .spec.strategy.type, .spec.template.spec.serviceAccountName,
 			(.spec.template.spec.containers[0].args | index("--backend=kubernetes") != null)]')
 	assert_eq "the Deployment" '[1,"Recreate","sandbox-manager",true]' "$out"
+	# the NetworkPolicy as the server would store it (the bridge plugin of this cluster enforces none:
+	# test_backend_kubernetes netpol_selects_the_pods matches its selectors to the pods' labels)
+	out=$(kd apply --dry-run=server -o json -f "$TD/deploy/networkpolicy.yaml" |
+		jq -c '[.spec.podSelector, .spec.policyTypes, .spec.ingress[0].from, .spec.ingress[0].ports,
+			.spec.egress[0].to[0].ipBlock.except]')
+	assert_eq "the NetworkPolicy" '[{"matchLabels":{"app.kubernetes.io/managed-by":"infra-sandbox-manager"}},["Ingress","Egress"],[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"infra-sandbox-manager"}}}],[{"port":7443,"protocol":"TCP"}],["10.0.0.0/8","172.16.0.0/12","192.168.0.0/16","100.64.0.0/10","169.254.0.0/16","127.0.0.0/8"]]' \
+		"$out"
 }
 
 # ---------------------------------------------------------------- RBAC

@@ -203,3 +203,54 @@ PY
 	assert_ge "idle connections closed" "$(sed -n 's/^idle closed: //p' "$TD/flood.out")" 32
 }
 t manager_mcp_http_unauth_budget test_mcp_http_unauth_budget
+
+# ---------------------------------------------------------------- podman: what the runtime gives
+
+# pod_net_probe PORT...: net_probe for the sandbox image, which has bash and coreutils, no python:
+# the interfaces, then "PORT:reached" or "PORT:refused" for each PORT of 127.0.0.1 (the only address
+# it tries: inside a container, its own loopback).
+pod_net_probe() {
+	local p cmd='echo "ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | sort | tr "\n" ",")";'
+	for p in "$@"; do
+		cmd+=" if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo $p:reached; else echo $p:refused; fi;"
+	done
+	echo "$cmd"
+}
+
+# pod_net_case POLICY IFACES MODE: a podman session of POLICY (the manager's default network, bridge,
+# for open); the container's NetworkMode is MODE, the command sees IFACES, and neither the host's
+# 127.0.0.1 listeners nor the manager's MCP HTTP and metrics listeners answer it.
+pod_net_case() {
+	local a b m
+	need_podman
+	# a free port for the metrics listener (manager_status.sh's free_port is defined after this file runs)
+	m=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	mgr_repo && pod_mgr_start --metrics-listen "127.0.0.1:$m" && mgr_session --network "$1" || return
+	trap 'kill ${MCP_PID:-} ${LISTENER_PID:-} 2>/dev/null; pod_cleanup' EXIT
+	start_listener "$TD/ports" || return
+	read -r a b _ <"$TD/ports"
+	assert_json .network "\"$1\""
+	net_mcp_http || return
+	mgr exec --session "$SID" -- "$(pod_net_probe "$a" "$b" "$MCP_PORT" "$m")"
+	assert_eq "exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "what the command saw" "ifaces=$2
+$a:refused
+$b:refused
+$MCP_PORT:refused
+$m:refused" "$(cat "$OUT")"
+	assert_eq "the container's NetworkMode" "$3" "$(podman_cli inspect -f '{{.HostConfig.NetworkMode}}' "$(pod_sandbox_id)")"
+	# the probe is not blind: the same lines from the host's own network reach both listeners
+	(exec 3<>"/dev/tcp/127.0.0.1/$a") 2>/dev/null || bad "the host's listener on 127.0.0.1:$a does not answer the host"
+	(exec 3<>"/dev/tcp/127.0.0.1/$MCP_PORT") 2>/dev/null || bad "the MCP HTTP listener does not answer the host"
+	(exec 3<>"/dev/tcp/127.0.0.1/$m") 2>/dev/null || bad "the metrics listener does not answer the host"
+	return 0
+}
+
+# none: podman's NetworkMode none, loopback only.
+test_network_podman_none() { pod_net_case none "lo," none; }
+t manager_network_podman_none test_network_podman_none
+
+# open: the tests' rootful service's default network, bridge (CNI): the container's own namespace with
+# lo and eth0; 127.0.0.1 there is the container's, so the host's loopback stays out of reach.
+test_network_podman_open() { pod_net_case open "eth0,lo," bridge; }
+t manager_network_podman_open test_network_podman_open

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -1232,6 +1234,126 @@ static void token_is_sent_at_start(void **state)
 	be->ops->destroy(be);
 }
 
+/* ---- deploy/kubernetes/networkpolicy.yaml against the labels the backend sets ---- */
+
+/* The YAML file's documents as a JSON array (python3's yaml, a package of scripts/deps.sh), or NULL. */
+static json_t *yaml_load(const char *path)
+{
+	static const char conv[] = "import json, sys, yaml; json.dump(list(yaml.safe_load_all(open(sys.argv[1]))), sys.stdout)";
+	char buf[65536];
+	size_t len = 0;
+	ssize_t r;
+	int fd[2], status;
+	pid_t pid;
+
+	assert_int_equal(pipe2(fd, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		execlp("python3", "python3", "-c", conv, path, (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	while (len < sizeof buf - 1 && (r = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0)
+		len += (size_t)r;
+	close(fd[0]);
+	buf[len] = '\0';
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return NULL;
+	return json_loads(buf, 0, NULL);
+}
+
+/* The document of kind in the file's documents, or NULL. */
+static json_t *doc_of_kind(json_t *docs, const char *kind)
+{
+	size_t i;
+	json_t *d;
+
+	json_array_foreach(docs, i, d)
+		if (json_is_string(json_object_get(d, "kind")) && strcmp(json_string_value(json_object_get(d, "kind")), kind) == 0)
+			return d;
+	return NULL;
+}
+
+/* A matchLabels selector (non-empty, and nothing but matchLabels) selects labels. */
+static bool selects(json_t *selector, json_t *labels)
+{
+	json_t *want = json_object_get(selector, "matchLabels"), *v;
+	const char *k;
+
+	assert_int_equal(json_object_size(selector), 1);
+	assert_true(json_object_size(want) > 0);
+	json_object_foreach(want, k, v)
+		if (!json_is_string(json_object_get(labels, k)) ||
+		    strcmp(json_string_value(json_object_get(labels, k)), json_string_value(v)) != 0)
+			return false;
+	return true;
+}
+
+/* The policy's pod selector picks the pods the backend makes and not the manager's pod (deployment.yaml);
+ * its only ingress is from the manager's pod, on the agent's port; no egress rule names the manager's
+ * pod. A label renamed on either side (k8s_pod.h, deployment.yaml or the policy) fails here. */
+static void netpol_selects_the_pods(void **state)
+{
+	struct backend *be;
+	struct sandbox_handle h;
+	struct sb_err err = { 0 };
+	struct prep p;
+	const char *body = NULL;
+	char *created = pod(UID, true, "Unmasked", "Pending", "", "");
+	json_t *pj, *pol_docs, *dep_docs, *pol, *dep, *pod_labels, *mgr_labels, *spec, *in, *rule, *to;
+	size_t i, j;
+
+	(void)state;
+	pol_docs = yaml_load("deploy/kubernetes/networkpolicy.yaml");
+	dep_docs = yaml_load("deploy/kubernetes/deployment.yaml");
+	if (pol_docs == NULL || dep_docs == NULL)
+		skip_setup("python3 with its yaml package (python3-yaml, scripts/deps.sh) reads deploy/kubernetes/, "
+			   "from the repository's root");
+	agent_stand_in();
+	prep_make(&p);
+	route("POST " PODS, 201, created);
+	route_pod(200, pod(UID, true, "Unmasked", "Running", RUNNING, ""));
+	free(created);
+	be = backend_new();
+	if (be->ops->prepare(be, &p.spec, &h, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(seen("POST " PODS, &body), 1);
+	pj = json_loads(body, 0, NULL);
+	assert_non_null(pj);
+	pod_labels = json_object_get(json_object_get(pj, "metadata"), "labels");
+	pol = doc_of_kind(pol_docs, "NetworkPolicy");
+	dep = doc_of_kind(dep_docs, "Deployment");
+	assert_non_null(pol);
+	assert_non_null(dep);
+	mgr_labels = json_object_get(json_object_get(json_object_get(json_object_get(dep, "spec"), "template"), "metadata"),
+				     "labels");
+	spec = json_object_get(pol, "spec");
+	assert_true(selects(json_object_get(spec, "podSelector"), pod_labels));
+	assert_false(selects(json_object_get(spec, "podSelector"), mgr_labels));
+	assert_string_equal(json_string_value(json_array_get(json_object_get(spec, "policyTypes"), 0)), "Ingress");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(spec, "policyTypes"), 1)), "Egress");
+	in = json_object_get(spec, "ingress");
+	assert_int_equal(json_array_size(in), 1);
+	rule = json_array_get(in, 0);
+	assert_int_equal(json_array_size(json_object_get(rule, "from")), 1);
+	assert_true(selects(json_object_get(json_array_get(json_object_get(rule, "from"), 0), "podSelector"), mgr_labels));
+	assert_false(selects(json_object_get(json_array_get(json_object_get(rule, "from"), 0), "podSelector"), pod_labels));
+	assert_int_equal(json_array_size(json_object_get(rule, "ports")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(rule, "ports"), 0), "port")),
+			 KUBERNETES_AGENT_PORT);
+	json_array_foreach(json_object_get(spec, "egress"), i, rule)
+		json_array_foreach(json_object_get(rule, "to"), j, to)
+			if (json_object_get(to, "podSelector") != NULL && json_object_get(to, "namespaceSelector") == NULL)
+				fail_msg("egress rule %zu allows pods of the manager's namespace", i);
+	json_decref(pj);
+	json_decref(pol_docs);
+	json_decref(dep_docs);
+	be->ops->destroy(be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1250,6 +1372,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(adopt_refuses_other_ids, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(lookup_by_labels, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(prepare_makes_the_pod, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(netpol_selects_the_pods, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(prepare_binds_the_credentials_to_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(failed_credentials_delete_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(pvc_mounts_subpaths, fake_start, fake_stop),

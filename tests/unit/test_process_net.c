@@ -1,0 +1,261 @@
+/* Unit tests of the process backend's network helper (manager/backend/process_net.c), with stand-ins
+ * for slirp4netns (this program's children, and a shell script in its place): the helper is given
+ * exactly its descriptors 0-4 and no temporary of the manager's, and its reap is bounded whether it
+ * leaves by itself, stays, or cannot be watched through a pidfd. The real slirp4netns is exercised by
+ * tests/integration/manager_network.sh. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "process.h"
+
+#define HANG_GUARD_S 8 /* a reap that waits without a bound ends the program: the case fails */
+
+/* A stand-in helper: leaves after ms milliseconds, or never (ms < 0); SIGTERM ignored, as a
+ * helper that does not listen. */
+static pid_t helper_start(int ms)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* gone with this program, should a case fail (the hang guard's SIGALRM among them) */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		signal(SIGTERM, SIG_IGN);
+		if (ms >= 0) {
+			nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L }, NULL);
+			_exit(0);
+		}
+		for (;;)
+			pause();
+	}
+	return pid;
+}
+
+/* After a reap: pid is no child of ours any more (reaped, not a zombie left behind). */
+static void assert_reaped(pid_t pid)
+{
+	assert_int_equal(waitpid(pid, NULL, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+	assert_int_equal(kill(pid, 0), -1);
+	assert_int_equal(errno, ESRCH);
+}
+
+static void reap_waits_for_a_helper_that_leaves(void **state)
+{
+	pid_t pid = helper_start(100), net = pid;
+	int64_t t0 = clock_mono_ms();
+
+	(void)state;
+	alarm(HANG_GUARD_S);
+	process_net_reap(&net);
+	alarm(0);
+	assert_int_equal(net, 0);
+	assert_in_range(clock_mono_ms() - t0, 90, 1500);
+	assert_reaped(pid);
+}
+
+static void reap_kills_a_helper_that_stays(void **state)
+{
+	pid_t pid = helper_start(-1), net = pid;
+	int64_t t0 = clock_mono_ms();
+
+	(void)state;
+	alarm(HANG_GUARD_S);
+	process_net_reap(&net);
+	alarm(0);
+	assert_int_equal(net, 0);
+	/* its 2 s to leave by itself, then SIGKILL */
+	assert_in_range(clock_mono_ms() - t0, 1900, 4000);
+	assert_reaped(pid);
+}
+
+/* Every descriptor below the lowest free one is open and RLIMIT_NOFILE is that one: pidfd_open fails
+ * with EMFILE. The reap kills at once and reaps within its bound (it waited without one: a helper
+ * that stays hung the manager's caller). */
+static void reap_without_a_pidfd_kills_then_waits(void **state)
+{
+	pid_t pid = helper_start(-1), net = pid;
+	struct rlimit old, low;
+	int fds[64], n = 0, probe;
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	while (n < 64 && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0 && fds[n] < 32)
+		n++;
+	assert_true(n < 64 && fds[n] >= 32);
+	n++;
+	low = old;
+	low.rlim_cur = (rlim_t)fds[n - 1] + 1;
+	/* every descriptor below the limit is taken (the loop fills the lowest free ones first) */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	probe = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_int_equal(probe, -1);
+	assert_int_equal(errno, EMFILE);
+	t0 = clock_mono_ms();
+	alarm(HANG_GUARD_S);
+	process_net_reap(&net);
+	alarm(0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	while (n > 0)
+		close(fds[--n]);
+	assert_int_equal(net, 0);
+	assert_in_range(clock_mono_ms() - t0, 0, 1000);
+	assert_reaped(pid);
+}
+
+/* The descriptors a process has, as a bit set of 0..63 (any higher one counts as 63). */
+static uint64_t fds_of(pid_t pid)
+{
+	char path[64];
+	uint64_t set = 0;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		fd = atoi(e->d_name);
+		set |= fd < 64 ? 1ULL << fd : 1ULL << 63; /* 63: any descriptor that high */
+	}
+	closedir(d);
+	return set;
+}
+
+/* The manager's rule, made this program's: every descriptor above 2 close-on-exec (a test runner may
+ * pass some on without the flag, which the helper would then inherit through no fault of slirp_exec). */
+static void cloexec_all(void)
+{
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && fd > 2 && fd != dirfd(d))
+			assert_int_equal(fcntl(fd, F_SETFD, FD_CLOEXEC), 0);
+	}
+	closedir(d);
+}
+
+/* Until pid runs prog (its execve done), bounded: true, or false once the bound has passed. */
+static bool wait_exec(pid_t pid, const char *prog)
+{
+	char path[64], cmd[256];
+
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+	for (int i = 0; i < 400; i++) {
+		FILE *f = fopen(path, "r");
+		size_t len = f != NULL ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+
+		if (f != NULL)
+			fclose(f);
+		cmd[len] = '\0';
+		if (strcmp(cmd, prog) == 0)
+			return true;
+		usleep(5000);
+	}
+	fprintf(stderr, "pid %d did not exec %s (cmdline '%s')\n", (int)pid, prog, cmd);
+	return false;
+}
+
+/* slirp4netns gets 0-2, its exit descriptor 3 and ready descriptor 4, and nothing else: the copies
+ * slirp_exec makes above 9 to shuffle them close at execve (they were F_DUPFD, not close-on-exec,
+ * and the helper held a second pidfd, ready pipe and log). */
+static void attach_gives_the_helper_only_its_descriptors(void **state)
+{
+	char dir[] = "/tmp/test_process_net.XXXXXX", script[128], logp[128];
+	struct process_settings set = { 0 };
+	struct sb_err err = { 0 };
+	pid_t init = helper_start(-1), net = 0;
+	int init_pidfd, log_fd, rc;
+	uint64_t fds = 0;
+	FILE *f;
+
+	(void)state;
+	cloexec_all();
+	assert_non_null(mkdtemp(dir));
+	snprintf(script, sizeof script, "%s/slirp", dir);
+	snprintf(logp, sizeof logp, "%s/log", dir);
+	f = fopen(script, "w");
+	assert_non_null(f);
+	/* ready at once, then a program whose descriptors are exactly what it inherited */
+	fputs("#!/bin/sh\nprintf 1 >&4\nexec sleep 30\n", f);
+	fclose(f);
+	assert_int_equal(chmod(script, 0700), 0);
+	snprintf(set.slirp4netns, sizeof set.slirp4netns, "%s", script);
+	init_pidfd = (int)syscall(SYS_pidfd_open, init, 0);
+	assert_true(init_pidfd >= 0);
+	log_fd = open(logp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(log_fd >= 0);
+	rc = process_net_attach(&set, SANDBOX_NETWORK_OPEN, init, init_pidfd, log_fd, &net, &err);
+	if (rc == 0) {
+		fds = wait_exec(net, "sleep") ? fds_of(net) : ~0ULL;
+		kill(net, SIGKILL);
+		process_net_reap(&net);
+	}
+	kill(init, SIGKILL);
+	waitpid(init, NULL, 0);
+	close(init_pidfd);
+	close(log_fd);
+	unlink(script);
+	unlink(logp);
+	rmdir(dir);
+	if (rc < 0)
+		fail_msg("%s", err.msg);
+	/* 0 is whatever this program's stdin is (it may be closed); 1-4 exactly, nothing above */
+	if ((fds & ~1ULL) != 0x1eULL)
+		fail_msg("the helper held descriptors 0x%llx, not 1-4 (0x1e)", (unsigned long long)fds);
+}
+
+/* Policy none starts no helper. */
+static void attach_none_starts_nothing(void **state)
+{
+	struct process_settings set = { 0 };
+	struct sb_err err = { 0 };
+	pid_t net = 0;
+
+	(void)state;
+	snprintf(set.slirp4netns, sizeof set.slirp4netns, "/nonexistent/slirp4netns");
+	assert_int_equal(process_net_attach(&set, SANDBOX_NETWORK_NONE, 1, -1, -1, &net, &err), 0);
+	assert_int_equal(net, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(reap_waits_for_a_helper_that_leaves),
+		cmocka_unit_test(reap_kills_a_helper_that_stays),
+		cmocka_unit_test(reap_without_a_pidfd_kills_then_waits),
+		cmocka_unit_test(attach_gives_the_helper_only_its_descriptors),
+		cmocka_unit_test(attach_none_starts_nothing),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
