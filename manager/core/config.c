@@ -439,6 +439,11 @@ static int podman_check(const struct config *c, struct sb_err *err)
 						   strlen(c->podman_network))
 		return sb_invalid(err, "config: podman-network must be a network mode or name, not '%s'",
 				  c->podman_network);
+	/* The host's network is the host's loopback: every listener of the manager and of the host
+	 * would be a command's to reach (rule N1). */
+	if (strcmp(c->podman_network, "host") == 0)
+		return sb_invalid(err, "config: podman-network host would give commands the host's network and every "
+				  "listener on its loopback (docs/isolation.md, N1): use bridge, or a network of your own");
 	return 0;
 }
 

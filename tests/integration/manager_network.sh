@@ -114,6 +114,12 @@ test_network_policy_words() {
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --network maybe >"$TD/serve.out" 2>&1
 	assert_eq "serve --network maybe: exit code" 2 "$?"
 	grep -q "network must be open or none, not 'maybe'" "$TD/serve.out" || bad "serve's message: $(head -c 300 "$TD/serve.out")"
+	# podman's host network would be the host's loopback listeners (refused before any service is asked)
+	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --backend podman --podman-socket "$TD/none.sock" \
+		--image infra-sandbox-agent:dev --podman-network host >"$TD/serve.out" 2>&1
+	assert_ne "serve --podman-network host: exit code" 0 "$?"
+	grep -q "podman-network host would give commands the host's network" "$TD/serve.out" ||
+		bad "serve's message for podman-network host: $(head -c 300 "$TD/serve.out")"
 }
 t manager_network_policy_words test_network_policy_words
 
