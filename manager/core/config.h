@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
