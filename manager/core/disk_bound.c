@@ -107,6 +107,10 @@ int disk_bound_start(struct disk_bound *d, const char *state_dir, const char *vo
 	if (reserve_open(d, err) < 0)
 		return -1;
 	rc = reserve_take(d);
+	if (rc == EFBIG)
+		return sb_refuse(err, EFBIG, "the disk reserve %s/%s (%lld bytes) is over this process's file size limit "
+				 "(RLIMIT_FSIZE, ulimit -f): raise the limit, or lower disk-reserve", state_dir,
+				 DISK_RESERVE_NAME, (long long)bytes);
 	if (rc != 0 && rc != ENOSPC)
 		return sb_fail(err, rc, "allocating the disk reserve %s/%s (%lld bytes)", state_dir, DISK_RESERVE_NAME,
 			       (long long)bytes);

@@ -170,12 +170,13 @@ t manager_delete_while_running test_manager_delete_while_running
 
 # The records' volume refuses to grow (RLIMIT_FSIZE stands in for a full disk): the manager answers every
 # call, `uncertain` when its final record cannot be written, and is still serving; before, SIGXFSZ killed
-# it mid-answer.
+# it mid-answer. No disk reserve (rule N4's cases test that): a file size limit below it refuses the
+# start (manager_disk_reserve_fsize).
 test_manager_file_size_limit() {
 	local i answered=0 uncertain=0
 	mgr_repo
 	ulimit -f 600
-	mgr_start && mgr_session
+	mgr_start --disk-reserve 0 && mgr_session
 	for i in $(seq 1 8); do
 		mgr exec --session "$SID" -- 'head -c 300000 /dev/zero | tr "\0" a'
 		case $RC in

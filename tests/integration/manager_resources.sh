@@ -308,6 +308,20 @@ test_manager_disk_reserve_too_large() {
 }
 t manager_disk_reserve_too_large test_manager_disk_reserve_too_large
 
+# A file size limit below the reserve: the start is refused naming the limit (it said "File too large").
+test_manager_disk_reserve_fsize() {
+	(
+		ulimit -f 600
+		exec timeout 20 "${AS[@]}" "$MANAGER" serve --state-dir "$TD/fsize" --socket "$TD/fsize.sock" >"$OUT" 2>"$ERR"
+	)
+	assert_eq "exit code" 125 "$?"
+	assert_match "the message" "disk reserve .* is over this process's file size limit \\(RLIMIT_FSIZE, ulimit -f\\)" \
+		"$(cat "$ERR")"
+	[ -S "$TD/fsize.sock" ] && bad "the manager serves"
+	return 0
+}
+t manager_disk_reserve_fsize test_manager_disk_reserve_fsize
+
 # ---- control clients that stall, and many at once -------------------------------------------------
 
 # mgr_threads / mgr_fds: the manager's thread and open descriptor counts, now.
