@@ -76,7 +76,7 @@ static const struct shape shapes[] = {
 	{"GET", "/api/v1/namespaces/default/pods", "watch=FALSE", R, "list", "", "v1", "pods", "", "default", "", false, false, false, true, false},
 	{"GET", "/api/v1/namespaces/default/pods", "watch=0&watch=true", R, "list", "", "v1", "pods", "", "default", "", false, false, false, true, false},
 	{"GET", "/api/v1/namespaces/default/pods", "wat%63h=true", R, "watch", "", "v1", "pods", "", "default", "", false, false, false, true, false},
-	{"GET", "/api/v1/namespaces/default/pods", "watch;x=1", R, "list", "", "v1", "pods", "", "default", "", false, false, false, true, false},
+	{"GET", "/api/v1/namespaces/default/pods", "watch=true;x=1", R, "list", "", "v1", "pods", "", "default", "", false, false, false, true, false},
 	{"GET", "/api/v1/namespaces/default/pods", "watch=fal%C5%BFe", R, "list", "", "v1", "pods", "", "default", "", false, false, false, true, false},
 	{"GET", "/api/v1/watch/namespaces/default/pods", "", R, "watch", "", "v1", "pods", "", "default", "", false, false, false, true, false},
 	{"GET", "/apis/apps/v1/watch/deployments", "", R, "watch", "apps", "v1", "deployments", "", "", "", false, false, false, true, false},
@@ -106,6 +106,8 @@ static const struct shape shapes[] = {
 	{"GET", "/openapi/v2", "", N, "get", "", "", "", "", "", "", false, false, true, true, false},
 	{"GET", "/openapi/v3", "", N, "get", "", "", "", "", "", "", false, false, true, true, false},
 	{"GET", "/openapi/v3/apis/apps/v1", "hash=ABC", N, "get", "", "", "", "", "", "", false, false, true, true, false},
+	{"HEAD", "/version", "", N, "head", "", "", "", "", "", "", false, false, true, false, false},
+	{"GET", "/version/x", "", N, "get", "", "", "", "", "", "", false, false, false, false, false},
 	{"GET", "/healthz", "", N, "get", "", "", "", "", "", "", false, false, false, false, false},
 	{"GET", "/metrics", "", N, "get", "", "", "", "", "", "", false, false, false, false, false},
 	{"GET", "/", "", N, "get", "", "", "", "", "", "", false, false, false, false, false},
@@ -247,7 +249,7 @@ static void test_malformed(void **state)
 	refused("G T", "/api", 4, "", EINVAL);
 	refused("VERYLONGMETHODNAME", "/api", 4, "", EINVAL);
 	/* the query */
-	refused("GET", "/api/v1/pods", 12, "watch=1\r\nX: y", EINVAL);
+	refused("GET", "/api/v1/pods", 12, "watch=1\r\nX:y", EINVAL);
 }
 
 static void test_bounds(void **state)
