@@ -29,7 +29,7 @@ CLIENT_LINK  := $(AGENT_LINK)
 CLIENT_LIBS  := -ljansson -lmbedcrypto -lpthread
 
 AGENT_LIBS   := -pthread -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
-MANAGER_LIBS := -lsqlite3 -lpq -lcurl -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
+MANAGER_LIBS := -lsqlite3 -lpq -lcurl -lmicrohttpd -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
 TEST_LIBS    := -lcmocka -lseccomp -lcap $(MANAGER_LIBS)
 
 GEN_SRC    := $(BUILD)/gen/sandbox.pb-c.c

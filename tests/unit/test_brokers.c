@@ -29,11 +29,10 @@
 #include "clock.h"
 #include "ca.h"
 #include "grants.h"
+#include "https_stub.h"
 #include "testutil.h"
 
 #define MANAGER_TOKEN "manager-secret-token-0123"
-
-extern char **environ;
 
 static struct {
 	char base[64];
@@ -61,42 +60,11 @@ static void write_text(const char *path, const char *text, mode_t mode)
 
 static int server_start(void)
 {
-	const char *script = getenv("BROKER_TEST_SERVER") ?: "tests/brokers/server.py";
-	char cert[160], key[160], port_file[160], port[16] = "";
-	char *argv[] = { "python3", (char *)script, "--cert", cert, "--key", key, "--port-file", port_file,
-			 "--log", T.log, "--bearer", MANAGER_TOKEN, "--responses", T.responses, NULL };
+	char port_file[160];
 
-	snprintf(cert, sizeof cert, "%s/server.crt", T.tls);
-	snprintf(key, sizeof key, "%s/server.key", T.tls);
 	snprintf(port_file, sizeof port_file, "%s/port", T.base);
-	if (access(script, R_OK) < 0) {
-		fprintf(stderr, "test_brokers: %s not found (run from the repository root or set BROKER_TEST_SERVER)\n",
-			script);
-		return -1;
-	}
-	/* fork + execv of the test server. */
-	T.pid = fork();
-	if (T.pid < 0)
-		return -1;
-	if (T.pid == 0) {
-		execve("/usr/bin/python3", argv, environ);
-		_exit(127);
-	}
-	for (int i = 0; i < 100; i++) {
-		FILE *f = fopen(port_file, "r");
-
-		if (f != NULL) {
-			if (fgets(port, sizeof port, f) == NULL)
-				port[0] = '\0';
-			fclose(f);
-			port[strcspn(port, "\n")] = '\0';
-			snprintf(T.server, sizeof T.server, "https://localhost:%s", port);
-			return 0;
-		}
-		usleep(50 * 1000);
-	}
-	fprintf(stderr, "test_brokers: the HTTPS test server did not start\n");
-	return -1;
+	T.pid = https_stub_start(T.tls, port_file, T.log, T.responses, MANAGER_TOKEN, T.server, sizeof T.server);
+	return T.pid > 0 ? 0 : -1;
 }
 
 static int group_setup(void **state)
@@ -143,10 +111,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	if (T.pid > 0) {
-		kill(T.pid, SIGTERM);
-		waitpid(T.pid, NULL, 0);
-	}
+	https_stub_stop(T.pid);
 	test_rmtree(T.base);
 	return 0;
 }
@@ -175,15 +140,7 @@ static void responses_set(const char *key, int status, const char *message, int 
 
 static json_t *log_requests(void)
 {
-	json_t *all = json_array();
-	char line[65536];
-	FILE *f = fopen(T.log, "r");
-
-	while (f != NULL && fgets(line, sizeof line, f) != NULL)
-		json_array_append_new(all, json_loads(line, 0, NULL));
-	if (f != NULL)
-		fclose(f);
-	return all;
+	return https_stub_requests(T.log);
 }
 
 static const char *config_write(const char *name, const char *json_fmt, ...) __attribute__((format(printf, 2, 3)));
