@@ -108,12 +108,12 @@ test_network_policy_words() {
 	assert_json .network '"open"'
 	mgr session create --identity alice --repo "$REPO" --network maybe
 	assert_ne "create --network maybe" 0 "$RC"
-	assert_match "its message" "network must be open or none" "$(cat "$ERR")"
+	assert_match "its message" "network must be open, none or proxy" "$(cat "$ERR")"
 	mgr session list --identity alice
 	assert_json '.sessions | length' 2
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --network maybe >"$TD/serve.out" 2>&1
 	assert_eq "serve --network maybe: exit code" 2 "$?"
-	grep -q "network must be open or none, not 'maybe'" "$TD/serve.out" || bad "serve's message: $(head -c 300 "$TD/serve.out")"
+	grep -q "network must be open, none or proxy, not 'maybe'" "$TD/serve.out" || bad "serve's message: $(head -c 300 "$TD/serve.out")"
 	# podman's host network would be the host's loopback listeners (refused before any service is asked)
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --backend podman --podman-socket "$TD/none.sock" \
 		--image infra-sandbox-agent:dev --podman-network host >"$TD/serve.out" 2>&1
