@@ -265,9 +265,10 @@ static void tunnel_events(struct conn *c, short cev, short uev)
 		rc |= flow_drain(&c->up, c->upstream);
 	if ((cev & POLLOUT) && c->down.len > 0)
 		rc |= flow_drain(&c->down, c->client);
-	/* An error, or a hang-up where no read is pending to see the end by: the tunnel is over. */
-	if (rc < 0 || ((cev | uev) & POLLERR) || ((cev & POLLHUP) && !(cev & POLLIN)) ||
-	    ((uev & POLLHUP) && !(uev & POLLIN))) {
+	/* An error (a reset: whatever was pending is lost anyway) ends the tunnel. A hang-up does not:
+	 * what the peer sent before it is still to be read, once there is room for it, and its end
+	 * is seen as a read of 0 (poll_build stops asking a side that has nothing to wait for). */
+	if (rc < 0 || ((cev | uev) & POLLERR)) {
 		conn_close(c);
 		return;
 	}
@@ -299,7 +300,9 @@ static void conn_timers(struct egress_proxy *p, struct conn *c, int64_t now)
 
 static void fd_add(struct egress_proxy *p, nfds_t *n, int fd, short events, int conn)
 {
-	p->fds[*n] = (struct pollfd){ .fd = fd, .events = events };
+	/* No event asked for: left out of this poll (a negative fd), or its hang-up would wake the
+	 * loop again and again while the other side's buffer is full. */
+	p->fds[*n] = (struct pollfd){ .fd = events != 0 ? fd : -fd - 1, .events = events };
 	p->fd_conn[*n] = conn;
 	(*n)++;
 }
@@ -338,8 +341,8 @@ static void poll_dispatch(struct egress_proxy *p, nfds_t n)
 			head_read(p, c);
 		else if (c->state == CONN_CONNECTING && ev && p->fds[k].fd == c->upstream)
 			connect_done(p, c);
-		else if (c->state == CONN_TUNNEL && p->fds[k].fd == c->client && k + 1 < n &&
-			 p->fds[k + 1].fd == c->upstream) {
+		else if (c->state == CONN_TUNNEL && (p->fds[k].fd == c->client || p->fds[k].fd == -c->client - 1) &&
+			 k + 1 < n) {
 			tunnel_events(c, ev, p->fds[k + 1].revents);
 			k++;
 		}
