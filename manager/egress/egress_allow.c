@@ -52,11 +52,13 @@ static int literal_canonical(char *host)
 	return 1;
 }
 
-/* A name of digits and dots that is not a dotted quad ("2130706433", "127.1") is an address to
- * getaddrinfo, which would reach 127.0.0.1 through it: never a name. */
+/* Any other spelling of an IPv4 address ("2130706433", "127.1", "0x7f000001", "0177.0.0.1") is an
+ * address to getaddrinfo (inet_aton's forms), which would reach 127.0.0.1 through it: never a name. */
 static bool numeric_only(const char *s)
 {
-	return strspn(s, "0123456789.") == strlen(s);
+	struct in_addr ignored;
+
+	return strspn(s, "0123456789.") == strlen(s) || inet_aton(s, &ignored) != 0;
 }
 
 /* "host:port", "host" (port default, when allowed), "[v6]:port" into host, port, literal. */
