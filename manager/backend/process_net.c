@@ -185,7 +185,9 @@ int process_net_attach(const struct process_settings *set, enum sandbox_network 
 /* Child of the manager, outside the sandbox, between fork and _exit: only async-signal-safe
  * calls (the manager has other threads). It enters the sandbox's network namespace, makes the
  * socket there, hands it to the manager and exits; it never runs anything of the sandbox's, and
- * nothing of the sandbox's can reach it (it holds no descriptor the sandbox can see). */
+ * nothing of the sandbox's can reach it: it stays in the manager's PID namespace (no pid of the
+ * sandbox's names it), and an unprivileged manager's child, once in the sandbox's user namespace,
+ * holds every capability there, which no command has (ptrace of it is refused on that alone). */
 __attribute__((noreturn)) static void listen_child(int pidfd, uint16_t port, int chan)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
@@ -282,7 +284,7 @@ int process_net_listen(struct backend *be, const struct sandbox_handle *h, uint1
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
 	}
 	if (*fd < 0)
-		return sb_fail(err, EPROTO, "making 127.0.0.1:%u in the sandbox's network namespace: %s", port,
-			       listen_child_step(status));
+		return sb_refuse(err, EPROTO, "making 127.0.0.1:%u in the sandbox's network namespace: %s", port,
+				 listen_child_step(status));
 	return 0;
 }
