@@ -48,6 +48,7 @@ struct egress_proxy {
 	pthread_t thread;
 	int listen_fd;
 	int wake[2];                   /* egress_proxy_stop writes a byte: the loop ends */
+	int64_t accept_after_ms;       /* out of descriptors: the listener rests until then */
 	char session[65];
 	struct egress_allow allow;
 	struct conn conns[EGRESS_CONN_MAX];
@@ -96,8 +97,14 @@ static void listener_accept(struct egress_proxy *p)
 		int fd = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		size_t i;
 
-		if (fd < 0)
-			return; /* EAGAIN: none left; anything else (EMFILE) retried at the next poll */
+		if (fd < 0) {
+			/* EAGAIN: none left. Out of descriptors (EMFILE, ENFILE): the pending connection stays
+			 * in the backlog and the listener stays readable, so it rests a moment rather than
+			 * waking the loop at once, again and again. */
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				p->accept_after_ms = clock_mono_ms() + 100;
+			return;
+		}
 		for (i = 0; i < EGRESS_CONN_MAX && p->conns[i].state != CONN_FREE; i++) {
 		}
 		if (i == EGRESS_CONN_MAX) {
@@ -313,7 +320,7 @@ static nfds_t poll_build(struct egress_proxy *p)
 	nfds_t n = 0;
 
 	fd_add(p, &n, p->wake[0], POLLIN, -1);
-	fd_add(p, &n, p->listen_fd, POLLIN, -1);
+	fd_add(p, &n, p->listen_fd, clock_mono_ms() >= p->accept_after_ms ? POLLIN : 0, -1);
 	for (int i = 0; i < EGRESS_CONN_MAX; i++) {
 		struct conn *c = &p->conns[i];
 
@@ -355,7 +362,7 @@ static void *proxy_loop(void *arg)
 
 	for (;;) {
 		nfds_t n = poll_build(p);
-		int rc = poll(p->fds, n, 1000);
+		int rc = poll(p->fds, n, clock_mono_ms() < p->accept_after_ms ? 100 : 1000);
 		int64_t now;
 
 		if (rc < 0 && errno != EINTR) {
