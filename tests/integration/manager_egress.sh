@@ -101,6 +101,8 @@ test_egress_proxy_tunnel() {
 	assert_json .network '"proxy"'
 	mgr session show --session "$SID"
 	assert_json .network '"proxy"'
+	assert_json .egress.proxy "\"http://127.0.0.1:$EG_PORT\""
+	assert_json .egress.allow '"api.internal:18443, 192.0.2.1:18444, localhost:18081, .corp.example:443"'
 	mgr exec --session "$SID" -- 'env | grep -i _proxy= | sort'
 	assert_eq "exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 	assert_eq "the proxy variables" "HTTPS_PROXY=http://127.0.0.1:$EG_PORT
@@ -145,6 +147,8 @@ infra-sandbox egress: \"localhost:18081\" is refused for session $SID: localhost
 ifaces=lo," "$(cat "$OUT")"
 	# none: loopback only, no listener, no variables
 	mgr_session --network none || return
+	mgr session show --session "$SID"
+	assert_json .egress null
 	mgr exec --session "$SID" -- "env | grep -ci _proxy=; if (exec 3<>/dev/tcp/127.0.0.1/$EG_PORT) 2>/dev/null; then echo reached; else echo refused; fi"
 	assert_eq "policy none" "0
 refused" "$(cat "$OUT")"
