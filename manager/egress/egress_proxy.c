@@ -49,6 +49,8 @@ struct egress_proxy {
 	int listen_fd;
 	int wake[2];                   /* egress_proxy_stop writes a byte: the loop ends */
 	int64_t accept_after_ms;       /* out of descriptors: the listener rests until then */
+	int64_t log_window_ms;         /* the second the log budget counts in */
+	unsigned log_lines, log_dropped;
 	char session[65];
 	struct egress_allow allow;
 	struct conn conns[EGRESS_CONN_MAX];
@@ -66,6 +68,29 @@ static void conn_close(struct conn *c)
 	c->client = c->upstream = -1;
 }
 
+/* At most EGRESS_LOG_PER_S lines a second per sandbox: a command opening connections as fast as it
+ * can must not fill the manager's log; what is left out is counted and said once the second ends. */
+#define EGRESS_LOG_PER_S 20
+
+static bool log_budget(struct egress_proxy *p)
+{
+	int64_t now = clock_mono_ms();
+
+	if (now - p->log_window_ms >= 1000) {
+		if (p->log_dropped > 0)
+			sb_info("session %s: egress: %u more lines left out of the log in a second", p->session,
+				p->log_dropped);
+		p->log_window_ms = now;
+		p->log_lines = p->log_dropped = 0;
+	}
+	if (p->log_lines >= EGRESS_LOG_PER_S) {
+		p->log_dropped++;
+		return false;
+	}
+	p->log_lines++;
+	return true;
+}
+
 /* Best effort, then closed: an error answer to a connection that is going away either way. The
  * client's socket is fresh and the answer short, so one send fits its buffer. */
 static void respond_close(struct egress_proxy *p, struct conn *c, int status, const char *reason, const char *body)
@@ -75,7 +100,8 @@ static void respond_close(struct egress_proxy *p, struct conn *c, int status, co
 			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
 			 "Connection: close\r\n\r\n%s\n", status, reason, strlen(body) + 1, body);
 
-	sb_info("session %s: egress %d: %s", p->session, status, body);
+	if (log_budget(p))
+		sb_info("session %s: egress %d: %s", p->session, status, body);
 	if (n > 0)
 		(void)send(c->client, text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	conn_close(c);
@@ -213,7 +239,8 @@ static void connect_done(struct egress_proxy *p, struct conn *c)
 		respond_close(p, c, 502, "Bad Gateway", body);
 		return;
 	}
-	sb_info("session %s: egress tunnel to %s", p->session, c->target);
+	if (log_budget(p))
+		sb_info("session %s: egress tunnel to %s", p->session, c->target);
 	/* The 200 goes first through the client's direction, as the tunnel's first bytes. */
 	memcpy(c->down.data, ok, sizeof ok - 1);
 	c->down.len = sizeof ok - 1;
@@ -299,8 +326,9 @@ static void conn_timers(struct egress_proxy *p, struct conn *c, int64_t now)
 			 EGRESS_CONNECT_MS);
 		respond_close(p, c, 504, "Gateway Timeout", body);
 	} else if (c->state == CONN_TUNNEL && (now >= c->deadline_ms || now - c->active_ms >= EGRESS_IDLE_MS)) {
-		sb_info("session %s: egress tunnel to %s closed: %s", p->session, c->target,
-			now >= c->deadline_ms ? "its total time limit" : "idle");
+		if (log_budget(p))
+			sb_info("session %s: egress tunnel to %s closed: %s", p->session, c->target,
+				now >= c->deadline_ms ? "its total time limit" : "idle");
 		conn_close(c);
 	}
 }

@@ -2,8 +2,8 @@
  * listener of this program's own loopback (the manager makes it in the sandbox's namespace: that is
  * test_process_net's and manager_egress.sh's): a tunnel passes bytes both ways and a half-close
  * through it; the HTTP errors of each bound (403 for a method, 431 for a head over 8 KiB, 408 for a
- * head that never ends); the 17th connection's 503; and a stop that closes every connection and
- * leaves no descriptor. Connects to 127.0.0.1 only. */
+ * head that never ends); the 17th connection's 503; the log's budget under a flood of refusals;
+ * and a stop that closes every connection and leaves no descriptor. Connects to 127.0.0.1 only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -243,6 +244,48 @@ static void test_stop_closes_tunnels(void **state)
 	pthread_join(echo, NULL);
 }
 
+/* How many times needle occurs in hay. */
+static int occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* 60 refusals as fast as they come: at most 20 lines of them in the log in that second, and the
+ * rest said as a count once the second is over. */
+static void test_log_budget(void **state)
+{
+	struct fixture *f = *state;
+	static char log[1 << 16];
+	char buf[512];
+	int mem = memfd_create("log", MFD_CLOEXEC), saved = dup(2), c;
+	ssize_t n;
+
+	assert_true(mem >= 0 && saved >= 0);
+	assert_int_equal(dup2(mem, 2), 2);
+	for (int i = 0; i < 61; i++) {
+		if (i == 60)
+			usleep(1100 * 1000); /* the next second: the count of what was left out */
+		c = dial(f->proxy_port);
+		assert_int_equal(write(c, "GET / HTTP/1.1\r\n\r\n", 18), 18);
+		read_all(c, buf, sizeof buf, 5000);
+		close(c);
+	}
+	usleep(100 * 1000);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	n = pread(mem, log, sizeof log - 1, 0);
+	close(mem);
+	assert_true(n > 0);
+	log[n] = '\0';
+	/* 20 in the first second (21 with the last), a few more should the loop straddle a second */
+	assert_in_range(occurrences(log, "egress 403"), 20, 41);
+	assert_non_null(strstr(log, "more lines left out of the log in a second"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +293,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_connection_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_head_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_log_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_closes_tunnels, setup, teardown),
 	};
 
