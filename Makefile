@@ -24,7 +24,9 @@ AGENT_LINK := -static
 endif
 # The client (sandbox-manager: every command but serve, manager/main.c) links only the control
 # protocol's libraries, static like the agent: a call starts in under a millisecond, where 40 shared
-# libraries took 5-8 (issue 18). The daemon (sandbox-manager-daemon) links everything.
+# libraries took 5-8 (issue 18). The daemon (sandbox-manager-daemon) links everything, libmicrohttpd
+# among it: `mcp --http` is served by the daemon's program too (main.c execs it), so the client
+# stays static without it.
 CLIENT_LINK  := $(AGENT_LINK)
 CLIENT_LIBS  := -ljansson -lmbedcrypto -lpthread
 
