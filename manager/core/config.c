@@ -194,8 +194,8 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 	if (strcmp(key, "cgroup-parent") == 0)
 		return str_set(c->cgroup_parent, sizeof c->cgroup_parent, value, key, err);
 	if (strcmp(key, "network") == 0) {
-		if (strcmp(value, "open") != 0 && strcmp(value, "none") != 0)
-			return sb_invalid(err, "config: network must be open or none, not '%s'", value);
+		if (strcmp(value, "open") != 0 && strcmp(value, "none") != 0 && strcmp(value, "proxy") != 0)
+			return sb_invalid(err, "config: network must be open, none or proxy, not '%s'", value);
 		return str_set(c->network, sizeof c->network, value, key, err);
 	}
 
@@ -268,6 +268,13 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 	if (strcmp(key, "metrics-listen") == 0)
 		return metrics_http_check(value, err) < 0 ? -1 :
 		       str_set(c->metrics_listen, sizeof c->metrics_listen, value, key, err);
+	if (strcmp(key, "egress-allow") == 0) {
+		if (egress_allow_add(&c->egress_allow, value, err) < 0) {
+			sb_err_prefix(err, "config");
+			return -1;
+		}
+		return 0;
+	}
 	if (strcmp(key, "resource") == 0) {
 		const char *eq = strchr(value, '=');
 		char name[128];
@@ -299,11 +306,11 @@ static int file_apply(struct config *c, const char *path, struct sb_err *err)
 		size_t i;
 		json_t *item;
 
-		if (json_is_array(v) && strcmp(key, "resource") == 0) {
+		if (json_is_array(v) && (strcmp(key, "resource") == 0 || strcmp(key, "egress-allow") == 0)) {
 			json_array_foreach(v, i, item)
 				if (rc == 0)
 					rc = json_is_string(item) ? setting_apply(c, key, json_string_value(item), err) :
-					     sb_invalid(err, "config: resource entries must be strings");
+					     sb_invalid(err, "config: %s entries must be strings", key);
 		} else if (json_is_string(v)) {
 			rc = setting_apply(c, key, json_string_value(v), err);
 		} else if (json_is_integer(v)) {
@@ -361,8 +368,11 @@ void config_usage(FILE *f)
 	      "  --image NAME                   podman, kubernetes: the sandbox image\n"
 	      "  --podman-seccomp FILE          podman: a seccomp profile (images/seccomp.json)\n"
 	      "  --podman-network MODE          podman: the containers' network (default bridge)\n"
-	      "  --network open|none            a session's network when it names none (default open: a NAT\n"
-	      "                                 without the host's loopback; none: loopback only)\n"
+	      "  --network open|none|proxy      a session's network when it names none (default open: a NAT\n"
+	      "                                 without the host's loopback; none: loopback only; proxy:\n"
+	      "                                 loopback only and the egress proxy, process backend only)\n"
+	      "  --egress-allow HOST[:PORT]     a destination the egress proxy tunnels to (repeatable; .SUFFIX:\n"
+	      "                                 its subdomains; port default 443)\n"
 	      "  --kubeconfig PATH              kubernetes: the API server and credentials (default: in-cluster)\n"
 	      "  --namespace NS                 kubernetes: the pods' namespace (default: the context's)\n"
 	      "  --k8s-volume hostpath:DIR|pvc:CLAIM  kubernetes: where the node sees the manager's volume, or\n"
@@ -388,7 +398,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
 		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
 		{ "store", 1, NULL, 0 }, { "manager-id", 1, NULL, 0 }, { "lease-ms", 1, NULL, 0 },
-		{ "network", 1, NULL, 0 }, { "disk-reserve", 1, NULL, 0 },
+		{ "network", 1, NULL, 0 }, { "disk-reserve", 1, NULL, 0 }, { "egress-allow", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -524,6 +534,11 @@ static int config_check(struct config *c, struct sb_err *err)
 			       "(sandbox-ids is a root manager's)");
 	if (identity_ids_default(c, err) < 0)
 		return -1;
+	/* The egress proxy's listener is made inside the sandbox's own network namespace
+	 * (process_net.c): the other runtimes do not give the manager one yet. */
+	if (strcmp(c->network, "proxy") == 0 && strcmp(c->backend, "process") != 0)
+		return sb_invalid(err, "config: network proxy is built for the process backend only so far (the "
+				  "backend is %s; issue 28)", c->backend);
 	if (strcmp(c->backend, "kubernetes") == 0)
 		return kubernetes_check(c, err);
 	if (c->k8s_only[0] != '\0')

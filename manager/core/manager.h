@@ -48,6 +48,7 @@ struct live_sandbox {
 	char workdir[PATH_MAX];        /* from the mount plan: where every call starts */
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
 	enum sandbox_network network;  /* the session's policy, recorded with it (backend.h) */
+	struct egress_proxy *egress;   /* policy proxy: its proxy and listener, ended with it (live_free) */
 	char identity[65];             /* the session's identity: its sessions share repo_dir's refs */
 	struct workspace_owner ids;    /* the identity's uid and gid: the sandbox's (identity_ids.h) */
 	char repo_dir[PATH_MAX];       /* the base clone, swept after each call (execpath.c call_sweep) */

@@ -13,6 +13,7 @@
 #include "agent_client.h"
 #include "agent_dir.h"
 #include "clock.h"
+#include "egress_proxy.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -35,6 +36,9 @@ void live_free(struct live_sandbox *l)
 {
 	if (l == NULL)
 		return;
+	/* Its egress listener goes with it: once the sandbox is retired, held or forgotten, nothing
+	 * of the manager's stays open in its network namespace. */
+	egress_proxy_stop(&l->egress);
 	agent_close(l->conn);
 	tls_config_free(l->tls);
 	explicit_bzero(l->receipt_key, sizeof l->receipt_key);
@@ -70,6 +74,26 @@ static int sandbox_record(struct manager *m, const struct live_sandbox *l, const
 	snprintf(row.grants_json, sizeof row.grants_json, "%s", l->authority);
 	row.started_ms = clock_real_ms();
 	return records_sandbox_upsert(m->rec, &row, err);
+}
+
+/* Policy proxy: the manager's listener on 127.0.0.1:EGRESS_PROXY_PORT inside the sandbox's own
+ * network namespace (the backend makes it there and hands it over), served by this sandbox's
+ * egress proxy with the manager's allow-list, before any command can run. */
+static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	int fd;
+
+	if (l->network != SANDBOX_NETWORK_PROXY)
+		return 0;
+	if (m->backend->ops->net_listen == NULL)
+		return sb_fail(err, ENOTSUP, "the %s backend cannot listen inside a sandbox's network (policy proxy)",
+			       m->backend->ops->name);
+	if (m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
+	    egress_proxy_start(fd, l->session, &m->cfg.egress_allow, &l->egress, err) < 0) {
+		sb_err_prefix(err, "the egress proxy (policy proxy)");
+		return -1;
+	}
+	return 0;
 }
 
 /* How far a start got, so its failure is taken back exactly (prepare_failed). */
@@ -208,6 +232,9 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 		     sb_fail(err, EPROTO, "the %s backend started the sandbox without making its credentials",
 			     m->backend->ops->name);
 	}
+	/* A failure here retires the started sandbox (prepare_failed): no command runs without it. */
+	if (rc == 0)
+		rc = sandbox_egress(m, l, err);
 	return rc;
 }
 
@@ -274,7 +301,7 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 	if (sandbox_network_parse(s->network, &l->network) < 0) {
 		workspace_free(&ws);
 		free(l);
-		return sb_invalid(err, "session %s records the network policy '%.15s', neither open nor none",
+		return sb_invalid(err, "session %s records the network policy '%.15s', neither open, none nor proxy",
 				  session, s->network);
 	}
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */

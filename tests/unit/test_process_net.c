@@ -2,7 +2,9 @@
  * for slirp4netns (this program's children, and a shell script in its place): the helper is given
  * exactly its descriptors 0-4 and no temporary of the manager's, and its reap is bounded whether it
  * leaves by itself, stays, or cannot be watched through a pidfd. The real slirp4netns is exercised by
- * tests/integration/manager_network.sh. */
+ * tests/integration/manager_network.sh. The egress listener (process_net_listen) is made inside a
+ * stand-in sandbox's own user and network namespaces, as root or not: its namespace is the stand-in's
+ * (SIOCGSKNS), it serves the stand-in's loopback, and nothing is left behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -247,6 +256,134 @@ static void attach_none_starts_nothing(void **state)
 	assert_int_equal(net, 0);
 }
 
+/* How many descriptors this program holds. */
+static int fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A stand-in sandbox init: its own user and network namespaces (as process_launch.c clones them),
+ * loopback up; once told "c" on cmd, connects to 127.0.0.1:port there and says '1' or '0' on res. */
+static pid_t sandbox_standin(int cmd, int res, uint16_t port)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ifreq ifr = { 0 };
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int s;
+		char c = '0';
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+		ifr.ifr_flags = IFF_UP;
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0 || (s = socket(AF_INET, SOCK_DGRAM, 0)) < 0 ||
+		    ioctl(s, SIOCSIFFLAGS, &ifr) < 0 || write(res, "r", 1) != 1)
+			_exit(1);
+		if (read(cmd, &c, 1) != 1)
+			_exit(1);
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		c = connect(s, (struct sockaddr *)&sa, sizeof sa) == 0 ? '1' : '0';
+		(void)!write(res, &c, 1);
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+static ino_t ns_inode(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_ino;
+}
+
+/* The egress listener of policy proxy: made in the stand-in's network namespace, close-on-exec,
+ * accepting the stand-in's own connection to its 127.0.0.1; the forked maker reaped and its channel
+ * closed (the descriptors are as before once the listener is closed). */
+static void listen_in_the_sandbox_namespace(void **state)
+{
+	struct sandbox_handle h = { 0 };
+	struct process_handle *ph = process_handle_of(&h);
+	struct sb_err err = { 0 };
+	int cmd[2], res[2], fd = -1, before, nsfd, conn;
+	struct sockaddr_in sa;
+	socklen_t len = sizeof sa;
+	char c = 0, path[64];
+	pid_t pid;
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(pipe2(cmd, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(res, O_CLOEXEC), 0);
+	pid = sandbox_standin(cmd[0], res[1], 3128);
+	assert_int_equal(read(res[0], &c, 1), 1);
+	assert_int_equal(c, 'r');
+	ph->magic = PROCESS_HANDLE_MAGIC;
+	ph->pid = pid;
+	ph->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_true(ph->pidfd >= 0);
+	before = fd_count();
+	if (process_net_listen(NULL, &h, 3128, &fd, &err) < 0)
+		fail_msg("process_net_listen: %s", err.msg);
+	assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	assert_int_equal(ntohl(sa.sin_addr.s_addr), INADDR_LOOPBACK);
+	assert_int_equal(ntohs(sa.sin_port), 3128);
+	/* the socket's network namespace is the stand-in's, not ours */
+	nsfd = ioctl(fd, SIOCGSKNS);
+	assert_true(nsfd >= 0);
+	assert_int_equal(fstat(nsfd, &st), 0);
+	close(nsfd);
+	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+	assert_true(st.st_ino == ns_inode(path));
+	assert_true(st.st_ino != ns_inode("/proc/self/ns/net"));
+	/* and it serves the stand-in's loopback */
+	assert_int_equal(write(cmd[1], "c", 1), 1);
+	assert_int_equal(poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 5000), 1);
+	conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(conn >= 0);
+	assert_int_equal(read(res[0], &c, 1), 1);
+	assert_int_equal(c, '1');
+	close(conn);
+	close(fd);
+	assert_int_equal(fd_count(), before); /* the listener closed: nothing else of the maker's stays */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(ph->pidfd);
+	/* the maker was reaped: no child of ours is left */
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	close(cmd[0]);
+	close(cmd[1]);
+	close(res[0]);
+	close(res[1]);
+}
+
+/* No init held: no namespace to listen in, and nothing forked. */
+static void listen_without_a_pidfd_is_refused(void **state)
+{
+	struct sandbox_handle h = { 0 };
+	struct sb_err err = { 0 };
+	int fd = 7;
+
+	(void)state;
+	process_handle_of(&h)->magic = PROCESS_HANDLE_MAGIC;
+	process_handle_of(&h)->pidfd = -1;
+	assert_int_equal(process_net_listen(NULL, &h, 3128, &fd, &err), -1);
+	assert_int_equal(fd, -1);
+	assert_int_equal(err.errnum, ESRCH);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +392,8 @@ int main(void)
 		cmocka_unit_test(reap_without_a_pidfd_kills_then_waits),
 		cmocka_unit_test(attach_gives_the_helper_only_its_descriptors),
 		cmocka_unit_test(attach_none_starts_nothing),
+		cmocka_unit_test(listen_in_the_sandbox_namespace),
+		cmocka_unit_test(listen_without_a_pidfd_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
