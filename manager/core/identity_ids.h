@@ -45,6 +45,10 @@ int identity_ids_subuid_range(struct config *c, struct sb_err *err);
  * cannot; does not return when it did. Call first, before any thread. */
 int identity_userns_enter(const struct config *c, int argc, char **argv, struct sb_err *err);
 
+/* An unprivileged manager given no sandbox-ids: `subuid` when its user has entries in both files and
+ * newuidmap and newgidmap are installed (rule N2: each identity its own ids), else its own uid. */
+int identity_userns_default(struct config *c, struct sb_err *err);
+
 /* The ids of the manager's own volume probe (sandbox_probe.c): the range's first, no identity's. */
 struct workspace_owner identity_ids_probe(const struct config *c);
 

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -239,6 +240,37 @@ static int namespace_enter(const unsigned long ids[3], struct sb_err *err)
 	while (waitpid(h, &status, 0) < 0 && errno == EINTR)
 		;
 	return rc;
+}
+
+static int map_read(const char *file, unsigned long *own, unsigned long *start, unsigned long *count);
+
+/* Whether this process is uid 0 of a namespace this file made ("0 OWN 1", "START START COUNT"). */
+static bool in_own_namespace(void)
+{
+	unsigned long own, start, count;
+
+	return map_read("/proc/self/uid_map", &own, &start, &count) == 1 &&
+	       map_read("/proc/self/gid_map", &own, &start, &count) == 1;
+}
+
+int identity_userns_default(struct config *c, struct sb_err *err)
+{
+	struct passwd *pw = getpwuid(getuid());
+	unsigned long s, n;
+	struct sb_err ignored;
+
+	if (c->ids_subuid || c->ids_own || c->ids_count != 0)
+		return 0;
+	/* Re-executed in the namespace this default made: its ids (nothing was given). */
+	if (geteuid() == 0)
+		return in_own_namespace() ? identity_ids_subuid_range(c, err) : 0;
+	if (pw == NULL ||
+	    access("/usr/bin/newuidmap", X_OK) != 0 || access("/usr/bin/newgidmap", X_OK) != 0 ||
+	    subid_entry("/etc/subuid", pw->pw_name, getuid(), &s, &n, &ignored) < 0 ||
+	    subid_entry("/etc/subgid", pw->pw_name, getuid(), &s, &n, &ignored) < 0)
+		return 0;
+	c->ids_subuid = true;
+	return 0;
 }
 
 int identity_userns_enter(const struct config *c, int argc, char **argv, struct sb_err *err)
