@@ -284,6 +284,7 @@ int daemon_serve(int argc, char **argv)
 	 * namespace of its user's subordinate ids, where it starts again (rule N2). */
 	if (rc == 0 && identity_userns_enter(&m.cfg, argc, argv, &err) < 0)
 		rc = -1;
+	(void)identity_userns_made();
 	/* A store that was named first, so a bad or unreachable one leaves nothing made (the default
 	 * store is a file in the state directory, opened in manager_start). Then private state
 	 * (everything else lives in it), then the claim on it, before anything in it is read or
@@ -293,6 +294,7 @@ int daemon_serve(int argc, char **argv)
 	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);
+		identity_userns_abandon(&m.cfg);
 		return lock == STATE_IN_USE ? 2 : 125;
 	}
 	/* Before the control socket: a manager whose metrics cannot be served does not start. */

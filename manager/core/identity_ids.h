@@ -49,6 +49,13 @@ int identity_userns_enter(const struct config *c, int argc, char **argv, struct 
  * newuidmap and newgidmap are installed (rule N2: each identity its own ids), else its own uid. */
 int identity_userns_default(struct config *c, struct sb_err *err);
 
+/* Whether this start made its namespace (identity_userns_enter marks it in the environment across
+ * the re-execution); the mark is taken out at the first call: call it first thing. */
+bool identity_userns_made(void);
+
+/* A start that failed in a namespace it made: its holder ended (nothing else is in it). */
+void identity_userns_abandon(const struct config *c);
+
 /* The ids of the manager's own volume probe (sandbox_probe.c): the range's first, no identity's. */
 struct workspace_owner identity_ids_probe(const struct config *c);
 

@@ -253,6 +253,41 @@ static bool in_own_namespace(void)
 	       map_read("/proc/self/gid_map", &own, &start, &count) == 1;
 }
 
+#define NEW_HOLDER_ENV "SANDBOX_MANAGER_NEW_USERNS"
+
+/* Whether this start made the namespace's holder (read once, and the mark taken out of the
+ * environment so that nothing the daemon starts inherits it). */
+static bool new_holder(void)
+{
+	static int made = -1;
+
+	if (made < 0) {
+		made = getenv(NEW_HOLDER_ENV) != NULL;
+		unsetenv(NEW_HOLDER_ENV);
+	}
+	return made == 1;
+}
+
+bool identity_userns_made(void)
+{
+	return new_holder();
+}
+
+void identity_userns_abandon(const struct config *c)
+{
+	char path[PATH_MAX + 32];
+	cleanup_fclose FILE *f = NULL;
+	int pid = 0;
+
+	/* No sandbox can be in a namespace made by a start that failed: its holder keeps nothing. */
+	if (!new_holder() ||
+	    snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) >= (int)sizeof path ||
+	    (f = fopen(path, "re")) == NULL || fscanf(f, "%d", &pid) != 1 || pid <= 1)
+		return;
+	kill(pid, SIGKILL);
+	unlink(path);
+}
+
 int identity_userns_default(struct config *c, struct sb_err *err)
 {
 	struct passwd *pw = getpwuid(getuid());
@@ -303,6 +338,9 @@ int identity_userns_enter(const struct config *c, int argc, char **argv, struct 
 	rc = holder_join(c, ids, err);
 	if (rc == 0 && (namespace_enter(ids, err) < 0 || holder_start(c, err) < 0))
 		return -1;
+	/* A holder made now keeps nothing if this start fails: identity_userns_abandon() ends it. */
+	if (rc == 0 && setenv(NEW_HOLDER_ENV, "1", 1) < 0)
+		return sb_fail_errno(err, "sandbox-ids subuid: marking the new holder");
 	if (rc < 0)
 		return -1;
 	/* Anew, as uid 0 of the namespace: every decision taken on the way here (the ids, the checks)

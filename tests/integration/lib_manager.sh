@@ -64,9 +64,16 @@ mgr_ids() {
 	IDS_UID=$(jr .ids.uid)
 	IDS_GID=$(jr .ids.gid)
 	assert_match "the identity's uid" '^[0-9]+$' "$IDS_UID"
+	local start count
+	start=$(awk -F: -v u="$RUN_USER" '$1 == u { print $2; exit }' /etc/subuid)
+	count=$(awk -F: -v u="$RUN_USER" '$1 == u { print $3; exit }' /etc/subuid)
 	if [ "$RUN_UID" -eq 0 ]; then
 		[ "$IDS_UID" -ge 1000 ] && [ "$IDS_UID" -ne 65534 ] && [ "$IDS_GID" -ne 65534 ] ||
 			bad "a root manager's identity runs as $IDS_UID:$IDS_GID"
+	elif [ -n "$start" ]; then
+		# the default where the user has subordinate ids: ids of that range (identity_userns.c)
+		[ "$IDS_UID" -gt "$start" ] && [ "$IDS_UID" -lt $((start + count)) ] ||
+			bad "an unprivileged manager's identity runs as $IDS_UID, outside $RUN_USER's subordinate range"
 	else
 		assert_eq "an unprivileged manager's identity runs as the manager" "$RUN_UID:$(id -g "$RUN_USER")" "$IDS_UID:$IDS_GID"
 	fi
