@@ -27,11 +27,12 @@ RULES = {
     "manager/observe": ["common"],
     "manager/agentlink": ["common"],
     "manager/authority": ["common"],
+    "manager/egress": ["common"],
     "manager/workspace": ["common", "manager/control:control_limits.h"],
     # The process backend's sandbox init is read beside the agent's init, and built into the manager.
     "manager/backend": ["common", "manager/workspace:mount_plan.h", "sandbox-agent:sandbox_init.h"],
     "manager/core": ["common", "manager/control", "manager/records", "manager/observe", "manager/agentlink",
-                     "manager/authority", "manager/workspace", "manager/backend"],
+                     "manager/authority", "manager/egress", "manager/workspace", "manager/backend"],
     "manager": ["common", "manager/core", "manager/front"],  # main.c: the command table
 }
 # The headers a split file's parts share (issue 31): included by those parts only, so that what was one
