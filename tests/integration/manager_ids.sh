@@ -180,5 +180,15 @@ test_manager_identity_ids_own() {
 	assert_eq "the manager's own ids" "$RUN_UID" "$(jr .ids.uid)"
 	assert_json .ids.from '"the manager'"'"'s own (an unprivileged manager maps only its own ids)"'
 	grep -q "every identity's sandboxes run as this manager's own uid" "$TD/manager.log" || bad "no warning at start"
+	# The default where a range id cannot walk to the state directory (a 0700 home): the manager's
+	# own ids, and the warning names the directory.
+	mgr_cleanup
+	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$MSTATE" && chmod 0700 "$MSTATE" || return 1
+	mgr_start --state-dir "$MSTATE/state" --socket "$MSTATE/manager.sock" || return 1
+	mgr_session || return 1
+	mgr session show --session "$SID"
+	assert_eq "a closed state directory: the manager's own ids" "$RUN_UID" "$(jr .ids.uid)"
+	grep -q "not the default here: subordinate ids could not search $MSTATE/" "$TD/manager.log" ||
+		bad "the warning does not name $MSTATE: $(grep -m1 "own uid" "$TD/manager.log")"
 }
 t manager_identity_ids_own test_manager_identity_ids_own
