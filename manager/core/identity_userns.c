@@ -357,7 +357,9 @@ int identity_userns_default(struct config *c, struct sb_err *err)
 	/* Re-executed in the namespace this default made: its ids (nothing was given). */
 	if (geteuid() == 0)
 		return in_own_namespace() ? identity_ids_subuid_range(c, err) : 0;
-	if (pw == NULL || !in_initial_namespace() ||
+	/* The process backend's only: a podman or Kubernetes sandbox's ids are its runtime's to map
+	 * (a rootless podman numbers the subordinate ids from 1), and those backends take them as given. */
+	if (strcmp(c->backend, "process") != 0 || pw == NULL || !in_initial_namespace() ||
 	    access("/usr/bin/newuidmap", X_OK) != 0 || access("/usr/bin/newgidmap", X_OK) != 0 ||
 	    subid_entry("/etc/subuid", pw->pw_name, getuid(), &s, &n, &ignored) < 0 ||
 	    subid_entry("/etc/subgid", pw->pw_name, getuid(), &s, &n, &ignored) < 0)
