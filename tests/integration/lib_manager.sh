@@ -57,6 +57,18 @@ mgr_cleanup() {
 	return 0
 }
 
+# as_in_manager_ns CMD...: CMD as the manager's user, and, under an unprivileged manager in its
+# subuid namespace (identity_userns.c), as that namespace's uid 0: the worktrees belong to the
+# identities' subordinate ids there, which the user reaches only through its namespace (as with
+# `podman unshare`). The manager's socket is the same user's either way.
+as_in_manager_ns() {
+	if [ "$RUN_UID" -ne 0 ] && [ -s "$MSTATE/userns-holder" ]; then
+		"${AS[@]}" nsenter --user --target "$(cat "$MSTATE/userns-holder")" -- "$@"
+	else
+		"${AS[@]}" "$@"
+	fi
+}
+
 # mgr_ids [SESSION]: the uid and gid the session's identity runs as (`session show` .ids), in IDS_UID
 # and IDS_GID; under a root manager they must be the identity's own, never nobody (rule N2).
 mgr_ids() {
