@@ -245,7 +245,8 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return sb_invalid(err, "config: %s is replaced by sandbox-ids START:COUNT: each identity's sandboxes "
 				  "run as ids of its own from that range (docs/operations.md)", key);
 	if (strcmp(key, "sandbox-ids") == 0)
-		return strcmp(value, "subuid") == 0 ? identity_ids_subuid_range(c, err) : identity_ids_parse(c, value, err);
+		return strcmp(value, "subuid") == 0 ? identity_ids_subuid_range(c, err) :
+		       strcmp(value, "own") == 0 && geteuid() != 0 ? (c->ids_own = true, 0) : identity_ids_parse(c, value, err);
 	if (strcmp(key, "output-limit") == 0)
 		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
 	if (strcmp(key, "record-output-limit") == 0)
@@ -532,7 +533,9 @@ static int config_check(struct config *c, struct sb_err *err)
 	if (geteuid() != 0 && c->ids_count != 0 && !c->ids_subuid)
 		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only "
 			       "(sandbox-ids is a root manager's)");
-	if (identity_ids_default(c, err) < 0)
+	/* The namespace's default first: after its re-execution the daemon is uid 0 there, and must
+	 * take the namespace's ids, not a root manager's default range. */
+	if (identity_userns_default(c, err) < 0 || identity_ids_default(c, err) < 0)
 		return -1;
 	/* The egress proxy's listener is made inside the sandbox's own network namespace
 	 * (process_net.c): the other runtimes do not give the manager one yet. */

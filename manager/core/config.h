@@ -48,6 +48,7 @@ struct config {
 	unsigned long ids_count;    /* 0 until given or defaulted */
 	char ids_from[160];         /* where the range came from, for messages and status */
 	bool ids_subuid;            /* `sandbox-ids subuid`: the user's subordinate ids (identity_userns.c) */
+	bool ids_own;               /* `sandbox-ids own` (unprivileged): every identity the manager's uid */
 	bool ids_userns;            /* the daemon runs in that user namespace (ids mapped to themselves) */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
 	struct egress_allow egress_allow; /* where the egress proxy tunnels to (policy proxy; egress_allow.h) */

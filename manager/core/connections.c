@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "control.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "metrics.h"
 #include "status.h"
@@ -220,6 +221,7 @@ static void *conn_thread(void *arg)
 		sb_warn("refused a control connection from uid %u", (unsigned)peer);
 		goto out;
 	}
+	peer = identity_userns_host_uid(&c->m->cfg, peer); /* as the records name it: the host's */
 	c->wait_deadline = clock_deadline_after(CONN_FIRST_REQUEST_MS);
 	for (;;) {
 		json_t *req = NULL, *resp;

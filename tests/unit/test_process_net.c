@@ -34,17 +34,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "process.h"
 
 #define HANG_GUARD_S 8 /* a reap that waits without a bound ends the program: the case fails */
 
 /* A stand-in helper: leaves after ms milliseconds, or never (ms < 0); SIGTERM ignored, as a
- * helper that does not listen. */
-static pid_t helper_start(int ms)
+ * helper that does not listen. Before it leaves by itself it writes 'L' to *left (when given): the
+ * cases tell "it left" from "it was killed" by that byte, never by a clock. */
+static pid_t helper_start(int ms, int *left)
 {
-	pid_t pid = fork();
+	int p[2] = { -1, -1 };
+	pid_t pid;
 
+	if (left != NULL)
+		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		/* gone with this program, should a case fail (the hang guard's SIGALRM among them) */
@@ -52,12 +56,26 @@ static pid_t helper_start(int ms)
 		signal(SIGTERM, SIG_IGN);
 		if (ms >= 0) {
 			nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L }, NULL);
-			_exit(0);
+			_exit(p[1] >= 0 && write(p[1], "L", 1) != 1);
 		}
 		for (;;)
 			pause();
 	}
+	if (left != NULL) {
+		close(p[1]);
+		*left = p[0];
+	}
 	return pid;
+}
+
+/* After the helper is reaped: whether it wrote its 'L' (left by itself) before it ended. */
+static bool helper_left(int left)
+{
+	char c = 0;
+	bool yes = read(left, &c, 1) == 1 && c == 'L';
+
+	close(left);
+	return yes;
 }
 
 /* After a reap: pid is no child of ours any more (reaped, not a zombie left behind). */
@@ -71,30 +89,31 @@ static void assert_reaped(pid_t pid)
 
 static void reap_waits_for_a_helper_that_leaves(void **state)
 {
-	pid_t pid = helper_start(100), net = pid;
-	int64_t t0 = clock_mono_ms();
+	int left;
+	pid_t pid = helper_start(100, &left), net = pid;
 
 	(void)state;
 	alarm(HANG_GUARD_S);
 	process_net_reap(&net);
 	alarm(0);
 	assert_int_equal(net, 0);
-	assert_in_range(clock_mono_ms() - t0, 90, 1500);
+	/* it was given its time to leave by itself (its 2 s), and took it */
+	assert_true(helper_left(left));
 	assert_reaped(pid);
 }
 
 static void reap_kills_a_helper_that_stays(void **state)
 {
-	pid_t pid = helper_start(-1), net = pid;
-	int64_t t0 = clock_mono_ms();
+	int left;
+	pid_t pid = helper_start(-1, &left), net = pid;
 
 	(void)state;
+	/* its 2 s to leave by itself, then SIGKILL; without the kill the hang guard ends the case */
 	alarm(HANG_GUARD_S);
 	process_net_reap(&net);
 	alarm(0);
 	assert_int_equal(net, 0);
-	/* its 2 s to leave by itself, then SIGKILL */
-	assert_in_range(clock_mono_ms() - t0, 1900, 4000);
+	assert_false(helper_left(left));
 	assert_reaped(pid);
 }
 
@@ -103,10 +122,11 @@ static void reap_kills_a_helper_that_stays(void **state)
  * that stays hung the manager's caller). */
 static void reap_without_a_pidfd_kills_then_waits(void **state)
 {
-	pid_t pid = helper_start(-1), net = pid;
+	int left;
+	/* it would leave by itself after 1.5 s, within the reap's 2 s: killed at once, it never does */
+	pid_t pid = helper_start(1500, &left), net = pid;
 	struct rlimit old, low;
 	int fds[64], n = 0, probe;
-	int64_t t0;
 
 	(void)state;
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
@@ -121,7 +141,6 @@ static void reap_without_a_pidfd_kills_then_waits(void **state)
 	probe = (int)syscall(SYS_pidfd_open, pid, 0);
 	assert_int_equal(probe, -1);
 	assert_int_equal(errno, EMFILE);
-	t0 = clock_mono_ms();
 	alarm(HANG_GUARD_S);
 	process_net_reap(&net);
 	alarm(0);
@@ -129,7 +148,7 @@ static void reap_without_a_pidfd_kills_then_waits(void **state)
 	while (n > 0)
 		close(fds[--n]);
 	assert_int_equal(net, 0);
-	assert_in_range(clock_mono_ms() - t0, 0, 1000);
+	assert_false(helper_left(left));
 	assert_reaped(pid);
 }
 
@@ -202,7 +221,7 @@ static void attach_gives_the_helper_only_its_descriptors(void **state)
 	char dir[] = "/tmp/test_process_net.XXXXXX", script[128], logp[128];
 	struct process_settings set = { 0 };
 	struct sb_err err = { 0 };
-	pid_t init = helper_start(-1), net = 0;
+	pid_t init = helper_start(-1, NULL), net = 0;
 	int init_pidfd, log_fd, rc;
 	uint64_t fds = 0;
 	FILE *f;
