@@ -128,7 +128,7 @@ static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_e
 	if ((l->egress_log = egress_log_new(EGRESS_LOG_DETAILS_MAX)) == NULL)
 		return sb_fail(err, ENOMEM, "the egress log (policy proxy)");
 	if (m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
-	    egress_proxy_start(fd, l->session, &m->cfg.egress_allow, &l->egress, err) < 0) {
+	    egress_proxy_start(fd, l->session, &m->cfg.egress_allow, l->egress_log, &l->egress, err) < 0) {
 		sb_err_prefix(err, "the egress proxy (policy proxy)");
 		return -1;
 	}
