@@ -319,7 +319,16 @@ static pid_t new_holder(void)
 
 void identity_userns_made(void)
 {
+	char self[PATH_MAX];
+	ssize_t n;
+
 	(void)new_holder();
+	/* Re-executed through /proc/self/exe, the process would be named "exe" in ps and /proc: its
+	 * own program's name again, as before the move (identity_userns_enter). */
+	if (geteuid() == 0 && in_own_namespace() && (n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
+		self[n] = '\0';
+		prctl(PR_SET_NAME, strrchr(self, '/') ? strrchr(self, '/') + 1 : self);
+	}
 }
 
 int identity_userns_keep(const struct config *c, struct sb_err *err)
