@@ -22,6 +22,7 @@
 #include "control.h"
 #include "egress_proxy.h"
 #include "failpoint.h"
+#include "egress_log.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "metrics.h"
@@ -51,9 +52,15 @@ json_t *call_refused_result(const struct call *c, const char *status, const char
 int call_record_end(struct manager *m, struct call *c, const char *status, json_t *result,
 			   struct sb_err *err)
 {
-	char *result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+	char *result_text;
+	json_t *egress;
 	int rc;
 
+	/* Policy proxy: what left the sandbox while this exec ran goes with its record (and answer). */
+	if (c->sandbox != NULL && c->sandbox->egress_log != NULL && json_is_object(result) &&
+	    (egress = egress_log_drain(c->sandbox->egress_log)) != NULL)
+		json_object_set_new(result, "egress", egress);
+	result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
 	if (result != NULL && result_text == NULL)
 		return sb_fail(err, ENOMEM, "serialising the result of exec %s", c->exec_id);
 	rc = records_exec_finish(m->rec, c->exec_id, status, result_text, c->reply.receipt,

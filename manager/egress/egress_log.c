@@ -251,6 +251,25 @@ json_t *egress_log_json(struct egress_log *log)
 	return o;
 }
 
+json_t *egress_log_drain(struct egress_log *log)
+{
+	json_t *o = NULL;
+
+	pthread_mutex_lock(&log->lock);
+	if (log->counts.requests > 0 || log->counts.details_dropped > 0) {
+		o = log_json_locked(log);
+		/* Only once it is said: an exec's requests go with its record, never with the next's. */
+		if (o != NULL) {
+			for (size_t i = 0; i < log->n; i++)
+				detail_free(&log->details[i]);
+			log->n = 0;
+			memset(&log->counts, 0, sizeof log->counts);
+		}
+	}
+	pthread_mutex_unlock(&log->lock);
+	return o;
+}
+
 static void detail_line(FILE *f, const struct egress_detail *d)
 {
 	fprintf(f, "%s %s%s%s %d%s %llums up %llu down %llu", d->text[F_METHOD], d->text[F_HOST],

@@ -78,6 +78,11 @@ bool egress_log_mutating_accepted(struct egress_log *log);
  * "cut" names the strings kept to their first EGRESS_LOG_STRING_MAX bytes. NULL when out of memory. */
 json_t *egress_log_json(struct egress_log *log);
 
+/* What the log holds as egress_log_json gives it, and the log emptied, in one step (an exec's end:
+ * its requests go with its record, and the next exec starts from none). NULL when nothing was
+ * recorded (no request), or out of memory (the log then stays as it was). */
+json_t *egress_log_drain(struct egress_log *log);
+
 /* The details as text, one line each, for a terminal: "PATCH kubernetes.default /apis/... 200 12ms
  * up 10 down 20 patch apps/deployments default/payments dry-run"; then a line with the counts.
  * Every string from a request is terminal-safe. malloc'd; NULL when out of memory. */

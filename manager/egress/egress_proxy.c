@@ -31,6 +31,7 @@ struct flow {
 	size_t off, len;
 	bool eof;                      /* the source sent its end */
 	bool shut;                     /* and the sink was told (shutdown SHUT_WR) */
+	uint64_t total;                /* every byte read from the source, for the record */
 };
 
 struct conn {
@@ -42,6 +43,12 @@ struct conn {
 	int64_t deadline_ms;           /* HEAD, CONNECTING: that step's end; TUNNEL: the total limit */
 	int64_t active_ms;             /* TUNNEL: the last byte either way */
 	struct flow up, down;          /* client -> destination, destination -> client */
+	/* The record (egress_log.h): the request's method once its head is read, the status the
+	 * sandbox got, since when. */
+	struct egress_log *log;
+	char method[EGRESS_METHOD_MAX + 1];
+	int status;
+	int64_t t0_ms;
 };
 
 struct egress_proxy {
@@ -53,13 +60,28 @@ struct egress_proxy {
 	unsigned log_lines, log_dropped;
 	char session[65];
 	struct egress_allow allow;
+	struct egress_log *log;        /* the sandbox's: every request, as it ends (not owned) */
 	struct conn conns[EGRESS_CONN_MAX];
 	struct pollfd fds[2 + 2 * EGRESS_CONN_MAX];
 	int fd_conn[2 + 2 * EGRESS_CONN_MAX]; /* which connection a pollfd belongs to */
 };
 
+/* A request that was read goes into the sandbox's egress log as it ends, whatever ended it. */
+static void conn_record(struct conn *c)
+{
+	struct egress_request r = {
+		.method = c->method, .host = c->target, .refused = c->status == 403, .status = c->status,
+		.bytes_up = c->up.total, .bytes_down = c->down.total,
+		.duration_ms = (uint64_t)(clock_mono_ms() - c->t0_ms),
+	};
+
+	if (c->log != NULL && c->method[0] != '\0')
+		egress_log_append(c->log, &r);
+}
+
 static void conn_close(struct conn *c)
 {
+	conn_record(c);
 	if (c->client >= 0)
 		close(c->client);
 	if (c->upstream >= 0)
@@ -102,6 +124,7 @@ static void respond_close(struct egress_proxy *p, struct conn *c, int status, co
 
 	if (log_budget(p))
 		sb_info("session %s: egress %d: %s", p->session, status, body);
+	c->status = status;
 	if (n > 0)
 		(void)send(c->client, text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	conn_close(c);
@@ -137,8 +160,8 @@ static void listener_accept(struct egress_proxy *p)
 			conn_refuse_full(p, fd);
 			continue;
 		}
-		p->conns[i] = (struct conn){ .state = CONN_HEAD, .client = fd, .upstream = -1,
-					     .deadline_ms = clock_mono_ms() + EGRESS_HEAD_MS };
+		p->conns[i] = (struct conn){ .state = CONN_HEAD, .client = fd, .upstream = -1, .log = p->log,
+					     .t0_ms = clock_mono_ms(), .deadline_ms = clock_mono_ms() + EGRESS_HEAD_MS };
 	}
 }
 
@@ -209,6 +232,8 @@ static void head_read(struct egress_proxy *p, struct conn *c)
 			      err.errnum == E2BIG ? "Request Header Fields Too Large" : "Bad Request", body);
 		return;
 	}
+	snprintf(c->method, sizeof c->method, "%s", h.method);
+	snprintf(c->target, sizeof c->target, "%s", h.target);
 	if (strcmp(h.method, "CONNECT") != 0) {
 		snprintf(body, sizeof body, "infra-sandbox egress: %s %s is not served for session %s: only CONNECT "
 			 "HOST:PORT to an allowed destination is (set HTTPS_PROXY, and use https)", h.method, h.target,
@@ -216,10 +241,10 @@ static void head_read(struct egress_proxy *p, struct conn *c)
 		respond_close(p, c, 403, "Forbidden", body);
 		return;
 	}
-	snprintf(c->target, sizeof c->target, "%s", h.target);
 	/* Bytes sent after the head (a client that does not wait for the 200) are the tunnel's. */
 	c->up.len = c->head_len - used;
 	memcpy(c->up.data, c->head + used, c->up.len);
+	c->up.total = c->up.len;
 	connect_start(p, c);
 }
 
@@ -245,6 +270,7 @@ static void connect_done(struct egress_proxy *p, struct conn *c)
 	memcpy(c->down.data, ok, sizeof ok - 1);
 	c->down.len = sizeof ok - 1;
 	c->state = CONN_TUNNEL;
+	c->status = 200;
 	c->active_ms = clock_mono_ms();
 	c->deadline_ms = c->active_ms + EGRESS_TOTAL_MS;
 }
@@ -264,6 +290,7 @@ static int flow_fill(struct flow *f, int src)
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	f->len += (size_t)n;
+	f->total += (uint64_t)n;
 	return 0;
 }
 
@@ -411,8 +438,8 @@ static void *proxy_loop(void *arg)
 	return NULL;
 }
 
-int egress_proxy_start(int listen_fd, const char *session, const struct egress_allow *a, struct egress_proxy **out,
-		       struct sb_err *err)
+int egress_proxy_start(int listen_fd, const char *session, const struct egress_allow *a, struct egress_log *log,
+		       struct egress_proxy **out, struct sb_err *err)
 {
 	struct egress_proxy *p = calloc(1, sizeof *p);
 	int rc;
@@ -426,6 +453,7 @@ int egress_proxy_start(int listen_fd, const char *session, const struct egress_a
 	p->wake[0] = p->wake[1] = -1;
 	snprintf(p->session, sizeof p->session, "%s", session);
 	p->allow = *a;
+	p->log = log;
 	for (int i = 0; i < EGRESS_CONN_MAX; i++)
 		p->conns[i].client = p->conns[i].upstream = -1;
 	if (fcntl(listen_fd, F_SETFL, O_NONBLOCK) < 0 || pipe2(p->wake, O_CLOEXEC) < 0) {

@@ -6,6 +6,7 @@
 #define SB_EGRESS_PROXY_H
 
 #include "egress_allow.h"
+#include "egress_log.h"
 #include "error.h"
 
 /* The port inside every such sandbox: fixed, since the namespace and its loopback are the
@@ -23,9 +24,10 @@
 struct egress_proxy;
 
 /* Takes listen_fd (bound and listening, close-on-exec) whatever the outcome; starts the thread that
- * serves it for session with the allow-list a (copied). */
-int egress_proxy_start(int listen_fd, const char *session, const struct egress_allow *a, struct egress_proxy **out,
-		       struct sb_err *err);
+ * serves it for session with the allow-list a (copied), every request read recorded in log as it
+ * ends (CONNECT host:port, the status the sandbox got, the bytes each way; NULL: none). */
+int egress_proxy_start(int listen_fd, const char *session, const struct egress_allow *a, struct egress_log *log,
+		       struct egress_proxy **out, struct sb_err *err);
 
 /* Ends the thread, every connection and the listener; *p becomes NULL. NULL: nothing. */
 void egress_proxy_stop(struct egress_proxy **p);

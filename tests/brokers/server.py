@@ -96,7 +96,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(204, None)
         return self.answer(404, status_body(404, "NotFound", "the server could not find the requested resource"))
 
-    do_GET = do_POST = do_DELETE = do_PUT = handle_any
+    do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = handle_any
 
 
 def main():

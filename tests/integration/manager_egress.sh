@@ -114,6 +114,10 @@ no_proxy=localhost,127.0.0.1" "$(cat "$OUT")"
 	# TLS end to end: the proxy passes the handshake's bytes as they are (-k: the test's own cert)
 	mgr exec --session "$SID" -- 'curl -sSk --max-time 20 https://api.internal:18443/'
 	assert_eq "curl through HTTPS_PROXY (stderr: $(head -c 300 "$ERR"))" "hello over tls" "$(cat "$OUT")"
+	# on the exec's record: the tunnel, its destination and status, unread and so counted mutating
+	mgr records --session "$SID" --limit 1
+	assert_json '.records[0].result.egress | [.requests, .refused, .mutating_accepted]' '[1,0,1]'
+	assert_json '.records[0].result.egress.details[0] | [.method, .host, .status]' '["CONNECT","api.internal:18443",200]'
 	mgr exec --session "$SID" -- "python3 - <<'X'
 import hashlib, os, socket
 s = socket.create_connection(('127.0.0.1', $EG_PORT), timeout=20)

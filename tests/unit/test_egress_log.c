@@ -216,6 +216,35 @@ static void test_long_string_cut(void **state)
 #define THREADS 4
 #define PER_THREAD 50000
 
+/* An exec's end: what it sent goes with it, and the next exec's record starts from nothing. */
+static void test_drain_per_exec(void **state)
+{
+	struct egress_log *log = egress_log_new(4);
+	struct k8s_request patch = k8s("PATCH", "/apis/apps/v1/namespaces/default/deployments/payments", "");
+	struct egress_counts n;
+	json_t *first, *second;
+
+	(void)state;
+	assert_null(egress_log_drain(log)); /* nothing sent: nothing to say */
+	append(log, "PATCH", "/apis/apps/v1/namespaces/default/deployments/payments", &patch, false, 200);
+	first = egress_log_drain(log);
+	assert_non_null(first);
+	assert_int_equal(json_integer_value(json_object_get(first, "requests")), 1);
+	assert_int_equal(json_integer_value(json_object_get(first, "mutating_accepted")), 1);
+	assert_int_equal(json_array_size(json_object_get(first, "details")), 1);
+	egress_log_counts(log, &n);
+	assert_int_equal(n.requests, 0);
+	assert_false(egress_log_mutating_accepted(log));
+	assert_null(egress_log_drain(log));
+	append(log, "GET", "/api/v1/namespaces/default/pods", NULL, false, 200);
+	second = egress_log_drain(log);
+	assert_int_equal(json_integer_value(json_object_get(second, "requests")), 1);
+	assert_int_equal(json_integer_value(json_object_get(second, "mutating_accepted")), 0);
+	json_decref(first);
+	json_decref(second);
+	egress_log_free(log);
+}
+
 static void *appender(void *arg)
 {
 	struct egress_log *log = arg;
@@ -274,6 +303,7 @@ int main(void)
 		cmocka_unit_test(test_request_strings_terminal_safe),
 		cmocka_unit_test(test_long_string_cut),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_drain_per_exec),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -100,6 +100,7 @@ static void *echo_main(void *arg)
 
 struct fixture {
 	struct egress_proxy *p;
+	struct egress_log *log;
 	uint16_t proxy_port, dest_port;
 	int dest_fd;
 	int fds_before;
@@ -118,7 +119,8 @@ static int setup(void **state)
 	snprintf(pattern, sizeof pattern, "127.0.0.1:%u", f->dest_port);
 	assert_int_equal(egress_allow_add(&a, pattern, &err), 0);
 	l = listener(&f->proxy_port);
-	if (egress_proxy_start(l, "s1", &a, &f->p, &err) < 0)
+	f->log = egress_log_new(16);
+	if (egress_proxy_start(l, "s1", &a, f->log, &f->p, &err) < 0)
 		fail_msg("egress_proxy_start: %s", err.msg);
 	*state = f;
 	return 0;
@@ -130,16 +132,30 @@ static int teardown(void **state)
 
 	egress_proxy_stop(&f->p);
 	assert_null(f->p);
+	egress_log_free(f->log);
 	close(f->dest_fd);
 	assert_int_equal(fd_count(), f->fds_before); /* the listener, the wake pipe, every connection */
 	free(f);
 	return 0;
 }
 
+/* The proxy records a request as its connection ends, in its own thread: wait for n of them. */
+static void log_wait(struct egress_log *log, uint64_t n, struct egress_counts *out)
+{
+	for (int i = 0; i < 500; i++) {
+		egress_log_counts(log, out);
+		if (out->requests >= n)
+			return;
+		usleep(10 * 1000);
+	}
+	fail_msg("%llu requests recorded, not %llu", (unsigned long long)out->requests, (unsigned long long)n);
+}
+
 static void test_tunnel_and_half_close(void **state)
 {
 	struct fixture *f = *state;
 	char req[128], buf[512];
+	struct egress_counts n;
 	pthread_t echo;
 	int c;
 
@@ -154,12 +170,19 @@ static void test_tunnel_and_half_close(void **state)
 	assert_string_equal(buf, "HTTP/1.1 200 Connection established\r\n\r\nearly GET / HTTP/1.1\r\n\r\nbye");
 	close(c);
 	pthread_join(echo, NULL);
+	/* on the record: one tunnel, its bytes each way (the early ones too), unread so counted mutating */
+	log_wait(f->log, 1, &n);
+	assert_int_equal(n.refused, 0);
+	assert_int_equal(n.bytes_up, 24);
+	assert_int_equal(n.bytes_down, 27);
+	assert_int_equal(n.mutating_accepted, 1);
 }
 
 static void test_refusals(void **state)
 {
 	struct fixture *f = *state;
 	static char big[EGRESS_HEAD_MAX]; /* exactly the bound: all of it is read, so the close is clean */
+	struct egress_counts n;
 	char buf[1024];
 	int c;
 
@@ -183,6 +206,11 @@ static void test_refusals(void **state)
 	read_all(c, buf, sizeof buf, 5000);
 	assert_non_null(strstr(buf, "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
 	close(c);
+	/* the two requests read are on the record, refused (a head never read is no request) */
+	log_wait(f->log, 2, &n);
+	assert_int_equal(n.requests, 2);
+	assert_int_equal(n.refused, 2);
+	assert_int_equal(n.mutating_accepted, 0);
 }
 
 /* 16 at once; the 17th is answered 503; once one closes, a new one is served again. */
