@@ -110,6 +110,8 @@ function raw({ port, path = '/mcp', method = 'POST', headers = {}, body, socketP
 		const req = httpRequest({ host: '127.0.0.1', port, socketPath, path, method, headers }, res => {
 			let data = '';
 			res.on('data', d => { data += d; });
+			// cut short (a stream closed before its end): what came, and why it stopped
+			res.on('error', e => resolve({ status: res.statusCode, headers: res.headers, body: data, error: String(e) }));
 			res.on('end', () => {
 				let json;
 				try { json = JSON.parse(data); } catch { json = undefined; }
