@@ -318,9 +318,13 @@ static enum MHD_Result reply(struct MHD_Connection *mc, unsigned status, const c
 	return rc;
 }
 
-static enum MHD_Result refuse(struct MHD_Connection *mc, unsigned status, const char *name, const char *value,
-			      int code, const char *msg)
+/* A refusal while the request is read: the answer becomes ours first (unless the watchdog's 408
+ * went out already: then MHD closes). c is NULL for a connection MHD could not give state to. */
+static enum MHD_Result refuse(struct conn *c, struct MHD_Connection *mc, unsigned status, const char *name,
+			      const char *value, int code, const char *msg)
 {
+	if (c != NULL && conn_read_done(c) < 0)
+		return MHD_NO;
 	return reply(mc, status, name, value, mcp_error_msg(NULL, code, NULL, "%s", msg));
 }
 
@@ -341,87 +345,53 @@ static unsigned answer_status(json_t *msg, int modern)
 	return MHD_HTTP_OK;
 }
 
-/* A refusal of the head: its status, one extra header or none, its JSON-RPC error. */
-struct refusal {
-	unsigned status;
-	const char *name, *value;
-	int code;
-	const char *msg;
-};
-
-static const struct refusal too_many = { MHD_HTTP_SERVICE_UNAVAILABLE, MHD_HTTP_HEADER_RETRY_AFTER, "1", RPC_INTERNAL,
-					 "too many connections" };
-static const struct refusal twice = { MHD_HTTP_BAD_REQUEST, NULL, NULL, RPC_INVALID_REQUEST, "malformed HTTP request" };
-static const struct refusal not_mcp = { MHD_HTTP_NOT_FOUND, NULL, NULL, RPC_INVALID_REQUEST, "the MCP endpoint is /mcp" };
-static const struct refusal foreign = { MHD_HTTP_FORBIDDEN, NULL, NULL, RPC_INVALID_REQUEST,
-					"Origin is not a page of this machine" };
-static const struct refusal no_token = { MHD_HTTP_UNAUTHORIZED, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer",
-					 RPC_INVALID_REQUEST, "a bearer token is required (sandbox-manager mcp --token-file)" };
-static const struct refusal bad_token = { MHD_HTTP_UNAUTHORIZED, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-					  "Bearer error=\"invalid_token\"", RPC_INVALID_REQUEST,
-					  "a bearer token is required (sandbox-manager mcp --token-file)" };
-static const struct refusal not_post = { MHD_HTTP_METHOD_NOT_ALLOWED, MHD_HTTP_HEADER_ALLOW, "POST", RPC_INVALID_REQUEST,
-					 "only POST: no sessions, no GET stream (2026-07-28)" };
-static const struct refusal not_json = { MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, NULL, RPC_INVALID_REQUEST,
-					 "Content-Type must be application/json" };
-static const struct refusal no_length = { MHD_HTTP_LENGTH_REQUIRED, NULL, NULL, RPC_INVALID_REQUEST,
-					  "a Content-Length body is required" };
-static const struct refusal too_large = { MHD_HTTP_CONTENT_TOO_LARGE, NULL, NULL, RPC_INVALID_REQUEST,
-					  "the message is over 4194304 bytes" };
-static const struct refusal no_memory = { MHD_HTTP_SERVICE_UNAVAILABLE, NULL, NULL, RPC_INTERNAL, "out of memory" };
-
-/* The head, checked when MHD has read it and before any of the body is read; NULL when it passes
- * (the body's buffer is made). */
-static const struct refusal *conn_refusal(struct conn *c, struct MHD_Connection *mc, const char *url,
-					  const char *method)
+/* The head, checked on the handler's first call, before any of the body is read: a refusal is
+ * queued at once (MHD then sends no "100 Continue" and reads no body); else the body's buffer is
+ * made and MHD answers "Expect: 100-continue" (curl waits for it over 1 KiB). */
+static enum MHD_Result conn_check(struct conn *c, struct MHD_Connection *mc, const char *url, const char *method)
 {
 	const char *auth = header(mc, MHD_HTTP_HEADER_AUTHORIZATION), *ctype = header(mc, MHD_HTTP_HEADER_CONTENT_TYPE);
 	const char *clen = header(mc, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	long long n;
 	char *end = NULL;
 
+	c->checked = 1;
 	if (c->over)
-		return &too_many;
+		return refuse(c, mc, MHD_HTTP_SERVICE_UNAVAILABLE, MHD_HTTP_HEADER_RETRY_AFTER, "1", RPC_INTERNAL,
+			      "too many connections");
 	if (!headers_once(mc))
-		return &twice;
+		return refuse(c, mc, MHD_HTTP_BAD_REQUEST, NULL, NULL, RPC_INVALID_REQUEST, "malformed HTTP request");
 	if (strcmp(url, "/mcp") != 0 && strcmp(url, "/") != 0)
-		return &not_mcp;
+		return refuse(c, mc, MHD_HTTP_NOT_FOUND, NULL, NULL, RPC_INVALID_REQUEST, "the MCP endpoint is /mcp");
 	if (!origin_ok(header(mc, "Origin")))
-		return &foreign;
+		return refuse(c, mc, MHD_HTTP_FORBIDDEN, NULL, NULL, RPC_INVALID_REQUEST,
+			      "Origin is not a page of this machine");
 	if (!token_ok(c->h, auth))
-		return auth ? &bad_token : &no_token;
+		return refuse(c, mc, MHD_HTTP_UNAUTHORIZED, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+			      auth ? "Bearer error=\"invalid_token\"" : "Bearer", RPC_INVALID_REQUEST,
+			      "a bearer token is required (sandbox-manager mcp --token-file)");
 	http_budget_leave(&unauth, c); /* from here on it holds one of the MAX_CONNS, as the token's holder */
 	if (strcmp(method, "POST") != 0)
-		return &not_post;
+		return refuse(c, mc, MHD_HTTP_METHOD_NOT_ALLOWED, MHD_HTTP_HEADER_ALLOW, "POST", RPC_INVALID_REQUEST,
+			      "only POST: no sessions, no GET stream (2026-07-28)");
 	if (ctype == NULL || strncasecmp(ctype, "application/json", 16) != 0 ||
 	    (ctype[16] != '\0' && ctype[16] != ';' && ctype[16] != ' '))
-		return &not_json;
+		return refuse(c, mc, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, NULL, RPC_INVALID_REQUEST,
+			      "Content-Type must be application/json");
 	errno = 0;
 	n = clen != NULL ? strtoll(clen, &end, 10) : -1;
+	/* chunked included: MHD would take it, the transport does not */
 	if (header(mc, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL || clen == NULL || clen[0] < '0' || clen[0] > '9' ||
 	    *end != '\0' || errno != 0)
-		return &no_length; /* chunked included: MHD would take it, the transport does not */
+		return refuse(c, mc, MHD_HTTP_LENGTH_REQUIRED, NULL, NULL, RPC_INVALID_REQUEST,
+			      "a Content-Length body is required");
 	if (n > (long long)BODY_CAP)
-		return &too_large;
+		return refuse(c, mc, MHD_HTTP_CONTENT_TOO_LARGE, NULL, NULL, RPC_INVALID_REQUEST,
+			      "the message is over 4194304 bytes");
 	c->body_len = (size_t)n;
 	if ((c->body = malloc(c->body_len + 1)) == NULL)
-		return &no_memory;
-	return NULL;
-}
-
-/* The first call of the handler: a refusal is queued at once (MHD then sends no "100 Continue"
- * and reads no body); else MHD answers "Expect: 100-continue" now (curl waits for it over 1 KiB). */
-static enum MHD_Result conn_check(struct conn *c, struct MHD_Connection *mc, const char *url, const char *method)
-{
-	const struct refusal *r;
-
-	c->checked = 1;
-	r = conn_refusal(c, mc, url, method);
-	if (r == NULL)
-		return MHD_YES;
-	if (conn_read_done(c) < 0)
-		return MHD_NO; /* the watchdog answered 408 */
-	return refuse(mc, r->status, r->name, r->value, r->code, r->msg);
+		return refuse(c, mc, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, NULL, RPC_INTERNAL, "out of memory");
+	return MHD_YES;
 }
 
 /* ---- the sink: the protocol's messages for this connection's request ---- */
@@ -638,7 +608,8 @@ static enum MHD_Result mcp_http_handler(void *cls, struct MHD_Connection *mc, co
 	(void)version;
 	(void)req_cls;
 	if (c == NULL)
-		return refuse(mc, MHD_HTTP_SERVICE_UNAVAILABLE, MHD_HTTP_HEADER_RETRY_AFTER, "1", RPC_INTERNAL, "out of memory");
+		return refuse(NULL, mc, MHD_HTTP_SERVICE_UNAVAILABLE, MHD_HTTP_HEADER_RETRY_AFTER, "1", RPC_INTERNAL,
+			      "out of memory");
 	if (!c->checked)
 		return conn_check(c, mc, url, method);
 	if (*upload_len == 0)
