@@ -634,8 +634,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* The listener's daemon (see the file's head for the bounds). MHD answers what it refuses itself
- * with a status of its own: a malformed head 400, a head over HEAD_MEMORY 431 (or a reset, as the
- * rest is never read), a request line over it 414. Past MAX_CONNS + UNAUTH_MAX at once (only when a
+ * with a status of its own: a malformed head 400 (an HTTP/1.1 one without Host too, which the
+ * hand-written parser took), a head over HEAD_MEMORY 431 (or a reset, as the rest is never read),
+ * HTTP/2's preface 505. Bytes it cannot read as a request line at all it waits on without an
+ * answer (0.9.75): the watchdog's 408 at READ_DEADLINE_MS is theirs (measured by hand). Past MAX_CONNS + UNAUTH_MAX at once (only when a
  * flood outruns the budget's shedding) MHD closes a new connection without an answer; from
  * MAX_CONNS to there, the handler answers 503. */
 int mcp_http_start(struct mcp_http *h, struct sb_err *err)
