@@ -206,7 +206,9 @@ static int tcp_listen(const struct listen_addr *a, const char *addr, struct sb_e
  * - SCRAPE_IDLE_SECONDS without progress closes a connection, silent or not reading (MHD closes
  *   it without an answer, as the hand-written responder did at its deadline);
  * - SCRAPE_MEMORY per connection: a head over 8 KiB is answered 431 by MHD itself (the client may
- *   see a reset instead, as the rest it sent is never read), a malformed one 400. */
+ *   see a reset instead, as the rest it sent is never read), a malformed one 400; bytes that are
+ *   no request line at all MHD 0.9.75 waits on, so they are closed at the idle timeout, unanswered
+ *   (the hand-written responder said 400). */
 static int scrape_serve(struct manager *m, int fd, const char *addr, struct sb_err *err)
 {
 	struct MHD_Daemon *d = MHD_start_daemon(
