@@ -14,6 +14,7 @@
  * and the sandboxes' namespaces map it 1:1 as they do under root. */
 #include "identity_ids.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -401,6 +402,27 @@ static int reachable(const char *dir, const char *within, struct sb_err *err)
 	return identity_ids_walkable(dir, (uid_t)-1, err);
 }
 
+/* Whether an identity on volume was made with the manager's own ids: its repositories/ are the
+ * manager's group (under subordinate ids they are the identity's, identity_ids.c). */
+static bool volume_made_own(const char *volume)
+{
+	char path[PATH_MAX];
+	cleanup_closedir DIR *d = NULL;
+	struct dirent *e;
+	struct stat st;
+
+	if (snprintf(path, sizeof path, "%s/identities", volume) >= (int)sizeof path || (d = opendir(path)) == NULL)
+		return false;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' ||
+		    snprintf(path, sizeof path, "%s/identities/%s/repositories", volume, e->d_name) >= (int)sizeof path)
+			continue;
+		if (stat(path, &st) == 0 && st.st_gid == getgid())
+			return true;
+	}
+	return false;
+}
+
 int identity_userns_default(struct config *c, struct sb_err *err)
 {
 	struct passwd *pw = getpwuid(getuid());
@@ -424,6 +446,14 @@ int identity_userns_default(struct config *c, struct sb_err *err)
 	 * `sandbox-ids subuid` given explicitly refuses the start instead (identity_ids_walkable). */
 	if (reachable(c->state_dir, NULL, &ignored) < 0 || reachable(c->volume, c->state_dir, &ignored) < 0) {
 		snprintf(c->ids_from, sizeof c->ids_from, "%.150s", ignored.msg); /* a message: cut is fine */
+		return 0;
+	}
+	/* A volume whose identities were made with the manager's own ids (before this default) keeps
+	 * them: its files are the user's, which no subordinate id may write. Moving is the operator's
+	 * step (`sandbox-ids subuid`, docs/operations.md). */
+	if (volume_made_own(c->volume)) {
+		snprintf(c->ids_from, sizeof c->ids_from, "the volume's identities were made with the manager's own ids "
+			 "(give sandbox-ids subuid to move them: docs/operations.md)");
 		return 0;
 	}
 	c->ids_subuid = true;

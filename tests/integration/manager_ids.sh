@@ -180,6 +180,15 @@ test_manager_identity_ids_own() {
 	assert_eq "the manager's own ids" "$RUN_UID" "$(jr .ids.uid)"
 	assert_json .ids.from '"the manager'"'"'s own (an unprivileged manager maps only its own ids)"'
 	grep -q "every identity's sandboxes run as this manager's own uid" "$TD/manager.log" || bad "no warning at start"
+	# An upgrade: a volume whose identities were made with the manager's own ids keeps them by
+	# default (their files are the user's, which no subordinate id may write), and says how to move.
+	kill -KILL "$MGR_PID" && wait "$MGR_PID" 2>/dev/null
+	mgr_start || return 1
+	mgr session show --session "$SID"
+	assert_eq "an upgraded volume: the manager's own ids still" "$RUN_UID" "$(jr .ids.uid)"
+	grep -q "not the default here: the volume's identities were made with the manager's own ids" "$TD/manager.log" ||
+		bad "the upgrade's warning is missing"
+	[ -s "$MSTATE/userns-holder" ] && bad "an upgraded volume's start made a subuid namespace"
 	# The default where a range id cannot walk to the state directory (a 0700 home): the manager's
 	# own ids, and the warning names the directory.
 	mgr_cleanup
