@@ -36,7 +36,8 @@ mcp_output_checks() {
 	# Outside the worktree, writable by every uid: a write that followed a link would land here.
 	outside=$TD/outside
 	mkdir -p "$outside" && echo "keep me" >"$outside/victim" && chmod 0777 "$outside" && chmod 0666 "$outside/victim"
-	timeout -k 5 300 "${AS[@]}" "$node" "$MCP_TESTS/output.mjs" --manager "$MANAGER" --socket "$MSOCK" \
+	# in the manager's namespace: the kept outputs belong to the identity's subordinate ids (as_in_manager_ns)
+	as_in_manager_ns timeout -k 5 300 "$node" "$MCP_TESTS/output.mjs" --manager "$MANAGER" --socket "$MSOCK" \
 		--session "$SID" --worktree "$WT" --outside "$outside" >"$TD/mcp-output.out" 2>&1
 	RC=$?
 	sed 's/^/      /' "$TD/mcp-output.out"
