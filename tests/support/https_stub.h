@@ -5,6 +5,7 @@
 #ifndef SB_HTTPS_STUB_H
 #define SB_HTTPS_STUB_H
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,13 @@ static inline void https_stub_stop(pid_t pid)
 		kill(pid, SIGTERM);
 		waitpid(pid, NULL, 0);
 	}
+}
+
+/* Before a case: no overrides, an empty request log. 0, or -1. */
+static inline int https_stub_reset(const char *responses, const char *log)
+{
+	unlink(responses);
+	return truncate(log, 0) < 0 && errno != ENOENT ? -1 : 0;
 }
 
 /* The requests logged so far, as a JSON array of {"method","path","headers","body"}. */

@@ -120,10 +120,7 @@ static int group_teardown(void **state)
 static int test_setup(void **state)
 {
 	(void)state;
-	unlink(T.responses);
-	if (truncate(T.log, 0) < 0 && errno != ENOENT)
-		return -1;
-	return 0;
+	return https_stub_reset(T.responses, T.log);
 }
 
 /* ---- helpers ---- */
@@ -593,25 +590,34 @@ static void rancher_write_refused_and_forbidden(void **state)
 
 /* ---- dispatch through snapshot_make ---- */
 
+/* A fresh private directory for session tag, and its three grants: kubernetes:staging by
+ * tokenrequest (write), kubernetes:prod by rancher (read), kubernetes:lab a file (read). */
+static void three_grants(const char *tag, char *private_dir, size_t len, json_t **resources, json_t **grants)
+{
+	char file_cred[200];
+
+	snprintf(private_dir, len, "%s/sandboxes-%s.g%d", T.base, tag, T.n++);
+	assert_int_equal(mkdir(private_dir, 0700), 0);
+	snprintf(file_cred, sizeof file_cred, "%s/file.kubeconfig", T.base);
+	write_text(file_cred, "file-credential\n", 0600);
+	*resources = json_object();
+	json_object_set_new(*resources, "kubernetes:staging", json_sprintf("tokenrequest:%s", tokenrequest_config("")));
+	json_object_set_new(*resources, "kubernetes:prod", json_sprintf("rancher:%s", rancher_config("")));
+	json_object_set_new(*resources, "kubernetes:lab", json_sprintf("file:%s", file_cred));
+	*grants = json_pack("{s:s, s:s, s:s}", "kubernetes:staging", "write", "kubernetes:prod", "read", "kubernetes:lab",
+			    "read");
+}
+
 static void snapshot_with_brokers(void **state)
 {
 	struct snapshot snap;
 	struct sb_err err;
-	char private_dir[200], file_cred[200], revoke[260];
+	char private_dir[200], revoke[260];
 	json_t *resources, *grants, *reqs, *list;
 	int64_t before = clock_real_ms();
 
 	(void)state;
-	snprintf(private_dir, sizeof private_dir, "%s/sandboxes-s0123.g%d", T.base, T.n++);
-	assert_int_equal(mkdir(private_dir, 0700), 0);
-	snprintf(file_cred, sizeof file_cred, "%s/file.kubeconfig", T.base);
-	write_text(file_cred, "file-credential\n", 0600);
-	resources = json_object();
-	json_object_set_new(resources, "kubernetes:staging", json_sprintf("tokenrequest:%s", tokenrequest_config("")));
-	json_object_set_new(resources, "kubernetes:prod", json_sprintf("rancher:%s", rancher_config("")));
-	json_object_set_new(resources, "kubernetes:lab", json_sprintf("file:%s", file_cred));
-	grants = json_pack("{s:s, s:s, s:s}", "kubernetes:staging", "write", "kubernetes:prod", "read", "kubernetes:lab",
-			   "read");
+	three_grants("s0123", private_dir, sizeof private_dir, &resources, &grants);
 	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), NULL, &snap, &err), 0);
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-staging.kubeconfig");
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-prod.kubeconfig");
@@ -670,23 +676,14 @@ static void snapshot_at_the_edge(void **state)
 {
 	struct snapshot snap;
 	struct sb_err err;
-	char private_dir[200], file_cred[200], path[300], text[8192];
+	char private_dir[200], path[300], text[8192];
 	json_t *resources, *grants, *k;
 	struct snapshot_edge *staging = NULL, *prod = NULL;
 	FILE *f;
 	size_t n;
 
 	(void)state;
-	snprintf(private_dir, sizeof private_dir, "%s/sandboxes-s0124.g%d", T.base, T.n++);
-	assert_int_equal(mkdir(private_dir, 0700), 0);
-	snprintf(file_cred, sizeof file_cred, "%s/file.kubeconfig", T.base);
-	write_text(file_cred, "file-credential\n", 0600);
-	resources = json_object();
-	json_object_set_new(resources, "kubernetes:staging", json_sprintf("tokenrequest:%s", tokenrequest_config("")));
-	json_object_set_new(resources, "kubernetes:prod", json_sprintf("rancher:%s", rancher_config("")));
-	json_object_set_new(resources, "kubernetes:lab", json_sprintf("file:%s", file_cred));
-	grants = json_pack("{s:s, s:s, s:s}", "kubernetes:staging", "write", "kubernetes:prod", "read", "kubernetes:lab",
-			   "read");
+	three_grants("s0124", private_dir, sizeof private_dir, &resources, &grants);
 	assert_int_equal(snapshot_make_edge(private_dir, grants, resources, getuid(), getgid(), &snap, &err), 0);
 	assert_int_equal(snap.edges_n, 2);
 	for (size_t i = 0; i < snap.edges_n; i++) {

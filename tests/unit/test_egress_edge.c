@@ -201,8 +201,7 @@ static int group_teardown(void **state)
 static int test_setup(void **state)
 {
 	(void)state;
-	unlink(T.responses);
-	return truncate(T.log, 0) < 0 && errno != ENOENT ? -1 : 0;
+	return https_stub_reset(T.responses, T.log);
 }
 
 static void read_grant_lists_with_the_grants_token(void **state)
