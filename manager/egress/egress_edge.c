@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +49,8 @@ struct pump {
 	bool paused;     /* the write callback asked libcurl to hold the rest */
 	bool head_done;  /* the status and headers are in */
 	bool done;
+	int client_fd;     /* the sandbox's connection, watched for its end while the answer is awaited; -1: not */
+	bool client_gone;  /* the sandbox closed it: the transfer ends, the API server is not kept waiting */
 	CURLcode result;
 	long status;
 	char content_type[256];
@@ -276,6 +279,7 @@ static struct pump *pump_start(struct edge_req *r, struct MHD_Connection *c, con
 {
 	struct egress_edge *e = r->edge;
 	struct pump *p = calloc(1, sizeof *p);
+	const union MHD_ConnectionInfo *ci;
 	char url[sizeof e->server + sizeof r->target];
 
 	if (p == NULL || snprintf(url, sizeof url, "%s%s", e->server, r->target) >= (int)sizeof url ||
@@ -284,6 +288,8 @@ static struct pump *pump_start(struct edge_req *r, struct MHD_Connection *c, con
 		pump_free(p);
 		return NULL;
 	}
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	p->client_fd = ci != NULL ? ci->connect_fd : -1;
 	curl_easy_setopt(p->easy, CURLOPT_URL, url);
 	curl_easy_setopt(p->easy, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(p->easy, CURLOPT_PROTOCOLS_STR, "https");
@@ -316,9 +322,26 @@ static struct pump *pump_start(struct edge_req *r, struct MHD_Connection *c, con
 	return p;
 }
 
-/* One step of the transfer: what is ready is done, then up to a second's wait for more. */
+/* The sandbox's connection became readable while its answer is awaited: its end (EOF or a reset),
+ * or bytes of a next request, which MHD reads after this answer; then it is watched no more, lest
+ * the wait spin on them. Only peeked: the bytes stay for MHD. */
+static void client_check(struct pump *p)
+{
+	char b;
+	ssize_t n = recv(p->client_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		p->client_gone = true;
+	else if (n > 0)
+		p->client_fd = -1;
+}
+
+/* One step of the transfer: what is ready is done, then up to a second's wait for more or for
+ * the sandbox's end (a watch cut by its client would otherwise hold the API server's stream and
+ * this connection until the server ends it, and its record would wait as long). */
 static void pump_step(struct pump *p)
 {
+	struct curl_waitfd w = { .fd = p->client_fd, .events = CURL_WAIT_POLLIN };
 	int running = 0, left;
 	CURLMsg *msg;
 
@@ -329,8 +352,11 @@ static void pump_step(struct pump *p)
 			p->result = msg->data.result;
 			curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
 		}
-	if (!p->done && !(p->paused && p->off < p->len))
-		curl_multi_poll(p->multi, NULL, 0, 1000, NULL);
+	if (p->done || (p->paused && p->off < p->len))
+		return;
+	curl_multi_poll(p->multi, p->client_fd >= 0 ? &w : NULL, p->client_fd >= 0 ? 1 : 0, 1000, NULL);
+	if (p->client_fd >= 0 && (w.revents & CURL_WAIT_POLLIN))
+		client_check(p);
 }
 
 /* MHD's content reader: what came, else a step of the transfer, until its end. */
@@ -359,7 +385,7 @@ static ssize_t pump_take(void *cls, uint64_t pos, char *buf, size_t max)
 		if (p->done)
 			return p->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM :
 			       MHD_CONTENT_READER_END_WITH_ERROR;
-		if (atomic_load(&r->edge->stopping))
+		if (atomic_load(&r->edge->stopping) || p->client_gone)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		pump_step(p);
 	}
@@ -377,8 +403,10 @@ static enum MHD_Result forward(struct edge_req *r, struct MHD_Connection *c, con
 	if (p == NULL)
 		return status_queue(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "InternalError",
 				    "infra-sandbox edge: out of memory starting the request");
-	while (!p->head_done && !p->done && !atomic_load(&r->edge->stopping))
+	while (!p->head_done && !p->done && !p->client_gone && !atomic_load(&r->edge->stopping))
 		pump_step(p);
+	if (p->client_gone)
+		return MHD_NO; /* nobody to answer: the connection is closed, the request logged unanswered */
 	if (!p->head_done || p->status < 200) {
 		snprintf(msg, sizeof msg, "infra-sandbox edge: grant %.128s: the API server %.512s did not answer: %.200s",
 			 r->edge->grant, r->edge->server, curl_easy_strerror(p->done ? p->result : CURLE_ABORTED_BY_CALLBACK));

@@ -4,7 +4,9 @@
  * Authorization and impersonation headers never do; a read grant refuses a patch before anything
  * leaves, with a Kubernetes Status naming the verb and the resource; a write grant forwards it with
  * its body; an upgrade is refused; an API server whose certificate the grant's CA does not sign
- * gets nothing and the sandbox a 502; every request is in the egress log. */
+ * gets nothing and the sandbox a 502; every request is in the egress log; a sandbox that goes
+ * while its answer streams (a watch cut by its client) or before it comes ends the transfer at
+ * once, and the request is in the log then, not when the API server ends it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -110,6 +114,47 @@ static void responses_set(const char *key, int status, const char *body_json)
 
 	assert_int_equal(json_dump_file(o, T.responses, 0), 0);
 	json_decref(o);
+}
+
+/* An answer the stub delays (delay) or streams and holds open (hold), for seconds. */
+static void responses_slow(const char *key, const char *how, int seconds, const char *body_json)
+{
+	json_t *o = json_pack("{s:{s:i, s:i, s:o}}", key, "status", 200, how, seconds,
+			      "body", json_loads(body_json, 0, NULL));
+
+	assert_int_equal(json_dump_file(o, T.responses, 0), 0);
+	json_decref(o);
+}
+
+/* The sandbox's side, by hand: a GET sent on a connection the test closes when it likes. */
+static int raw_get(unsigned port, const char *path)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				 .sin_port = htons((uint16_t)port) };
+	struct timeval tv = { .tv_sec = 10 };
+	char req[512];
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+	n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	return fd;
+}
+
+/* The log's request count once it is not 0, or 0 after ms. */
+static uint64_t logged_within(struct egress_log *log, int ms)
+{
+	struct timespec pause = { .tv_nsec = 50 * 1000 * 1000 };
+	struct egress_counts n;
+
+	for (int waited = 0;; waited += 50) {
+		egress_log_counts(log, &n);
+		if (n.requests != 0 || waited >= ms)
+			return n.requests;
+		nanosleep(&pause, NULL);
+	}
 }
 
 static char ca_path[200];
@@ -291,6 +336,65 @@ static void an_untrusted_server_gets_nothing(void **state)
 	json_decref(reqs);
 }
 
+static void a_cut_watch_ends_at_once_and_is_logged(void **state)
+{
+	static const char path[] = "/api/v1/namespaces/default/pods?watch=true";
+	struct egress_log *log = egress_log_new(16);
+	char got[8192];
+	size_t len = 0;
+	ssize_t n;
+	unsigned port;
+	struct egress_edge *e;
+	json_t *j, *d;
+	int fd;
+
+	(void)state;
+	/* the first event, then a stream the API server would hold for 30 s */
+	responses_slow("GET /api/v1/namespaces/default/pods?watch=true", "hold", 30,
+		       "{\"type\": \"ADDED\", \"object\": {\"kind\": \"Pod\"}}");
+	e = edge_up("read", ca_path, log, &port);
+	fd = raw_get(port, path);
+	got[0] = '\0';
+	while (strstr(got, "ADDED") == NULL && len < sizeof got - 1 && (n = read(fd, got + len, sizeof got - 1 - len)) > 0) {
+		len += (size_t)n;
+		got[len] = '\0';
+	}
+	assert_contains(got, "\"ADDED\"");
+	assert_int_equal(logged_within(log, 200), 0); /* streaming: not over yet */
+	close(fd);
+	/* within the pump's one-second wait, not the server's 30 s */
+	assert_int_equal(logged_within(log, 5000), 1);
+	j = egress_log_json(log);
+	d = json_array_get(json_object_get(j, "details"), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(d, "kubernetes"), "verb")), "watch");
+	assert_int_equal(json_integer_value(json_object_get(d, "status")), 200);
+	json_decref(j);
+	egress_edge_stop(&e);
+	egress_log_free(log);
+}
+
+static void a_sandbox_gone_before_its_answer_is_logged(void **state)
+{
+	struct timespec pause = { .tv_nsec = 300 * 1000 * 1000 };
+	struct egress_log *log = egress_log_new(16);
+	struct egress_counts n;
+	unsigned port;
+	struct egress_edge *e;
+	int fd;
+
+	(void)state;
+	responses_slow("GET /api/v1/namespaces/default/pods", "delay", 30, "{\"kind\": \"PodList\"}");
+	e = edge_up("read", ca_path, log, &port);
+	fd = raw_get(port, "/api/v1/namespaces/default/pods");
+	nanosleep(&pause, NULL);
+	close(fd);
+	assert_int_equal(logged_within(log, 5000), 1);
+	egress_log_counts(log, &n);
+	assert_int_equal(n.refused, 0);
+	egress_edge_stop(&e);
+	egress_log_free(log);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +403,8 @@ int main(void)
 		cmocka_unit_test_setup(write_grant_forwards_a_patch_with_its_body, test_setup),
 		cmocka_unit_test_setup(an_upgrade_is_refused, test_setup),
 		cmocka_unit_test_setup(an_untrusted_server_gets_nothing, test_setup),
+		cmocka_unit_test_setup(a_cut_watch_ends_at_once_and_is_logged, test_setup),
+		cmocka_unit_test_setup(a_sandbox_gone_before_its_answer_is_logged, test_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
