@@ -41,6 +41,7 @@
 #define QUERY_WAIT_MAX_MS 8000   /* ... up to this */
 #define QUERY_SLICE_MS 250       /* a cancel is seen within this while waiting */
 #define PROBE_MS 2000            /* the runtime's evidence between two tries: a glance, not a wait */
+#define EGRESS_DRAIN_MS 2000     /* an exec's requests still closing at its end (egress_log_drain) */
 
 json_t *call_refused_result(const struct call *c, const char *status, const char *why)
 {
@@ -58,7 +59,7 @@ int call_record_end(struct manager *m, struct call *c, const char *status, json_
 
 	/* Policy proxy: what left the sandbox while this exec ran goes with its record (and answer). */
 	if (c->sandbox != NULL && c->sandbox->egress_log != NULL && json_is_object(result) &&
-	    (egress = egress_log_drain(c->sandbox->egress_log)) != NULL)
+	    (egress = egress_log_drain(c->sandbox->egress_log, EGRESS_DRAIN_MS)) != NULL)
 		json_object_set_new(result, "egress", egress);
 	result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
 	if (result != NULL && result_text == NULL)

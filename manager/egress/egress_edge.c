@@ -442,6 +442,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->edge = cls;
 		r->t0 = now_ms();
 		*con_cls = r;
+		if (r->edge->log != NULL)
+			egress_log_begin(r->edge->log);
 		head_judge(r, c, url, method);
 		return MHD_YES;
 	}
@@ -492,6 +494,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 		.bytes_up = r->body_len,
 		.bytes_down = r->pump ? r->pump->bytes_down : 0,
 		.duration_ms = (uint64_t)(now_ms() - r->t0),
+		.begun = true,
 	};
 	if (e->log != NULL)
 		egress_log_append(e->log, &rec);

@@ -72,7 +72,7 @@ static void conn_record(struct conn *c)
 	struct egress_request r = {
 		.method = c->method, .host = c->target, .refused = c->status == 403, .status = c->status,
 		.bytes_up = c->up.total, .bytes_down = c->down.total,
-		.duration_ms = (uint64_t)(clock_mono_ms() - c->t0_ms),
+		.duration_ms = (uint64_t)(clock_mono_ms() - c->t0_ms), .begun = true,
 	};
 
 	if (c->log != NULL && c->method[0] != '\0')
@@ -233,6 +233,8 @@ static void head_read(struct egress_proxy *p, struct conn *c)
 		return;
 	}
 	snprintf(c->method, sizeof c->method, "%s", h.method);
+	if (c->log != NULL)
+		egress_log_begin(c->log);
 	snprintf(c->target, sizeof c->target, "%s", h.target);
 	if (strcmp(h.method, "CONNECT") != 0) {
 		snprintf(body, sizeof body, "infra-sandbox egress: %s %s is not served for session %s: only CONNECT "
