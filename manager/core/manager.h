@@ -59,6 +59,12 @@ struct live_sandbox {
 	struct egress_edge *edges[SNAPSHOT_EDGES_MAX]; /* its kubernetes grants served at the edge */
 	struct snapshot_edge *edge_creds;  /* from the snapshot until the edges hold them (sandbox_egress) */
 	size_t edges_n;
+	/* The running exec's mutating requests, kept on its record as they leave and end (sandbox.c
+	 * edge_note): one writer at a time, so that a later note never loses to an earlier one. */
+	struct manager *m;
+	pthread_mutex_t notes_lock;
+	json_t *notes;                 /* {key: request} of notes_exec, at most EGRESS_NOTES_MAX */
+	char notes_exec[65];
 	char identity[65];             /* the session's identity: its sessions share repo_dir's refs */
 	struct workspace_owner ids;    /* the identity's uid and gid: the sandbox's (identity_ids.h) */
 	char repo_dir[PATH_MAX];       /* the base clone, swept after each call (execpath.c call_sweep) */

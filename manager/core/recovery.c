@@ -182,6 +182,24 @@ static int recover_settled(struct manager *m, const char *exec_id)
 	return settled ? 0 : -1;
 }
 
+/* Policy proxy: the mutating requests a running exec's record kept as they left (sandbox.c
+ * edge_note) stay with the end recovery finds for it, since the agent's result knows nothing of
+ * them: for an uncertain exec they are the evidence of what reached the cluster. */
+static void egress_noted_keep(struct manager *m, const char *exec_id, json_t *result)
+{
+	struct records_query q = { .exec_id = exec_id };
+	json_t *page = NULL, *noted;
+	struct sb_err ignored;
+
+	if (!json_is_object(result) || json_object_get(result, "egress") != NULL ||
+	    records_page(m->rec, &q, &page, &ignored) != RECORDS_FOUND)
+		return;
+	noted = json_object_get(json_object_get(json_array_get(json_object_get(page, "records"), 0), "result"), "egress");
+	if (json_is_object(noted))
+		json_object_set(result, "egress", noted);
+	json_decref(page);
+}
+
 /* Settle one dispatched exec: its verified end, or uncertain. -1 when neither can be recorded.
  * context: what left it, for the reason ("the manager restarted", "its owner ... stopped"). */
 static int recover_dispatched(struct manager *m, const char *exec_id, const char *context, bool ask,
@@ -215,6 +233,7 @@ static int recover_dispatched(struct manager *m, const char *exec_id, const char
 				 "established: %.700s", context, why.msg[0] ? why.msg : "the result is not JSON");
 			result = call_refused_result(c, "uncertain", c->reason);
 		}
+		egress_noted_keep(m, exec_id, result);
 		rc = call_record_end(m, c, status, result, err);
 		if (rc < 0)
 			rc = recover_settled(m, exec_id);

@@ -16,6 +16,7 @@
 #include "egress_edge.h"
 #include "egress_log.h"
 #include "egress_proxy.h"
+#include "textesc.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -55,6 +56,10 @@ void live_free(struct live_sandbox *l)
 		egress_edge_stop(&l->edges[i]);
 	edge_creds_free(l);
 	egress_log_free(l->egress_log);
+	if (l->m != NULL) {
+		json_decref(l->notes);
+		pthread_mutex_destroy(&l->notes_lock);
+	}
 	agent_close(l->conn);
 	tls_config_free(l->tls);
 	explicit_bzero(l->receipt_key, sizeof l->receipt_key);
@@ -92,16 +97,87 @@ static int sandbox_record(struct manager *m, const struct live_sandbox *l, const
 	return records_sandbox_upsert(m->rec, &row, err);
 }
 
+#define EGRESS_NOTES_MAX 64 /* an exec's mutating requests kept as they go; the rest in its end's record */
+
+/* A mutating request through an edge, as its exec's record keeps it (every string terminal-safe). */
+static json_t *note_json(const struct egress_request *req)
+{
+	const struct k8s_request *k = req->k8s;
+	char *path = textesc_str(req->path ? req->path : "");
+	char *name = textesc_str(k ? k->name : "");
+	char *ns = textesc_str(k ? k->namespace : "");
+	json_t *o = json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:b, s:o}", "method", req->method, "path", path,
+			      "verb", k ? k->verb : "", "group", k ? k->group : "", "resource", k ? k->resource : "",
+			      "namespace", ns ? ns : "", "name", name ? name : "", "dry_run", k != NULL && k->dry_run,
+			      "status", req->status != 0 ? json_integer(req->status) : json_null());
+
+	free(path);
+	free(name);
+	free(ns);
+	return o;
+}
+
+/* egress_edge.h's note: the running exec's mutating requests on its record at once, before each
+ * leaves and when it ends; recovery keeps them with the end it finds for an exec whose manager died
+ * meanwhile (recovery.c). Outside an exec, or for one that ended, nothing. */
+static void edge_note(void *ctx, const char *key, const struct egress_request *req)
+{
+	struct live_sandbox *l = ctx;
+	struct manager *m = l->m;
+	char exec_id[65] = "", *text = NULL;
+	struct sb_err err;
+
+	pthread_mutex_lock(&m->lock);
+	if (l->busy)
+		snprintf(exec_id, sizeof exec_id, "%s", l->running_exec);
+	pthread_mutex_unlock(&m->lock);
+	if (exec_id[0] == '\0')
+		return;
+	pthread_mutex_lock(&l->notes_lock);
+	if (l->notes == NULL || strcmp(l->notes_exec, exec_id) != 0) {
+		json_decref(l->notes);
+		l->notes = json_object();
+		snprintf(l->notes_exec, sizeof l->notes_exec, "%s", exec_id);
+	} else if (req->status != 0 && json_object_get(l->notes, key) == NULL) {
+		pthread_mutex_unlock(&l->notes_lock); /* begun under another exec: its record has it */
+		return;
+	}
+	if (l->notes != NULL && json_object_size(l->notes) < EGRESS_NOTES_MAX &&
+	    json_object_set_new(l->notes, key, note_json(req)) == 0) {
+		json_t *list = json_array(), *v;
+		const char *k;
+
+		json_object_foreach(l->notes, k, v)
+			json_array_append(list, v);
+		json_t *doc = json_pack("{s:{s:o, s:s}}", "egress", "mutating", list, "note",
+					"kept as each request left and ended: a request whose status is null left and "
+					"its answer is not on record");
+
+		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+		json_decref(doc);
+	}
+	sb_err_clear(&err);
+	if (text != NULL && records_exec_egress_note(m->rec, exec_id, text, &err) < 0)
+		sb_warn("exec %s: its egress note is not on record: %s", exec_id, err.msg);
+	pthread_mutex_unlock(&l->notes_lock);
+	free(text);
+}
+
 /* Policy proxy: each kubernetes grant of the snapshot served at its edge, on its port of the
  * sandbox's loopback (the kubeconfig names it and holds no credential); the token moves from the
  * snapshot into the edge, which wipes it when it stops (with the sandbox). */
 static int sandbox_edges(struct manager *m, struct live_sandbox *l, struct sb_err *err)
 {
+	if (l->edges_n > 0 && l->m == NULL) {
+		l->m = m; /* edge_note's, with the lock it takes */
+		pthread_mutex_init(&l->notes_lock, NULL);
+	}
 	for (size_t i = 0; i < l->edges_n; i++) {
 		struct snapshot_edge *c = &l->edge_creds[i];
 		struct egress_edge_spec spec = { .session = l->session, .grant = c->resource, .access = c->access,
 						 .server = c->cred.server, .ca_file = c->cred.ca_file,
-						 .token = c->cred.token, .log = l->egress_log };
+						 .token = c->cred.token, .log = l->egress_log,
+						 .note = edge_note, .note_ctx = l };
 
 		if (m->backend->ops->net_listen(m->backend, &l->h, (uint16_t)c->cred.port, &spec.listen_fd, err) < 0 ||
 		    egress_edge_start(&spec, &l->edges[i], err) < 0) {

@@ -37,6 +37,9 @@ struct egress_edge {
 	char ca_file[4096];
 	char *token;
 	struct egress_log *log;
+	void (*note)(void *ctx, const char *key, const struct egress_request *req);
+	void *note_ctx;
+	atomic_ulong seq;         /* the requests' keys for note */
 };
 
 /* The answer on its way: what the API server sent that the sandbox has not taken yet. */
@@ -72,6 +75,7 @@ struct edge_req {
 	struct pump *pump;
 	int status;         /* what the sandbox got */
 	int64_t t0;
+	char key[160];      /* "" unless noted (a mutating request that left): its key for note */
 };
 
 static int64_t now_ms(void)
@@ -391,6 +395,24 @@ static ssize_t pump_take(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
+/* The request as the egress log and the notes take it. */
+static struct egress_request edge_record(const struct edge_req *r)
+{
+	return (struct egress_request){
+		.method = r->parsed ? r->k8s.method : "?",
+		.host = r->edge->server,
+		.path = r->target,
+		.k8s = r->parsed ? &r->k8s : NULL,
+		.refused = r->refusal != 0,
+		/* a transfer cut before its end: the sandbox saw a status, the API server's whole answer not */
+		.status = r->status,
+		.bytes_up = r->body_len,
+		.bytes_down = r->pump ? r->pump->bytes_down : 0,
+		.duration_ms = (uint64_t)(now_ms() - r->t0),
+		.begun = true,
+	};
+}
+
 /* The request leaves: its answer's head awaited, then its body streamed by pump_take. */
 static enum MHD_Result forward(struct edge_req *r, struct MHD_Connection *c, const char *method)
 {
@@ -398,6 +420,14 @@ static enum MHD_Result forward(struct edge_req *r, struct MHD_Connection *c, con
 	struct pump *p;
 	enum MHD_Result rc;
 	char msg[1024];
+	struct egress_request rec;
+
+	/* On record before it leaves: if the manager dies now, the exec's record says it was sent. */
+	if (r->edge->note != NULL && k8s_request_mutating(&r->k8s)) {
+		snprintf(r->key, sizeof r->key, "%.127s#%lu", r->edge->grant, atomic_fetch_add(&r->edge->seq, 1) + 1);
+		rec = edge_record(r);
+		r->edge->note(r->edge->note_ctx, r->key, &rec);
+	}
 
 	p = r->pump = pump_start(r, c, method);
 	if (p == NULL)
@@ -483,19 +513,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	(void)toe;
 	if (r == NULL)
 		return;
-	rec = (struct egress_request){
-		.method = r->parsed ? r->k8s.method : "?",
-		.host = e->server,
-		.path = r->target,
-		.k8s = r->parsed ? &r->k8s : NULL,
-		.refused = r->refusal != 0,
-		/* a transfer cut before its end: the sandbox saw a status, the API server's whole answer not */
-		.status = r->status,
-		.bytes_up = r->body_len,
-		.bytes_down = r->pump ? r->pump->bytes_down : 0,
-		.duration_ms = (uint64_t)(now_ms() - r->t0),
-		.begun = true,
-	};
+	rec = edge_record(r);
+	if (r->key[0] != '\0')
+		e->note(e->note_ctx, r->key, &rec);
 	if (e->log != NULL)
 		egress_log_append(e->log, &rec);
 	pump_free(r->pump);
@@ -524,6 +544,8 @@ int egress_edge_start(const struct egress_edge_spec *spec, struct egress_edge **
 		return sb_fail(err, ENAMETOOLONG, "grant %s: its server or CA file is too long for the edge", spec->grant);
 	}
 	e->log = spec->log;
+	e->note = spec->note;
+	e->note_ctx = spec->note_ctx;
 	e->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
 				  on_request, e, MHD_OPTION_LISTEN_SOCKET, spec->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
 				  (unsigned)EDGE_CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EDGE_IDLE_S,

@@ -28,6 +28,12 @@ struct egress_edge_spec {
 	const char *ca_file;     /* "" for the system trust store */
 	const char *token;       /* the bearer token: copied, wiped when the edge stops */
 	struct egress_log *log;  /* the sandbox's egress log: every request is appended (not owned) */
+	/* Called for a request that may change something (k8s_request_mutating), before it leaves
+	 * (status 0) and once it ends (its status, 0 if none came): the caller keeps it on record
+	 * at once, so that a manager killed meanwhile leaves the evidence. key names the request
+	 * (unique per edge). NULL: none. */
+	void (*note)(void *ctx, const char *key, const struct egress_request *req);
+	void *note_ctx;
 };
 
 struct egress_edge;

@@ -124,6 +124,12 @@ int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t gen
 int records_exec_finish(struct records *r, const char *exec_id, const char *state, const char *result_json,
 			const char *receipt_json, const char *reason, struct sb_err *err);
 int records_exec_get(struct records *r, const char *exec_id, struct exec_row *out, struct sb_err *err);
+/* Policy proxy: what a running (dispatched) exec has sent so far that may change something, kept as
+ * its result ({"egress": {...}}) before each such request leaves and again when it is answered, so
+ * that a manager killed meanwhile leaves the evidence on record (recovery keeps it with the end it
+ * finds). Nothing is written once the exec has ended. */
+#define RECORDS_EGRESS_NOTE_MAX (256u * 1024u)
+int records_exec_egress_note(struct records *r, const char *exec_id, const char *result_json, struct sb_err *err);
 
 /* Invariant 13: no answer grows without bound. Bytes of text kept per stream in a record, when it
  * is written and again when it is served (records written by older versions hold whole outputs). */

@@ -96,6 +96,27 @@ static int exec_state_of(struct records *r, const char *id, char state[16], stru
 /* accepted -> dispatched, once: the WHERE makes a second dispatch change nothing, and that is an
  * error, so an exec is never sent to an agent twice (invariant 7). With a fence, only while its
  * session is this manager's and at the generation it is dispatched to. */
+int records_exec_egress_note(struct records *r, const char *exec_id, const char *result_json, struct sb_err *err)
+{
+	struct records *locked cleanup_unlock = records_lock(r);
+	struct stmt *st cleanup_stmt = NULL;
+	int rc = DB_OK;
+
+	if (check_arg("exec id", exec_id, ID_MAX, err) != 0)
+		return -1;
+	if (strlen(result_json) > RECORDS_EGRESS_NOTE_MAX)
+		return sb_invalid(err, "records: exec %s: an egress note of %zu bytes, over %u", exec_id,
+				  strlen(result_json), RECORDS_EGRESS_NOTE_MAX);
+	/* Only while it runs: its end's result replaces the note (records_exec_finish). */
+	if (prepare(r, "UPDATE execs SET result_json = ?2 WHERE id = ?1 AND state = 'dispatched'", &st, err) != 0)
+		return -1;
+	bind_text(st, 1, exec_id, &rc);
+	bind_text(st, 2, result_json, &rc);
+	if (step(st, rc) != DB_DONE)
+		return db_fail(r, err, "noting the egress of exec %s", exec_id);
+	return 0;
+}
+
 int records_exec_dispatched(struct records *r, const char *exec_id, uint64_t generation, const char *nonce_hex,
 			    const char *sandbox, const char *authority, struct sb_err *err)
 {

@@ -79,3 +79,34 @@ test_manager_egress_edge() {
 	assert_json '.records[0].result.egress.details[0].status' 200
 }
 t manager_egress_edge test_manager_egress_edge
+
+# The manager killed while a patch is on its way through the edge: the exec's record still says the
+# patch left (kept before it did) and that its answer is not on record, whatever end recovery finds.
+test_manager_egress_edge_killed() {
+	local i bg patch='curl -s --noproxy "*" -X PATCH -H "Content-Type: application/merge-patch+json" -d "{\"spec\":{\"replicas\":2}}" http://127.0.0.1:3129/apis/apps/v1/namespaces/default/deployments/payments; echo "curl: $?"'
+	brokers_start || return
+	# the API server takes its time: the manager dies before the answer
+	echo '{"PATCH /apis/apps/v1/namespaces/default/deployments/payments": {"status": 200, "delay": 8, "body": {"kind": "Deployment"}}}' \
+		>"$TD/responses.json"
+	chown "$RUN_USER:" "$TD/responses.json"
+	mgr_session --grant kubernetes:staging=write --network proxy
+	"${AS[@]}" env "SANDBOX_MANAGER_SOCKET=$MSOCK" "$MANAGER" exec --session "$SID" -- "$patch" >"$TD/bg.out" 2>&1 &
+	bg=$!
+	for i in $(seq 1 100); do
+		[ "$(jq -rs '[.[] | select(.method == "PATCH")] | length' "$TD/requests.log" 2>/dev/null)" = 1 ] && break
+		sleep 0.1
+	done
+	assert_eq "the patch reached the API server" 1 "$(jq -rs '[.[] | select(.method == "PATCH")] | length' "$TD/requests.log")"
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	mgr_start || return 1
+	trap 'kill "$BROKER_PID" 2>/dev/null; mgr_cleanup' EXIT # mgr_start set its own: the stand-in too
+	# the client of the cut call hears of it from the restarted manager (or gives up): never rerun
+	wait "$bg" 2>/dev/null
+	mgr records --session "$SID" --limit 1
+	assert_json '.records[0].state | IN("exited", "uncertain")' true
+	assert_json '.records[0].result.egress.mutating | length' 1
+	assert_json '.records[0].result.egress.mutating[0] | [.method, .verb, .resource, .name, .status]' \
+		'["PATCH","patch","deployments","payments",null]'
+}
+t manager_egress_edge_killed test_manager_egress_edge_killed
