@@ -26,7 +26,7 @@ endif
 # protocol's libraries, static like the agent: a call starts in under a millisecond, where 40 shared
 # libraries took 5-8 (issue 18). The daemon (sandbox-manager-daemon) links everything.
 CLIENT_LINK  := $(AGENT_LINK)
-CLIENT_LIBS  := -ljansson -lmbedcrypto -lpthread
+CLIENT_LIBS  := -ljansson -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
 
 AGENT_LIBS   := -pthread -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
 MANAGER_LIBS := -lsqlite3 -lpq -lcurl -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread

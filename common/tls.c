@@ -733,8 +733,12 @@ static int handshake_check_peer(struct tls_session *s, struct sb_err *err)
 {
 	const mbedtls_x509_crt *peer = mbedtls_ssl_get_peer_cert(&s->ssl);
 
+	char principal[TLS_PRINCIPAL_MAX + 1];
+
 	if (peer == NULL || mbedtls_ssl_get_verify_result(&s->ssl) != 0 ||
-	    !tls_cert_has_dns_name(peer, s->config->expected_name)) {
+	    (s->config->principal_suffix ? tls_cert_principal(peer, s->config->expected_name, principal, sizeof principal) != 1 ||
+					   strcmp(principal, s->principal) != 0
+					 : !tls_cert_has_dns_name(peer, s->config->expected_name))) {
 		/* Best effort: the connection is refused either way. */
 		(void)mbedtls_ssl_send_alert_message(&s->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
 						     MBEDTLS_SSL_ALERT_MSG_BAD_CERT);

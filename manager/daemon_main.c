@@ -8,6 +8,9 @@
 #include "log.h"
 #include "manager.h"
 
+/* ca_cmd.c: `sandbox-manager ca issue` (it links the CA, as serve does). */
+int ca_cmd(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
 	sb_log_init("sandbox-manager");
@@ -15,6 +18,8 @@ int main(int argc, char **argv)
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset
 	 * their dispositions (nsspawn.c, gitrun.c). */
 	signal(SIGXFSZ, SIG_IGN);
+	if (argc >= 2 && strcmp(argv[1], "ca") == 0)
+		return ca_cmd(argc - 1, argv + 1);
 	if (argc < 2 || strcmp(argv[1], "serve") != 0) {
 		fprintf(stderr, "usage: sandbox-manager-daemon serve [FLAGS] (what `sandbox-manager serve` runs; "
 				"see sandbox-manager serve --help)\n");

@@ -236,7 +236,7 @@ static void test_list_refused(void **state)
 
 	(void)state;
 	assert_int_equal(follow_list_parse(&l, none, &err), -1);
-	assert_non_null(strstr(err.msg, "no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET"));
+	assert_non_null(strstr(err.msg, "no manager socket: pass --socket PATH (or tls://HOST:PORT) or set SANDBOX_MANAGER_SOCKET"));
 	setenv("SANDBOX_MANAGER_SOCKET", "/a.sock::/b.sock", 1);
 	assert_int_equal(follow_list_parse(&l, none, &err), -1);
 	assert_non_null(strstr(err.msg, "SANDBOX_MANAGER_SOCKET names an empty socket path"));
