@@ -140,9 +140,13 @@ int main(int argc, char **argv)
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset
 	 * their dispositions (nsspawn.c, gitrun.c). */
 	signal(SIGXFSZ, SIG_IGN);
-	if (strcmp(cmd, "serve") != 0 && strcmp(cmd, "ca") != 0 && client_tls_flags(&argc, argv) < 0) {
-		fprintf(stderr, "sandbox-manager: --tls-cert, --tls-key and --tls-ca each take a file\n");
-		return MCLI_USAGE;
+	/* Before the command too (`sandbox-manager --tls-cert F exec ...`), never for serve's own. */
+	if (strcmp(cmd, "serve") != 0 && strcmp(cmd, "ca") != 0) {
+		if (client_tls_flags(&argc, argv) < 0) {
+			fprintf(stderr, "sandbox-manager: --tls-cert, --tls-key and --tls-ca each take a file\n");
+			return MCLI_USAGE;
+		}
+		cmd = argc >= 2 ? argv[1] : "";
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (strcmp(cmd, commands[i].name) == 0)
