@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #include "ca.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "control.h"
 #include "log.h"
 #include "manager.h"
@@ -122,6 +124,26 @@ int control_tls_start(struct manager *m, int *fds, size_t *n, struct sb_err *err
 	return 0;
 }
 
+/* Close after the client had its chance to send its request: a close with unread bytes in the
+ * socket is a reset, which would destroy the refusal before the client reads it. The bytes are
+ * discarded unread (never decrypted, never parsed), for at most REFUSE_DRAIN_MS. */
+#define REFUSE_DRAIN_MS 1000
+static void drain_close(int fd)
+{
+	int64_t deadline = clock_deadline_after(REFUSE_DRAIN_MS);
+	char sink[4096];
+
+	shutdown(fd, SHUT_WR);
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int left = clock_remaining_ms(deadline);
+
+		if (left == 0 || poll(&p, 1, left) <= 0 || recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
+			break;
+	}
+	close(fd);
+}
+
 /* A verified connection that will not be served: told why (it has proven who it is), closed. */
 static void refuse_verified(int fd, struct tls_session *s, const char *kind, const char *why)
 {
@@ -135,7 +157,7 @@ static void refuse_verified(int fd, struct tls_session *s, const char *kind, con
 		control_send_stream(&st, e, CONTROL_RESPONSE_CAP, &ignored);
 	json_decref(e);
 	tls_session_close(s, &ignored);
-	close(fd);
+	drain_close(fd);
 }
 
 /* The principal's slot: 0 taken, -1 at its bound. */
