@@ -14,7 +14,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "ca.h"
 #include "principals.h"
+#include "testutil.h"
+#include "tls.h"
 
 static int parse(const char *text, struct principals *ps, struct sb_err *err)
 {
@@ -152,6 +155,53 @@ static void test_deny_list_refused(void **state)
 	rmdir(dir);
 }
 
+/* The principal a certificate of the manager's CA carries: exactly one PRINCIPAL.principal.infra-sandbox
+ * name; none (the agent link's own client certificate), two, or a dotted label is no principal. */
+static int principal_of(struct ca *ca, const char *dir, const char *name, const char *const *more, size_t n_more,
+			char *out, size_t len)
+{
+	struct ca_leaf leaf = { .dns_name = name, .usage = CA_USAGE_CLIENT, .more_names = more, .n_more = n_more };
+	mbedtls_x509_crt crt;
+	char path[128];
+	struct sb_err err;
+	int rc;
+
+	if (ca_issue_leaf(ca, &leaf, dir, "leaf", &err) < 0)
+		fail_msg("%s", err.msg);
+	snprintf(path, sizeof path, "%s/leaf.crt", dir);
+	mbedtls_x509_crt_init(&crt);
+	assert_int_equal(mbedtls_x509_crt_parse_file(&crt, path), 0);
+	rc = tls_cert_principal(&crt, ".principal.infra-sandbox", out, len);
+	mbedtls_x509_crt_free(&crt);
+	return rc;
+}
+
+static void test_cert_principal(void **state)
+{
+	static const char *const two[] = { "bob-ci.principal.infra-sandbox" };
+	static const char *const other[] = { "127.0.0.1", "alice-ci.principal.infra-sandbox" };
+	char dir[] = "/tmp/test_principals.XXXXXX", cadir[64], got[TLS_PRINCIPAL_MAX + 1];
+	struct ca *ca;
+	struct sb_err err;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cadir, sizeof cadir, "%s/ca", dir);
+	assert_int_equal(ca_open(cadir, &ca, &err), 0);
+	assert_int_equal(principal_of(ca, dir, "alice-ci.principal.infra-sandbox", NULL, 0, got, sizeof got), 1);
+	assert_string_equal(got, "alice-ci");
+	/* a later name of several (the SAN list's encoding of more_names) */
+	assert_int_equal(principal_of(ca, dir, "host.example", other, 2, got, sizeof got), 1);
+	assert_string_equal(got, "alice-ci");
+	assert_int_equal(principal_of(ca, dir, CA_MANAGER_NAME, NULL, 0, got, sizeof got), 0);
+	assert_string_equal(got, "");
+	assert_int_equal(principal_of(ca, dir, "alice-ci.principal.infra-sandbox.evil", NULL, 0, got, sizeof got), 0);
+	assert_int_equal(principal_of(ca, dir, "a.b.principal.infra-sandbox", NULL, 0, got, sizeof got), -1);
+	assert_int_equal(principal_of(ca, dir, "alice-ci.principal.infra-sandbox", two, 1, got, sizeof got), -1);
+	ca_free(ca);
+	assert_int_equal(test_rmtree(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,6 +209,7 @@ int main(void)
 		cmocka_unit_test(test_principals_refused),
 		cmocka_unit_test(test_deny_list),
 		cmocka_unit_test(test_deny_list_refused),
+		cmocka_unit_test(test_cert_principal),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
