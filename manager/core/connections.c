@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "control.h"
+#include "control_authz.h"
 #include "control_tls.h"
 #include "log.h"
 #include "metrics.h"

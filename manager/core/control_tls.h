@@ -26,10 +26,6 @@ int control_tls_start(struct manager *m, int *fds, size_t *n, struct sb_err *err
 /* A connection waits on listener fd: accepted and handed to a handshake thread, or closed. */
 void control_tls_accept(struct manager *m, int fd);
 
-/* NULL when principal p may send req (it may be adjusted: a session list limited to p's identity);
- * else the refusal to answer with. Sessions of identities p may not drive are "not_found". */
-json_t *control_tls_authorize(struct manager *m, const struct principal *p, json_t *req);
-
 /* connections.c: serve a verified connection on this thread until it closes; frees s, closes fd. */
 void conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struct principal *p,
 		    struct deny_list *deny);
