@@ -277,6 +277,12 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return json_array_append_new(c->tls_listen, json_string(value + 4)) == 0 ? 0 :
 		       sb_invalid(err, "config: listen '%.100s' is not valid UTF-8", value);
 	}
+	if (strcmp(key, "advertise") == 0) {
+		if (strncmp(value, "tls://", 6) != 0 || strrchr(value, ':') == value + 3 || strlen(value) > 107)
+			return sb_invalid(err, "config: advertise must be tls://HOST:PORT (at most 107 bytes), not '%.100s'",
+					  value);
+		return str_set(c->advertise, sizeof c->advertise, value, key, err);
+	}
 	if (strcmp(key, "tls-name") == 0) {
 		if (tls_check_name(value, "config: tls-name", err) < 0)
 			return -1;
@@ -385,6 +391,8 @@ void config_usage(FILE *f)
 	      "                                 client CA instead of the manager's CA\n"
 	      "  --tls-principals FILE          principals: their identities, operator or not\n"
 	      "  --tls-deny FILE                revoked serials and principals (reloaded when it changes)\n"
+	      "  --advertise tls://HOST:PORT    the address \"owned\" answers give for this manager (default: its\n"
+	      "                                 socket), for clients on other hosts\n"
 	      "  --cgroup-parent DIR            process backend: a delegated cgroup v2 directory\n"
 	      "  --sandbox-cpus N, --sandbox-memory-mib N, --sandbox-pids N\n"
 	      "                                 each sandbox's limits (podman, or process with --cgroup-parent)\n"
@@ -422,7 +430,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "network", 1, NULL, 0 }, { "disk-reserve", 1, NULL, 0 },
 		{ "listen", 1, NULL, 0 }, { "tls-name", 1, NULL, 0 }, { "tls-cert", 1, NULL, 0 },
 		{ "tls-key", 1, NULL, 0 }, { "tls-client-ca", 1, NULL, 0 }, { "tls-principals", 1, NULL, 0 },
-		{ "tls-deny", 1, NULL, 0 },
+		{ "tls-deny", 1, NULL, 0 }, { "advertise", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

@@ -60,6 +60,8 @@ struct config {
 	char tls_client_ca[PATH_MAX];
 	char tls_principals[PATH_MAX]; /* the principals file (principals.h); required with --listen */
 	char tls_deny[PATH_MAX];    /* the deny list, "" none */
+	char advertise[PATH_MAX];   /* the address "owned" answers give for this manager: "" its socket, or
+	                               tls://HOST:PORT for clients on other hosts (docs/scaling.md) */
 	int64_t disk_reserve;       /* bytes the manager holds in the state directory when the volume shares its
 	                               filesystem, to finish its records when a command fills it; 0: none */
 };
