@@ -21,10 +21,14 @@
 #define CA_CMD_DAYS_MAX 825
 
 static const char ca_usage[] =
-	"usage: sandbox-manager ca issue --principal NAME --out DIR (--state-dir DIR | --ca DIR) [--days N]\n"
+	"usage: sandbox-manager ca issue (--principal NAME | --server-name NAME) --out DIR\n"
+	"                                (--state-dir DIR | --ca DIR) [--days N]\n"
 	"\n"
 	"  --principal NAME  the principal ([a-z0-9-], up to 63): the certificate names\n"
 	"                    NAME" CONTROL_TLS_SUFFIX "\n"
+	"  --server-name NAME  a manager's server certificate instead (DIR/server.crt, .key): NAME is how\n"
+	"                    clients reach it (its host name or address); for managers that share the\n"
+	"                    operator's CA (serve --tls-cert/--tls-key/--tls-client-ca)\n"
 	"  --out DIR         writes DIR/NAME.crt, DIR/NAME.key (0600) and DIR/ca.crt (to verify the manager)\n"
 	"  --state-dir DIR   the manager's CA in DIR/ca (made at the manager's first start)\n"
 	"  --ca DIR          the operator's own CA instead: DIR/ca.crt and DIR/ca.key (ECDSA P-256)\n"
@@ -43,19 +47,27 @@ static void serial_print(const char *crt_path, char *out, size_t len)
 	mbedtls_x509_crt_free(&crt);
 }
 
-static int ca_issue(const char *principal, const char *out, const char *ca_dir, long days, struct sb_err *err)
+/* principal NULL: a server certificate for server_name, written as DIR/server.{crt,key}. */
+static int ca_issue(const char *principal, const char *server_name, const char *out, const char *ca_dir, long days,
+		    struct sb_err *err)
 {
 	char name[TLS_NAME_MAX + 1], crt_path[PATH_MAX], serial[TLS_SERIAL_HEX_MAX + 1];
-	struct ca_leaf leaf = { .dns_name = name, .usage = CA_USAGE_CLIENT };
+	struct ca_leaf leaf = { .dns_name = name, .usage = principal ? CA_USAGE_CLIENT : CA_USAGE_SERVER };
+	const char *base = principal ? principal : "server";
 	struct stat st;
 	struct ca *ca;
 	json_t *said;
 	int rc;
 
-	if (principal[0] == '\0' || strlen(principal) > TLS_PRINCIPAL_MAX ||
-	    strspn(principal, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(principal))
+	if (principal != NULL && (principal[0] == '\0' || strlen(principal) > TLS_PRINCIPAL_MAX ||
+				  strspn(principal, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(principal)))
 		return sb_invalid(err, "--principal must be 1 to %d of [a-z0-9-], not '%.80s'", TLS_PRINCIPAL_MAX, principal);
-	snprintf(name, sizeof name, "%s%s", principal, CONTROL_TLS_SUFFIX);
+	if (principal != NULL)
+		snprintf(name, sizeof name, "%s%s", principal, CONTROL_TLS_SUFFIX);
+	else if (tls_check_name(server_name, "--server-name", err) < 0)
+		return -1;
+	else
+		snprintf(name, sizeof name, "%s", server_name);
 	if (snprintf(crt_path, sizeof crt_path, "%s/ca.crt", ca_dir) >= (int)sizeof crt_path || stat(crt_path, &st) < 0)
 		return sb_fail_errno(err, "no CA at %s (start the manager once, or give --ca DIR holding ca.crt and ca.key)",
 				     ca_dir);
@@ -65,18 +77,18 @@ static int ca_issue(const char *principal, const char *out, const char *ca_dir, 
 		return sb_fail_errno(err, "creating %s", out);
 	if (ca_open(ca_dir, &ca, err) < 0)
 		return -1;
-	rc = ca_issue_leaf(ca, &leaf, out, principal, err);
+	rc = ca_issue_leaf(ca, &leaf, out, base, err);
 	if (rc == 0)
 		rc = ca_write_cert(ca, out, "ca.crt", err);
 	ca_free(ca);
 	if (rc < 0)
 		return -1;
-	snprintf(crt_path, sizeof crt_path, "%s/%s.crt", out, principal);
+	snprintf(crt_path, sizeof crt_path, "%s/%s.crt", out, base);
 	serial_print(crt_path, serial, sizeof serial);
-	said = json_pack("{s:s, s:s, s:s, s:I}", "principal", principal, "cert", crt_path, "serial", serial,
-			 "not_after", (json_int_t)leaf.not_after);
+	said = json_pack("{s:s, s:s, s:s, s:I}", principal ? "principal" : "server_name", principal ?: server_name,
+			 "cert", crt_path, "serial", serial, "not_after", (json_int_t)leaf.not_after);
 	if (said != NULL) {
-		json_object_set_new(said, "key", json_sprintf("%s/%s.key", out, principal));
+		json_object_set_new(said, "key", json_sprintf("%s/%s.key", out, base));
 		json_object_set_new(said, "ca", json_sprintf("%s/ca.crt", out));
 		json_dumpf(said, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 		putchar('\n');
@@ -89,10 +101,11 @@ int ca_cmd(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "principal", 1, NULL, 0 }, { "out", 1, NULL, 0 }, { "state-dir", 1, NULL, 0 },
-		{ "ca", 1, NULL, 0 },        { "days", 1, NULL, 0 }, { "help", 0, NULL, 'h' },
+		{ "ca", 1, NULL, 0 },        { "days", 1, NULL, 0 }, { "server-name", 1, NULL, 0 },
+		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *v[5] = { NULL, NULL, NULL, NULL, NULL };
+	const char *v[6] = { NULL, NULL, NULL, NULL, NULL, NULL };
 	char ca_dir[PATH_MAX];
 	struct sb_err err;
 	long days = CA_CMD_DAYS_DEFAULT;
@@ -119,9 +132,9 @@ int ca_cmd(int argc, char **argv)
 		}
 		v[idx] = optarg;
 	}
-	if (v[0] == NULL || v[1] == NULL || (v[2] == NULL) == (v[3] == NULL)) {
-		fprintf(stderr, "sandbox-manager ca issue: --principal, --out and one of --state-dir or --ca are "
-				"required\n%s", ca_usage);
+	if ((v[0] == NULL) == (v[5] == NULL) || v[1] == NULL || (v[2] == NULL) == (v[3] == NULL)) {
+		fprintf(stderr, "sandbox-manager ca issue: one of --principal or --server-name, --out and one of "
+				"--state-dir or --ca are required\n%s", ca_usage);
 		return 2;
 	}
 	if (v[4] != NULL) {
@@ -134,7 +147,7 @@ int ca_cmd(int argc, char **argv)
 	}
 	snprintf(ca_dir, sizeof ca_dir, v[3] != NULL ? "%s" : "%s/ca", v[3] != NULL ? v[3] : v[2]);
 	sb_err_clear(&err);
-	if (ca_issue(v[0], v[1], ca_dir, days, &err) < 0) {
+	if (ca_issue(v[0], v[5], v[1], ca_dir, days, &err) < 0) {
 		fprintf(stderr, "sandbox-manager ca issue: %s\n", err.msg);
 		return 125;
 	}

@@ -122,8 +122,10 @@ static int owned(json_t *resp, char address[FOLLOW_PATH_MAX], long *retry_ms)
 	    strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "owned") != 0)
 		return 0;
 	address[0] = '\0';
-	/* The owner's address as it advertised it: an absolute path; anything else is none. */
-	if (json_is_string(a) && json_string_value(a)[0] == '/' && json_string_length(a) < FOLLOW_PATH_MAX)
+	/* The owner's address as it advertised it: an absolute path, or tls://HOST:PORT (serve
+	 * --advertise; the client verifies that manager as any other); anything else is none. */
+	if (json_is_string(a) && (json_string_value(a)[0] == '/' || strncmp(json_string_value(a), "tls://", 6) == 0) &&
+	    json_string_length(a) < FOLLOW_PATH_MAX)
 		memcpy(address, json_string_value(a), json_string_length(a) + 1);
 	*retry_ms = r < 0 ? 0 : r > FOLLOW_WAIT_MS_MAX ? FOLLOW_WAIT_MS_MAX : (long)r;
 	return 1;

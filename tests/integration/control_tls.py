@@ -9,6 +9,8 @@
       DENYFILE (a revocation), a wait of 2.5 s (over the manager's bound of 1 s), and an exec on
       SESSION on the same connection: prints "second: closed" when the manager closed it unanswered,
       else the answer.
+  control_tls.py ask PORT CA CERT KEY SESSION
+      one exec on SESSION (an owner elsewhere answers before anything runs); prints "owned ADDRESS OWNER" for an owned answer, else the answer.
 The manager's certificate is verified against CA; its name (an address) is the CLI's business.
 """
 import json
@@ -78,6 +80,16 @@ def main():
         except (ssl.SSLError, OSError):
             a = None
         print("second: " + ("closed" if a is None else json.dumps(a)))
+    elif mode == "ask":
+        port, ca, cert, key, session = sys.argv[2:7]
+        s = connect(port, ca, cert, key)
+        send(s, {"op": "exec", "session": session, "command": "echo must-not-run"})
+        a = answer(s) or {}
+        e = a.get("error") or {}
+        if e.get("kind") == "owned":
+            print("owned %s %s" % (e.get("address"), e.get("owner")))
+        else:
+            print(json.dumps(a))
     else:
         sys.exit("unknown mode " + mode)
 

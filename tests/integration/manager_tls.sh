@@ -131,3 +131,47 @@ test_manager_tls_revoked() {
 	assert_eq "nothing recorded after the revocation" "$before" "$(rows)"
 }
 t manager_tls_revoked test_manager_tls_revoked
+
+# Two managers on one store and the operator's own CA (serve --tls-cert/--tls-key/--tls-client-ca,
+# ca issue --ca DIR): a session made through m1 over TLS; a call sent to m2 only is answered "owned"
+# with m1's advertised tls:// address, and the client follows it there: it runs once, on m1.
+test_manager_tls_follow() {
+	local ports i out
+	multi_setup 0 || return
+	as_user mkdir -p "$WD/certs"
+	as_user sh -c "umask 077; mkdir -p '$WD/opca' '$WD/certs' && cd '$WD/opca' &&
+		openssl ecparam -name prime256v1 -genkey -noout -out ca.key 2>/dev/null &&
+		openssl req -x509 -new -key ca.key -subj '/CN=operator CA' -days 2 -out ca.crt \
+			-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null" ||
+		{ bad "openssl could not make the operator's CA"; return; }
+	as_user "$MANAGER" ca issue --server-name 127.0.0.1 --out "$WD/srv" --ca "$WD/opca" >/dev/null &&
+		as_user "$MANAGER" ca issue --principal alice-ci --out "$WD/certs/alice-ci" --ca "$WD/opca" >/dev/null ||
+		{ bad "ca issue --ca failed"; return; }
+	as_user sh -c "printf '%s' '{\"alice-ci\": {\"identities\": [\"alice\"]}}' > '$WD/principals.json'"
+	ports=($(python3 -c 'import socket
+ss=[socket.socket() for _ in range(2)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(" ".join(str(s.getsockname()[1]) for s in ss))'))
+	for i in 1 2; do
+		multi_serve "$i" --listen "tls:127.0.0.1:${ports[i-1]}" --advertise "tls://127.0.0.1:${ports[i-1]}" \
+			--tls-cert "$WD/srv/server.crt" --tls-key "$WD/srv/server.key" --tls-client-ca "$WD/opca/ca.crt" \
+			--tls-principals "$WD/principals.json" || return
+	done
+	TLS_PORT=${ports[0]}
+	tls alice-ci session create --identity alice --repo "$REPO"
+	assert_eq "session create through m1 (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	SID=$(jr .session)
+	WT=$(jr .worktree)
+	TLS_PORT=${ports[1]}
+	tls alice-ci exec --session "$SID" -- 'echo once >> runs; cat runs'
+	assert_eq "a call sent to m2 only, followed to m1 (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "it ran once" once "$(cat "$OUT")"
+	# m2 alone, without following: its answer is the owner's tls:// address
+	out=$(as_user python3 "$TLS_PY" ask "${ports[1]}" "$WD/certs/alice-ci/ca.crt" "$WD/certs/alice-ci/alice-ci.crt" \
+		"$WD/certs/alice-ci/alice-ci.key" "$SID")
+	assert_eq "m2's answer" "owned tls://127.0.0.1:${ports[0]} m1" "$out"
+	MSOCK=${MM_SOCK[1]}
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited"]'
+}
+t manager_tls_follow test_manager_tls_follow
