@@ -138,3 +138,26 @@ void control_conn_close(struct control_conn *c)
 	tls_config_free(c->config);
 	c->config = NULL;
 }
+
+int control_conn_set_timeout(struct control_conn *c, int ms, struct sb_err *err)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (c->tls != NULL) {
+		tls_session_set_deadline(c->tls, ms > 0 ? tls_deadline_after(ms) : TLS_NO_DEADLINE);
+		return 0;
+	}
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+	    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+		return sb_fail_errno(err, "setting a timeout on the manager connection");
+	return 0;
+}
+
+int control_conn_wait(struct control_conn *c, int ms)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+	if (c->tls != NULL && tls_session_pending(c->tls) > 0)
+		return 1;
+	return poll(&p, 1, ms);
+}

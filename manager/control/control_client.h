@@ -30,5 +30,9 @@ int control_conn_send(struct control_conn *c, json_t *msg, struct sb_err *err);
 /* As control_recv: 1 a message, 0 closed between messages, -1 error. */
 int control_conn_recv(struct control_conn *c, json_t **msg, struct sb_err *err);
 void control_conn_close(struct control_conn *c);
+/* Reads and writes fail with ETIMEDOUT (EAGAIN on a unix socket) after ms; 0: no bound. */
+int control_conn_set_timeout(struct control_conn *c, int ms, struct sb_err *err);
+/* Something to read within ms (bytes already decrypted count): 1, 0 none, -1 error. */
+int control_conn_wait(struct control_conn *c, int ms);
 
 #endif

@@ -11,6 +11,9 @@
       else the answer.
   control_tls.py ask PORT CA CERT KEY SESSION
       one exec on SESSION (an owner elsewhere answers before anything runs); prints "owned ADDRESS OWNER" for an owned answer, else the answer.
+  control_tls.py mcp MANAGER SESSION COMMAND
+      runs `MANAGER mcp --session SESSION` (its manager and certificate from the environment) and one
+      bash tool call of COMMAND over stdio; prints the tool result's text and "isError" when it is one.
 The manager's certificate is verified against CA; its name (an address) is the CLI's business.
 """
 import json
@@ -80,6 +83,26 @@ def main():
         except (ssl.SSLError, OSError):
             a = None
         print("second: " + ("closed" if a is None else json.dumps(a)))
+    elif mode == "mcp":
+        import subprocess
+        manager, session, command = sys.argv[2:5]
+        p = subprocess.Popen([manager, "mcp", "--session", session], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        def rpc(msg):
+            p.stdin.write(json.dumps(msg) + "\n")
+            p.stdin.flush()
+        rpc({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        p.stdout.readline()
+        rpc({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        rpc({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
+             "arguments": {"command": command}}})
+        line = p.stdout.readline()
+        p.stdin.close()
+        p.wait(timeout=30)
+        res = json.loads(line).get("result", {})
+        text = "".join(c.get("text", "") for c in res.get("content", []))
+        print(text.strip() + (" isError" if res.get("isError") else ""))
     elif mode == "ask":
         port, ca, cert, key, session = sys.argv[2:7]
         s = connect(port, ca, cert, key)

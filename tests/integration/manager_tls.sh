@@ -65,6 +65,25 @@ test_manager_tls_call() {
 }
 t manager_tls_call test_manager_tls_call
 
+# `mcp` (and codex-bridge, the same calls: daemon_call.c) over TLS: the tool's call runs through the
+# manager at tls://, with the certificate from SANDBOX_MANAGER_TLS_*; bob-ci's is refused, not run.
+test_manager_tls_mcp() {
+	local out p
+	tls_setup || return
+	for p in alice-ci bob-ci; do
+		out=$(timeout -k 3 60 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$TLS_PORT" \
+			"SANDBOX_MANAGER_TLS_CERT=$WD/certs/$p/$p.crt" "SANDBOX_MANAGER_TLS_KEY=$WD/certs/$p/$p.key" \
+			"SANDBOX_MANAGER_TLS_CA=$WD/certs/$p/ca.crt" python3 "$TLS_PY" mcp "$MANAGER" "$SID" 'echo via-mcp')
+		if [ "$p" = alice-ci ]; then
+			assert_match "mcp over TLS as alice-ci" "via-mcp" "$out"
+		else
+			assert_match "mcp over TLS as bob-ci: refused" "isError" "$out"
+		fi
+	done
+	assert_eq "one call recorded (alice-ci's)" 1 "$(rows)"
+}
+t manager_tls_mcp test_manager_tls_mcp
+
 test_manager_tls_refused() {
 	local before out
 	tls_setup || return
