@@ -341,8 +341,8 @@ static void *conn_thread(void *arg)
 /* A TLS connection takes a slot of the same cap as the unix socket's, once verified (control_tls.c
  * bounds it per principal first), and is served on the handshake's thread. Its requests carry the
  * manager's uid where an op records one (resolve: the principal goes into the note). */
-void conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struct principal *p,
-		    struct deny_list *deny)
+int conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struct principal *p,
+		   struct deny_list *deny)
 {
 	struct conn c = { .m = m, .fd = fd, .tls = s, .principal = p, .deny = deny };
 	struct sb_err err;
@@ -355,15 +355,16 @@ void conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const stru
 	if (!over)
 		conn_open++;
 	pthread_mutex_unlock(&conn_lock);
-	if (!over) {
-		metrics_connection_opened();
-		conn_loop(&c, geteuid());
-		conn_release();
-	}
+	if (over)
+		return -1;
+	metrics_connection_opened();
+	conn_loop(&c, geteuid());
+	conn_release();
 	sb_err_clear(&err);
 	if (tls_session_close(s, &err) < 0)
 		sb_debug("TLS control connection of %s: %s", p->name, err.msg);
 	close(fd);
+	return 0;
 }
 
 /* A connection that gets no thread (over the cap, or none could start): told why and closed,

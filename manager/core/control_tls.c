@@ -205,7 +205,9 @@ static void handshake_done(struct manager *m, int fd, struct tls_session *s)
 		refuse_verified(fd, s, "unavailable", why);
 		return;
 	}
-	conn_serve_tls(m, fd, s, p, T.deny);
+	if (conn_serve_tls(m, fd, s, p, T.deny) < 0)
+		refuse_verified(fd, s, "unavailable", "the manager has as many control connections open as it may: "
+				"nothing ran; try again when fewer clients are connected");
 	principal_give(p);
 }
 

@@ -26,8 +26,9 @@ int control_tls_start(struct manager *m, int *fds, size_t *n, struct sb_err *err
 /* A connection waits on listener fd: accepted and handed to a handshake thread, or closed. */
 void control_tls_accept(struct manager *m, int fd);
 
-/* connections.c: serve a verified connection on this thread until it closes; frees s, closes fd. */
-void conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struct principal *p,
-		    struct deny_list *deny);
+/* connections.c: serve a verified connection on this thread until it closes (0; s freed, fd closed),
+ * or -1 when the control connections' cap is reached (nothing done: the caller refuses it). */
+int conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struct principal *p,
+		   struct deny_list *deny);
 
 #endif
