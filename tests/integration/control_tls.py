@@ -14,6 +14,10 @@
   control_tls.py mcp MANAGER SESSION COMMAND
       runs `MANAGER mcp --session SESSION` (its manager and certificate from the environment) and one
       bash tool call of COMMAND over stdio; prints the tool result's text and "isError" when it is one.
+  control_tls.py stall PORT N SECONDS
+      N TCP connections that never start a handshake, held SECONDS; prints "open N" once made.
+  control_tls.py idle PORT CA CERT KEY SECONDS
+      one verified connection that sends nothing, held SECONDS; prints "held" once verified.
 The manager's certificate is verified against CA; its name (an address) is the CLI's business.
 """
 import json
@@ -103,6 +107,16 @@ def main():
         res = json.loads(line).get("result", {})
         text = "".join(c.get("text", "") for c in res.get("content", []))
         print(text.strip() + (" isError" if res.get("isError") else ""))
+    elif mode == "stall":
+        port, n, secs = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+        held = [socket.create_connection(("127.0.0.1", int(port)), timeout=5) for _ in range(n)]
+        print("open %d" % len(held), flush=True)
+        time.sleep(secs)
+    elif mode == "idle":
+        port, ca, cert, key, secs = sys.argv[2:7]
+        s = connect(port, ca, cert, key)
+        print("held", flush=True)
+        time.sleep(float(secs))
     elif mode == "ask":
         port, ca, cert, key, session = sys.argv[2:7]
         s = connect(port, ca, cert, key)

@@ -15,7 +15,7 @@ tls_setup() {
 	TLS_DENY=$WD/deny
 	as_user mkdir -p "$WD/certs"
 	as_user sh -c "echo '# revoked certificates' > '$TLS_DENY'"
-	as_user sh -c "printf '%s' '{\"alice-ci\": {\"identities\": [\"alice\"]}, \"bob-ci\": {\"identities\": [\"bob\"]}, \"ops\": {\"operator\": true}}' > '$WD/principals.json'"
+	as_user sh -c "printf '%s' '{\"alice-ci\": {\"identities\": [\"alice\"]}, \"bob-ci\": {\"identities\": [\"bob\"], \"max_connections\": 1}, \"ops\": {\"operator\": true}}' > '$WD/principals.json'"
 	mgr_repo && mgr_start --listen "tls:127.0.0.1:$TLS_PORT" --tls-name 127.0.0.1 \
 		--tls-principals "$WD/principals.json" --tls-deny "$TLS_DENY" || return 1
 	for p in alice-ci bob-ci ops; do
@@ -194,3 +194,37 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))'))
 	assert_json '[.records[].state]' '["exited"]'
 }
 t manager_tls_follow test_manager_tls_follow
+
+# Nothing unauthenticated holds shared capacity (N1): 70 connections that never start a handshake
+# take the TLS handshake budget (64) and nothing else: the unix socket answers meanwhile, and a
+# verified client gets in again once the stallers' 10 s handshake deadline closed them. A principal
+# at its own bound (bob-ci: 1) is answered unavailable; another principal is not held up by it.
+test_manager_tls_bounds() {
+	local out pid i
+	tls_setup || return
+	as_user python3 "$TLS_PY" stall "$TLS_PORT" 70 14 >"$WD/stall.out" &
+	pid=$!
+	for i in $(seq 1 50); do grep -q open "$WD/stall.out" 2>/dev/null && break; sleep 0.1; done
+	assert_eq "the stallers" "open 70" "$(cat "$WD/stall.out")"
+	mgr session show --session "$SID"
+	assert_eq "the unix socket answers while the handshake budget is taken" 0 "$RC"
+	tls alice-ci session show --session "$SID"
+	assert_eq "a TLS client during the flood: refused at accept" 125 "$RC"
+	sleep 11 # the stallers' handshakes pass their 10 s deadline and are closed
+	tls alice-ci session show --session "$SID"
+	assert_eq "a TLS client after the deadline (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	as_user python3 "$TLS_PY" idle "$TLS_PORT" "$WD/certs/bob-ci/ca.crt" "$WD/certs/bob-ci/bob-ci.crt" \
+		"$WD/certs/bob-ci/bob-ci.key" 8 >"$WD/idle.out" &
+	pid=$!
+	for i in $(seq 1 50); do grep -q held "$WD/idle.out" 2>/dev/null && break; sleep 0.1; done
+	sleep 0.3
+	tls bob-ci session list
+	assert_match "bob-ci over its bound of 1" "unavailable: principal bob-ci has 1 connections open" "$(cat "$ERR")"
+	tls alice-ci session show --session "$SID"
+	assert_eq "alice-ci meanwhile" 0 "$RC"
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+}
+t manager_tls_bounds test_manager_tls_bounds
