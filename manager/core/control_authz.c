@@ -97,12 +97,55 @@ static json_t *resolve_note(const struct principal *p, json_t *req)
 	return rc == 0 ? NULL : control_error("internal", "out of memory");
 }
 
+/* "RES=ACCESS" (a grant's set, an entry of session create's grants) names a resource p may give. */
+static json_t *grant_entry_check(const struct principal *p, const char *set)
+{
+	const char *eq = set != NULL ? strchr(set, '=') : NULL;
+	char res[128];
+
+	if (eq == NULL || (size_t)(eq - set) >= sizeof res)
+		return control_error("invalid", "a grant is RESOURCE=ACCESS");
+	snprintf(res, sizeof res, "%.*s", (int)(eq - set), set);
+	return principal_may_grant(p, res) ? NULL :
+	       control_error("refused", "principal %s may not grant %s (its principals entry's resources)", p->name, res);
+}
+
+/* A new session: an identity p drives, a repository from where p may take one, grants p may give. */
+static json_t *create_check(const struct principal *p, json_t *req)
+{
+	const char *identity = json_string_value(json_object_get(req, "identity"));
+	const char *repo = json_string_value(json_object_get(req, "repo"));
+	json_t *grants = json_object_get(req, "grants"), *g, *answer;
+	size_t i;
+
+	if (identity == NULL || !principal_may_drive(p, identity))
+		return control_error("refused", "principal %s may not drive identity %s", p->name, identity ?: "(none)");
+	if (!principal_may_use_repo(p, repo))
+		return control_error("refused", "principal %s may not take a repository from %s: its principals entry's "
+				     "repos (default https:// only) say where", p->name, repo ?: "(none)");
+	if (grants != NULL && !json_is_array(grants))
+		return control_error("invalid", "grants must be a list of RESOURCE=ACCESS");
+	json_array_foreach(grants, i, g)
+		if ((answer = grant_entry_check(p, json_string_value(g))) != NULL)
+			return answer;
+	return NULL;
+}
+
+/* A grant's set names a resource p may give; a revoke only takes authority away. */
+static json_t *grant_check(const struct principal *p, json_t *req)
+{
+	const char *set = json_string_value(json_object_get(req, "set"));
+
+	return set == NULL ? NULL : grant_entry_check(p, set);
+}
+
 json_t *control_tls_authorize(struct manager *m, const struct principal *p, json_t *req)
 {
 	static const char *const on_session[] = { "exec", "cancel", "session.show", "session.delete", "grant", NULL };
 	static const char *const operator_only[] = { "status", "metrics", "resolve", NULL };
 	const char *op = json_string_value(json_object_get(req, "op"));
-	const char *identity, *exec_id;
+	const char *exec_id;
+	json_t *answer;
 
 	if (op != NULL && p->operator && strcmp(op, "resolve") == 0)
 		return resolve_note(p, req);
@@ -111,18 +154,17 @@ json_t *control_tls_authorize(struct manager *m, const struct principal *p, json
 	if (op_is(op, operator_only))
 		return control_error("refused", "%s is an operator's; principal %s is not one (the manager's "
 				     "principals file)", op, p->name);
-	if (op_is(op, on_session))
-		return session_check(m, p, json_string_value(json_object_get(req, "session")));
-	if (strcmp(op, "session.create") == 0) {
-		identity = json_string_value(json_object_get(req, "identity"));
-		return identity != NULL && principal_may_drive(p, identity) ? NULL :
-		       control_error("refused", "principal %s may not drive identity %s", p->name, identity ?: "(none)");
+	if (op_is(op, on_session)) {
+		answer = session_check(m, p, json_string_value(json_object_get(req, "session")));
+		return answer != NULL || strcmp(op, "grant") != 0 ? answer : grant_check(p, req);
 	}
+	if (strcmp(op, "session.create") == 0)
+		return create_check(p, req);
 	if (strcmp(op, "session.list") == 0)
 		return list_check(p, req);
 	if (strcmp(op, "records") == 0) {
 		exec_id = json_string_value(json_object_get(req, "exec"));
-		json_t *answer = exec_id != NULL ? exec_check(m, p, exec_id) : NULL;
+		answer = exec_id != NULL ? exec_check(m, p, exec_id) : NULL;
 
 		if (answer != NULL || (exec_id != NULL && json_object_get(req, "session") == NULL))
 			return answer;

@@ -43,6 +43,29 @@ static int principal_identities(struct principal *p, const json_t *v, struct sb_
 	return 0;
 }
 
+/* A list of strings into out[max][width]: "repos", "resources". */
+static int principal_list(const struct principal *p, const char *key, const json_t *v, char *out, size_t width,
+			  size_t *n, struct sb_err *err)
+{
+	size_t i;
+	json_t *item;
+
+	if (!json_is_array(v) || json_array_size(v) > PRINCIPAL_LIST_MAX)
+		return sb_invalid(err, "principal %s: %s must be a list of at most %d strings", p->name, key,
+				  PRINCIPAL_LIST_MAX);
+	*n = 0;
+	json_array_foreach(v, i, item) {
+		const char *str = json_string_value(item);
+
+		if (str == NULL || str[0] == '\0' || strlen(str) >= width)
+			return sb_invalid(err, "principal %s: %s entry %zu must be 1 to %zu bytes", p->name, key, i + 1,
+					  width - 1);
+		memcpy(out + *n * width, str, strlen(str) + 1);
+		(*n)++;
+	}
+	return 0;
+}
+
 static int principal_parse(struct principal *p, const char *name, const json_t *obj, struct sb_err *err)
 {
 	const char *key;
@@ -55,6 +78,9 @@ static int principal_parse(struct principal *p, const char *name, const json_t *
 		return sb_invalid(err, "principal %s must be an object", name);
 	memcpy(p->name, name, strlen(name) + 1);
 	p->max_conns = PRINCIPAL_CONNS_DEFAULT;
+	/* A local path on the manager's host is another identity's worktree as easily as a repository. */
+	memcpy(p->repos[0], "https://", sizeof "https://");
+	p->n_repos = 1;
 	json_object_foreach((json_t *)obj, key, v) {
 		if (strcmp(key, "identities") == 0) {
 			if (principal_identities(p, v, err) < 0)
@@ -63,6 +89,12 @@ static int principal_parse(struct principal *p, const char *name, const json_t *
 			if (!json_is_boolean(v))
 				return sb_invalid(err, "principal %s: operator must be true or false", name);
 			p->operator = json_is_true(v);
+		} else if (strcmp(key, "repos") == 0) {
+			if (principal_list(p, key, v, p->repos[0], sizeof p->repos[0], &p->n_repos, err) < 0)
+				return -1;
+		} else if (strcmp(key, "resources") == 0) {
+			if (principal_list(p, key, v, p->resources[0], sizeof p->resources[0], &p->n_resources, err) < 0)
+				return -1;
 		} else if (strcmp(key, "max_connections") == 0) {
 			if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > PRINCIPAL_CONNS_MAX)
 				return sb_invalid(err, "principal %s: max_connections must be 1 to %u", name,
@@ -70,7 +102,7 @@ static int principal_parse(struct principal *p, const char *name, const json_t *
 			p->max_conns = (unsigned)json_integer_value(v);
 		} else {
 			return sb_invalid(err, "principal %s: unknown key '%.80s' (identities, operator, "
-					  "max_connections)", name, key);
+					  "max_connections, repos, resources)", name, key);
 		}
 	}
 	return 0;
@@ -136,6 +168,29 @@ bool principal_may_drive(const struct principal *p, const char *identity)
 		return true;
 	for (size_t i = 0; identity != NULL && i < p->n_identities; i++)
 		if (strcmp(p->identities[i], identity) == 0)
+			return true;
+	return false;
+}
+
+bool principal_may_use_repo(const struct principal *p, const char *repo)
+{
+	if (p->operator)
+		return true;
+	if (repo == NULL || strstr(repo, "/../") != NULL || strcmp(repo, "..") == 0 || strncmp(repo, "../", 3) == 0 ||
+	    (strlen(repo) >= 3 && strcmp(repo + strlen(repo) - 3, "/..") == 0))
+		return false;
+	for (size_t i = 0; i < p->n_repos; i++)
+		if (strncmp(repo, p->repos[i], strlen(p->repos[i])) == 0)
+			return true;
+	return false;
+}
+
+bool principal_may_grant(const struct principal *p, const char *resource)
+{
+	if (p->operator)
+		return true;
+	for (size_t i = 0; resource != NULL && i < p->n_resources; i++)
+		if (strcmp(p->resources[i], resource) == 0)
 			return true;
 	return false;
 }

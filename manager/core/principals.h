@@ -14,6 +14,7 @@
 
 #define PRINCIPALS_MAX 1024
 #define PRINCIPAL_IDENTITIES_MAX 64
+#define PRINCIPAL_LIST_MAX 32         /* repos prefixes, resources */
 #define PRINCIPAL_CONNS_DEFAULT 8u   /* open TLS connections a principal may hold at once */
 #define PRINCIPAL_CONNS_MAX 256u
 #define DENY_ENTRIES_MAX 65536
@@ -25,6 +26,10 @@ struct principal {
 	unsigned max_conns;
 	size_t n_identities;
 	char identities[PRINCIPAL_IDENTITIES_MAX][65];
+	size_t n_repos;                  /* where its sessions' repositories may come from: prefixes */
+	char repos[PRINCIPAL_LIST_MAX][256]; /* of the repo as given; default "https://" alone */
+	size_t n_resources;              /* the resources it may grant its sessions; default none */
+	char resources[PRINCIPAL_LIST_MAX][128];
 };
 
 struct principals {
@@ -32,7 +37,8 @@ struct principals {
 	struct principal *p;
 };
 
-/* {"NAME": {"identities": ["alice", ...], "operator": false, "max_connections": 8}, ...}: every
+/* {"NAME": {"identities": ["alice", ...], "operator": false, "max_connections": 8, "repos":
+ * ["https://git.example/"], "resources": ["k8s-dev"]}, ...}: every
  * key checked, unknown ones refused (a misspelt "operator" must not silently grant less or more). */
 int principals_parse(const json_t *obj, struct principals *out, struct sb_err *err);
 int principals_load(const char *path, struct principals *out, struct sb_err *err);
@@ -41,6 +47,11 @@ void principals_free(struct principals *ps);
 const struct principal *principals_find(const struct principals *ps, const char *name);
 /* An operator drives every identity; anyone else those listed. */
 bool principal_may_drive(const struct principal *p, const char *identity);
+/* A repository (as session create names it) p may use: an operator any; anyone else one that
+ * starts with one of its prefixes and has no ".." segment. */
+bool principal_may_use_repo(const struct principal *p, const char *repo);
+/* A resource p may grant its sessions: an operator any; anyone else those listed. */
+bool principal_may_grant(const struct principal *p, const char *resource);
 
 struct deny_list;
 

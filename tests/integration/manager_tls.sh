@@ -15,7 +15,9 @@ tls_setup() {
 	TLS_DENY=$WD/deny
 	as_user mkdir -p "$WD/certs"
 	as_user sh -c "echo '# revoked certificates' > '$TLS_DENY'"
-	as_user sh -c "printf '%s' '{\"alice-ci\": {\"identities\": [\"alice\"]}, \"bob-ci\": {\"identities\": [\"bob\"], \"max_connections\": 1}, \"ops\": {\"operator\": true}}' > '$WD/principals.json'"
+	jq -n --arg repo "$TD/repo" '{"alice-ci": {identities: ["alice"], repos: [$repo]},
+		"bob-ci": {identities: ["bob"], max_connections: 1}, ops: {operator: true}}' >"$TD/principals.json" &&
+		as_user cp "$TD/principals.json" "$WD/principals.json"
 	mgr_repo && mgr_start --listen "tls:127.0.0.1:$TLS_PORT" --tls-name 127.0.0.1 \
 		--tls-principals "$WD/principals.json" --tls-deny "$TLS_DENY" || return 1
 	for p in alice-ci bob-ci ops; do
@@ -109,6 +111,15 @@ test_manager_tls_refused() {
 	assert_match "bob-ci exec on alice's session" "not_found" "$(cat "$ERR")"
 	tls bob-ci session create --identity alice --repo "$REPO"
 	assert_match "bob-ci creating for alice" "refused: principal bob-ci may not drive identity alice" "$(cat "$ERR")"
+	# a local path is another identity's worktree as easily as a repository: https:// only by default
+	tls bob-ci session create --identity bob --repo "$REPO"
+	assert_match "bob-ci creating from a local path" "refused: principal bob-ci may not take a repository" "$(cat "$ERR")"
+	tls alice-ci session create --identity alice --repo "$TD/repo/../repo"
+	assert_match "a .. segment out of alice-ci's prefix" "may not take a repository" "$(cat "$ERR")"
+	tls alice-ci grant --session "$SID" --set "anything=read"
+	assert_match "alice-ci granting a resource it was not given" "may not grant anything" "$(cat "$ERR")"
+	tls alice-ci session create --identity alice --repo "$REPO" --grant anything=read
+	assert_match "alice-ci creating with a grant it was not given" "may not grant anything" "$(cat "$ERR")"
 	tls bob-ci records --session "$SID"
 	assert_match "bob-ci records of alice's session" "not_found" "$(cat "$ERR")"
 	tls bob-ci session show --session "$SID"
@@ -166,7 +177,8 @@ test_manager_tls_follow() {
 	as_user "$MANAGER" ca issue --server-name 127.0.0.1 --out "$WD/srv" --ca "$WD/opca" >/dev/null &&
 		as_user "$MANAGER" ca issue --principal alice-ci --out "$WD/certs/alice-ci" --ca "$WD/opca" >/dev/null ||
 		{ bad "ca issue --ca failed"; return; }
-	as_user sh -c "printf '%s' '{\"alice-ci\": {\"identities\": [\"alice\"]}}' > '$WD/principals.json'"
+	jq -n --arg repo "$TD/repo" '{"alice-ci": {identities: ["alice"], repos: [$repo]}}' >"$TD/principals.json" &&
+		as_user cp "$TD/principals.json" "$WD/principals.json"
 	ports=($(python3 -c 'import socket
 ss=[socket.socket() for _ in range(2)]
 [s.bind(("127.0.0.1",0)) for s in ss]

@@ -54,9 +54,36 @@ static void test_principals_map(void **state)
 	assert_false(a->operator);
 	assert_int_equal(a->max_conns, 3);
 	assert_true(principal_may_drive(ops, "bob"));
+	/* repositories: https:// alone by default; listed prefixes, never through ".." */
+	assert_true(principal_may_use_repo(a, "https://git.example/r.git"));
+	assert_false(principal_may_use_repo(a, "/srv/git/r"));
+	assert_false(principal_may_use_repo(a, "file:///srv/git/r"));
+	assert_false(principal_may_use_repo(a, NULL));
+	assert_true(principal_may_use_repo(ops, "/anything"));
+	assert_false(principal_may_grant(a, "k8s"));
+	assert_true(principal_may_grant(ops, "k8s"));
 	assert_int_equal(ops->max_conns, PRINCIPAL_CONNS_DEFAULT);
 	/* a principal with nothing listed drives nothing */
 	assert_false(principal_may_drive(principals_find(&ps, "nobody"), "alice"));
+	principals_free(&ps);
+}
+
+static void test_principals_repos_resources(void **state)
+{
+	struct principals ps;
+	struct sb_err err;
+	const struct principal *p;
+
+	(void)state;
+	assert_int_equal(parse("{\"ci\": {\"identities\": [\"alice\"], \"repos\": [\"/srv/git/\"], "
+			       "\"resources\": [\"k8s-dev\"]}}", &ps, &err), 0);
+	p = principals_find(&ps, "ci");
+	assert_true(principal_may_use_repo(p, "/srv/git/r"));
+	assert_false(principal_may_use_repo(p, "https://git.example/r.git")); /* the list replaces the default */
+	assert_false(principal_may_use_repo(p, "/srv/git/../home/alice/w"));
+	assert_false(principal_may_use_repo(p, "/srv/git/.."));
+	assert_true(principal_may_grant(p, "k8s-dev"));
+	assert_false(principal_may_grant(p, "k8s-prod"));
 	principals_free(&ps);
 }
 
@@ -72,6 +99,8 @@ static void test_principals_refused(void **state)
 		{ "{\"a\": {\"max_connections\": 0}}", "max_connections must be 1 to 256" },
 		{ "{\"a\": []}", "must be an object" },
 		{ "[]", "must be an object" },
+		{ "{\"a\": {\"repos\": \"/srv\"}}", "repos must be a list" },
+		{ "{\"a\": {\"resources\": [1]}}", "resources entry 1 must be" },
 	};
 	struct principals ps;
 	struct sb_err err;
@@ -206,6 +235,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_principals_map),
+		cmocka_unit_test(test_principals_repos_resources),
 		cmocka_unit_test(test_principals_refused),
 		cmocka_unit_test(test_deny_list),
 		cmocka_unit_test(test_deny_list_refused),
