@@ -174,15 +174,17 @@ test_manager_tls_follow() {
 		openssl req -x509 -new -key ca.key -subj '/CN=operator CA' -days 2 -out ca.crt \
 			-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null" ||
 		{ bad "openssl could not make the operator's CA"; return; }
-	as_user "$MANAGER" ca issue --server-name 127.0.0.1 --out "$WD/srv" --ca "$WD/opca" >/dev/null &&
-		as_user "$MANAGER" ca issue --principal alice-ci --out "$WD/certs/alice-ci" --ca "$WD/opca" >/dev/null ||
-		{ bad "ca issue --ca failed"; return; }
+	if ! as_user "$MANAGER" ca issue --server-name 127.0.0.1 --out "$WD/srv" --ca "$WD/opca" >/dev/null ||
+		! as_user "$MANAGER" ca issue --principal alice-ci --out "$WD/certs/alice-ci" --ca "$WD/opca" >/dev/null; then
+		bad "ca issue --ca failed"
+		return
+	fi
 	jq -n --arg repo "$TD/repo" '{"alice-ci": {identities: ["alice"], repos: [$repo]}}' >"$TD/principals.json" &&
 		as_user cp "$TD/principals.json" "$WD/principals.json"
-	ports=($(python3 -c 'import socket
+	read -r -a ports < <(python3 -c 'import socket
 ss=[socket.socket() for _ in range(2)]
 [s.bind(("127.0.0.1",0)) for s in ss]
-print(" ".join(str(s.getsockname()[1]) for s in ss))'))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
 	for i in 1 2; do
 		multi_serve "$i" --listen "tls:127.0.0.1:${ports[i-1]}" --advertise "tls://127.0.0.1:${ports[i-1]}" \
 			--tls-cert "$WD/srv/server.crt" --tls-key "$WD/srv/server.key" --tls-client-ca "$WD/opca/ca.crt" \
@@ -192,7 +194,6 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))'))
 	tls alice-ci session create --identity alice --repo "$REPO"
 	assert_eq "session create through m1 (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 	SID=$(jr .session)
-	WT=$(jr .worktree)
 	TLS_PORT=${ports[1]}
 	tls alice-ci exec --session "$SID" -- 'echo once >> runs; cat runs'
 	assert_eq "a call sent to m2 only, followed to m1 (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
@@ -201,6 +202,7 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))'))
 	out=$(as_user python3 "$TLS_PY" ask "${ports[1]}" "$WD/certs/alice-ci/ca.crt" "$WD/certs/alice-ci/alice-ci.crt" \
 		"$WD/certs/alice-ci/alice-ci.key" "$SID")
 	assert_eq "m2's answer" "owned tls://127.0.0.1:${ports[0]} m1" "$out"
+	# shellcheck disable=SC2034 # read by mgr (lib_manager.sh): m1's socket, for the records
 	MSOCK=${MM_SOCK[1]}
 	mgr records --session "$SID"
 	assert_json '[.records[].state]' '["exited"]'
