@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +62,8 @@ static int tcp_connect(const char *hostport, struct sb_err *err)
 		errno = soerr ? soerr : errno;
 		goto fail;
 	}
+	/* Small requests waited for at once: no Nagle delay. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 	/* Blocking again: tls.c waits with poll and sends with MSG_DONTWAIT itself. */
 	if (fcntl(fd, F_SETFL, 0) < 0)
 		goto fail;

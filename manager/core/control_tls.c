@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -243,6 +244,9 @@ void control_tls_accept(struct manager *m, int lfd)
 
 	if (fd < 0)
 		return;
+	/* Requests and answers are small writes waited for at once: Nagle's delay (with the peer's
+	 * delayed ACK) would add tens of ms to every call. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 	pthread_mutex_lock(&T.lock);
 	over = T.handshakes >= CONTROL_TLS_HANDSHAKES_MAX;
 	if (!over)
