@@ -24,12 +24,14 @@ AGENT_LINK := -static
 endif
 # The client (sandbox-manager: every command but serve, manager/main.c) links only the control
 # protocol's libraries, static like the agent: a call starts in under a millisecond, where 40 shared
-# libraries took 5-8 (issue 18). The daemon (sandbox-manager-daemon) links everything.
+# libraries took 5-8 (issue 18). The daemon (sandbox-manager-daemon) links everything, libmicrohttpd
+# among it: `mcp --http` is served by the daemon's program too (main.c execs it), so the client
+# stays static without it.
 CLIENT_LINK  := $(AGENT_LINK)
 CLIENT_LIBS  := -ljansson -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
 
 AGENT_LIBS   := -pthread -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
-MANAGER_LIBS := -lsqlite3 -lpq -lcurl -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
+MANAGER_LIBS := -lsqlite3 -lpq -lcurl -lmicrohttpd -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread
 TEST_LIBS    := -lcmocka -lseccomp -lcap $(MANAGER_LIBS)
 
 GEN_SRC    := $(BUILD)/gen/sandbox.pb-c.c

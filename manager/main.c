@@ -2,7 +2,7 @@
  * but `serve` is a client of the daemon's control socket (cli.c, mcp.c) and this program links
  * nothing else: no SQLite, curl or TLS, so a call starts as fast as a static program can (issue 18).
  * `serve` becomes the daemon: sandbox-manager-daemon beside this executable (daemon_main.c),
- * exec'd in this process, so its pid, arguments, environment and descriptors are the ones `serve`
+ * exec'd in this process (so does `mcp --http`, whose HTTP server is libmicrohttpd's), so its pid, arguments, environment and descriptors are the ones `serve`
  * was started with (a unit's MainPID, a test's kill). Each command's usage lives with the command
  * (`COMMAND --help`); this file holds only the table. */
 #include <errno.h>
@@ -23,8 +23,9 @@
 #define DAEMON_NAME "sandbox-manager-daemon"
 
 /* The daemon ships beside this program (build/, BINDIR), as the agent does beside the daemon
- * (config.c): found from this executable's own path, never from $PATH or the working directory. */
-static int run_serve(int argc, char **argv)
+ * (config.c): found from this executable's own path, never from $PATH or the working directory.
+ * Exec'd with argv COMMAND FLAGS... as "sandbox-manager-daemon COMMAND FLAGS...". */
+static int run_daemon(int argc, char **argv)
 {
 	char self[PATH_MAX], daemon[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -48,7 +49,6 @@ static int run_serve(int argc, char **argv)
 		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
 		return MCLI_FAILED;
 	}
-	/* The daemon's argv: DAEMON_NAME serve|ca FLAGS... (argv[0] here is "serve" or "ca"). */
 	dv[0] = DAEMON_NAME;
 	memcpy(dv + 1, argv, (size_t)argc * sizeof *dv);
 	execv(daemon, dv);
@@ -56,9 +56,18 @@ static int run_serve(int argc, char **argv)
 	return MCLI_FAILED;
 }
 
+static int run_serve(int argc, char **argv)
+{
+	return run_daemon(argc, argv);
+}
+
+/* stdio here; --http in the daemon's program, which links libmicrohttpd (this one stays static):
+ * the flags are checked here first, so a usage error costs no exec. */
 static int run_mcp(int argc, char **argv)
 {
-	return mcp_serve(argc, argv, SB_VERSION);
+	int rc = mcp_serve(argc, argv, SB_VERSION, NULL);
+
+	return rc == MCP_SERVE_HTTP_ELSEWHERE ? run_daemon(argc, argv) : rc;
 }
 
 static int run_version(int argc, char **argv)
@@ -73,7 +82,7 @@ static const struct {
 	const char *summary;
 } commands[] = {
 	{ "serve", run_serve, "run the manager (the daemon)" },
-	{ "ca", run_serve, "issue a client certificate for the control API over TLS (the daemon's CA)" },
+	{ "ca", run_daemon, "issue a client certificate for the control API over TLS (the daemon's CA)" },
 	{ "session", mcli_session, "create, show, delete and list sessions" },
 	{ "exec", mcli_exec, "run a command in a session's sandbox" },
 	{ "cancel", mcli_cancel, "stop a session's running command" },

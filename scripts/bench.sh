@@ -22,6 +22,10 @@ bash "$(dirname "$0")/bench-manager.sh" "$build"
 echo
 bash "$(dirname "$0")/bench-podman.sh" "$build"
 
+# The egress proxy: a request through a grant's edge beside the same request direct (scripts/bench-egress.sh).
+echo
+bash "$(dirname "$0")/bench-egress.sh" "$build"
+
 # The targets of issue 18, measured in this one run.
 echo
 echo "| path | measured | target | met? |"

@@ -10,12 +10,14 @@
 # `open` of the process backend's sandboxes (manager/backend/process_net.c).
 # python3-yaml: test_backend_kubernetes reads deploy/kubernetes/*.yaml (the NetworkPolicy's selectors
 # against the labels the backend sets).
+# libmicrohttpd-dev: the manager's HTTP listeners (the metrics listener, manager/core/metrics_http.c;
+# `mcp --http`, manager/front/mcp_http.c; issue 28's egress proxy), linked into the daemon only.
 set -euo pipefail
 
 packages=(
 	build-essential pkg-config clang
 	libcap-dev libseccomp-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler
-	libcurl4-openssl-dev libsqlite3-dev libpq-dev libjansson-dev libcmocka-dev
+	libcurl4-openssl-dev libsqlite3-dev libpq-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
 	git jq util-linux procps passwd iproute2 nodejs python3 python3-yaml openssl
 	podman runc uidmap debootstrap curl
 	sqlite3 systemd postgresql-15 slirp4netns

@@ -5,6 +5,7 @@
 #include "curl_handle.h"
 #include "fdio.h"
 #include "jsonfile.h"
+#include "pathfmt.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -316,25 +317,58 @@ static char *ca_data(const char *resource, const char *path, struct sb_err *err)
 	return b64;
 }
 
+void broker_edge_clear(struct broker_edge *e)
+{
+	if (e->token != NULL) {
+		explicit_bzero(e->token, strlen(e->token));
+		free(e->token);
+	}
+	e->token = NULL;
+	e->server[0] = e->ca_file[0] = '\0';
+}
+
+/* The credential kept at the edge (req->edge), never written: 0, or -1 with err. */
+static int edge_keep(const struct broker_request *req, const struct broker_kubeconfig *k, struct sb_err *err)
+{
+	struct broker_edge *e = req->edge;
+
+	broker_edge_clear(e);
+	if (path_fmt(e->server, sizeof e->server, err, "%s", k->server) < 0 ||
+	    path_fmt(e->ca_file, sizeof e->ca_file, err, "%s", k->ca_file ? k->ca_file : "") < 0)
+		return -1;
+	e->token = strdup(k->token);
+	return e->token == NULL ? sb_fail(err, ENOMEM, "resource %s: keeping the credential", req->resource) : 0;
+}
+
 int broker_kubeconfig_write(const struct broker_request *req, const struct broker_kubeconfig *k,
 			    struct sb_err *err)
 {
 	const char *name = strncmp(req->resource, "kubernetes:", 11) == 0 ? req->resource + 11 : req->resource;
-	char *ca = NULL, *text;
-	json_t *cluster, *doc;
+	char *ca = NULL, *text, local[64];
+	json_t *cluster, *doc, *user;
 	int rc;
 
-	if (k->ca_file != NULL && k->ca_file[0] != '\0' && (ca = ca_data(req->resource, k->ca_file, err)) == NULL)
-		return -1;
-	cluster = json_pack("{s:s}", "server", k->server);
-	if (ca != NULL)
-		json_object_set_new(cluster, "certificate-authority-data", json_string(ca));
-	free(ca);
+	if (req->edge != NULL) {
+		/* The sandbox gets the edge's address and nothing to present: the proxy authenticates. */
+		if (edge_keep(req, k, err) < 0)
+			return -1;
+		snprintf(local, sizeof local, "http://127.0.0.1:%u", req->edge->port);
+		cluster = json_pack("{s:s}", "server", local);
+		user = json_object();
+	} else {
+		if (k->ca_file != NULL && k->ca_file[0] != '\0' && (ca = ca_data(req->resource, k->ca_file, err)) == NULL)
+			return -1;
+		cluster = json_pack("{s:s}", "server", k->server);
+		if (ca != NULL)
+			json_object_set_new(cluster, "certificate-authority-data", json_string(ca));
+		free(ca);
+		user = json_pack("{s:s}", "token", k->token);
+	}
 	/* Built as JSON by jansson: every value quoted and escaped; kubectl reads JSON kubeconfigs. */
-	doc = json_pack("{s:s, s:s, s:[{s:s, s:o}], s:[{s:s, s:{s:s}}], s:[{s:s, s:{s:s, s:s}}], s:s}",
+	doc = json_pack("{s:s, s:s, s:[{s:s, s:o}], s:[{s:s, s:o}], s:[{s:s, s:{s:s, s:s}}], s:s}",
 			"apiVersion", "v1", "kind", "Config",
 			"clusters", "name", name, "cluster", cluster,
-			"users", "name", name, "user", "token", k->token,
+			"users", "name", name, "user", user,
 			"contexts", "name", name, "context", "cluster", name, "user", name,
 			"current-context", name);
 	text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;

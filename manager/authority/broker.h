@@ -40,6 +40,20 @@ struct broker_bound {
 	const char *uid;
 };
 
+/* Credentials added at the edge (issue 28, the network policy `proxy`): the sandbox's kubeconfig
+ * names a plain-HTTP endpoint on its own loopback and holds no credential; the API server's URL, its
+ * CA and the token stay here, in the manager's memory, for its egress proxy to add to each request
+ * the grant allows. */
+struct broker_edge {
+	unsigned port;            /* in: the sandbox's loopback port its kubeconfig names */
+	char server[512];         /* out: the API server's URL (a Rancher cluster's, with its path) */
+	char ca_file[4096];       /* out: "" for the system trust store */
+	char *token;              /* out: heap; broker_edge_clear wipes and frees it */
+};
+
+/* Wipes and frees e's token; e is empty after. */
+void broker_edge_clear(struct broker_edge *e);
+
 struct broker_request {
 	const char *resource;  /* "kubernetes:staging": names the credential in messages and kubeconfigs */
 	const char *access;    /* "read" or "write" */
@@ -49,6 +63,7 @@ struct broker_request {
 	uid_t uid;             /* its owner: the sandbox's ids */
 	gid_t gid;
 	const struct broker_bound *bound; /* NULL: the credential is bound to nothing, and lives until its expiry */
+	struct broker_edge *edge;         /* non-NULL: the credential is kept here, the file holds none */
 };
 
 struct broker_result {
@@ -123,7 +138,9 @@ struct broker_kubeconfig {
 };
 
 /* A kubeconfig (JSON, which kubectl reads as YAML) holding one cluster, user and context named after
- * the resource (its part after "kubernetes:"), written to req->path (0400, owned by req->uid/gid). */
+ * the resource (its part after "kubernetes:"), written to req->path (0400, owned by req->uid/gid).
+ * With req->edge: the server is http://127.0.0.1:PORT, the user has no credential, and k's server,
+ * CA file and token are copied into req->edge instead. */
 int broker_kubeconfig_write(const struct broker_request *req, const struct broker_kubeconfig *k,
 			    struct sb_err *err);
 

@@ -81,9 +81,43 @@ struct snapshot_ctx {
 	const char *private_dir;
 	const char *label;     /* "<session>.g<generation>": the private directory's name */
 	json_t *revoke;        /* [{"resource", "access", "broker", "arg", "id"}] */
+	bool edge;             /* the network policy `proxy`: brokers' credentials kept in s->edges */
 	uid_t uid;
 	gid_t gid;
 };
+
+/* The next edge of the snapshot, for this grant: its port is fixed by its place. NULL with err. */
+static struct broker_edge *edge_next(struct snapshot_ctx *c, const char *resource, const char *access,
+				     struct sb_err *err)
+{
+	struct snapshot *s = c->s;
+	struct snapshot_edge *e;
+
+	if (s->edges == NULL && (s->edges = calloc(SNAPSHOT_EDGES_MAX, sizeof *s->edges)) == NULL) {
+		sb_fail(err, ENOMEM, "grant %s: its edge", resource);
+		return NULL;
+	}
+	if (s->edges_n == SNAPSHOT_EDGES_MAX) {
+		sb_fail(err, E2BIG, "grant %s: over %d kubernetes grants served at the edge", resource,
+			SNAPSHOT_EDGES_MAX);
+		return NULL;
+	}
+	e = &s->edges[s->edges_n];
+	if (path_fmt(e->resource, sizeof e->resource, err, "%s", resource) < 0 ||
+	    path_fmt(e->access, sizeof e->access, err, "%s", access) < 0)
+		return NULL;
+	e->cred.port = SNAPSHOT_EDGE_PORT + (unsigned)s->edges_n;
+	return &e->cred;
+}
+
+void snapshot_edges_free(struct snapshot *s)
+{
+	for (size_t i = 0; s->edges != NULL && i < SNAPSHOT_EDGES_MAX; i++)
+		broker_edge_clear(&s->edges[i].cred);
+	free(s->edges);
+	s->edges = NULL;
+	s->edges_n = 0;
+}
 
 /* A network broker's grant: its kubeconfig, its expiry, and (if revocable) its entry in the list. */
 static int grant_broker(struct snapshot_ctx *c, const char *resource, const char *access, const char *broker,
@@ -98,8 +132,12 @@ static int grant_broker(struct snapshot_ctx *c, const char *resource, const char
 		return sb_invalid(err, "grant %s: the %s broker serves kubernetes:* resources only", resource,
 				  rancher ? "rancher" : "tokenrequest");
 	req.arg = broker + (rancher ? 8 : 13);
+	if (c->edge && (req.edge = edge_next(c, resource, access, err)) == NULL)
+		return -1;
 	if ((rancher ? broker_rancher(&req, &res, err) : broker_tokenrequest(&req, &res, err)) < 0)
 		return -1;
+	if (req.edge != NULL)
+		c->s->edges_n++; /* counted once it holds a credential */
 	if (res.expires_ms != 0 && (c->s->expires_ms == 0 || res.expires_ms < c->s->expires_ms))
 		c->s->expires_ms = res.expires_ms;
 	if (res.revoke_id[0] == '\0')
@@ -179,11 +217,11 @@ int snapshot_service_account(json_t *grants, json_t *resources, char *out, size_
 	return first == NULL ? 0 : path_fmt(out, len, err, "%s", strchr(chosen, '/') + 1);
 }
 
-int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
-		  const struct broker_bound *bound, struct snapshot *out, struct sb_err *err)
+static int snapshot_fill(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
+			 const struct broker_bound *bound, bool edge, struct snapshot *out, struct sb_err *err)
 {
 	const char *resource, *slash = strrchr(private_dir, '/');
-	struct snapshot_ctx c = { .s = out, .bound = bound, .private_dir = private_dir,
+	struct snapshot_ctx c = { .s = out, .bound = bound, .private_dir = private_dir, .edge = edge,
 				  .label = slash ? slash + 1 : private_dir, .uid = uid, .gid = gid };
 	json_t *access;
 	int rc = 0;
@@ -204,11 +242,26 @@ int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, ui
 
 		/* This sandbox will not start: what was already made must not outlive it. */
 		snapshot_release(private_dir, &ignored);
+		snapshot_edges_free(out);
 		return -1;
 	}
-	if (chmod(out->dir, 0500) < 0)
+	if (chmod(out->dir, 0500) < 0) {
+		snapshot_edges_free(out);
 		return sb_fail_errno(err, "sealing %s", out->dir);
+	}
 	return 0;
+}
+
+int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
+		  const struct broker_bound *bound, struct snapshot *out, struct sb_err *err)
+{
+	return snapshot_fill(private_dir, grants, resources, uid, gid, bound, false, out, err);
+}
+
+int snapshot_make_edge(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
+		       struct snapshot *out, struct sb_err *err)
+{
+	return snapshot_fill(private_dir, grants, resources, uid, gid, NULL, true, out, err);
 }
 
 int snapshot_release(const char *private_dir, struct sb_err *err)

@@ -13,11 +13,28 @@
 #include "broker.h"
 #include "error.h"
 
+/* Under the network policy `proxy` a broker's kubernetes grant is served at the edge (broker.h
+ * struct broker_edge): grant i's kubeconfig names http://127.0.0.1:(SNAPSHOT_EDGE_PORT + i) of the
+ * sandbox's own loopback, where the manager's egress proxy listens (3128 is the proxy itself). */
+#define SNAPSHOT_EDGE_PORT 3129
+#define SNAPSHOT_EDGES_MAX 16
+
+struct snapshot_edge {
+	char resource[128];           /* "kubernetes:prod" */
+	char access[8];               /* "read" or "write": what the proxy lets through */
+	struct broker_edge cred;      /* the API server, its CA, the token (kept in memory only) */
+};
+
 struct snapshot {
 	char dir[PATH_MAX];           /* <private_dir>/credentials */
 	char kubeconfig[8192];        /* KUBECONFIG for every call: the kubernetes grants, ':'-joined */
 	int64_t expires_ms;           /* wall-clock ms when its first credential expires; 0: none expires */
+	struct snapshot_edge *edges;  /* edge mode: heap, `edges_n` of them; snapshot_edges_free */
+	size_t edges_n;
 };
+
+/* Wipes every kept token and frees the edges (a snapshot without any is left as it is). */
+void snapshot_edges_free(struct snapshot *s);
 
 /* Materialise grants ({"resource": "access"}) declared in resources ({"NAME": "BROKER:ARG"})
  * under private_dir; files are 0400, owned by uid/gid (the sandbox's ids). Brokers: file:PATH,
@@ -26,6 +43,12 @@ struct snapshot {
  * credentials that can be revoked are revoked (snapshot_release). */
 int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
 		  const struct broker_bound *bound, struct snapshot *out, struct sb_err *err);
+
+/* The same under the network policy `proxy`: each tokenrequest or rancher kubernetes grant is served
+ * at the edge (no credential in its file; out->edges holds them). A file: grant is still the file
+ * the operator chose to hand the sandbox. On failure out holds no edge. */
+int snapshot_make_edge(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
+		       struct snapshot *out, struct sb_err *err);
 
 /* Its directory, <private_dir>/credentials, empty and sealed, for a sandbox that mounts it before
  * snapshot_make fills it (out: its path). */

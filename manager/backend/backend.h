@@ -28,13 +28,16 @@ struct sandbox_bound {
  * issued the agent's certificate and written the receipt key into private_dir. */
 /* A session's network policy (issue 26, N1): every sandbox has a network namespace of its own;
  * `none` gives it loopback only, `open` also a way out through a user-mode NAT (process backend:
- * slirp4netns) from which the host's loopback, and so the manager's listeners, are unreachable. */
+ * slirp4netns) from which the host's loopback, and so the manager's listeners, are unreachable;
+ * `proxy` loopback only, its way out the manager's egress proxy (manager/egress/). */
 enum sandbox_network {
 	SANDBOX_NETWORK_OPEN = 0,   /* the default, as the seed describes */
 	SANDBOX_NETWORK_NONE,
+	SANDBOX_NETWORK_PROXY,      /* loopback only, and the manager's egress proxy listening on the
+				     * sandbox's 127.0.0.1:EGRESS_PROXY_PORT (issue 28; process backend) */
 };
 
-/* "open" or "none"; sandbox_network_parse: 0, or -1 for any other word. */
+/* "open", "none" or "proxy"; sandbox_network_parse: 0, or -1 for any other word. */
 const char *sandbox_network_name(enum sandbox_network n);
 int sandbox_network_parse(const char *word, enum sandbox_network *out);
 
@@ -122,6 +125,11 @@ struct backend_ops {
 	/* Which limits hold for the live sandbox of h (struct sandbox_limits). NULL when unknown. */
 	int (*limits)(struct backend *be, const struct sandbox_handle *h, struct sandbox_limits *out,
 		      struct sb_err *err);
+	/* A listening TCP socket on 127.0.0.1:port inside the live sandbox's own network namespace,
+	 * held by the manager alone (close-on-exec): the egress proxy's, for policy `proxy`. NULL for
+	 * a backend that cannot give one (the policy is refused there). */
+	int (*net_listen)(struct backend *be, const struct sandbox_handle *h, uint16_t port, int *fd,
+			  struct sb_err *err);
 	void (*destroy)(struct backend *be);
 };
 

@@ -88,6 +88,7 @@ static const struct backend_ops process_ops = {
 	.evidence = process_evidence,
 	.adopt = process_adopt,
 	.limits = process_limits,
+	.net_listen = process_net_listen,
 	.destroy = process_destroy,
 };
 

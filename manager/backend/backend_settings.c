@@ -33,7 +33,8 @@ int backend_image_check(const char *image, struct sb_err *err)
 	return 0;
 }
 
-static const char *const network_names[] = { [SANDBOX_NETWORK_OPEN] = "open", [SANDBOX_NETWORK_NONE] = "none" };
+static const char *const network_names[] = { [SANDBOX_NETWORK_OPEN] = "open", [SANDBOX_NETWORK_NONE] = "none",
+							     [SANDBOX_NETWORK_PROXY] = "proxy" };
 
 const char *sandbox_network_name(enum sandbox_network n)
 {

@@ -93,6 +93,11 @@ int process_launch(struct process *p, const struct sandbox_spec *spec, struct sa
 int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
 		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err);
 
+/* backend_ops.net_listen: a TCP socket bound and listening on 127.0.0.1:port inside the sandbox's
+ * network namespace, made by a short-lived child of the manager that joins that namespace, and
+ * handed to the manager (close-on-exec) over SCM_RIGHTS; nothing inside the sandbox ever holds it. */
+int process_net_listen(struct backend *be, const struct sandbox_handle *h, uint16_t port, int *fd, struct sb_err *err);
+
 /* Once the sandbox's init is proven gone: its network helper (a child of this manager, or 0 for
  * none) has left by itself, or is killed, and is reaped, within a bound. *net_pid becomes 0. */
 void process_net_reap(pid_t *net_pid);

@@ -6,7 +6,9 @@
  * unprivileged process, with --disable-host-loopback (10.0.2.2 and 127.0.0.0/8 of the host refused).
  * slirp4netns lives exactly as long as the sandbox: its exit descriptor is a pidfd of the sandbox's
  * init, readable once init is gone, whoever ends it and whether or not this manager still runs; the
- * manager reaps it once that end is proven (process_evidence.c). */
+ * manager reaps it once that end is proven (process_evidence.c). Policy `proxy` is `none` plus a
+ * listener the manager makes inside the namespace and holds (process_net_listen), served by its
+ * egress proxy (manager/egress/). */
 #include "process.h"
 
 #include "clock.h"
@@ -14,10 +16,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -159,8 +164,8 @@ int process_net_attach(const struct process_settings *set, enum sandbox_network 
 	const char *path = set->slirp4netns[0] != '\0' ? set->slirp4netns : SLIRP_DEFAULT;
 	int ready[2], rc;
 
-	if (network == SANDBOX_NETWORK_NONE)
-		return 0; /* loopback only: sandbox init brings it up */
+	if (network == SANDBOX_NETWORK_NONE || network == SANDBOX_NETWORK_PROXY)
+		return 0; /* loopback only: sandbox init brings it up (proxy: the core adds the listener) */
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		return sb_fail_errno(err, "creating the network's ready pipe");
 	rc = slirp_spawn(path, init_pid, init_pidfd, ready[1], log_fd, net_pid, err);
@@ -171,4 +176,115 @@ int process_net_attach(const struct process_settings *set, enum sandbox_network 
 	if (rc < 0)
 		sb_err_prefix(err, "the sandbox's network (policy open)");
 	return rc;
+}
+
+/* ---- the egress proxy's listener inside the sandbox's network namespace (policy `proxy`) ---- */
+
+#define LISTEN_MS 5000              /* the forked child: from fork to its exit */
+
+/* Child of the manager, outside the sandbox, between fork and _exit: only async-signal-safe
+ * calls (the manager has other threads). It enters the sandbox's network namespace, makes the
+ * socket there, hands it to the manager and exits; it never runs anything of the sandbox's, and
+ * nothing of the sandbox's can reach it: it stays in the manager's PID namespace (no pid of the
+ * sandbox's names it), and an unprivileged manager's child, once in the sandbox's user namespace,
+ * holds every capability there, which no command has (ptrace of it is refused on that alone). */
+__attribute__((noreturn)) static void listen_child(int pidfd, uint16_t port, int chan)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char cmsg_buf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 'L';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
+			      .msg_controllen = sizeof cmsg_buf };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	int one = 1, fd;
+
+	/* Joining the network namespace needs CAP_SYS_ADMIN over the user namespace that owns it (the
+	 * sandbox's) and over our own. A root manager has it over every namespace it made: it joins
+	 * the network namespace alone and keeps its credentials. An unprivileged one has it nowhere
+	 * of its own, so it joins the sandbox's user namespace first, which setns() allows as that
+	 * namespace's owner in its parent, and which gives it every capability there; the kernel
+	 * joins the user namespace before the others, so the network namespace's check then holds.
+	 * Single-threaded after fork, as setns(CLONE_NEWUSER) requires. */
+	if (setns(pidfd, CLONE_NEWNET) < 0 && (errno != EPERM || setns(pidfd, CLONE_NEWUSER | CLONE_NEWNET) < 0))
+		_exit(10);
+	/* The socket is the sandbox's namespace's for good (a socket keeps the namespace it was made
+	 * in): bound to 127.0.0.1 there, the sandbox's own loopback, and nowhere else. */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0)
+		_exit(11);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+	_exit(sendmsg(chan, &msg, MSG_NOSIGNAL) == 1 ? 0 : 12);
+}
+
+/* The listener the child sent, close-on-exec (MSG_CMSG_CLOEXEC: no window where another thread's
+ * fork could inherit it without). -1 when none came. */
+static int listen_receive(int chan)
+{
+	char cmsg_buf[CMSG_SPACE(sizeof(int))] = { 0 }, byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
+			      .msg_controllen = sizeof cmsg_buf };
+	struct cmsghdr *cm;
+	struct pollfd p = { .fd = chan, .events = POLLIN };
+	int fd = -1;
+
+	if (poll(&p, 1, LISTEN_MS) != 1 || recvmsg(chan, &msg, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	return fd;
+}
+
+static const char *listen_child_step(int status)
+{
+	if (!WIFEXITED(status))
+		return "it was killed";
+	switch (WEXITSTATUS(status)) {
+	case 10: return "joining the sandbox's network namespace failed";
+	case 11: return "making the socket in it failed (is the sandbox's loopback up?)";
+	case 12: return "sending the socket failed";
+	default: return "it failed";
+	}
+}
+
+int process_net_listen(struct backend *be, const struct sandbox_handle *h, uint16_t port, int *fd, struct sb_err *err)
+{
+	const struct process_handle *ph = process_handle_get(h);
+	int chan[2], status = 0;
+	pid_t pid;
+
+	(void)be;
+	*fd = -1;
+	if (ph->magic != PROCESS_HANDLE_MAGIC || ph->pidfd < 0)
+		return sb_fail(err, ESRCH, "the sandbox's init is not held: no network namespace to listen in");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chan) < 0)
+		return sb_fail_errno(err, "creating the listener's channel");
+	pid = fork();
+	if (pid == 0) {
+		close(chan[0]);
+		listen_child(ph->pidfd, port, chan[1]);
+	}
+	close(chan[1]);
+	if (pid < 0) {
+		close(chan[0]);
+		return sb_fail_errno(err, "forking to make the egress listener");
+	}
+	*fd = listen_receive(chan[0]);
+	close(chan[0]);
+	/* Its one step is bounded; a child that outlives it is killed, never waited for without end. */
+	if (*fd < 0)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+	}
+	if (*fd < 0)
+		return sb_refuse(err, EPROTO, "making 127.0.0.1:%u in the sandbox's network namespace: %s", port,
+				 listen_child_step(status));
+	return 0;
 }

@@ -197,8 +197,8 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 	if (strcmp(key, "cgroup-parent") == 0)
 		return str_set(c->cgroup_parent, sizeof c->cgroup_parent, value, key, err);
 	if (strcmp(key, "network") == 0) {
-		if (strcmp(value, "open") != 0 && strcmp(value, "none") != 0)
-			return sb_invalid(err, "config: network must be open or none, not '%s'", value);
+		if (strcmp(value, "open") != 0 && strcmp(value, "none") != 0 && strcmp(value, "proxy") != 0)
+			return sb_invalid(err, "config: network must be open, none or proxy, not '%s'", value);
 		return str_set(c->network, sizeof c->network, value, key, err);
 	}
 
@@ -248,7 +248,8 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		return sb_invalid(err, "config: %s is replaced by sandbox-ids START:COUNT: each identity's sandboxes "
 				  "run as ids of its own from that range (docs/operations.md)", key);
 	if (strcmp(key, "sandbox-ids") == 0)
-		return strcmp(value, "subuid") == 0 ? identity_ids_subuid_range(c, err) : identity_ids_parse(c, value, err);
+		return strcmp(value, "subuid") == 0 ? identity_ids_subuid_range(c, err) :
+		       strcmp(value, "own") == 0 && geteuid() != 0 ? (c->ids_own = true, 0) : identity_ids_parse(c, value, err);
 	if (strcmp(key, "output-limit") == 0)
 		return uint_set(&c->output_limit, value, 0, 1024 * 1024, key, err);
 	if (strcmp(key, "record-output-limit") == 0)
@@ -297,6 +298,13 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 			return sb_invalid(err, "config: %s must be an absolute path, not '%.100s'", key, value);
 		return str_set(dst, PATH_MAX, value, key, err);
 	}
+	if (strcmp(key, "egress-allow") == 0) {
+		if (egress_allow_add(&c->egress_allow, value, err) < 0) {
+			sb_err_prefix(err, "config");
+			return -1;
+		}
+		return 0;
+	}
 	if (strcmp(key, "resource") == 0) {
 		const char *eq = strchr(value, '=');
 		char name[128];
@@ -328,12 +336,12 @@ static int file_apply(struct config *c, const char *path, struct sb_err *err)
 		size_t i;
 		json_t *item;
 
-		if (json_is_array(v) && (strcmp(key, "resource") == 0 || strcmp(key, "listen") == 0 ||
-					 strcmp(key, "tls-name") == 0)) {
+		if (json_is_array(v) && (strcmp(key, "resource") == 0 || strcmp(key, "egress-allow") == 0 ||
+					 strcmp(key, "listen") == 0 || strcmp(key, "tls-name") == 0)) {
 			json_array_foreach(v, i, item)
 				if (rc == 0)
 					rc = json_is_string(item) ? setting_apply(c, key, json_string_value(item), err) :
-					     sb_invalid(err, "config: resource entries must be strings");
+					     sb_invalid(err, "config: %s entries must be strings", key);
 		} else if (json_is_string(v)) {
 			rc = setting_apply(c, key, json_string_value(v), err);
 		} else if (json_is_integer(v)) {
@@ -400,8 +408,11 @@ void config_usage(FILE *f)
 	      "  --image NAME                   podman, kubernetes: the sandbox image\n"
 	      "  --podman-seccomp FILE          podman: a seccomp profile (images/seccomp.json)\n"
 	      "  --podman-network MODE          podman: the containers' network (default bridge)\n"
-	      "  --network open|none            a session's network when it names none (default open: a NAT\n"
-	      "                                 without the host's loopback; none: loopback only)\n"
+	      "  --network open|none|proxy      a session's network when it names none (default open: a NAT\n"
+	      "                                 without the host's loopback; none: loopback only; proxy:\n"
+	      "                                 loopback only and the egress proxy, process backend only)\n"
+	      "  --egress-allow HOST[:PORT]     a destination the egress proxy tunnels to (repeatable; .SUFFIX:\n"
+	      "                                 its subdomains; port default 443)\n"
 	      "  --kubeconfig PATH              kubernetes: the API server and credentials (default: in-cluster)\n"
 	      "  --namespace NS                 kubernetes: the pods' namespace (default: the context's)\n"
 	      "  --k8s-volume hostpath:DIR|pvc:CLAIM  kubernetes: where the node sees the manager's volume, or\n"
@@ -427,7 +438,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "metrics-listen", 1, NULL, 0 }, { "stop-grace-seconds", 1, NULL, 0 },
 		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
 		{ "store", 1, NULL, 0 }, { "manager-id", 1, NULL, 0 }, { "lease-ms", 1, NULL, 0 },
-		{ "network", 1, NULL, 0 }, { "disk-reserve", 1, NULL, 0 },
+		{ "network", 1, NULL, 0 }, { "disk-reserve", 1, NULL, 0 }, { "egress-allow", 1, NULL, 0 },
 		{ "listen", 1, NULL, 0 }, { "tls-name", 1, NULL, 0 }, { "tls-cert", 1, NULL, 0 },
 		{ "tls-key", 1, NULL, 0 }, { "tls-client-ca", 1, NULL, 0 }, { "tls-principals", 1, NULL, 0 },
 		{ "tls-deny", 1, NULL, 0 }, { "advertise", 1, NULL, 0 },
@@ -564,8 +575,15 @@ static int config_check(struct config *c, struct sb_err *err)
 	if (geteuid() != 0 && c->ids_count != 0 && !c->ids_subuid)
 		return sb_fail(err, EPERM, "config: an unprivileged manager runs sandboxes as its own uid and gid only "
 			       "(sandbox-ids is a root manager's)");
-	if (identity_ids_default(c, err) < 0)
+	/* The namespace's default first: after its re-execution the daemon is uid 0 there, and must
+	 * take the namespace's ids, not a root manager's default range. */
+	if (identity_userns_default(c, err) < 0 || identity_ids_default(c, err) < 0)
 		return -1;
+	/* The egress proxy's listener is made inside the sandbox's own network namespace
+	 * (process_net.c): the other runtimes do not give the manager one yet. */
+	if (strcmp(c->network, "proxy") == 0 && strcmp(c->backend, "process") != 0)
+		return sb_invalid(err, "config: network proxy is built for the process backend only so far (the "
+				  "backend is %s; issue 28)", c->backend);
 	if (strcmp(c->backend, "kubernetes") == 0)
 		return kubernetes_check(c, err);
 	if (c->k8s_only[0] != '\0')

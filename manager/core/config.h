@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "egress_allow.h"
 #include "error.h"
 
 struct config {
@@ -20,7 +21,7 @@ struct config {
 	char image[256];            /* podman, kubernetes: the sandbox image (images/), the agent as entrypoint */
 	char podman_seccomp[PATH_MAX]; /* podman: seccomp profile (images/seccomp.json); "" = podman's */
 	char podman_network[64];    /* podman: the containers' network mode, default "bridge" */
-	char network[8];            /* a new session's network policy when it names none: "open" or "none" */
+	char network[8];            /* a new session's network policy when it names none: "open", "none" or "proxy" */
 	int64_t sandbox_nano_cpus;  /* limits of each sandbox: podman's, or the process backend's cgroup */
 	int64_t sandbox_memory_mib; /* (only with cgroup_parent: without one it sets none) */
 	int64_t sandbox_pids;
@@ -47,8 +48,10 @@ struct config {
 	unsigned long ids_count;    /* 0 until given or defaulted */
 	char ids_from[160];         /* where the range came from, for messages and status */
 	bool ids_subuid;            /* `sandbox-ids subuid`: the user's subordinate ids (identity_userns.c) */
+	bool ids_own;               /* `sandbox-ids own` (unprivileged): every identity the manager's uid */
 	bool ids_userns;            /* the daemon runs in that user namespace (ids mapped to themselves) */
 	json_t *resources;          /* {"NAME": "BROKER:ARG"} declared by the operator */
+	struct egress_allow egress_allow; /* where the egress proxy tunnels to (policy proxy; egress_allow.h) */
 	char metrics_listen[PATH_MAX + 8]; /* "" (off), or where GET /metrics is served (metrics_http.h) */
 	char store[PATH_MAX + 4096]; /* "" (<state-dir>/records.db), "sqlite:PATH" or "postgres:CONNINFO" */
 	char manager_id[65];        /* this manager's name in the store's leases (default: the host name) */

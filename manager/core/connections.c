@@ -22,6 +22,7 @@
 #include "control.h"
 #include "control_authz.h"
 #include "control_tls.h"
+#include "identity_ids.h"
 #include "log.h"
 #include "metrics.h"
 #include "status.h"
@@ -331,7 +332,7 @@ static void *conn_thread(void *arg)
 	else if (peer != geteuid() && peer != 0)
 		sb_warn("refused a control connection from uid %u", (unsigned)peer);
 	else
-		conn_loop(c, peer);
+		conn_loop(c, identity_userns_host_uid(&c->m->cfg, peer)); /* as the records name it: the host's */
 	close(c->fd);
 	free(c);
 	conn_release();

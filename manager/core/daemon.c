@@ -139,26 +139,6 @@ static int manager_tls(struct manager *m, struct sb_err *err)
 	return ca_write_cert(m->ca, m->tls_dir, "ca.crt", err);
 }
 
-/* Under a root manager each sandbox's init runs as the sandbox uid and must walk from / to its
- * worktree and its private directory: say at start, not at the first call, when it cannot. */
-static int walkable_check(const char *path, uid_t uid, struct sb_err *err)
-{
-	char prefix[PATH_MAX];
-	struct stat st;
-
-	snprintf(prefix, sizeof prefix, "%s", path);
-	for (char *slash = prefix; slash != NULL; slash = strchr(slash + 1, '/')) {
-		char keep = slash[1];
-
-		slash[1] = '\0';
-		if (stat(prefix, &st) == 0 && st.st_uid != uid && !(st.st_mode & S_IXOTH))
-			return sb_fail(err, EACCES, "sandboxes run as uid %u and cannot search %s: make it searchable "
-				       "(chmod o+x) or choose another state directory or volume", (unsigned)uid, prefix);
-		slash[1] = keep;
-	}
-	return 0;
-}
-
 static int backend_make(struct manager *m, struct sb_err *err)
 {
 	struct podman_settings set = { 0 };
@@ -218,8 +198,8 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	 * the same (no account, no group): the probe's stands for all. */
 	if (identity_ids_check(&m->cfg, err) < 0)
 		return -1;
-	if (geteuid() == 0 && (walkable_check(m->cfg.state_dir, identity_ids_probe(&m->cfg).uid, err) < 0 ||
-			       walkable_check(m->cfg.volume, identity_ids_probe(&m->cfg).uid, err) < 0))
+	if (geteuid() == 0 && (identity_ids_walkable(m->cfg.state_dir, identity_ids_probe(&m->cfg).uid, err) < 0 ||
+			       identity_ids_walkable(m->cfg.volume, identity_ids_probe(&m->cfg).uid, err) < 0))
 		return -1;
 	/* Before the records are opened: a reserve, when the volume shares their filesystem, is taken
 	 * while there is room (rule N4). */
@@ -287,20 +267,24 @@ int daemon_serve(int argc, char **argv)
 	 * namespace of its user's subordinate ids, where it starts again (rule N2). */
 	if (rc == 0 && identity_userns_enter(&m.cfg, argc, argv, &err) < 0)
 		rc = -1;
+	identity_userns_made();
 	/* A store that was named first, so a bad or unreachable one leaves nothing made (the default
 	 * store is a file in the state directory, opened in manager_start). Then private state
 	 * (everything else lives in it), then the claim on it, before anything in it is read or
 	 * changed: a second manager leaves a live one's state as it found it. */
 	if (rc < 0 || (m.cfg.store[0] && records_open_store(m.cfg.store, &m.rec, &err) < 0) ||
 	    dir_private(m.cfg.state_dir, &err) < 0 ||
-	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || manager_start(&m, &err) < 0) {
+	    (lock = state_lock(m.cfg.state_dir, &err)) != 0 || identity_userns_keep(&m.cfg, &err) < 0 ||
+	    manager_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
 		sb_error("cannot serve: %s", err.msg);
+		identity_userns_abandon(&m.cfg);
 		return lock == STATE_IN_USE ? 2 : 125;
 	}
 	/* Before the control socket: a manager whose metrics cannot be served does not start. */
 	if (m.cfg.metrics_listen[0] != '\0' && metrics_http_start(&m, &err) < 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
+		identity_userns_abandon(&m.cfg);
 		return 125;
 	}
 	fd = control_listen(m.cfg.socket, 0600, &err);
@@ -311,6 +295,7 @@ int daemon_serve(int argc, char **argv)
 	}
 	if (fd < 0 || pthread_create(&evictor, NULL, sandbox_evictor, &m) != 0) {
 		fprintf(stderr, "sandbox-manager serve: %s\n", fd < 0 ? err.msg : "cannot start the idle evictor");
+		identity_userns_abandon(&m.cfg);
 		return 125;
 	}
 	if (control_tls_start(&m, tls_fds, &n_tls, &err) < 0) {

@@ -20,7 +20,9 @@
 #include "call.h"
 #include "clock.h"
 #include "control.h"
+#include "egress_proxy.h"
 #include "failpoint.h"
+#include "egress_log.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "metrics.h"
@@ -39,6 +41,7 @@
 #define QUERY_WAIT_MAX_MS 8000   /* ... up to this */
 #define QUERY_SLICE_MS 250       /* a cancel is seen within this while waiting */
 #define PROBE_MS 2000            /* the runtime's evidence between two tries: a glance, not a wait */
+#define EGRESS_DRAIN_MS 2000     /* an exec's requests still closing at its end (egress_log_drain) */
 
 json_t *call_refused_result(const struct call *c, const char *status, const char *why)
 {
@@ -50,9 +53,15 @@ json_t *call_refused_result(const struct call *c, const char *status, const char
 int call_record_end(struct manager *m, struct call *c, const char *status, json_t *result,
 			   struct sb_err *err)
 {
-	char *result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+	char *result_text;
+	json_t *egress;
 	int rc;
 
+	/* Policy proxy: what left the sandbox while this exec ran goes with its record (and answer). */
+	if (c->sandbox != NULL && c->sandbox->egress_log != NULL && json_is_object(result) &&
+	    (egress = egress_log_drain(c->sandbox->egress_log, EGRESS_DRAIN_MS)) != NULL)
+		json_object_set_new(result, "egress", egress);
+	result_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
 	if (result != NULL && result_text == NULL)
 		return sb_fail(err, ENOMEM, "serialising the result of exec %s", c->exec_id);
 	rc = records_exec_finish(m->rec, c->exec_id, status, result_text, c->reply.receipt,
@@ -203,8 +212,21 @@ static int session_check(const struct call *c, struct sb_err *err)
 
 /* ---- steps 5-6: dispatch once, then insist on evidence ---- */
 
+/* Policy proxy: every client that honours the convention goes through the manager's egress proxy
+ * on the sandbox's loopback; the loopback itself stays direct (a command's own servers). */
+static void env_proxy(struct agent_env *env, size_t *n)
+{
+	static const char url[] = "http://127.0.0.1:" EGRESS_PROXY_PORT_TEXT;
+	static const char *const names[] = { "HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy" };
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		env[(*n)++] = (struct agent_env){ names[i], url };
+	env[(*n)++] = (struct agent_env){ "NO_PROXY", "localhost,127.0.0.1" };
+	env[(*n)++] = (struct agent_env){ "no_proxy", "localhost,127.0.0.1" };
+}
+
 static void env_fill(struct agent_env *env, size_t *n, const char *scratch, const char *worktree,
-		     const char *kubeconfig)
+		     const char *kubeconfig, enum sandbox_network network)
 {
 	static const char path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -219,6 +241,8 @@ static void env_fill(struct agent_env *env, size_t *n, const char *scratch, cons
 	/* The snapshot's credentials, read-only outside the worktree (grants.c). */
 	if (kubeconfig[0] != '\0')
 		env[(*n)++] = (struct agent_env){ "KUBECONFIG", kubeconfig };
+	if (network == SANDBOX_NETWORK_PROXY)
+		env_proxy(env, n);
 }
 
 /* A result without a receipt, with the agent's own words when it said why (a receipt it could not
@@ -462,13 +486,13 @@ enum call_outcome {
 
 static enum call_outcome call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 {
-	struct agent_env env[8];
+	struct agent_env env[14]; /* env_fill: 7, KUBECONFIG, and 6 of env_proxy */
 	struct agent_exec_request req = { 0 };
 	struct agent_conn *conn = NULL;
 	int64_t deadline = tls_deadline_after((int64_t)c->timeout * 1000 + RESULT_MARGIN_MS);
 	int rc;
 
-	env_fill(env, &req.n_env, c->sandbox->scratch, c->sandbox->workdir, c->sandbox->kubeconfig);
+	env_fill(env, &req.n_env, c->sandbox->scratch, c->sandbox->workdir, c->sandbox->kubeconfig, c->sandbox->network);
 	req.exec_id = c->exec_id;
 	req.generation = c->sandbox->generation;
 	memcpy(req.nonce, c->nonce, sizeof c->nonce);

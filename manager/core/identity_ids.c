@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "log.h"
 #include "manager.h"
+#include "pathfmt.h"
 #include "textesc.h"
 
 /* Above every range the Linux conventions hand out (system, regular and systemd's dynamic users
@@ -147,13 +148,17 @@ static int accounts_check(const struct config *c, struct sb_err *err)
 	struct passwd *p;
 	struct group *g;
 
-	while (pw != NULL && (p = fgetpwent(pw)) != NULL)
+	/* Fail closed: an account list that cannot be read cannot say the range is nobody's. */
+	if (pw == NULL || gr == NULL)
+		return sb_fail_errno(err, "sandbox-ids: reading %s to check the range is no account's",
+				     pw == NULL ? "/etc/passwd" : "/etc/group");
+	while ((p = fgetpwent(pw)) != NULL)
 		if (in_range(c, p->pw_uid, false) || in_range(c, p->pw_gid, true)) {
 			snprintf(what, sizeof what, "user %.64s (/etc/passwd) has uid %u, gid %u", p->pw_name,
 				 (unsigned)p->pw_uid, (unsigned)p->pw_gid);
 			return refuse(c, err, what);
 		}
-	while (gr != NULL && (g = fgetgrent(gr)) != NULL)
+	while ((g = fgetgrent(gr)) != NULL)
 		if (in_range(c, g->gr_gid, true)) {
 			snprintf(what, sizeof what, "group %.64s (/etc/group) has gid %u", g->gr_name, (unsigned)g->gr_gid);
 			return refuse(c, err, what);
@@ -291,13 +296,35 @@ static int files_check(const struct config *c, struct sb_err *err)
 	return 0;
 }
 
+int identity_ids_walkable(const char *path, uid_t uid, struct sb_err *err)
+{
+	char prefix[PATH_MAX];
+	struct stat st;
+
+	if (path_fmt(prefix, sizeof prefix, err, "%s", path) < 0)
+		return -1;
+	for (char *slash = prefix; slash != NULL; slash = strchr(slash + 1, '/')) {
+		char keep = slash[1];
+
+		slash[1] = '\0';
+		if (stat(prefix, &st) == 0 && st.st_uid != uid && !(st.st_mode & S_IXOTH) && uid == (uid_t)-1)
+			return sb_fail(err, EACCES, "subordinate ids could not search %s (chmod o+x, or another "
+				       "state directory and volume)", prefix);
+		if (stat(prefix, &st) == 0 && st.st_uid != uid && !(st.st_mode & S_IXOTH))
+			return sb_fail(err, EACCES, "sandboxes run as uid %u and cannot search %s: make it searchable "
+				       "(chmod o+x) or choose another state directory or volume", (unsigned)uid, prefix);
+		slash[1] = keep;
+	}
+	return 0;
+}
+
 int identity_ids_check(const struct config *c, struct sb_err *err)
 {
 	if (geteuid() != 0) {
 		sb_warn("every identity's sandboxes run as this manager's own uid %u (an unprivileged manager maps only "
 			"its own ids): between identities stand the mount view and Landlock, not a uid; `sandbox-ids "
-			"subuid` gives each identity ids of its own from this user's /etc/subuid and /etc/subgid entries",
-			(unsigned)geteuid());
+			"subuid` gives each identity ids of its own from this user's /etc/subuid and /etc/subgid entries%s%s",
+			(unsigned)geteuid(), c->ids_from[0] ? "; not the default here: " : "", c->ids_from);
 		return 0;
 	}
 	/* The user's own subordinate ids, through newuidmap: the system gave them to this user alone,

@@ -45,6 +45,31 @@ int identity_ids_subuid_range(struct config *c, struct sb_err *err);
  * cannot; does not return when it did. Call first, before any thread. */
 int identity_userns_enter(const struct config *c, int argc, char **argv, struct sb_err *err);
 
+/* An unprivileged manager given no sandbox-ids: `subuid` when its user has entries in both files and
+ * newuidmap and newgidmap are installed (rule N2: each identity its own ids), else its own uid. */
+int identity_userns_default(struct config *c, struct sb_err *err);
+
+/* Takes this start's mark of a holder it made (identity_userns_enter passes it in the environment
+ * across the re-execution) out of the environment: call it first thing, before any child starts. */
+void identity_userns_made(void);
+
+/* Once the start holds its state directory: the holder it made, in <state-dir>/userns-holder for
+ * the next start to join. 0, or -1 with err. */
+int identity_userns_keep(const struct config *c, struct sb_err *err);
+
+/* A start that failed in a namespace it made: its holder ended (nothing else is in it). */
+void identity_userns_abandon(const struct config *c);
+
+/* A control peer's host uid: in the namespace the manager's own user is 0 there (SO_PEERCRED). */
+uid_t identity_userns_host_uid(const struct config *c, uid_t uid);
+
+/* Under a root manager (or as root of the subuid namespace) each sandbox's init runs as its
+ * identity's uid and walks from / to its worktree and its private directory: every directory on
+ * path must be searchable by uid (none of them is a range id's but as "other"). Said at start,
+ * not at the first call. 0, or -1 with err naming the directory and the fix. */
+int identity_ids_walkable(const char *path, uid_t uid, struct sb_err *err);
+/* (uid (uid_t)-1: any id that owns none of them, as the default of identity_userns.c asks.) */
+
 /* The ids of the manager's own volume probe (sandbox_probe.c): the range's first, no identity's. */
 struct workspace_owner identity_ids_probe(const struct config *c);
 

@@ -14,10 +14,12 @@
  * and the sandboxes' namespaces map it 1:1 as they do under root. */
 #include "identity_ids.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "log.h"
 
 /* The first entry of file for this user (name or uid): 0 with *start, *count; -1 with err. */
 static int subid_entry(const char *file, const char *name, uid_t uid, unsigned long *start, unsigned long *count,
@@ -132,18 +135,42 @@ static int map_read(const char *file, unsigned long *own, unsigned long *start, 
 	return 1;
 }
 
-/* The namespace a previous start made, while its holder lives: joined when the holder's maps are
- * exactly this user's (a reused pid is another process, with other maps). 1 joined, 0 none. */
-static int holder_join(const struct config *c, const unsigned long ids[3], struct sb_err *err)
+/* Where this user's managers also name their holder, beside each state directory: several managers
+ * of one user on one host (sharing a store) must be in one namespace, or one could not stop the
+ * sandboxes another left (a sibling namespace gives no capability over them). $XDG_RUNTIME_DIR, or
+ * ~/.local/state, when it is a directory of this user's. 0, or -1 when there is none. */
+static int user_holder_path(char *out, size_t len)
 {
-	char path[PATH_MAX + 32];
+	const char *run = getenv("XDG_RUNTIME_DIR"), *home = getenv("HOME");
+	char dir[PATH_MAX];
+	struct stat st;
+
+	if (run != NULL && run[0] == '/') {
+		snprintf(dir, sizeof dir, "%s", run);
+	} else if (home != NULL && home[0] == '/' && snprintf(dir, sizeof dir, "%s/.local", home) < (int)sizeof dir - 8) {
+		/* as the default state directory's parents are made (config.c) */
+		(void)mkdir(dir, 0700);
+		strcat(dir, "/state");
+		(void)mkdir(dir, 0700);
+	} else {
+		return -1;
+	}
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return -1;
+	return snprintf(out, len, "%s/infra-sandbox-userns-holder", dir) < (int)len ? 0 : -1;
+}
+
+/* The holder named in file, when its maps are exactly this user's (a reused pid is another
+ * process, with other maps): its namespace joined. 1 joined, 0 none. */
+static int holder_join_file(const char *file, const unsigned long ids[3], struct sb_err *err)
+{
+	char path[64];
 	unsigned long own, start, count, gown, gstart, gcount;
-	cleanup_fclose FILE *f = NULL;
+	cleanup_fclose FILE *f = fopen(file, "re");
 	cleanup_close int fd = -1;
 	int pid = 0;
 
-	if (snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) >= (int)sizeof path ||
-	    (f = fopen(path, "re")) == NULL || fscanf(f, "%d", &pid) != 1 || pid <= 1)
+	if (f == NULL || fscanf(f, "%d", &pid) != 1 || pid <= 1)
 		return 0;
 	snprintf(path, sizeof path, "/proc/%d/uid_map", pid);
 	if (map_read(path, &own, &start, &count) != 1 || own != getuid() || start != ids[0] || count != ids[2])
@@ -160,27 +187,45 @@ static int holder_join(const struct config *c, const unsigned long ids[3], struc
 	return 1;
 }
 
-/* The holder: a process that only keeps the namespace, signals unblocked (the daemon blocks them)
- * and no descriptor of the daemon's; its pid in the state directory. Made in the namespace, by a
- * child that goes at once, so the holder belongs to no daemon. */
-static int holder_start(const struct config *c, struct sb_err *err)
+/* The namespace a previous start made, while its holder lives: this state directory's, else this
+ * user's other managers' (user_holder_path). 1 joined, 0 none, -1 with err. */
+static int holder_join(const struct config *c, const unsigned long ids[3], struct sb_err *err)
 {
 	char path[PATH_MAX + 32];
-	sigset_t none;
-	pid_t mid, holder;
-	int status, fd;
+	int rc = 0;
 
-	if (snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) >= (int)sizeof path)
-		return sb_fail(err, ENAMETOOLONG, "sandbox-ids subuid: the state directory's path is too long");
-	if (mkdir(c->state_dir, 0700) < 0 && errno != EEXIST)
-		return sb_fail_errno(err, "creating the state directory %s", c->state_dir);
+	if (snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) < (int)sizeof path)
+		rc = holder_join_file(path, ids, err);
+	if (rc == 0 && user_holder_path(path, sizeof path) == 0)
+		rc = holder_join_file(path, ids, err);
+	return rc;
+}
+
+/* The holder: a process that only keeps the namespace, signals unblocked (the daemon blocks them)
+ * and no descriptor of the daemon's. Made in the namespace, by a child that goes at once, so the
+ * holder belongs to no daemon. Its pid crosses the re-execution in the environment and reaches
+ * <state-dir>/userns-holder only once the start holds the state directory (identity_userns_keep):
+ * a start refused before that (a bad store, a state directory in use) makes nothing there.
+ * *holder, or -1 with err. */
+static int holder_start(pid_t *holder, struct sb_err *err)
+{
+	int pipefd[2], status;
+	sigset_t none;
+	pid_t mid, h;
+	ssize_t n;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return sb_fail_errno(err, "sandbox-ids subuid: a pipe for the holder's pid");
 	mid = fork();
-	if (mid < 0)
+	if (mid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
 		return sb_fail_errno(err, "sandbox-ids subuid: starting the namespace's holder");
+	}
 	if (mid == 0) {
 		setsid();
-		holder = fork();
-		if (holder == 0) {
+		h = fork();
+		if (h == 0) {
 			sigemptyset(&none);
 			sigprocmask(SIG_SETMASK, &none, NULL);
 			prctl(PR_SET_NAME, "sbm-userns");
@@ -188,14 +233,16 @@ static int holder_start(const struct config *c, struct sb_err *err)
 			for (;;)
 				pause();
 		}
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-		_exit(holder > 0 && fd >= 0 && dprintf(fd, "%d\n", (int)holder) > 0 && close(fd) == 0 ? 0 : 1);
+		_exit(h > 0 && write(pipefd[1], &h, sizeof h) == (ssize_t)sizeof h ? 0 : 1);
 	}
+	close(pipefd[1]);
+	n = read(pipefd[0], holder, sizeof *holder);
+	close(pipefd[0]);
 	while (waitpid(mid, &status, 0) < 0)
 		if (errno != EINTR)
 			return sb_fail_errno(err, "sandbox-ids subuid: waiting for the holder's start");
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return sb_fail(err, EIO, "sandbox-ids subuid: the namespace's holder did not start (%s)", path);
+	if (n != (ssize_t)sizeof *holder || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || *holder <= 1)
+		return sb_fail(err, EIO, "sandbox-ids subuid: the namespace's holder did not start");
 	return 0;
 }
 
@@ -241,11 +288,185 @@ static int namespace_enter(const unsigned long ids[3], struct sb_err *err)
 	return rc;
 }
 
+static int map_read(const char *file, unsigned long *own, unsigned long *start, unsigned long *count);
+
+/* Whether this process is uid 0 of a namespace this file made ("0 OWN 1", "START START COUNT"). */
+static bool in_own_namespace(void)
+{
+	unsigned long own, start, count;
+
+	return map_read("/proc/self/uid_map", &own, &start, &count) == 1 &&
+	       map_read("/proc/self/gid_map", &own, &start, &count) == 1;
+}
+
+#define NEW_HOLDER_ENV "SANDBOX_MANAGER_NEW_USERNS"
+
+/* The holder this start made (0: it joined one, or made none): read once, and the mark taken out of
+ * the environment so that nothing the daemon starts inherits it. */
+static pid_t new_holder(void)
+{
+	static long pid = -1;
+	const char *v;
+
+	if (pid < 0) {
+		v = getenv(NEW_HOLDER_ENV);
+		pid = v != NULL ? strtol(v, NULL, 10) : 0;
+		if (pid <= 1)
+			pid = 0;
+		unsetenv(NEW_HOLDER_ENV);
+	}
+	return (pid_t)pid;
+}
+
+void identity_userns_made(void)
+{
+	char self[PATH_MAX];
+	ssize_t n;
+
+	(void)new_holder();
+	/* Re-executed through /proc/self/exe, the process would be named "exe" in ps and /proc: its
+	 * own program's name again, as before the move (identity_userns_enter). */
+	if (geteuid() == 0 && in_own_namespace() && (n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
+		self[n] = '\0';
+		prctl(PR_SET_NAME, strrchr(self, '/') ? strrchr(self, '/') + 1 : self);
+	}
+}
+
+int identity_userns_keep(const struct config *c, struct sb_err *err)
+{
+	char path[PATH_MAX + 32];
+	cleanup_close int fd = -1;
+
+	if (new_holder() == 0)
+		return 0;
+	if (snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) >= (int)sizeof path)
+		return sb_fail(err, ENAMETOOLONG, "sandbox-ids subuid: the state directory's path is too long");
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || dprintf(fd, "%d\n", (int)new_holder()) < 0)
+		return sb_fail_errno(err, "sandbox-ids subuid: writing the holder's pid to %s", path);
+	/* For this user's other managers too; without the place, each state directory still names it. */
+	if (user_holder_path(path, sizeof path) == 0) {
+		cleanup_close int ufd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+		if (ufd < 0 || dprintf(ufd, "%d\n", (int)new_holder()) < 0)
+			sb_warn("sandbox-ids subuid: could not name the holder in %s: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+void identity_userns_abandon(const struct config *c)
+{
+	char path[PATH_MAX + 32];
+	cleanup_fclose FILE *f = NULL;
+	int pid = 0;
+
+	/* No sandbox can be in a namespace made by a start that failed: its holder keeps nothing. */
+	if (new_holder() == 0)
+		return;
+	kill(new_holder(), SIGKILL);
+	if (snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) < (int)sizeof path &&
+	    (f = fopen(path, "re")) != NULL && fscanf(f, "%d", &pid) == 1 && pid == new_holder())
+		unlink(path);
+}
+
+uid_t identity_userns_host_uid(const struct config *c, uid_t uid)
+{
+	unsigned long own, start, count;
+
+	/* In the namespace the manager's own user is 0 ("0 OWN 1"); subordinate ids are themselves. */
+	if (c->ids_userns && uid == 0 && map_read("/proc/self/uid_map", &own, &start, &count) == 1)
+		return (uid_t)own;
+	return uid;
+}
+
+/* The host's own user namespace: "0 0 4294967295". Elsewhere (a container, `unshare -U`) the setuid
+ * helpers cannot map subordinate ids, which that namespace's parent does not know as this user's. */
+static bool in_initial_namespace(void)
+{
+	cleanup_fclose FILE *f = fopen("/proc/self/uid_map", "re");
+	unsigned long in, out, len;
+
+	return f != NULL && fscanf(f, "%lu %lu %lu", &in, &out, &len) == 3 && in == 0 && out == 0 &&
+	       len == 4294967295UL && fscanf(f, "%lu", &in) != 1;
+}
+
+/* Whether a range id can walk to dir (identity_ids_walkable: through every directory above it);
+ * dir itself, and a volume within the state directory, are the manager's, which opens them to the
+ * range (0711) as a root manager does. */
+static int reachable(const char *dir, const char *within, struct sb_err *err)
+{
+	size_t n = within != NULL ? strlen(within) : 0;
+
+	if (within != NULL && strncmp(dir, within, n) == 0 && dir[n] == '/')
+		return 0;
+	return identity_ids_walkable(dir, (uid_t)-1, err);
+}
+
+/* Whether an identity on volume was made with the manager's own ids: its repositories/ are the
+ * manager's group (under subordinate ids they are the identity's, identity_ids.c). */
+static bool volume_made_own(const char *volume)
+{
+	char path[PATH_MAX];
+	cleanup_closedir DIR *d = NULL;
+	struct dirent *e;
+	struct stat st;
+
+	if (snprintf(path, sizeof path, "%s/identities", volume) >= (int)sizeof path || (d = opendir(path)) == NULL)
+		return false;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' ||
+		    snprintf(path, sizeof path, "%s/identities/%s/repositories", volume, e->d_name) >= (int)sizeof path)
+			continue;
+		if (stat(path, &st) == 0 && st.st_gid == getgid())
+			return true;
+	}
+	return false;
+}
+
+int identity_userns_default(struct config *c, struct sb_err *err)
+{
+	struct passwd *pw = getpwuid(getuid());
+	unsigned long s, n;
+	struct sb_err ignored;
+
+	if (c->ids_subuid || c->ids_own || c->ids_count != 0)
+		return 0;
+	/* Re-executed in the namespace this default made: its ids (nothing was given). */
+	if (geteuid() == 0)
+		return in_own_namespace() ? identity_ids_subuid_range(c, err) : 0;
+	/* The process backend's only: a podman or Kubernetes sandbox's ids are its runtime's to map
+	 * (a rootless podman numbers the subordinate ids from 1), and those backends take them as given. */
+	if (strcmp(c->backend, "process") != 0 || pw == NULL || !in_initial_namespace() ||
+	    access("/usr/bin/newuidmap", X_OK) != 0 || access("/usr/bin/newgidmap", X_OK) != 0 ||
+	    subid_entry("/etc/subuid", pw->pw_name, getuid(), &s, &n, &ignored) < 0 ||
+	    subid_entry("/etc/subgid", pw->pw_name, getuid(), &s, &n, &ignored) < 0)
+		return 0;
+	/* A range id is "other" to every directory on the way (a home is 0700 on Debian 12): where it
+	 * cannot walk, the default stays the manager's own uid, and the start's warning says why;
+	 * `sandbox-ids subuid` given explicitly refuses the start instead (identity_ids_walkable). */
+	if (reachable(c->state_dir, NULL, &ignored) < 0 || reachable(c->volume, c->state_dir, &ignored) < 0) {
+		snprintf(c->ids_from, sizeof c->ids_from, "%.150s", ignored.msg); /* a message: cut is fine */
+		return 0;
+	}
+	/* A volume whose identities were made with the manager's own ids (before this default) keeps
+	 * them: its files are the user's, which no subordinate id may write. Moving is the operator's
+	 * step (`sandbox-ids subuid`, docs/operations.md). */
+	if (volume_made_own(c->volume)) {
+		snprintf(c->ids_from, sizeof c->ids_from, "the volume's identities were made with the manager's own ids "
+			 "(give sandbox-ids subuid to move them: docs/operations.md)");
+		return 0;
+	}
+	c->ids_subuid = true;
+	return 0;
+}
+
 int identity_userns_enter(const struct config *c, int argc, char **argv, struct sb_err *err)
 {
 	struct passwd *pw = getpwuid(getuid());
 	unsigned long us, uc, gs, gc, ids[3];
 	cleanup_free char **args = NULL;
+	char pid_text[24];
+	pid_t holder = 0;
 	int rc;
 
 	if (!c->ids_subuid || geteuid() == 0)
@@ -263,14 +484,23 @@ int identity_userns_enter(const struct config *c, int argc, char **argv, struct 
 	if (identity_ids_range_valid(us, ids[2], "(the user's /etc/subuid entry)", err) < 0 ||
 	    identity_ids_range_valid(gs, ids[2], "(the user's /etc/subgid entry)", err) < 0)
 		return -1;
-	args = calloc((size_t)argc + 2, sizeof *args);
+	/* The paths this start resolved go with it: their defaults follow the effective uid, and in
+	 * the namespace that is 0, whose defaults are the host root's (/var/lib/infra-sandbox). */
+	args = calloc((size_t)argc + 8, sizeof *args);
 	if (args == NULL)
 		return sb_fail(err, ENOMEM, "sandbox-ids subuid");
 	args[0] = "sandbox-manager-daemon";
 	memcpy(args + 1, argv, (size_t)argc * sizeof *args);
+	memcpy(args + 1 + argc, (char *const[]){ "--state-dir", (char *)c->state_dir, "--socket", (char *)c->socket,
+						 "--volume", (char *)c->volume },
+	       6 * sizeof *args);
 	rc = holder_join(c, ids, err);
-	if (rc == 0 && (namespace_enter(ids, err) < 0 || holder_start(c, err) < 0))
+	if (rc == 0 && (namespace_enter(ids, err) < 0 || holder_start(&holder, err) < 0))
 		return -1;
+	/* A holder made now keeps nothing if this start fails: identity_userns_abandon() ends it. */
+	snprintf(pid_text, sizeof pid_text, "%d", (int)holder);
+	if (rc == 0 && setenv(NEW_HOLDER_ENV, pid_text, 1) < 0)
+		return sb_fail_errno(err, "sandbox-ids subuid: marking the new holder");
 	if (rc < 0)
 		return -1;
 	/* Anew, as uid 0 of the namespace: every decision taken on the way here (the ids, the checks)

@@ -18,10 +18,14 @@
 #include "config.h"
 #include "disk_bound.h"
 #include "error.h"
+#include "grants.h"
 #include "queue.h"
 #include "records.h"
 #include "tls.h"
 #include "workspace.h"
+
+struct egress_edge;
+struct egress_log;
 
 #define SESSION_ID_BYTES 8  /* 16 hex digits: short enough for a certificate name */
 #define EVIDENCE_MS 10000   /* how long a retire waits for the backend's evidence of a sandbox's end */
@@ -48,6 +52,13 @@ struct live_sandbox {
 	char workdir[PATH_MAX];        /* from the mount plan: where every call starts */
 	char scratch[PATH_MAX];        /* TMPDIR, TMP and TEMP */
 	enum sandbox_network network;  /* the session's policy, recorded with it (backend.h) */
+	struct egress_proxy *egress;   /* policy proxy: its proxy and listener, ended with it (live_free) */
+	/* Policy proxy: every request that leaves, by the proxy or an edge, until the running exec's
+	 * end takes them into its record (execpath.c call_record_end). */
+	struct egress_log *egress_log;
+	struct egress_edge *edges[SNAPSHOT_EDGES_MAX]; /* its kubernetes grants served at the edge */
+	struct snapshot_edge *edge_creds;  /* from the snapshot until the edges hold them (sandbox_egress) */
+	size_t edges_n;
 	char identity[65];             /* the session's identity: its sessions share repo_dir's refs */
 	struct workspace_owner ids;    /* the identity's uid and gid: the sandbox's (identity_ids.h) */
 	char repo_dir[PATH_MAX];       /* the base clone, swept after each call (execpath.c call_sweep) */

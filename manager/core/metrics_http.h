@@ -1,8 +1,8 @@
-/* The opt-in metrics listener (`serve --metrics-listen ADDR`): a small HTTP/1.1 responder that
- * answers `GET /metrics` with the exposition (status.h) and nothing else, on one thread. Plain HTTP
- * without authentication, so it listens on loopback or a unix socket only, never on an address
- * other hosts can reach; every connection is answered once and closed, and one that is slow or
- * silent is dropped at its deadline without holding up any other. */
+/* The opt-in metrics listener (`serve --metrics-listen ADDR`): libmicrohttpd on one thread, answering
+ * `GET /metrics` with the exposition (status.h) and nothing else. Plain HTTP without
+ * authentication, so it listens on loopback or a unix socket only, never on an address other hosts
+ * can reach; every connection is answered once and closed, and one that is slow or silent is
+ * dropped when it idles, or when newer ones need its slot, without holding up any other. */
 #ifndef SB_MANAGER_METRICS_HTTP_H
 #define SB_MANAGER_METRICS_HTTP_H
 

@@ -13,6 +13,9 @@
 #include "agent_client.h"
 #include "agent_dir.h"
 #include "clock.h"
+#include "egress_edge.h"
+#include "egress_log.h"
+#include "egress_proxy.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -31,10 +34,27 @@ struct live_sandbox *sandbox_find(struct manager *m, const char *session)
 	return l;
 }
 
+/* The grants' credentials kept for the edges, wiped (a start that failed before its edges). */
+static void edge_creds_free(struct live_sandbox *l)
+{
+	struct snapshot held = { .edges = l->edge_creds, .edges_n = l->edges_n };
+
+	snapshot_edges_free(&held);
+	l->edge_creds = NULL;
+	l->edges_n = 0;
+}
+
 void live_free(struct live_sandbox *l)
 {
 	if (l == NULL)
 		return;
+	/* Its egress listener goes with it: once the sandbox is retired, held or forgotten, nothing
+	 * of the manager's stays open in its network namespace. */
+	egress_proxy_stop(&l->egress);
+	for (size_t i = 0; i < SNAPSHOT_EDGES_MAX; i++)
+		egress_edge_stop(&l->edges[i]);
+	edge_creds_free(l);
+	egress_log_free(l->egress_log);
 	agent_close(l->conn);
 	tls_config_free(l->tls);
 	explicit_bzero(l->receipt_key, sizeof l->receipt_key);
@@ -70,6 +90,49 @@ static int sandbox_record(struct manager *m, const struct live_sandbox *l, const
 	snprintf(row.grants_json, sizeof row.grants_json, "%s", l->authority);
 	row.started_ms = clock_real_ms();
 	return records_sandbox_upsert(m->rec, &row, err);
+}
+
+/* Policy proxy: each kubernetes grant of the snapshot served at its edge, on its port of the
+ * sandbox's loopback (the kubeconfig names it and holds no credential); the token moves from the
+ * snapshot into the edge, which wipes it when it stops (with the sandbox). */
+static int sandbox_edges(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	for (size_t i = 0; i < l->edges_n; i++) {
+		struct snapshot_edge *c = &l->edge_creds[i];
+		struct egress_edge_spec spec = { .session = l->session, .grant = c->resource, .access = c->access,
+						 .server = c->cred.server, .ca_file = c->cred.ca_file,
+						 .token = c->cred.token, .log = l->egress_log };
+
+		if (m->backend->ops->net_listen(m->backend, &l->h, (uint16_t)c->cred.port, &spec.listen_fd, err) < 0 ||
+		    egress_edge_start(&spec, &l->edges[i], err) < 0) {
+			sb_err_prefix(err, "grant %s at the edge (policy proxy)", c->resource);
+			return -1;
+		}
+	}
+	edge_creds_free(l);
+	return 0;
+}
+
+/* Policy proxy: the manager's listener on 127.0.0.1:EGRESS_PROXY_PORT inside the sandbox's own
+ * network namespace (the backend makes it there and hands it over), served by this sandbox's
+ * egress proxy with the manager's allow-list, before any command can run. */
+static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	int fd;
+
+	if (l->network != SANDBOX_NETWORK_PROXY)
+		return 0;
+	if (m->backend->ops->net_listen == NULL)
+		return sb_fail(err, ENOTSUP, "the %s backend cannot listen inside a sandbox's network (policy proxy)",
+			       m->backend->ops->name);
+	if ((l->egress_log = egress_log_new(EGRESS_LOG_DETAILS_MAX)) == NULL)
+		return sb_fail(err, ENOMEM, "the egress log (policy proxy)");
+	if (m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
+	    egress_proxy_start(fd, l->session, &m->cfg.egress_allow, l->egress_log, &l->egress, err) < 0) {
+		sb_err_prefix(err, "the egress proxy (policy proxy)");
+		return -1;
+	}
+	return sandbox_edges(m, l, err);
 }
 
 /* How far a start got, so its failure is taken back exactly (prepare_failed). */
@@ -124,10 +187,16 @@ static int credentials_make(void *arg, const struct sandbox_bound *bound, struct
 	if (bound != NULL)
 		b = (struct broker_bound){ .kind = bound->kind, .api_version = bound->api_version, .ns = bound->ns,
 					   .name = bound->name, .uid = bound->uid };
-	if (snapshot_make(j->l->private_dir, j->grants, j->m->cfg.resources, j->l->ids.uid, j->l->ids.gid,
+	/* Policy proxy: the brokers' credentials stay with the manager, added at the edge. */
+	if (j->l->network == SANDBOX_NETWORK_PROXY ?
+	    snapshot_make_edge(j->l->private_dir, j->grants, j->m->cfg.resources, j->l->ids.uid, j->l->ids.gid, &snap,
+			       err) < 0 :
+	    snapshot_make(j->l->private_dir, j->grants, j->m->cfg.resources, j->l->ids.uid, j->l->ids.gid,
 			  bound ? &b : NULL, &snap, err) < 0)
 		return -1;
 	j->made = true;
+	j->l->edge_creds = snap.edges;
+	j->l->edges_n = snap.edges_n;
 	j->l->credentials_expire_ms = snap.expires_ms;
 	/* A path every call uses: a cut one would name another place (common/pathfmt.c). */
 	return path_fmt(j->l->kubeconfig, sizeof j->l->kubeconfig, err, "%s", snap.kubeconfig);
@@ -208,6 +277,9 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 		     sb_fail(err, EPROTO, "the %s backend started the sandbox without making its credentials",
 			     m->backend->ops->name);
 	}
+	/* A failure here retires the started sandbox (prepare_failed): no command runs without it. */
+	if (rc == 0)
+		rc = sandbox_egress(m, l, err);
 	return rc;
 }
 
@@ -274,7 +346,7 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 	if (sandbox_network_parse(s->network, &l->network) < 0) {
 		workspace_free(&ws);
 		free(l);
-		return sb_invalid(err, "session %s records the network policy '%.15s', neither open nor none",
+		return sb_invalid(err, "session %s records the network policy '%.15s', neither open, none nor proxy",
 				  session, s->network);
 	}
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */

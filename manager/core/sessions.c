@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "control.h"
+#include "egress_proxy.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "random.h"
@@ -123,7 +124,10 @@ json_t *sessions_create(struct manager *m, json_t *req)
 	if (identity == NULL || repo == NULL)
 		return control_error("invalid", "session create needs an identity and a repo");
 	if (sandbox_network_parse(network, &policy) < 0)
-		return control_error("invalid", "network must be open or none");
+		return control_error("invalid", "network must be open, none or proxy");
+	if (policy == SANDBOX_NETWORK_PROXY && strcmp(m->cfg.backend, "process") != 0)
+		return control_error("refused", "network proxy is built for the process backend only so far (issue 28): "
+				     "use open or none on this backend");
 	if (policy == SANDBOX_NETWORK_NONE && strcmp(m->cfg.backend, "kubernetes") == 0)
 		return control_error("refused", "network none needs a runtime that gives a sandbox loopback only; a pod "
 				     "always has the pod network (docs/isolation.md, N1)");
@@ -228,6 +232,18 @@ static json_t *session_ids_add(struct manager *m, const char *identity, json_t *
 	return resp;
 }
 
+/* A session of policy proxy: {"proxy": "http://127.0.0.1:3128", "allow": "api.internal:443, ..."}
+ * (the variables its calls get, and the allow-list as the 403's body says it); NULL otherwise. */
+static json_t *egress_json(const struct manager *m, const char *network)
+{
+	char allow[2048];
+
+	if (strcmp(network, "proxy") != 0)
+		return NULL;
+	egress_allow_describe(&m->cfg.egress_allow, allow, sizeof allow);
+	return json_pack("{s:s, s:s}", "proxy", "http://127.0.0.1:" EGRESS_PROXY_PORT_TEXT, "allow", allow);
+}
+
 json_t *sessions_show(struct manager *m, const char *id)
 {
 	struct session_row s;
@@ -253,13 +269,14 @@ json_t *sessions_show(struct manager *m, const char *id)
 	 * the exec to resolve. */
 	if (recovery_unsettled_get(m, id, &note))
 		unsettled = json_pack("{s:s?, s:s}", "exec", note.exec_id[0] ? note.exec_id : NULL, "reason", note.reason);
-	/* "disk": which bound keeps a full volume from this session's records (rule N4). */
-	return session_ids_add(m, s.identity, json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s, s:o*, s:o}", "ok",
+	/* "disk": which bound keeps a full volume from this session's records (rule N4); "egress" (policy
+	 * proxy only): where its calls' proxy is and what it lets through. */
+	return session_ids_add(m, s.identity, json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:s, s:i, s:o, s:s, s:o*, s:o, s:o*}", "ok",
 			 1, "session", s.id, "identity", s.identity, "repo", s.repo, "worktree", s.worktree, "branch",
 			 s.branch, "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn,
 			 "sandbox", sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
 			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id), "network", s.network,
-			 "unsettled", unsettled, "disk", disk_bound_json(&m->disk)));
+			 "unsettled", unsettled, "disk", disk_bound_json(&m->disk), "egress", egress_json(m, s.network)));
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)

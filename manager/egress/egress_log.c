@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cleanup.h"
 #include "egress_log.h"
@@ -26,6 +27,8 @@ struct egress_detail {
 
 struct egress_log {
 	pthread_mutex_t lock;
+	pthread_cond_t ended;           /* a begun request was appended (egress_log_drain waits on it) */
+	unsigned in_flight;             /* begun (egress_log_begin), not yet appended */
 	struct egress_counts counts;
 	size_t details_max, n;
 	struct egress_detail *details;  /* details_max of them, n used */
@@ -34,6 +37,7 @@ struct egress_log {
 struct egress_log *egress_log_new(size_t details_max)
 {
 	struct egress_log *log = calloc(1, sizeof *log);
+	pthread_condattr_t ca;
 
 	if (log == NULL)
 		return NULL;
@@ -44,6 +48,10 @@ struct egress_log *egress_log_new(size_t details_max)
 	}
 	log->details_max = details_max;
 	pthread_mutex_init(&log->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&log->ended, &ca);
+	pthread_condattr_destroy(&ca);
 	return log;
 }
 
@@ -60,6 +68,7 @@ void egress_log_free(struct egress_log *log)
 	for (size_t i = 0; i < log->n; i++)
 		detail_free(&log->details[i]);
 	free(log->details);
+	pthread_cond_destroy(&log->ended);
 	pthread_mutex_destroy(&log->lock);
 	free(log);
 }
@@ -151,6 +160,10 @@ void egress_log_append(struct egress_log *log, const struct egress_request *req)
 	kept = log->details_max > 0 && detail_make(&d, req, mutating);
 	pthread_mutex_lock(&log->lock);
 	counts_add(&log->counts, req, mutating);
+	if (req->begun && log->in_flight > 0) {
+		log->in_flight--;
+		pthread_cond_broadcast(&log->ended);
+	}
 	if (kept && log->n < log->details_max) {
 		log->details[log->n++] = d;
 		kept = false;
@@ -247,6 +260,47 @@ json_t *egress_log_json(struct egress_log *log)
 
 	pthread_mutex_lock(&log->lock);
 	o = log_json_locked(log);
+	pthread_mutex_unlock(&log->lock);
+	return o;
+}
+
+void egress_log_begin(struct egress_log *log)
+{
+	pthread_mutex_lock(&log->lock);
+	log->in_flight++;
+	pthread_mutex_unlock(&log->lock);
+}
+
+json_t *egress_log_drain(struct egress_log *log, int wait_ms)
+{
+	struct timespec until;
+	json_t *o = NULL;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&log->lock);
+	/* The exec's processes are gone, so its connections are closing: their requests end within a
+	 * moment (an edge notices a closed sandbox within its second's poll) and go with this exec. */
+	while (log->in_flight > 0 && pthread_cond_timedwait(&log->ended, &log->lock, &until) == 0)
+		;
+	if (log->counts.requests > 0 || log->counts.details_dropped > 0 || log->in_flight > 0) {
+		o = log_json_locked(log);
+		/* Still open past the wait: said, and recorded with whichever exec is running when they end. */
+		if (o != NULL && log->in_flight > 0)
+			json_object_set_new(o, "unfinished", json_integer(log->in_flight));
+		/* Only once it is said: an exec's requests go with its record, never with the next's. */
+		if (o != NULL) {
+			for (size_t i = 0; i < log->n; i++)
+				detail_free(&log->details[i]);
+			log->n = 0;
+			memset(&log->counts, 0, sizeof log->counts);
+		}
+	}
 	pthread_mutex_unlock(&log->lock);
 	return o;
 }

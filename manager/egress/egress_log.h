@@ -26,6 +26,7 @@ struct egress_request {
 	int status;                      /* status the sandbox got; 0: none (upstream failed, cut short) */
 	uint64_t bytes_up, bytes_down;   /* body bytes (a tunnel: both ways) */
 	uint64_t duration_ms;
+	bool begun;                      /* egress_log_begin was called for it when it started */
 };
 
 /* The counts, exact whatever the cap. */
@@ -77,6 +78,16 @@ bool egress_log_mutating_accepted(struct egress_log *log);
  * textesc_encode's escaped form (textesc_decode gives the bytes back); the others are as sent.
  * "cut" names the strings kept to their first EGRESS_LOG_STRING_MAX bytes. NULL when out of memory. */
 json_t *egress_log_json(struct egress_log *log);
+
+/* A request started (a head read): it is in flight until its egress_log_append (with .begun). */
+void egress_log_begin(struct egress_log *log);
+
+/* What the log holds as egress_log_json gives it, and the log emptied, in one step (an exec's end:
+ * its requests go with its record, and the next exec starts from none), after waiting up to wait_ms
+ * for the requests in flight to end; those still open are counted as "unfinished" and recorded with
+ * whichever exec runs when they end. NULL when nothing was recorded (no request), or out of memory
+ * (the log then stays as it was). */
+json_t *egress_log_drain(struct egress_log *log, int wait_ms);
 
 /* The details as text, one line each, for a terminal: "PATCH kubernetes.default /apis/... 200 12ms
  * up 10 down 20 patch apps/deployments default/payments dry-run"; then a line with the counts.

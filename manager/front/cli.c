@@ -128,7 +128,7 @@ static const struct command cmd_session = {
 static const struct command cmd_session_create = {
 	"session create",
 	"usage: sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
-	"                                      [--network open|none] [--socket PATH]...\n"
+	"                                      [--network open|none|proxy] [--socket PATH]...\n"
 	"\n"
 	"Creates a session and its worktree; prints {\"session\", \"worktree\", \"branch\", \"network\"}.\n"
 	"\n"
@@ -136,9 +136,10 @@ static const struct command cmd_session_create = {
 	"  --repo PATH_OR_URL     the repository to work on (required)\n"
 	"  --branch B             the worktree's branch (default: a new sandbox/<session> branch)\n"
 	"  --grant RES=ACCESS     a declared resource, read or write (repeatable)\n"
-	"  --network open|none    its sandboxes' network (default: the manager's, open unless configured):\n"
+	"  --network open|none|proxy  its sandboxes' network (default: the manager's, open unless configured):\n"
 	"                         open reaches out through a NAT that keeps the host's loopback out;\n"
-	"                         none has loopback only\n"
+	"                         none has loopback only; proxy has loopback only and the manager's egress\n"
+	"                         proxy on 127.0.0.1:3128 there (serve --egress-allow; process backend)\n"
 	SOCKET_HELP HELP_HELP,
 };
 

@@ -1,6 +1,7 @@
 /* `sandbox-manager mcp` (see mcp.h): its command line, and the stdio transport, JSON-RPC lines
  * on stdin and stdout. The protocol is mcp_proto.c's, shared with the Streamable HTTP transport
- * (mcp_http.c). Only protocol goes to stdout; logs go to stderr.
+ * (mcp_http.c, reached through the ops the daemon's program passes in). Only protocol goes to
+ * stdout; logs go to stderr.
  *
  * Threads: the main thread reads stdin and hands each line to the protocol, which answers
  * everything but tools/call at once; the calls' worker writes their answers here too. */
@@ -23,7 +24,6 @@
 #include "fdio.h"
 #include "lines.h"
 #include "log.h"
-#include "mcp_http.h"
 #include "mcp_proto.h"
 #include "mcp_shape.h"
 
@@ -140,7 +140,7 @@ static int stop_signal_said(int stop_fd)
 	return 0;
 }
 
-int mcp_serve(int argc, char **argv, const char *version)
+int mcp_serve(int argc, char **argv, const char *version, const struct mcp_http_ops *ops)
 {
 	const struct command *c = &cmd_mcp;
 	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
@@ -170,8 +170,10 @@ int mcp_serve(int argc, char **argv, const char *version)
 		return MCLI_USAGE;
 	}
 	st.managers = &managers;
+	if (http != NULL && ops == NULL)
+		return MCP_SERVE_HTTP_ELSEWHERE;
 	if (http != NULL) {
-		if ((h = mcp_http_open(http, token_file, &err)) == NULL) {
+		if ((h = ops->open(http, token_file, &err)) == NULL) {
 			fprintf(stderr, "sandbox-manager mcp: --http %s: %s\n", http, err.msg);
 			return MCLI_USAGE;
 		}
@@ -190,7 +192,7 @@ int mcp_serve(int argc, char **argv, const char *version)
 	sb_info("mcp: serving the bash tool for session %s (manager at %s; %zu sockets listed)", st.session,
 		managers.path[0], managers.n);
 	if (h != NULL)
-		return mcp_http_serve(h); /* until SIGTERM or SIGINT */
+		return ops->serve(h); /* until SIGTERM or SIGINT */
 	rc = lines_read_until(STDIN_FILENO, stop_fd, LINE_CAP, stdin_line);
 	if (rc < 0)
 		sb_warn("mcp: reading stdin: %s", strerror(errno));

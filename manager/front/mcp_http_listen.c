@@ -1,6 +1,6 @@
 /* The listener of `sandbox-manager mcp --http` (see mcp_http.h): the address (a unix socket, or
  * 127.0.0.1 or [::1]: refused otherwise, so nothing off this machine can reach the tool), the
- * bearer token's file, and the accept loop until SIGTERM or SIGINT. */
+ * bearer token's file, and the server (mcp_http.c's libmicrohttpd) until SIGTERM or SIGINT. */
 #include "mcp_http.h"
 
 #include <arpa/inet.h>
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mcp.h"
 #include "mcp_proto.h"
 
 #define DRAIN_SECONDS 10
@@ -180,28 +181,30 @@ static void log_address(const struct mcp_http *h)
 int mcp_http_serve(struct mcp_http *h)
 {
 	struct sigaction sa = { .sa_handler = on_stop };
+	struct sb_err err;
 	int rc;
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	log_address(h);
-	while (!stopping) {
-		struct pollfd p = { h->fd, POLLIN, 0 };
-		int fd;
-
-		if (poll(&p, 1, 250) <= 0)
-			continue;
-		fd = accept4(h->fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd >= 0)
-			mcp_http_conn_start(h, fd);
-		else if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
-			sb_warn("mcp: http: accept: %s", strerror(errno));
+	if (mcp_http_start(h, &err) < 0) {
+		sb_error("%s", err.msg);
+		close(h->fd);
+		if (h->unix_path[0] != '\0')
+			unlink(h->unix_path);
+		return 1;
 	}
-	close(h->fd);
+	log_address(h);
+	while (!stopping)
+		poll(NULL, 0, 250);
+	mcp_http_quiesce(h);
 	if (h->unix_path[0] != '\0')
 		unlink(h->unix_path);
 	sb_info("mcp: http: stopping: answering the calls received for up to %d s", DRAIN_SECONDS);
+	/* MHD is not stopped: its connections' threads may be answering the calls just drained, and
+	 * the process ends with them. */
 	rc = mcp_proto_drain(DRAIN_SECONDS);
 	return rc < 0 ? 1 : 0;
 }
+
+const struct mcp_http_ops mcp_http_ops = { mcp_http_open, mcp_http_serve };

@@ -45,7 +45,7 @@ struct session_row {
 	int64_t created_ms;
 	char owner[65];            /* the manager id owning it, "" none (released, or a store of one manager) */
 	int64_t lease_expires_ms;  /* wall-clock ms the owner's lease runs to; 0 when released */
-	char network[16];          /* the sandbox's network policy: "open" or "none" (backend.h) */
+	char network[16];          /* the sandbox's network policy: "open", "none" or "proxy" (backend.h) */
 };
 
 /* Exec states: accepted -> dispatched -> exited|signaled|timed_out|cancelled|uncertain|refused. */

@@ -11,8 +11,9 @@
  * was written by a newer sandbox-manager and is refused rather than misread; an older one is
  * migrated step by step (schema_ensure). 2: operators' resolutions of uncertain execs; 3: leases
  * (sessions.owner, sessions.lease_expires_ms) and the managers sharing a store; 4: each session's
- * network policy (sessions.network); 5: each identity's slot in the manager's id range (identity_ids). */
-#define RECORDS_SCHEMA_VERSION 5
+ * network policy (sessions.network); 5: each identity's slot in the manager's id range (identity_ids);
+ * 6: the network policy `proxy` (sessions.network's CHECK admits it). */
+#define RECORDS_SCHEMA_VERSION 6
 
 /* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
 static void txn_rollbackp(struct records **r)
@@ -101,6 +102,40 @@ static const char SCHEMA_V5[] =
 	"  BEGIN SELECT RAISE(ABORT, 'an identity keeps its ids'); END;"
 	"PRAGMA user_version = 5;";
 
+/* Version 6: the network policy `proxy` (issue 28). SQLite cannot alter a column's CHECK, and a
+ * rebuilt sessions table would have to carry its rows, indexes and the tables referring to it; the
+ * CHECK only widens (every row that passed it passes the new one), which is the case SQLite's
+ * documentation gives its simpler procedure for (lang_altertable.html, "making other kinds of table
+ * schema changes"): the table's text in sqlite_schema rewritten, schema_version bumped so every
+ * connection reads it again, all inside schema_ensure's transaction. */
+static const char SCHEMA_V6_OLD[] = "CHECK (network IN ('open', 'none'))";
+static const char SCHEMA_V6_SQL[] =
+	"PRAGMA writable_schema = ON;"
+	"UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (network IN (''open'', ''none''))',"
+	"  'CHECK (network IN (''open'', ''none'', ''proxy''))') WHERE type = 'table' AND name = 'sessions';"
+	"PRAGMA writable_schema = OFF;";
+
+static int schema_migrate_v6(struct records *r, struct sb_err *err)
+{
+	static const char what[] = "migrating the records from schema version 5 to 6";
+	int64_t version = 0, found = 0;
+	char bump[64];
+
+	if (query_int(r, "PRAGMA schema_version", &version, err) != 0 ||
+	    query_int(r, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'sessions'"
+		      " AND instr(sql, 'CHECK (network IN (''open'', ''none''))') > 0", &found, err) != 0)
+		return -1;
+	/* Exactly the text version 4 wrote, or the file is not what this code knows: refused. */
+	if (found != 1)
+		return sb_fail(err, 0, "records: %s: the sessions table does not hold %s as version 4 wrote it", what,
+			       SCHEMA_V6_OLD);
+	snprintf(bump, sizeof bump, "PRAGMA schema_version = %lld;", (long long)version + 1);
+	if (exec_sql(r, SCHEMA_V6_SQL, what, err) != 0 || exec_sql(r, bump, what, err) != 0 ||
+	    exec_sql(r, "PRAGMA user_version = 6;", what, err) != 0)
+		return -1;
+	return 0;
+}
+
 static int schema_refuse_newer(const char *path, int64_t version, struct sb_err *err)
 {
 	return sb_fail(err, 0, "records: %s has schema version %lld, newer than this sandbox-manager understands (%d): "
@@ -146,6 +181,8 @@ int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 	if (version <= 3 && exec_sql(r, SCHEMA_V4, "migrating the records from schema version 3 to 4", err) != 0)
 		return -1;
 	if (version <= 4 && exec_sql(r, SCHEMA_V5, "migrating the records from schema version 4 to 5", err) != 0)
+		return -1;
+	if (version <= 5 && schema_migrate_v6(r, err) != 0)
 		return -1;
 	if (exec_sql(r, "COMMIT", "committing the schema", err) != 0)
 		return -1;

@@ -11,6 +11,8 @@ Serves the documented shapes:
 A request whose Authorization is not "Bearer <--bearer>" gets 401 (a Kubernetes Status body).
 --responses FILE (read on every request, may be absent) overrides by "METHOD PATH":
   {"POST /v3/tokens": {"status": 403, "body": {...}, "delay": 2}}
+and with "hold": N the body is sent chunked, as a watch's first event, then the stream is held open
+N seconds before its end (a watch with no further event).
 Every request is appended to --log as one JSON line: {"method","path","headers","body"}.
 """
 import argparse
@@ -52,6 +54,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def stream(self, code, body, hold):
+        data = (json.dumps(body) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+        time.sleep(hold)
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client went: what the edge test expects
+            pass
+
     def handle_any(self):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -69,6 +85,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         o = overrides.get("%s %s" % (self.command, self.path))
         if o is not None:
             time.sleep(o.get("delay", 0))
+            if "hold" in o:
+                return self.stream(o.get("status", 200), o.get("body"), o["hold"])
             return self.answer(o.get("status", 200), o.get("body"))
         if self.headers.get("Authorization") != "Bearer " + ARGS.bearer:
             return self.answer(401, status_body(401, "Unauthorized", "Unauthorized"))
@@ -96,7 +114,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(204, None)
         return self.answer(404, status_body(404, "NotFound", "the server could not find the requested resource"))
 
-    do_GET = do_POST = do_DELETE = do_PUT = handle_any
+    do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = handle_any
 
 
 def main():

@@ -26,7 +26,7 @@ mgr_start() {
 	MSOCK=$MSTATE/manager.sock
 	rm -f "$MSOCK" # the socket of a killed manager must not pass for the new one's"
 	# a root manager's sandboxes run as their identity's ids and must walk to their worktree
-	[ "$RUN_UID" -eq 0 ] && chmod 0711 "$TD"
+	chmod 0711 "$TD"
 	"${MGR_WRAP[@]}" "${AS[@]}" "$MANAGER" serve --state-dir "$MSTATE" "$@" >>"$TD/manager.log" 2>&1 &
 	MGR_PID=$!
 	# a test's PostgreSQL too, even when this start fails (store_cleanup calls mgr_cleanup)
@@ -57,6 +57,18 @@ mgr_cleanup() {
 	return 0
 }
 
+# as_in_manager_ns CMD...: CMD as the manager's user, and, under an unprivileged manager in its
+# subuid namespace (identity_userns.c), as that namespace's uid 0: the worktrees belong to the
+# identities' subordinate ids there, which the user reaches only through its namespace (as with
+# `podman unshare`). The manager's socket is the same user's either way.
+as_in_manager_ns() {
+	if [ "$RUN_UID" -ne 0 ] && [ -s "$MSTATE/userns-holder" ]; then
+		"${AS[@]}" nsenter --user --target "$(cat "$MSTATE/userns-holder")" -- "$@"
+	else
+		"${AS[@]}" "$@"
+	fi
+}
+
 # mgr_ids [SESSION]: the uid and gid the session's identity runs as (`session show` .ids), in IDS_UID
 # and IDS_GID; under a root manager they must be the identity's own, never nobody (rule N2).
 mgr_ids() {
@@ -64,9 +76,16 @@ mgr_ids() {
 	IDS_UID=$(jr .ids.uid)
 	IDS_GID=$(jr .ids.gid)
 	assert_match "the identity's uid" '^[0-9]+$' "$IDS_UID"
+	local start count
+	start=$(awk -F: -v u="$RUN_USER" '$1 == u { print $2; exit }' /etc/subuid)
+	count=$(awk -F: -v u="$RUN_USER" '$1 == u { print $3; exit }' /etc/subuid)
 	if [ "$RUN_UID" -eq 0 ]; then
 		[ "$IDS_UID" -ge 1000 ] && [ "$IDS_UID" -ne 65534 ] && [ "$IDS_GID" -ne 65534 ] ||
 			bad "a root manager's identity runs as $IDS_UID:$IDS_GID"
+	elif [ -n "$start" ]; then
+		# the default where the user has subordinate ids: ids of that range (identity_userns.c)
+		[ "$IDS_UID" -gt "$start" ] && [ "$IDS_UID" -lt $((start + count)) ] ||
+			bad "an unprivileged manager's identity runs as $IDS_UID, outside $RUN_USER's subordinate range"
 	else
 		assert_eq "an unprivileged manager's identity runs as the manager" "$RUN_UID:$(id -g "$RUN_USER")" "$IDS_UID:$IDS_GID"
 	fi

@@ -23,15 +23,15 @@ test_manager_identity_ids() {
 	b_sid=$(jr .session) && b_wt=$(jr .worktree) && cp "$OUT" "$TD/wt.$b_sid"
 	mgr_ids "$a_sid" && a_uid=$IDS_UID && a_gid=$IDS_GID
 	mgr_ids "$b_sid" && b_uid=$IDS_UID && b_gid=$IDS_GID
-	[ "$RUN_UID" -eq 0 ] ||
-		assert_json .ids.from '"the manager'"'"'s own (an unprivileged manager maps only its own ids)"'
+	[ "$RUN_UID" -eq 0 ] || assert_match "an unprivileged manager's ids: its user's subordinate ids" \
+		"the manager user's /etc/subuid and /etc/subgid entries" "$(jr .ids.from)"
 	ids_exec "$a_sid"
 	assert_eq "alice's command runs as her ids" "$a_uid $a_gid $a_uid $a_gid 600 " "$IDS_SEEN"
 	ids_exec "$b_sid"
 	assert_eq "bob's command runs as his ids" "$b_uid $b_gid $b_uid $b_gid 600 " "$IDS_SEEN"
 	assert_eq "the worktree is the identity's on the host" "$b_uid" "$(stat -c %u "$b_wt")"
-	if [ "$RUN_UID" -eq 0 ]; then
-		[ "$a_uid" != "$b_uid" ] && [ "$a_gid" != "$b_gid" ] || bad "two identities share ids: $a_uid:$a_gid"
+	[ "$a_uid" != "$b_uid" ] && [ "$a_gid" != "$b_gid" ] || bad "two identities share ids: $a_uid:$a_gid"
+	{
 		# alice's uid, as any host process of it would be, against bob's files
 		setpriv --reuid="$a_uid" --regid="$a_gid" --clear-groups cat "$b_wt/secret.txt" >/dev/null 2>&1 &&
 			bad "alice's uid read bob's file"
@@ -41,9 +41,7 @@ test_manager_identity_ids() {
 			bad "alice's uid cannot read her own file (the test proves nothing)"
 		setpriv --reuid=65534 --regid=65534 --clear-groups cat "$a_wt/secret.txt" >/dev/null 2>&1 &&
 			bad "nobody read alice's file"
-	else
-		assert_eq "an unprivileged manager: one uid, its own" "$a_uid" "$b_uid"
-	fi
+	}
 	kill -KILL "$MGR_PID"
 	wait "$MGR_PID" 2>/dev/null
 	mgr_start || return 1
@@ -53,9 +51,7 @@ test_manager_identity_ids() {
 	assert_eq "alice's command after a restart" "$a_uid $a_gid $a_uid $a_gid 600 " "$IDS_SEEN"
 	mgr session create --identity carol --repo "$REPO"
 	mgr_ids "$(jr .session)" && c_uid=$IDS_UID
-	if [ "$RUN_UID" -eq 0 ]; then
-		assert_eq "carol: the next slot" "$((b_uid + 1))" "$c_uid"
-	fi
+	assert_eq "carol: the next slot" "$((b_uid + 1))" "$c_uid"
 }
 t manager_identity_ids test_manager_identity_ids
 
@@ -171,3 +167,37 @@ test_manager_identity_ids_subuid() {
 	assert_eq "alice's ids after a restart" "$a_uid $a_uid $a_uid $a_uid 600 " "$IDS_SEEN"
 }
 t manager_identity_ids_subuid test_manager_identity_ids_subuid
+
+# `sandbox-ids own`: an unprivileged manager asked for one uid, its own, for every identity (said by
+# session show, warned at start); root: a usage error.
+test_manager_identity_ids_own() {
+	if [ "$RUN_UID" -eq 0 ]; then
+		WANT_RC=2 serve_refused "root asking for its own ids" "sandbox-ids must be START:COUNT" --sandbox-ids own
+		return
+	fi
+	mgr_repo && mgr_start --sandbox-ids own && mgr_session || return 1
+	mgr session show --session "$SID"
+	assert_eq "the manager's own ids" "$RUN_UID" "$(jr .ids.uid)"
+	assert_json .ids.from '"the manager'"'"'s own (an unprivileged manager maps only its own ids)"'
+	grep -q "every identity's sandboxes run as this manager's own uid" "$TD/manager.log" || bad "no warning at start"
+	# An upgrade: a volume whose identities were made with the manager's own ids keeps them by
+	# default (their files are the user's, which no subordinate id may write), and says how to move.
+	kill -KILL "$MGR_PID" && wait "$MGR_PID" 2>/dev/null
+	mgr_start || return 1
+	mgr session show --session "$SID"
+	assert_eq "an upgraded volume: the manager's own ids still" "$RUN_UID" "$(jr .ids.uid)"
+	grep -q "not the default here: the volume's identities were made with the manager's own ids" "$TD/manager.log" ||
+		bad "the upgrade's warning is missing"
+	[ -s "$MSTATE/userns-holder" ] && bad "an upgraded volume's start made a subuid namespace"
+	# The default where a range id cannot walk to the state directory (a 0700 home): the manager's
+	# own ids, and the warning names the directory.
+	mgr_cleanup
+	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$MSTATE" && chmod 0700 "$MSTATE" || return 1
+	mgr_start --state-dir "$MSTATE/state" --socket "$MSTATE/manager.sock" || return 1
+	mgr_session || return 1
+	mgr session show --session "$SID"
+	assert_eq "a closed state directory: the manager's own ids" "$RUN_UID" "$(jr .ids.uid)"
+	grep -q "not the default here: subordinate ids could not search $MSTATE/" "$TD/manager.log" ||
+		bad "the warning does not name $MSTATE: $(grep -m1 "own uid" "$TD/manager.log")"
+}
+t manager_identity_ids_own test_manager_identity_ids_own

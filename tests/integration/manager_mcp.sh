@@ -36,7 +36,8 @@ mcp_output_checks() {
 	# Outside the worktree, writable by every uid: a write that followed a link would land here.
 	outside=$TD/outside
 	mkdir -p "$outside" && echo "keep me" >"$outside/victim" && chmod 0777 "$outside" && chmod 0666 "$outside/victim"
-	timeout -k 5 300 "${AS[@]}" "$node" "$MCP_TESTS/output.mjs" --manager "$MANAGER" --socket "$MSOCK" \
+	# in the manager's namespace: the kept outputs belong to the identity's subordinate ids (as_in_manager_ns)
+	as_in_manager_ns timeout -k 5 300 "$node" "$MCP_TESTS/output.mjs" --manager "$MANAGER" --socket "$MSOCK" \
 		--session "$SID" --worktree "$WT" --outside "$outside" >"$TD/mcp-output.out" 2>&1
 	RC=$?
 	sed 's/^/      /' "$TD/mcp-output.out"
@@ -140,7 +141,7 @@ test_manager_mcp_stop() {
 	mgr exec --session "$SID" -- true # the sandbox is up
 	for i in 1 2 3; do
 		m=$(unique_marker)
-		timeout 60 "${AS[@]}" python3 "$MCP_IT_HERE/mcp_stop.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" cancel \
+		as_in_manager_ns timeout 60 python3 "$MCP_IT_HERE/mcp_stop.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" cancel \
 			"touch $WT/started.$m; sleep 20; echo finished > $WT/finished.$m" >"$TD/stop.json" 2>"$TD/stop.err"
 		assert_eq "round $i: the driver's exit code (stderr: $(tail -c 300 "$TD/stop.err"))" 0 "$?"
 		assert_json '.status' 0 "$TD/stop.json"
@@ -152,7 +153,7 @@ test_manager_mcp_stop() {
 		[ -e "$WT/finished.$m" ] && bad "round $i: the cancelled command ran to its end"
 	done
 	m=$(unique_marker)
-	timeout 60 "${AS[@]}" python3 "$MCP_IT_HERE/mcp_stop.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" no-cancel \
+	as_in_manager_ns timeout 60 python3 "$MCP_IT_HERE/mcp_stop.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" no-cancel \
 		"touch $WT/started.$m; sleep 1; echo done > $WT/done.$m" >"$TD/stop.json" 2>"$TD/stop.err"
 	assert_eq "no cancellation: the driver's exit code (stderr: $(tail -c 300 "$TD/stop.err"))" 0 "$?"
 	assert_json '.status' 0 "$TD/stop.json"
@@ -170,7 +171,7 @@ test_manager_mcp_queue_bound() {
 	m=$(unique_marker)
 	mgr_repo && mgr_start && mgr_session || return
 	mgr exec --session "$SID" -- true # the sandbox is up
-	timeout 120 "${AS[@]}" python3 "$MCP_IT_HERE/mcp_flood.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" 70 \
+	as_in_manager_ns timeout 120 python3 "$MCP_IT_HERE/mcp_flood.py" "$MANAGER" "$MSOCK" "$SID" "$WT/started.$m" 70 \
 		"touch $WT/started.$m; sleep 2.$m" \
 		"echo x >> flood.$m" >"$TD/flood.json" 2>"$TD/flood.err"
 	assert_eq "the driver's exit code (stderr: $(tail -c 300 "$TD/flood.err"))" 0 "$?"

@@ -68,6 +68,8 @@ multi_cleanup() {
 		pids=$(pgrep -f -- "--state-dir ${MM_STATE[i]}/sandboxes/")
 		# shellcheck disable=SC2086 # this test's own sandboxes (its managers' state dirs), by PID
 		[ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+		# an unprivileged manager's subuid namespace holder (identity_userns.c), by its pid
+		[ -s "${MM_STATE[i]}/userns-holder" ] && kill -KILL "$(cat "${MM_STATE[i]}/userns-holder")" 2>/dev/null
 	done
 	wait 2>/dev/null
 	if [ -z "${IT_KEEP:-}" ]; then

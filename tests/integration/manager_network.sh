@@ -106,14 +106,26 @@ test_network_policy_words() {
 	mgr session create --identity alice --repo "$REPO" --network open
 	assert_eq "create --network open" 0 "$RC"
 	assert_json .network '"open"'
+	mgr session create --identity alice --repo "$REPO" --network proxy
+	assert_eq "create --network proxy" 0 "$RC"
+	assert_json .network '"proxy"'
 	mgr session create --identity alice --repo "$REPO" --network maybe
 	assert_ne "create --network maybe" 0 "$RC"
-	assert_match "its message" "network must be open or none" "$(cat "$ERR")"
+	assert_match "its message" "network must be open, none or proxy" "$(cat "$ERR")"
 	mgr session list --identity alice
-	assert_json '.sessions | length' 2
+	assert_json '.sessions | length' 3
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --network maybe >"$TD/serve.out" 2>&1
 	assert_eq "serve --network maybe: exit code" 2 "$?"
-	grep -q "network must be open or none, not 'maybe'" "$TD/serve.out" || bad "serve's message: $(head -c 300 "$TD/serve.out")"
+	grep -q "network must be open, none or proxy, not 'maybe'" "$TD/serve.out" || bad "serve's message: $(head -c 300 "$TD/serve.out")"
+	# proxy needs a listener made inside the sandbox's namespace: the process backend's only
+	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --backend podman --podman-socket "$TD/none.sock" \
+		--image infra-sandbox-agent:dev --network proxy >"$TD/serve.out" 2>&1
+	assert_ne "serve --backend podman --network proxy: exit code" 0 "$?"
+	grep -q "network proxy is built for the process backend only" "$TD/serve.out" ||
+		bad "serve's message for podman with network proxy: $(head -c 300 "$TD/serve.out")"
+	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --egress-allow api.internal. >"$TD/serve.out" 2>&1
+	assert_eq "serve --egress-allow api.internal.: exit code" 2 "$?"
+	grep -q "no trailing dot" "$TD/serve.out" || bad "serve's message for a trailing dot: $(head -c 300 "$TD/serve.out")"
 	# podman's host network would be the host's loopback listeners (refused before any service is asked)
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --backend podman --podman-socket "$TD/none.sock" \
 		--image infra-sandbox-agent:dev --podman-network host >"$TD/serve.out" 2>&1

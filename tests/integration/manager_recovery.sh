@@ -142,7 +142,9 @@ test_manager_delete() {
 	assert_eq "delete exit code" 0 "$RC"
 	[ -e "$WT" ] && bad "the worktree is still there"
 	base=$(dirname "$(dirname "$WT")")/repositories
-	as_user git -C "$base"/* log --oneline "sandbox/$SID" >"$TD/log" 2>&1 || bad "branch gone: $(cat "$TD/log")"
+	# the base clone is the identity's: its user reaches it in the manager's namespace (as_in_manager_ns)
+	as_in_manager_ns git -c safe.directory='*' -C "$base"/* log --oneline "sandbox/$SID" >"$TD/log" 2>&1 ||
+		bad "branch gone: $(cat "$TD/log")"
 	assert_eq "the patch on the kept branch" 2 "$(wc -l <"$TD/log")"
 	mgr exec --session "$SID" -- true
 	assert_eq "a call on a deleted session" 125 "$RC"

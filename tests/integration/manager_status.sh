@@ -170,7 +170,8 @@ test_manager_status_unreachable() {
 t manager_status_unreachable test_manager_status_unreachable
 
 # The HTTP listener answers GET /metrics with the families the control socket gives, 404 and 405 for
-# anything else, a silent client does not hold up a second scrape, and only loopback is accepted.
+# anything else, a silent client does not hold up a second scrape, nor does a crowd of them (the 8
+# slots shed the oldest: issue 26, N1), a head over 8 KiB is 431, and only loopback is accepted.
 test_manager_metrics_http() {
 	local port
 	port=$(free_port)
@@ -217,12 +218,41 @@ print("405", get("/metrics", "POST")[0].splitlines()[0])
 silent.settimeout(10)
 t0 = time.monotonic()
 print("silent_closed", silent.recv(1) == b"", int(time.monotonic() - t0 < 10))
+# a crowd of silent connections (more than the listener holds) sheds its oldest: a scrape still passes
+crowd = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(32)]
+time.sleep(0.5)
+print("crowd_scrape", get("/metrics")[0].splitlines()[0])
+shed = 0
+for c in crowd:
+    c.settimeout(0.2)
+    try:
+        shed += c.recv(1) == b""
+    except socket.timeout:
+        pass
+    except OSError:
+        shed += 1
+print("crowd_shed", shed)
+# a head over 8 KiB: a clear refusal from the HTTP server, not a hang
+def head_of(pad):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: {'a' * pad}\r\n\r\n".encode())
+    try:
+        return s.recv(64).split(b"\r\n")[0].decode() or "closed"
+    except OSError as e:
+        return f"closed ({e})"  # a reset: the head's rest was never read
+print("pad7k", head_of(7000))
+print("big", head_of(9000))
 EOF
 	assert_match "GET /metrics" "status HTTP/1.1 200 OK" "$(cat "$TD/http.log")"
 	assert_match "its content type" "type \['Content-Type: text/plain; version=0.0.4; charset=utf-8'\]" "$(cat "$TD/http.log")"
 	assert_lt "ms for a scrape while a silent client is connected" "$(sed -n 's/^took_ms //p' "$TD/http.log")" 1000
 	assert_match "another path" "404 HTTP/1.1 404 Not Found" "$(cat "$TD/http.log")"
 	assert_match "another method" "405 HTTP/1.1 405 Method Not Allowed" "$(cat "$TD/http.log")"
+	assert_match "a scrape while 32 silent connections are held" "crowd_scrape HTTP/1.1 200 OK" "$(cat "$TD/http.log")"
+	# 32 + the scrape into 8 slots: 25 shed (without the shedding, MHD's limit of 16 refuses 17)
+	assert_ge "silent connections shed, oldest first (8 slots)" "$(sed -n 's/^crowd_shed //p' "$TD/http.log")" 24
+	assert_match "a head of 7 KB" "pad7k HTTP/1.1 200 OK" "$(cat "$TD/http.log")"
+	assert_match "a head over 8 KiB: 431, or a reset" "big (HTTP/1.1 431 |closed)" "$(cat "$TD/http.log")"
 	assert_match "the silent client is closed at its deadline" "silent_closed True 1" "$(cat "$TD/http.log")"
 	prom_parse "$TD/http.metrics" || return
 	assert_eq "the HTTP families are the control socket's" "$(cat "$TD/families.socket")" "$(jq -c '.families' "$TD/prom.json")"

@@ -110,6 +110,8 @@ function raw({ port, path = '/mcp', method = 'POST', headers = {}, body, socketP
 		const req = httpRequest({ host: '127.0.0.1', port, socketPath, path, method, headers }, res => {
 			let data = '';
 			res.on('data', d => { data += d; });
+			// cut short (a stream closed before its end): what came, and why it stopped
+			res.on('error', e => resolve({ status: res.statusCode, headers: res.headers, body: data, error: String(e) }));
 			res.on('end', () => {
 				let json;
 				try { json = JSON.parse(data); } catch { json = undefined; }
@@ -199,6 +201,19 @@ async function rawChecks(port) {
 	r = await post(port, { jsonrpc: '2.0', id: 12, method: 'tools/call', params: { name: 'bash', arguments: { command: 'echo after-close' }, _meta: meta() } }, { 'mcp-name': 'bash' });
 	check('http: a closed connection cancels its call: the next call runs within 8 s', /^after-close\n/.test(text(r.json?.result)) &&
 		Date.now() - t1 < 8000, `${r.body} after ${Date.now() - t1} ms`);
+	// Progress: a call with a progressToken, from a client that takes SSE, is streamed once its first
+	// progress is due (15 s); 12 s pass between that and the answer, longer than the 10 s a stalled
+	// client is given, so the stream must say something meanwhile (comment lines) to stay open.
+	r = await post(port, { jsonrpc: '2.0', id: 13, method: 'tools/call', params: { name: 'bash', arguments: { command: 'sleep 27; echo sse-done' },
+		_meta: { ...meta(), progressToken: 'p13' } } }, { 'mcp-name': 'bash' });
+	const events = (r.body ?? '').split('\n\n').filter(e => e.startsWith('event: message\ndata: ')).map(e => JSON.parse(e.slice(21)));
+	const last = events[events.length - 1];
+	check('http: a long call with a progressToken: an SSE stream, progress, then the answer', r.status === 200 &&
+		/^text\/event-stream/.test(r.headers?.['content-type'] ?? '') && events.length >= 2 &&
+		events[0].method === 'notifications/progress' && events[0].params?.progressToken === 'p13' &&
+		last.id === 13 && /^sse-done\n/.test(text(last.result)), (r.body ?? '').slice(0, 400));
+	check('http: the stream says something while the call is quiet (comment lines)', /(^|\n\n):\n\n/.test(r.body ?? ''),
+		(r.body ?? '').slice(0, 400));
 }
 
 try {

@@ -29,11 +29,10 @@
 #include "clock.h"
 #include "ca.h"
 #include "grants.h"
+#include "https_stub.h"
 #include "testutil.h"
 
 #define MANAGER_TOKEN "manager-secret-token-0123"
-
-extern char **environ;
 
 static struct {
 	char base[64];
@@ -61,42 +60,11 @@ static void write_text(const char *path, const char *text, mode_t mode)
 
 static int server_start(void)
 {
-	const char *script = getenv("BROKER_TEST_SERVER") ?: "tests/brokers/server.py";
-	char cert[160], key[160], port_file[160], port[16] = "";
-	char *argv[] = { "python3", (char *)script, "--cert", cert, "--key", key, "--port-file", port_file,
-			 "--log", T.log, "--bearer", MANAGER_TOKEN, "--responses", T.responses, NULL };
+	char port_file[160];
 
-	snprintf(cert, sizeof cert, "%s/server.crt", T.tls);
-	snprintf(key, sizeof key, "%s/server.key", T.tls);
 	snprintf(port_file, sizeof port_file, "%s/port", T.base);
-	if (access(script, R_OK) < 0) {
-		fprintf(stderr, "test_brokers: %s not found (run from the repository root or set BROKER_TEST_SERVER)\n",
-			script);
-		return -1;
-	}
-	/* fork + execv of the test server. */
-	T.pid = fork();
-	if (T.pid < 0)
-		return -1;
-	if (T.pid == 0) {
-		execve("/usr/bin/python3", argv, environ);
-		_exit(127);
-	}
-	for (int i = 0; i < 100; i++) {
-		FILE *f = fopen(port_file, "r");
-
-		if (f != NULL) {
-			if (fgets(port, sizeof port, f) == NULL)
-				port[0] = '\0';
-			fclose(f);
-			port[strcspn(port, "\n")] = '\0';
-			snprintf(T.server, sizeof T.server, "https://localhost:%s", port);
-			return 0;
-		}
-		usleep(50 * 1000);
-	}
-	fprintf(stderr, "test_brokers: the HTTPS test server did not start\n");
-	return -1;
+	T.pid = https_stub_start(T.tls, port_file, T.log, T.responses, MANAGER_TOKEN, T.server, sizeof T.server);
+	return T.pid > 0 ? 0 : -1;
 }
 
 static int group_setup(void **state)
@@ -143,10 +111,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	if (T.pid > 0) {
-		kill(T.pid, SIGTERM);
-		waitpid(T.pid, NULL, 0);
-	}
+	https_stub_stop(T.pid);
 	test_rmtree(T.base);
 	return 0;
 }
@@ -155,10 +120,7 @@ static int group_teardown(void **state)
 static int test_setup(void **state)
 {
 	(void)state;
-	unlink(T.responses);
-	if (truncate(T.log, 0) < 0 && errno != ENOENT)
-		return -1;
-	return 0;
+	return https_stub_reset(T.responses, T.log);
 }
 
 /* ---- helpers ---- */
@@ -175,15 +137,7 @@ static void responses_set(const char *key, int status, const char *message, int 
 
 static json_t *log_requests(void)
 {
-	json_t *all = json_array();
-	char line[65536];
-	FILE *f = fopen(T.log, "r");
-
-	while (f != NULL && fgets(line, sizeof line, f) != NULL)
-		json_array_append_new(all, json_loads(line, 0, NULL));
-	if (f != NULL)
-		fclose(f);
-	return all;
+	return https_stub_requests(T.log);
 }
 
 static const char *config_write(const char *name, const char *json_fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -636,25 +590,34 @@ static void rancher_write_refused_and_forbidden(void **state)
 
 /* ---- dispatch through snapshot_make ---- */
 
+/* A fresh private directory for session tag, and its three grants: kubernetes:staging by
+ * tokenrequest (write), kubernetes:prod by rancher (read), kubernetes:lab a file (read). */
+static void three_grants(const char *tag, char *private_dir, size_t len, json_t **resources, json_t **grants)
+{
+	char file_cred[200];
+
+	snprintf(private_dir, len, "%s/sandboxes-%s.g%d", T.base, tag, T.n++);
+	assert_int_equal(mkdir(private_dir, 0700), 0);
+	snprintf(file_cred, sizeof file_cred, "%s/file.kubeconfig", T.base);
+	write_text(file_cred, "file-credential\n", 0600);
+	*resources = json_object();
+	json_object_set_new(*resources, "kubernetes:staging", json_sprintf("tokenrequest:%s", tokenrequest_config("")));
+	json_object_set_new(*resources, "kubernetes:prod", json_sprintf("rancher:%s", rancher_config("")));
+	json_object_set_new(*resources, "kubernetes:lab", json_sprintf("file:%s", file_cred));
+	*grants = json_pack("{s:s, s:s, s:s}", "kubernetes:staging", "write", "kubernetes:prod", "read", "kubernetes:lab",
+			    "read");
+}
+
 static void snapshot_with_brokers(void **state)
 {
 	struct snapshot snap;
 	struct sb_err err;
-	char private_dir[200], file_cred[200], revoke[260];
+	char private_dir[200], revoke[260];
 	json_t *resources, *grants, *reqs, *list;
 	int64_t before = clock_real_ms();
 
 	(void)state;
-	snprintf(private_dir, sizeof private_dir, "%s/sandboxes-s0123.g%d", T.base, T.n++);
-	assert_int_equal(mkdir(private_dir, 0700), 0);
-	snprintf(file_cred, sizeof file_cred, "%s/file.kubeconfig", T.base);
-	write_text(file_cred, "file-credential\n", 0600);
-	resources = json_object();
-	json_object_set_new(resources, "kubernetes:staging", json_sprintf("tokenrequest:%s", tokenrequest_config("")));
-	json_object_set_new(resources, "kubernetes:prod", json_sprintf("rancher:%s", rancher_config("")));
-	json_object_set_new(resources, "kubernetes:lab", json_sprintf("file:%s", file_cred));
-	grants = json_pack("{s:s, s:s, s:s}", "kubernetes:staging", "write", "kubernetes:prod", "read", "kubernetes:lab",
-			   "read");
+	three_grants("s0123", private_dir, sizeof private_dir, &resources, &grants);
 	assert_int_equal(snapshot_make(private_dir, grants, resources, getuid(), getgid(), NULL, &snap, &err), 0);
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-staging.kubeconfig");
 	assert_contains(snap.kubeconfig, "/credentials/kubernetes-prod.kubeconfig");
@@ -706,6 +669,74 @@ static void snapshot_with_brokers(void **state)
 	json_decref(resources);
 }
 
+/* Under the network policy `proxy`: the brokers' kubeconfigs name the sandbox's loopback edge and
+ * hold no credential at all (no token, no CA); the token, the API server and its CA stay with the
+ * manager, and are wiped when the snapshot's edges are freed. A file: grant stays a file. */
+static void snapshot_at_the_edge(void **state)
+{
+	struct snapshot snap;
+	struct sb_err err;
+	char private_dir[200], path[300], text[8192];
+	json_t *resources, *grants, *k;
+	struct snapshot_edge *staging = NULL, *prod = NULL;
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	three_grants("s0124", private_dir, sizeof private_dir, &resources, &grants);
+	assert_int_equal(snapshot_make_edge(private_dir, grants, resources, getuid(), getgid(), &snap, &err), 0);
+	assert_int_equal(snap.edges_n, 2);
+	for (size_t i = 0; i < snap.edges_n; i++) {
+		struct snapshot_edge *e = &snap.edges[i];
+		char want[64];
+
+		if (strcmp(e->resource, "kubernetes:staging") == 0)
+			staging = e;
+		else if (strcmp(e->resource, "kubernetes:prod") == 0)
+			prod = e;
+		/* the port is the grant's place: 3129, 3130 (3128 is the proxy's) */
+		assert_int_equal(e->cred.port, SNAPSHOT_EDGE_PORT + i);
+		snprintf(path, sizeof path, "%s/credentials/%s.kubeconfig", private_dir,
+			 e == staging ? "kubernetes-staging" : "kubernetes-prod");
+		f = fopen(path, "r");
+		assert_non_null(f);
+		n = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		/* nothing to present and nothing to trust: the file names the edge only */
+		assert_null(strstr(text, "token"));
+		assert_null(strstr(text, "certificate-authority"));
+		assert_null(strstr(text, e->cred.token));
+		k = json_loads(text, 0, NULL);
+		snprintf(want, sizeof want, "http://127.0.0.1:%u", e->cred.port);
+		assert_string_equal(kube_get(k, "clusters", "cluster", "server"), want);
+		json_decref(k);
+	}
+	assert_non_null(staging);
+	assert_non_null(prod);
+	assert_string_equal(staging->access, "write");
+	assert_string_equal(prod->access, "read");
+	assert_contains(staging->cred.token, "k8s-token-deployer-");
+	assert_string_equal(staging->cred.server, T.server);
+	assert_contains(staging->cred.ca_file, "/ca.crt");
+	assert_contains(prod->cred.server, "/k8s/clusters/");
+	/* the file grant is the operator's file, as it was */
+	assert_contains(snap.kubeconfig, "/credentials/kubernetes-lab.kubeconfig");
+	snapshot_edges_free(&snap);
+	assert_null(snap.edges);
+	assert_int_equal(snap.edges_n, 0);
+	assert_int_equal(snapshot_release(private_dir, &err), 0);
+
+	/* A failing grant leaves no edge behind. */
+	snprintf(private_dir, sizeof private_dir, "%s/sandboxes-s0124.g%d", T.base, T.n++);
+	assert_int_equal(mkdir(private_dir, 0700), 0);
+	responses_set("POST /api/v1/namespaces/ci/serviceaccounts/deployer/token", 500, "etcdserver: request timed out", 0);
+	assert_int_equal(snapshot_make_edge(private_dir, grants, resources, getuid(), getgid(), &snap, &err), -1);
+	assert_null(snap.edges);
+	json_decref(grants);
+	json_decref(resources);
+}
+
 static void time_parse(void **state)
 {
 	int64_t ms;
@@ -738,6 +769,7 @@ int main(void)
 		cmocka_unit_test_setup(rancher_read, test_setup),
 		cmocka_unit_test_setup(rancher_write_refused_and_forbidden, test_setup),
 		cmocka_unit_test_setup(snapshot_with_brokers, test_setup),
+		cmocka_unit_test_setup(snapshot_at_the_edge, test_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

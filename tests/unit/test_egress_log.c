@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,76 @@ static void test_long_string_cut(void **state)
 #define THREADS 4
 #define PER_THREAD 50000
 
+/* An exec's end: what it sent goes with it, and the next exec's record starts from nothing. */
+static void test_drain_per_exec(void **state)
+{
+	struct egress_log *log = egress_log_new(4);
+	struct k8s_request patch = k8s("PATCH", "/apis/apps/v1/namespaces/default/deployments/payments", "");
+	struct egress_counts n;
+	json_t *first, *second;
+
+	(void)state;
+	assert_null(egress_log_drain(log, 0)); /* nothing sent: nothing to say */
+	append(log, "PATCH", "/apis/apps/v1/namespaces/default/deployments/payments", &patch, false, 200);
+	first = egress_log_drain(log, 0);
+	assert_non_null(first);
+	assert_int_equal(json_integer_value(json_object_get(first, "requests")), 1);
+	assert_int_equal(json_integer_value(json_object_get(first, "mutating_accepted")), 1);
+	assert_int_equal(json_array_size(json_object_get(first, "details")), 1);
+	egress_log_counts(log, &n);
+	assert_int_equal(n.requests, 0);
+	assert_false(egress_log_mutating_accepted(log));
+	assert_null(egress_log_drain(log, 0));
+	append(log, "GET", "/api/v1/namespaces/default/pods", NULL, false, 200);
+	second = egress_log_drain(log, 0);
+	assert_int_equal(json_integer_value(json_object_get(second, "requests")), 1);
+	assert_int_equal(json_integer_value(json_object_get(second, "mutating_accepted")), 0);
+	json_decref(first);
+	json_decref(second);
+	egress_log_free(log);
+}
+
+struct late {
+	struct egress_log *log;
+	int after_ms;
+};
+
+static void *late_append(void *arg)
+{
+	struct late *l = arg;
+	struct egress_request req = { .method = "GET", .host = "h", .path = "/api", .status = 200, .begun = true };
+
+	usleep((useconds_t)l->after_ms * 1000);
+	egress_log_append(l->log, &req);
+	return NULL;
+}
+
+/* An exec's end waits for its requests still closing: one that ends within the wait goes with it;
+ * one still open after it is said "unfinished" (and is counted when it ends). */
+static void test_drain_waits_for_requests_in_flight(void **state)
+{
+	struct egress_log *log = egress_log_new(4);
+	struct late l = { .log = log, .after_ms = 200 };
+	pthread_t t;
+	json_t *o;
+
+	(void)state;
+	egress_log_begin(log);
+	assert_int_equal(pthread_create(&t, NULL, late_append, &l), 0);
+	o = egress_log_drain(log, 5000);
+	pthread_join(t, NULL);
+	assert_int_equal(json_integer_value(json_object_get(o, "requests")), 1);
+	assert_null(json_object_get(o, "unfinished"));
+	json_decref(o);
+	egress_log_begin(log);
+	o = egress_log_drain(log, 50);
+	assert_non_null(o);
+	assert_int_equal(json_integer_value(json_object_get(o, "requests")), 0);
+	assert_int_equal(json_integer_value(json_object_get(o, "unfinished")), 1);
+	json_decref(o);
+	egress_log_free(log);
+}
+
 static void *appender(void *arg)
 {
 	struct egress_log *log = arg;
@@ -274,6 +345,8 @@ int main(void)
 		cmocka_unit_test(test_request_strings_terminal_safe),
 		cmocka_unit_test(test_long_string_cut),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_drain_per_exec),
+		cmocka_unit_test(test_drain_waits_for_requests_in_flight),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

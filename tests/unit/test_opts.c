@@ -121,13 +121,21 @@ static void test_serve_config_file(void **state)
 	snprintf(state_dir, sizeof state_dir, "%s/state", dir);
 	f = fopen(file, "w");
 	assert_non_null(f);
-	fputs("{\"idle-seconds\": 321, \"max-timeout-seconds\": 77, \"default-timeout-seconds\": 7}", f);
+	fputs("{\"idle-seconds\": 321, \"max-timeout-seconds\": 77, \"default-timeout-seconds\": 7,"
+	      " \"egress-allow\": [\"api.internal\", \".corp.example:8443\"]}", f);
 	fclose(f);
 	snprintf(flag, sizeof flag, "--config=%s", file);
 	memset(&c, 0, sizeof c);
-	assert_int_equal(config_load(&c, 6, (char *[]){ "serve", flag, "--state-dir", state_dir, "--agent=/bin/true", "--idle-seconds=9", NULL },
+	assert_int_equal(config_load(&c, 8, (char *[]){ "serve", flag, "--state-dir", state_dir, "--agent=/bin/true", "--idle-seconds=9",
+					     "--egress-allow", "10.0.0.1:443", NULL },
 				     &err),
 			 0);
+	/* egress-allow: the file's array, then the flag's, in order */
+	assert_int_equal(c.egress_allow.n, 3);
+	assert_string_equal(c.egress_allow.rules[0].host, "api.internal");
+	assert_string_equal(c.egress_allow.rules[1].host, ".corp.example");
+	assert_int_equal(c.egress_allow.rules[1].port, 8443);
+	assert_true(c.egress_allow.rules[2].literal);
 	/* The file's settings, and a flag over the file's whatever their order. */
 	assert_int_equal(c.max_timeout, 77);
 	assert_int_equal(c.idle_seconds, 9);

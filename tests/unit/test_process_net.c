@@ -2,7 +2,9 @@
  * for slirp4netns (this program's children, and a shell script in its place): the helper is given
  * exactly its descriptors 0-4 and no temporary of the manager's, and its reap is bounded whether it
  * leaves by itself, stays, or cannot be watched through a pidfd. The real slirp4netns is exercised by
- * tests/integration/manager_network.sh. */
+ * tests/integration/manager_network.sh. The egress listener (process_net_listen) is made inside a
+ * stand-in sandbox's own user and network namespaces, as root or not: its namespace is the stand-in's
+ * (SIOCGSKNS), it serves the stand-in's loopback, and nothing is left behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,17 +34,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "process.h"
 
 #define HANG_GUARD_S 8 /* a reap that waits without a bound ends the program: the case fails */
 
 /* A stand-in helper: leaves after ms milliseconds, or never (ms < 0); SIGTERM ignored, as a
- * helper that does not listen. */
-static pid_t helper_start(int ms)
+ * helper that does not listen. Before it leaves by itself it writes 'L' to *left (when given): the
+ * cases tell "it left" from "it was killed" by that byte, never by a clock. */
+static pid_t helper_start(int ms, int *left)
 {
-	pid_t pid = fork();
+	int p[2] = { -1, -1 };
+	pid_t pid;
 
+	if (left != NULL)
+		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		/* gone with this program, should a case fail (the hang guard's SIGALRM among them) */
@@ -43,12 +56,26 @@ static pid_t helper_start(int ms)
 		signal(SIGTERM, SIG_IGN);
 		if (ms >= 0) {
 			nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L }, NULL);
-			_exit(0);
+			_exit(p[1] >= 0 && write(p[1], "L", 1) != 1);
 		}
 		for (;;)
 			pause();
 	}
+	if (left != NULL) {
+		close(p[1]);
+		*left = p[0];
+	}
 	return pid;
+}
+
+/* After the helper is reaped: whether it wrote its 'L' (left by itself) before it ended. */
+static bool helper_left(int left)
+{
+	char c = 0;
+	bool yes = read(left, &c, 1) == 1 && c == 'L';
+
+	close(left);
+	return yes;
 }
 
 /* After a reap: pid is no child of ours any more (reaped, not a zombie left behind). */
@@ -62,30 +89,31 @@ static void assert_reaped(pid_t pid)
 
 static void reap_waits_for_a_helper_that_leaves(void **state)
 {
-	pid_t pid = helper_start(100), net = pid;
-	int64_t t0 = clock_mono_ms();
+	int left;
+	pid_t pid = helper_start(100, &left), net = pid;
 
 	(void)state;
 	alarm(HANG_GUARD_S);
 	process_net_reap(&net);
 	alarm(0);
 	assert_int_equal(net, 0);
-	assert_in_range(clock_mono_ms() - t0, 90, 1500);
+	/* it was given its time to leave by itself (its 2 s), and took it */
+	assert_true(helper_left(left));
 	assert_reaped(pid);
 }
 
 static void reap_kills_a_helper_that_stays(void **state)
 {
-	pid_t pid = helper_start(-1), net = pid;
-	int64_t t0 = clock_mono_ms();
+	int left;
+	pid_t pid = helper_start(-1, &left), net = pid;
 
 	(void)state;
+	/* its 2 s to leave by itself, then SIGKILL; without the kill the hang guard ends the case */
 	alarm(HANG_GUARD_S);
 	process_net_reap(&net);
 	alarm(0);
 	assert_int_equal(net, 0);
-	/* its 2 s to leave by itself, then SIGKILL */
-	assert_in_range(clock_mono_ms() - t0, 1900, 4000);
+	assert_false(helper_left(left));
 	assert_reaped(pid);
 }
 
@@ -94,10 +122,11 @@ static void reap_kills_a_helper_that_stays(void **state)
  * that stays hung the manager's caller). */
 static void reap_without_a_pidfd_kills_then_waits(void **state)
 {
-	pid_t pid = helper_start(-1), net = pid;
+	int left;
+	/* it would leave by itself after 1.5 s, within the reap's 2 s: killed at once, it never does */
+	pid_t pid = helper_start(1500, &left), net = pid;
 	struct rlimit old, low;
 	int fds[64], n = 0, probe;
-	int64_t t0;
 
 	(void)state;
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
@@ -112,7 +141,6 @@ static void reap_without_a_pidfd_kills_then_waits(void **state)
 	probe = (int)syscall(SYS_pidfd_open, pid, 0);
 	assert_int_equal(probe, -1);
 	assert_int_equal(errno, EMFILE);
-	t0 = clock_mono_ms();
 	alarm(HANG_GUARD_S);
 	process_net_reap(&net);
 	alarm(0);
@@ -120,7 +148,7 @@ static void reap_without_a_pidfd_kills_then_waits(void **state)
 	while (n > 0)
 		close(fds[--n]);
 	assert_int_equal(net, 0);
-	assert_in_range(clock_mono_ms() - t0, 0, 1000);
+	assert_false(helper_left(left));
 	assert_reaped(pid);
 }
 
@@ -193,7 +221,7 @@ static void attach_gives_the_helper_only_its_descriptors(void **state)
 	char dir[] = "/tmp/test_process_net.XXXXXX", script[128], logp[128];
 	struct process_settings set = { 0 };
 	struct sb_err err = { 0 };
-	pid_t init = helper_start(-1), net = 0;
+	pid_t init = helper_start(-1, NULL), net = 0;
 	int init_pidfd, log_fd, rc;
 	uint64_t fds = 0;
 	FILE *f;
@@ -247,6 +275,134 @@ static void attach_none_starts_nothing(void **state)
 	assert_int_equal(net, 0);
 }
 
+/* How many descriptors this program holds. */
+static int fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A stand-in sandbox init: its own user and network namespaces (as process_launch.c clones them),
+ * loopback up; once told "c" on cmd, connects to 127.0.0.1:port there and says '1' or '0' on res. */
+static pid_t sandbox_standin(int cmd, int res, uint16_t port)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ifreq ifr = { 0 };
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int s;
+		char c = '0';
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+		ifr.ifr_flags = IFF_UP;
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0 || (s = socket(AF_INET, SOCK_DGRAM, 0)) < 0 ||
+		    ioctl(s, SIOCSIFFLAGS, &ifr) < 0 || write(res, "r", 1) != 1)
+			_exit(1);
+		if (read(cmd, &c, 1) != 1)
+			_exit(1);
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		c = connect(s, (struct sockaddr *)&sa, sizeof sa) == 0 ? '1' : '0';
+		(void)!write(res, &c, 1);
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+static ino_t ns_inode(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_ino;
+}
+
+/* The egress listener of policy proxy: made in the stand-in's network namespace, close-on-exec,
+ * accepting the stand-in's own connection to its 127.0.0.1; the forked maker reaped and its channel
+ * closed (the descriptors are as before once the listener is closed). */
+static void listen_in_the_sandbox_namespace(void **state)
+{
+	struct sandbox_handle h = { 0 };
+	struct process_handle *ph = process_handle_of(&h);
+	struct sb_err err = { 0 };
+	int cmd[2], res[2], fd = -1, before, nsfd, conn;
+	struct sockaddr_in sa;
+	socklen_t len = sizeof sa;
+	char c = 0, path[64];
+	pid_t pid;
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(pipe2(cmd, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(res, O_CLOEXEC), 0);
+	pid = sandbox_standin(cmd[0], res[1], 3128);
+	assert_int_equal(read(res[0], &c, 1), 1);
+	assert_int_equal(c, 'r');
+	ph->magic = PROCESS_HANDLE_MAGIC;
+	ph->pid = pid;
+	ph->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_true(ph->pidfd >= 0);
+	before = fd_count();
+	if (process_net_listen(NULL, &h, 3128, &fd, &err) < 0)
+		fail_msg("process_net_listen: %s", err.msg);
+	assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	assert_int_equal(ntohl(sa.sin_addr.s_addr), INADDR_LOOPBACK);
+	assert_int_equal(ntohs(sa.sin_port), 3128);
+	/* the socket's network namespace is the stand-in's, not ours */
+	nsfd = ioctl(fd, SIOCGSKNS);
+	assert_true(nsfd >= 0);
+	assert_int_equal(fstat(nsfd, &st), 0);
+	close(nsfd);
+	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+	assert_true(st.st_ino == ns_inode(path));
+	assert_true(st.st_ino != ns_inode("/proc/self/ns/net"));
+	/* and it serves the stand-in's loopback */
+	assert_int_equal(write(cmd[1], "c", 1), 1);
+	assert_int_equal(poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 5000), 1);
+	conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(conn >= 0);
+	assert_int_equal(read(res[0], &c, 1), 1);
+	assert_int_equal(c, '1');
+	close(conn);
+	close(fd);
+	assert_int_equal(fd_count(), before); /* the listener closed: nothing else of the maker's stays */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(ph->pidfd);
+	/* the maker was reaped: no child of ours is left */
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	close(cmd[0]);
+	close(cmd[1]);
+	close(res[0]);
+	close(res[1]);
+}
+
+/* No init held: no namespace to listen in, and nothing forked. */
+static void listen_without_a_pidfd_is_refused(void **state)
+{
+	struct sandbox_handle h = { 0 };
+	struct sb_err err = { 0 };
+	int fd = 7;
+
+	(void)state;
+	process_handle_of(&h)->magic = PROCESS_HANDLE_MAGIC;
+	process_handle_of(&h)->pidfd = -1;
+	assert_int_equal(process_net_listen(NULL, &h, 3128, &fd, &err), -1);
+	assert_int_equal(fd, -1);
+	assert_int_equal(err.errnum, ESRCH);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +411,8 @@ int main(void)
 		cmocka_unit_test(reap_without_a_pidfd_kills_then_waits),
 		cmocka_unit_test(attach_gives_the_helper_only_its_descriptors),
 		cmocka_unit_test(attach_none_starts_nothing),
+		cmocka_unit_test(listen_in_the_sandbox_namespace),
+		cmocka_unit_test(listen_without_a_pidfd_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -233,7 +233,7 @@ static char *grants_text(struct records *r, const char *session)
 
 /* ---------------------------------------------------------------- migration */
 
-/* Version 2 as it stands today: version 3's, 4's and 5's columns, index and tables taken away. */
+/* Version 2 as it stands today: version 3's to 6's columns, index and tables taken away. */
 static const char SQLITE_TO_V2[] =
 	"DROP TABLE identity_ids; DROP TABLE managers; DROP INDEX sessions_owner; ALTER TABLE sessions DROP COLUMN owner;"
 	" ALTER TABLE sessions DROP COLUMN lease_expires_ms; ALTER TABLE sessions DROP COLUMN network;"
@@ -275,7 +275,7 @@ static void test_migrate_v2(void **state)
 
 	v2_store(f->db);
 	r = open_ok(f->db, NULL);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
 	assert_int_equal(owner_columns(f->db), 2);
 	s = session_of(r, "s1");
 	assert_string_equal(s.identity, "alice");
@@ -292,9 +292,18 @@ static void test_migrate_v2(void **state)
 	assert_string_equal(l.owner, "m1");
 	assert_int_equal(l.generation, 5);
 	assert_string_equal(l.previous, "");
+	/* version 6: the CHECK admits proxy beside open and none, and still nothing else */
+	s.network[0] = '\0';
+	snprintf(s.id, sizeof s.id, "s2");
+	snprintf(s.network, sizeof s.network, "proxy");
+	assert_int_equal(records_session_insert(r, &s, &err), 0);
+	assert_string_equal(session_of(r, "s2").network, "proxy");
+	snprintf(s.id, sizeof s.id, "s3");
+	snprintf(s.network, sizeof s.network, "maybe");
+	assert_int_equal(records_session_insert(r, &s, &err), -1);
 	records_close(r);
 	r = open_ok(f->db, NULL); /* a second open changes nothing */
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
 	assert_string_equal(session_of(r, "s1").owner, "m1");
 	records_close(r);
 }
@@ -315,11 +324,11 @@ static void test_migrate_v2_failure_and_newer(void **state)
 	assert_int_equal(owner_columns(f->db), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sessions"), 1);
 
-	raw_exec(f->db, on_postgres ? "DROP TABLE managers; UPDATE records_schema SET version = 6;" :
-				      "DROP TABLE managers; PRAGMA user_version = 6;");
+	raw_exec(f->db, on_postgres ? "DROP TABLE managers; UPDATE records_schema SET version = 7;" :
+				      "DROP TABLE managers; PRAGMA user_version = 7;");
 	assert_int_equal(store_open(f->db, &r, &err), -1);
-	assert_contains(err.msg, "has schema version 6, newer than this sandbox-manager understands (5)");
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
+	assert_contains(err.msg, "has schema version 7, newer than this sandbox-manager understands (6)");
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
 }
 
 /* ---------------------------------------------------------------- leases */

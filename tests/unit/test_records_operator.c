@@ -259,7 +259,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 	assert_non_null(e);
 	v1_file(f->db);
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
 
 	/* every row as the version 1 manager left it */
 	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
@@ -300,7 +300,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 
 	/* a second open of the migrated file changes nothing */
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 	records_close(r);
@@ -359,7 +359,7 @@ static void test_migrate_concurrent_once(void **state)
 			fail_msg("opener %d: %s", i, o[i].error);
 		records_close(o[i].r);
 	}
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 5);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
 	assert_int_equal(object_count(f->db, "resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 }
@@ -371,10 +371,10 @@ static void test_newer_version_refused(void **state)
 	struct sb_err err;
 
 	v1_file(f->db);
-	raw_exec(f->db, on_postgres ? "UPDATE records_schema SET version = 6;" : "PRAGMA user_version = 6;");
+	raw_exec(f->db, on_postgres ? "UPDATE records_schema SET version = 7;" : "PRAGMA user_version = 7;");
 	assert_int_equal(store_open(f->db, &r, &err), -1);
-	assert_contains(err.msg, "has schema version 6, newer than this sandbox-manager understands (5)");
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
+	assert_contains(err.msg, "has schema version 7, newer than this sandbox-manager understands (6)");
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
 }
 
 /* ---------------------------------------------------------------- resolutions */

@@ -1,0 +1,175 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016 # the commands expand their variables inside the sandbox
+# Credentials at the edge (issue 28) on the run's real cluster, with the real kubectl: a process
+# backend manager inside the cluster's network (CLUSTER_NET: it reaches the API server, its
+# sandboxes have only their loopback), a tokenrequest grant whose read account has the `view`
+# ClusterRole and write account `edit` (RoleBindings in default), and a session of policy proxy.
+# kubectl in the sandbox talks to http://127.0.0.1:3129 with no credential; the manager adds the
+# token and judges each request: under read, get/list/watch pass and a scale or a server-side dry
+# run is refused (Forbidden, the verb and resource named, the deployment unchanged); under write
+# they pass. Each exec's record lists its requests. Root only (the cluster is root's); every object
+# made here has the test's prefix in its name except the `payments` Deployment the case is about,
+# and all are deleted at the end. Registered in cluster_smoke.sh. The stand-in's case is
+# manager_egress_edge.sh.
+
+# kedge_setup: ktoken_setup's accounts and broker config (manager_kubernetes_tokens.sh), view and
+# edit bound to them, and the payments Deployment (0 replicas; a scaled pod stays Pending: its
+# nodeSelector matches no node, so nothing is pulled or run).
+kedge_setup() {
+	ktoken_setup || return 1
+	if ktoken_kubectl get deployment payments >/dev/null 2>&1; then
+		bad "a payments Deployment is already in $KT_NS: not this test's, left alone"
+		return 1
+	fi
+	cat >"$TD/payments.yaml" <<-'EOF'
+		apiVersion: apps/v1
+		kind: Deployment
+		metadata: {name: payments, labels: {app: payments}}
+		spec:
+		  replicas: 0
+		  selector: {matchLabels: {app: payments}}
+		  template:
+		    metadata: {labels: {app: payments}}
+		    spec:
+		      nodeSelector: {infra-sandbox/no-such-node: "true"}
+		      containers:
+		      - {name: payments, image: infra-sandbox-agent:dev, imagePullPolicy: Never}
+	EOF
+	KEDGE_DEPLOY=1
+	if ! { ktoken_kubectl create rolebinding "$KT-view" --clusterrole=view --serviceaccount="$KT_NS:$KT-read" &&
+		ktoken_kubectl create rolebinding "$KT-edit" --clusterrole=edit --serviceaccount="$KT_NS:$KT-write" &&
+		ktoken_kubectl create -f "$TD/payments.yaml"; } >"$TD/kedge-setup.out" 2>&1; then
+		bad "cannot bind view/edit or make the payments Deployment: $(tail -n 2 "$TD/kedge-setup.out")"
+		return 1
+	fi
+}
+
+kedge_cleanup() {
+	[ -n "${KT:-}" ] || return 0
+	[ -n "${KEDGE_DEPLOY:-}" ] && ktoken_kubectl delete deployment payments --ignore-not-found --wait=false >/dev/null 2>&1
+	ktoken_kubectl delete rolebinding "$KT-view" "$KT-edit" --ignore-not-found >/dev/null 2>&1
+	ktoken_cleanup
+}
+
+# kedge_replicas: the payments Deployment's spec.replicas, by the admin's word.
+kedge_replicas() { ktoken_kubectl get deployment payments -o jsonpath='{.spec.replicas}'; }
+
+# kedge_scale: kubectl scale to 1 in the sandbox ($OUT, $ERR, $RC).
+kedge_scale() { mgr exec --session "$SID" -- 'kubectl scale deploy payments --replicas=1'; }
+
+# kedge_dryrun: a changed manifest (2 replicas) applied as a server-side dry run.
+kedge_dryrun() { mgr exec --session "$SID" -- 'kubectl apply --dry-run=server -f payments.yaml'; }
+
+# kedge_search: the sandbox's environment, every process's environ and cmdline, and every file it
+# can read outside /usr, /proc and /sys, searched for a string: first a planted one (in a file and
+# an exported variable: the search must find both), then the JWT prefix every TokenRequest token
+# starts with. The command names each string in two halves, so that its own command line holds
+# neither whole, and the greps take it from a file, not their arguments.
+kedge_search() {
+	MGR_TIMEOUT=180 mgr exec --session "$SID" -- '
+		search() {
+			{ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr "\0" "\n"; } | grep -c -F -f <(echo "$1")
+			grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr -f <(echo "$1") / 2>/dev/null | head -n 5
+			echo "--"
+		}
+		p="eyJhbG""ciOi"
+		echo "${p}planted" >planted.txt
+		(export SB_PLANTED="${p}planted"; search "${p}planted")
+		rm -f planted.txt
+		search "$p"'
+}
+
+test_kubernetes_egress_edge() {
+	k8s_cluster
+	local t0 r
+	t0=$(date +%s)
+	KEDGE_DEPLOY=
+	trap kedge_cleanup EXIT
+	kedge_setup || return 1
+	mgr_repo || return 1
+	MGR_WRAP=("${K8S_NET_CMD[@]}")
+	mgr_start --resource "kubernetes:kedge=tokenrequest:$TD/ktoken.json" || return 1
+	trap 'mgr_cleanup; kedge_cleanup' EXIT
+	mgr_session --grant kubernetes:kedge=read --network proxy
+	mgr exec --session "$SID" -- 'command -v kubectl'
+	[ "$RC" -eq 0 ] || skip "no kubectl in the process backend's view (command -v kubectl: $RC; stderr: $(head -c 200 "$ERR"))"
+
+	# Reads through the edge: a list and a get.
+	mgr exec --session "$SID" -- 'kubectl get pods -n default'
+	assert_eq "kubectl get pods under read: exit code (stderr: $(head -c 400 "$ERR"); log: $(tail -n 2 "$TD/manager.log"))" 0 "$RC"
+	mgr exec --session "$SID" -- 'grep -c "\"token\"\|certificate-authority\|client-key" "$KUBECONFIG"; grep "\"server\"" "$KUBECONFIG"'
+	assert_match "the kubeconfig names the edge and holds no credential" '^0.*"server": "http://127.0.0.1:3129"' \
+		"$(tr '\n' ' ' <"$OUT")"
+	mgr exec --session "$SID" -- 'kubectl get deploy payments -o name'
+	assert_eq "kubectl get deploy under read: exit code (stderr: $(head -c 400 "$ERR"))" 0 "$RC"
+	assert_eq "the payments Deployment is seen" "deployment.apps/payments" "$(cat "$OUT")"
+
+	kedge_search
+	assert_eq "the search: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	r=$(sed -n '1,/^--$/p' "$OUT")
+	assert_match "the search finds the planted string in the file" "planted.txt" "$r"
+	[ "$(echo "$r" | head -n 1)" -ge 1 ] 2>/dev/null || bad "the search did not find the planted string in the environment: $r"
+	assert_eq "no token is anywhere in the sandbox" "0 --" \
+		"$(sed -n '/^--$/,$p' "$OUT" | sed 1d | tr '\n' ' ' | sed 's/ $//')"
+
+	# Writes under read: refused at the edge, the deployment unchanged.
+	kedge_scale
+	assert_ne "kubectl scale under read: exit code" 0 "$RC"
+	assert_match "the refusal: Forbidden, the verb and the resource" \
+		'Forbidden.*verb "patch".* on apps/deployments' "$(cat "$ERR")"
+	assert_eq "the deployment is unchanged" 0 "$(kedge_replicas)"
+	# the manifest changed in the worktree (2 replicas)
+	mgr exec --session "$SID" -- "cat >payments.yaml <<'EOF'
+$(sed 's/replicas: 0/replicas: 2/' "$TD/payments.yaml")
+EOF"
+	assert_eq "the changed manifest: exit code (stderr: $(head -c 200 "$ERR"))" 0 "$RC"
+	kedge_dryrun
+	assert_ne "kubectl apply --dry-run=server under read: exit code" 0 "$RC"
+	assert_match "the dry run's refusal names the verb, as a dry run" \
+		'Forbidden.*verb "patch" \(dry run\) on apps/deployments' "$(cat "$ERR")"
+
+	mgr records --session "$SID"
+	cp "$OUT" "$TD/records-read.json"
+	# newest first: 0 dry run, 1 manifest, 2 scale, 3 search, 4 get deploy, 5 kubeconfig, 6 get pods, 7 command -v
+	assert_json '[.records[6].result.egress.details[] | select(.kubernetes.verb == "list" and .kubernetes.resource == "pods") | .status]' '[200]'
+	assert_json '[.records[4].result.egress.details[] | select(.kubernetes.verb == "get" and .kubernetes.resource == "deployments") | .kubernetes.name]' '["payments"]'
+	assert_json '.records[4].result.egress.refused' 0
+	assert_json '.records[2].result.egress.refused' 1
+	assert_json '.records[2].result.egress.mutating_accepted' 0
+	assert_json '[.records[2].result.egress.details[] | select(.refused) | [.method, .status, .kubernetes.verb, .kubernetes.group, .kubernetes.resource]]' \
+		'[["PATCH",403,"patch","apps","deployments"]]'
+	assert_json '.records[0].result.egress.refused' 1
+	assert_json '[.records[0].result.egress.details[] | select(.refused) | .kubernetes.dry_run]' '[true]'
+	assert_json '[.records[3,5,7] | .result.egress.requests // 0]' '[0,0,0]'
+
+	# Under write: the same scale passes and changes the deployment; the dry run passes.
+	mgr grant --session "$SID" --set kubernetes:kedge=write
+	assert_eq "grant exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kedge_scale
+	assert_eq "kubectl scale under write: exit code (stderr: $(head -c 400 "$ERR"))" 0 "$RC"
+	assert_eq "the deployment changed" 1 "$(kedge_replicas)"
+	kedge_dryrun
+	assert_eq "kubectl apply --dry-run=server under write: exit code (stderr: $(head -c 400 "$ERR"))" 0 "$RC"
+	assert_match "the dry run says so" "deployment.apps/payments (configured|unchanged) \(server dry run\)" "$(cat "$OUT")"
+	assert_eq "a dry run changes nothing" 1 "$(kedge_replicas)"
+
+	# A watch streams through the edge until the sandbox's timeout cuts it; the manager goes on.
+	mgr exec --session "$SID" -- 'timeout 5 kubectl get pods --watch -l app=payments'
+	assert_eq "the watch is cut by timeout (stderr: $(head -c 300 "$ERR"))" 124 "$RC"
+	assert_match "the watch printed the existing pod" "payments-[a-z0-9]+-[a-z0-9]+ +0/1 +Pending" "$(cat "$OUT")"
+	mgr exec --session "$SID" -- 'kubectl get deploy payments -o jsonpath="{.spec.replicas}"'
+	assert_eq "a call after the watch: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "a call after the watch: its answer" 1 "$(cat "$OUT")"
+
+	mgr records --session "$SID"
+	cp "$OUT" "$TD/records-write.json"
+	# newest first: 0 get, 1 watch, 2 dry run, 3 scale
+	assert_json '.records[3].result.egress.refused' 0
+	assert_json '.records[3].result.egress.mutating_accepted' 1
+	assert_json '[.records[3].result.egress.details[] | select(.mutating) | [.method, .status, .kubernetes.verb, .kubernetes.resource]]' \
+		'[["PATCH",200,"patch","deployments"]]'
+	assert_json '[.records[2].result.egress.details[] | select(.mutating) | [.status, .kubernetes.dry_run]]' '[[200,true]]'
+	assert_json '[.records[1].result.egress.details[] | select(.kubernetes.verb == "watch") | .kubernetes.resource]' '["pods"]'
+	echo "kubernetes_egress_edge: $(($(date +%s) - t0)) s after the cluster was up"
+}
+# registered in cluster_smoke.sh, which runs it while the run's cluster is up
