@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ca.h"
@@ -64,6 +65,8 @@ static int server_config(struct manager *m, struct sb_err *err)
 	for (i = 1; i < n; i++)
 		names[i - 1] = json_string_value(json_array_get(c->tls_names, i));
 	leaf.n_more = n - 1;
+	/* Reissued only at a start: it must outlive the longest run, not a sandbox's day. */
+	leaf.not_after = time(NULL) + CONTROL_TLS_SERVER_DAYS * 86400;
 	snprintf(cert, sizeof cert, "%s/control.crt", m->tls_dir);
 	snprintf(key, sizeof key, "%s/control.key", m->tls_dir);
 	snprintf(ca, sizeof ca, "%s/ca.crt", m->tls_dir);

@@ -17,6 +17,7 @@ struct manager;
 #define CONTROL_TLS_LISTEN_MAX 8
 #define CONTROL_TLS_HANDSHAKE_MS 10000   /* a client that has not proven who it is by then is closed */
 #define CONTROL_TLS_HANDSHAKES_MAX 64u   /* handshakes in flight at once; more are closed at accept */
+#define CONTROL_TLS_SERVER_DAYS 397     /* the manager's own server certificate, issued at each start */
 #define CONTROL_TLS_SUFFIX ".principal.infra-sandbox"
 
 /* The listeners of m->cfg.tls_listen (none: 0 and *n = 0), their certificates (issued by the
