@@ -28,7 +28,7 @@ endif
 # among it: `mcp --http` is served by the daemon's program too (main.c execs it), so the client
 # stays static without it.
 CLIENT_LINK  := $(AGENT_LINK)
-CLIENT_LIBS  := -ljansson -lmbedcrypto -lpthread
+CLIENT_LIBS  := -ljansson -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
 
 AGENT_LIBS   := -pthread -lseccomp -lcap -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson
 MANAGER_LIBS := -lsqlite3 -lpq -lcurl -lmicrohttpd -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -ljansson -lpthread

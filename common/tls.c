@@ -37,6 +37,7 @@ struct tls_config {
 	mbedtls_x509_crt ca;
 	int endpoint;                        /* MBEDTLS_SSL_IS_SERVER or MBEDTLS_SSL_IS_CLIENT */
 	char expected_name[TLS_NAME_MAX + 1];
+	int principal_suffix;                /* expected_name is ".SUFFIX": the peer names PRINCIPAL.SUFFIX */
 	char peer_label[TLS_LABEL_MAX];
 };
 
@@ -49,6 +50,8 @@ struct tls_session {
 	int peer_closed;    /* the peer's close_notify arrived */
 	int broken;         /* errno to report once the session failed; 0 while usable */
 	char peer_names[TLS_NAMES_MAX];
+	char principal[TLS_PRINCIPAL_MAX + 1];   /* principal mode: the one name found, else "" */
+	char serial[TLS_SERIAL_HEX_MAX + 1];     /* the peer certificate's serial, lowercase hex */
 	char last_error[SB_ERR_MSG_MAX];
 };
 
@@ -351,6 +354,32 @@ int tls_config_server(struct tls_config **out, const char *cert_path, const char
 	return config_new(out, MBEDTLS_SSL_IS_SERVER, cert_path, key_path, ca_path, expected_client_name, err);
 }
 
+int tls_config_server_principals(struct tls_config **out, const char *cert_path, const char *key_path,
+				 const char *ca_path, const char *suffix, struct sb_err *err)
+{
+	if (suffix == NULL || suffix[0] != '.' || config_new(out, MBEDTLS_SSL_IS_SERVER, cert_path, key_path, ca_path,
+							     suffix + 1, err) < 0)
+		return suffix == NULL || suffix[0] != '.' ? sb_invalid(err, "a principal suffix starts with '.'") : -1;
+	(*out)->principal_suffix = 1;
+	snprintf((*out)->expected_name, sizeof (*out)->expected_name, "%s", suffix);
+	return 0;
+}
+
+const char *tls_session_principal(const struct tls_session *session)
+{
+	return session->principal;
+}
+
+const char *tls_session_serial(const struct tls_session *session)
+{
+	return session->serial;
+}
+
+size_t tls_session_pending(const struct tls_session *session)
+{
+	return mbedtls_ssl_get_bytes_avail(&session->ssl);
+}
+
 int tls_config_client(struct tls_config **out, const char *cert_path, const char *key_path,
 		      const char *ca_path, const char *expected_server_name, struct sb_err *err)
 {
@@ -446,6 +475,58 @@ static int bio_recv(void *ctx, unsigned char *buf, size_t len)
 
 /* ---------- handshake ---------- */
 
+/* The serial as lowercase hex without separators ("" when it does not fit). */
+static void serial_hex(const mbedtls_x509_crt *crt, char *out, size_t out_len)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < crt->serial.len; i++) {
+		if (used + 3 > out_len) {
+			out[0] = '\0';
+			return;
+		}
+		snprintf(out + used, 3, "%02x", crt->serial.p[i]);
+		used += 2;
+	}
+}
+
+static int principal_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+int tls_cert_principal(const mbedtls_x509_crt *crt, const char *suffix, char *out, size_t out_len)
+{
+	size_t sl = strlen(suffix);
+	int found = 0;
+
+	out[0] = '\0';
+	for (const mbedtls_x509_sequence *cur = &crt->subject_alt_names; cur != NULL; cur = cur->next) {
+		size_t n, i;
+
+		if (!san_is_dns(cur) || cur->buf.len <= sl)
+			continue;
+		n = cur->buf.len - sl;
+		if (memcmp(cur->buf.p + n, suffix, sl) != 0)
+			continue;
+		/* Exactly one lowercase label before the suffix: no dots, no case folding, so one
+		 * principal has one spelling. */
+		for (i = 0; i < n && principal_char(cur->buf.p[i]); i++)
+			;
+		if (i != n || n > TLS_PRINCIPAL_MAX || n >= out_len)
+			return -1;
+		if (found)
+			return -1; /* two principals in one certificate: which one acts is not ours to guess */
+		memcpy(out, cur->buf.p, n);
+		out[n] = '\0';
+		found = 1;
+	}
+	if (found != 1)
+		out[0] = '\0';
+	return found;
+}
+
 /* Called by mbedtls for each certificate of the peer's chain, root first; depth 0 is the peer's own.
  * Marks a certificate that does not carry the expected SAN, so the handshake fails inside mbedtls
  * and the peer receives an alert, instead of a handshake that "succeeds" and is then dropped. */
@@ -456,6 +537,12 @@ static int session_verify(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t 
 	if (depth != 0)
 		return 0;
 	tls_cert_dns_names(crt, s->peer_names, sizeof s->peer_names);
+	serial_hex(crt, s->serial, sizeof s->serial);
+	if (s->config->principal_suffix) {
+		if (tls_cert_principal(crt, s->config->expected_name, s->principal, sizeof s->principal) != 1)
+			*flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+		return 0;
+	}
 	if (!tls_cert_has_dns_name(crt, s->config->expected_name))
 		*flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
 	return 0;
@@ -646,8 +733,12 @@ static int handshake_check_peer(struct tls_session *s, struct sb_err *err)
 {
 	const mbedtls_x509_crt *peer = mbedtls_ssl_get_peer_cert(&s->ssl);
 
+	char principal[TLS_PRINCIPAL_MAX + 1];
+
 	if (peer == NULL || mbedtls_ssl_get_verify_result(&s->ssl) != 0 ||
-	    !tls_cert_has_dns_name(peer, s->config->expected_name)) {
+	    (s->config->principal_suffix ? tls_cert_principal(peer, s->config->expected_name, principal, sizeof principal) != 1 ||
+					   strcmp(principal, s->principal) != 0
+					 : !tls_cert_has_dns_name(peer, s->config->expected_name))) {
 		/* Best effort: the connection is refused either way. */
 		(void)mbedtls_ssl_send_alert_message(&s->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
 						     MBEDTLS_SSL_ALERT_MSG_BAD_CERT);

@@ -29,6 +29,30 @@ struct tls_session;  /* one connection; used by one thread at a time */
 int tls_config_server(struct tls_config **out, const char *cert_path, const char *key_path,
 		      const char *ca_path, const char *expected_client_name, struct sb_err *err);
 
+/* Principals (the manager's control API over TLS, docs/operations.md): a principal is one lowercase
+ * label [a-z0-9-] of at most TLS_PRINCIPAL_MAX bytes, carried as the subjectAltName DNS name
+ * PRINCIPAL<suffix> (e.g. "alice-ci.principal.infra-sandbox"). */
+#define TLS_PRINCIPAL_MAX 63
+#define TLS_SERIAL_HEX_MAX 40 /* RFC 5280: a serial is at most 20 bytes */
+
+/* The server side of the control API: as tls_config_server, but the client certificate must carry
+ * exactly one subjectAltName DNS name ending in suffix (".principal.infra-sandbox") with one
+ * principal label before it; the handshake fails otherwise. tls_session_principal() gives it. */
+int tls_config_server_principals(struct tls_config **out, const char *cert_path, const char *key_path,
+				 const char *ca_path, const char *suffix, struct sb_err *err);
+
+/* crt's principal under suffix into out: 1 when exactly one well-formed name has it, 0 when none,
+ * -1 when one is malformed or there are two (refused either way). */
+int tls_cert_principal(const mbedtls_x509_crt *crt, const char *suffix, char *out, size_t out_len);
+
+/* A verified session's principal ("" outside principal mode) and the peer certificate's serial
+ * (lowercase hex, no separators). */
+const char *tls_session_principal(const struct tls_session *session);
+const char *tls_session_serial(const struct tls_session *session);
+
+/* Bytes already decrypted and waiting in the session: poll(2) on the socket cannot see them. */
+size_t tls_session_pending(const struct tls_session *session);
+
 /* The client side (the manager): presents cert_path/key_path, requires a server certificate that
  * chains to ca_path and names exactly expected_server_name (e.g. "sandbox-<id>.g<generation>.agent"). */
 int tls_config_client(struct tls_config **out, const char *cert_path, const char *key_path,

@@ -13,6 +13,9 @@
 #include "mcp_http.h"
 #include "version.h"
 
+/* ca_cmd.c: `sandbox-manager ca issue` (it links the CA, as serve does). */
+int ca_cmd(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
 	sb_log_init("sandbox-manager");
@@ -20,6 +23,8 @@ int main(int argc, char **argv)
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset
 	 * their dispositions (nsspawn.c, gitrun.c). */
 	signal(SIGXFSZ, SIG_IGN);
+	if (argc >= 2 && strcmp(argv[1], "ca") == 0)
+		return ca_cmd(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "mcp") == 0)
 		return mcp_serve(argc - 1, argv + 1, SB_VERSION, &mcp_http_ops);
 	if (argc < 2 || strcmp(argv[1], "serve") != 0) {

@@ -82,6 +82,7 @@ static const struct {
 	const char *summary;
 } commands[] = {
 	{ "serve", run_serve, "run the manager (the daemon)" },
+	{ "ca", run_daemon, "issue a client certificate for the control API over TLS (the daemon's CA)" },
 	{ "session", mcli_session, "create, show, delete and list sessions" },
 	{ "exec", mcli_exec, "run a command in a session's sandbox" },
 	{ "cancel", mcli_cancel, "stop a session's running command" },
@@ -95,13 +96,47 @@ static const struct {
 	{ "version", run_version, "print the version" },
 };
 
+/* A client's own certificate for managers at tls://HOST:PORT: --tls-cert/--tls-key/--tls-ca FILE
+ * (or =FILE), taken out of argv before the command parses it (none past "--": a command's own) and
+ * passed on as the environment variables control_client.c reads, for every client command alike.
+ * -1: one of them has no value. */
+static int client_tls_flags(int *argc, char **argv)
+{
+	static const char *const flags[][2] = { { "--tls-cert", "SANDBOX_MANAGER_TLS_CERT" },
+						{ "--tls-key", "SANDBOX_MANAGER_TLS_KEY" },
+						{ "--tls-ca", "SANDBOX_MANAGER_TLS_CA" } };
+	int in, out = 1;
+
+	for (in = 1; in < *argc && strcmp(argv[in], "--") != 0; in++) {
+		size_t f, n = 0;
+
+		for (f = 0; f < 3 && (n = strlen(flags[f][0]),
+				      strncmp(argv[in], flags[f][0], n) != 0 || (argv[in][n] != '\0' && argv[in][n] != '='));
+		     f++)
+			;
+		if (f == 3) {
+			argv[out++] = argv[in];
+			continue;
+		}
+		if (argv[in][n] == '\0' && in + 1 >= *argc)
+			return -1;
+		setenv(flags[f][1], argv[in][n] == '=' ? argv[in] + n + 1 : argv[++in], 1);
+	}
+	while (in < *argc)
+		argv[out++] = argv[in++];
+	argv[out] = NULL;
+	*argc = out;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sandbox-manager COMMAND [FLAGS]\n\n");
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nsandbox-manager COMMAND --help shows a command's flags. Client commands find the daemon by\n"
-		   "--socket PATH or $SANDBOX_MANAGER_SOCKET. Exit codes: 0 done; 2 usage error; 125 refused, failed or\n"
+		   "--socket PATH or $SANDBOX_MANAGER_SOCKET (or tls://HOST:PORT with --tls-cert/--tls-key/--tls-ca).\n"
+		   "Exit codes: 0 done; 2 usage error; 125 refused, failed or\n"
 		   "unreachable; exec: the command's own code, 124 timed out, 128+N signal N.\n");
 }
 
@@ -114,6 +149,14 @@ int main(int argc, char **argv)
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset
 	 * their dispositions (nsspawn.c, gitrun.c). */
 	signal(SIGXFSZ, SIG_IGN);
+	/* Before the command too (`sandbox-manager --tls-cert F exec ...`), never for serve's own. */
+	if (strcmp(cmd, "serve") != 0 && strcmp(cmd, "ca") != 0) {
+		if (client_tls_flags(&argc, argv) < 0) {
+			fprintf(stderr, "sandbox-manager: --tls-cert, --tls-key and --tls-ca each take a file\n");
+			return MCLI_USAGE;
+		}
+		cmd = argc >= 2 ? argv[1] : "";
+	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (strcmp(cmd, commands[i].name) == 0)
 			return commands[i].run(argc - 1, argv + 1);

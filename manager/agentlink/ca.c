@@ -123,17 +123,32 @@ static int der_add(size_t *total, int ret)
 	return 0;
 }
 
-/* Writes backwards from the end of buf (the asn1write convention); *der points at the result. */
-static int der_san_dns(const char *name, unsigned char *buf, size_t size, unsigned char **der, size_t *len)
+/* One dNSName GeneralName, written backwards (the asn1write convention), added to *l. */
+static int der_dns_name(const char *name, unsigned char **p, unsigned char *buf, size_t *l)
+{
+	size_t n = 0;
+
+	/* dNSName is [2] IMPLICIT IA5String. */
+	if (der_add(&n, mbedtls_asn1_write_raw_buffer(p, buf, (const unsigned char *)name, strlen(name))) < 0 ||
+	    der_add(&n, mbedtls_asn1_write_len(p, buf, n)) < 0 ||
+	    der_add(&n, mbedtls_asn1_write_tag(p, buf, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME)) < 0)
+		return -1;
+	*l += n;
+	return 0;
+}
+
+/* Writes backwards from the end of buf; *der points at the result: the leaf's name, then its
+ * more_names, in that order. */
+static int der_san_dns(const struct ca_leaf *leaf, unsigned char *buf, size_t size, unsigned char **der, size_t *len)
 {
 	unsigned char *p = buf + size;
 	size_t l = 0;
 
-	/* SubjectAltName ::= SEQUENCE OF GeneralName; dNSName is [2] IMPLICIT IA5String. */
-	if (der_add(&l, mbedtls_asn1_write_raw_buffer(&p, buf, (const unsigned char *)name, strlen(name))) < 0 ||
-	    der_add(&l, mbedtls_asn1_write_len(&p, buf, l)) < 0 ||
-	    der_add(&l, mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME)) < 0 ||
-	    der_add(&l, mbedtls_asn1_write_len(&p, buf, l)) < 0 ||
+	/* SubjectAltName ::= SEQUENCE OF GeneralName. */
+	for (size_t i = leaf->n_more; i > 0; i--)
+		if (der_dns_name(leaf->more_names[i - 1], &p, buf, &l) < 0)
+			return -1;
+	if (der_dns_name(leaf->dns_name, &p, buf, &l) < 0 || der_add(&l, mbedtls_asn1_write_len(&p, buf, l)) < 0 ||
 	    der_add(&l, mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE)) < 0)
 		return -1;
 	*der = p;
@@ -446,12 +461,12 @@ static int base_name_check(const char *name, struct sb_err *err)
 
 static int leaf_extensions(mbedtls_x509write_cert *crt, const struct ca_leaf *leaf, struct sb_err *err)
 {
-	unsigned char san[TLS_NAME_MAX + 16], eku[32], *der;
+	unsigned char san[(TLS_NAME_MAX + 8) * (CA_MORE_NAMES_MAX + 1) + 16], eku[32], *der;
 	size_t len;
 	char text[128];
 	int ret;
 
-	if (der_san_dns(leaf->dns_name, san, sizeof san, &der, &len) < 0)
+	if (der_san_dns(leaf, san, sizeof san, &der, &len) < 0)
 		return sb_fail(err, 0, "encoding subjectAltName");
 	ret = mbedtls_x509write_crt_set_extension(crt, MBEDTLS_OID_SUBJECT_ALT_NAME,
 						  MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME), 0, der, len);
@@ -524,6 +539,11 @@ int ca_issue_leaf(struct ca *ca, const struct ca_leaf *leaf, const char *target_
 
 	if (tls_check_name(leaf->dns_name, "certificate name", err) < 0 || base_name_check(name, err) < 0)
 		return -1;
+	if (leaf->n_more > CA_MORE_NAMES_MAX)
+		return sb_invalid(err, "a certificate carries at most %d names", CA_MORE_NAMES_MAX + 1);
+	for (size_t i = 0; i < leaf->n_more; i++)
+		if (tls_check_name(leaf->more_names[i], "certificate name", err) < 0)
+			return -1;
 	mbedtls_pk_init(&key);
 	rc = key_generate(&key, err);
 	if (rc == 0)

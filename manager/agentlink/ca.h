@@ -29,8 +29,12 @@ enum ca_usage {
 	CA_USAGE_SERVER,  /* TLS server authentication: a sandbox-agent */
 };
 
+#define CA_MORE_NAMES_MAX 8
+
 struct ca_leaf {
-	const char *dns_name;  /* the one subjectAltName dNSName, also the subject CN */
+	const char *dns_name;  /* the first subjectAltName dNSName, also the subject CN */
+	const char *const *more_names; /* more dNSNames (a manager's advertised names); n_more of them */
+	size_t n_more;
 	enum ca_usage usage;
 	time_t not_before;     /* 0: now - CA_CLOCK_SKEW */
 	time_t not_after;      /* 0: now + CA_LEAF_LIFETIME_DEFAULT */

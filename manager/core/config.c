@@ -6,6 +6,7 @@
 #include "metrics_http.h"
 #include "opts.h"
 #include "pathfmt.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -142,6 +143,8 @@ static int defaults(struct config *c, struct sb_err *err)
 	if (gethostname(c->manager_id, sizeof c->manager_id - 1) < 0 || !manager_id_valid(c->manager_id))
 		snprintf(c->manager_id, sizeof c->manager_id, "manager");
 	c->resources = json_object();
+	c->tls_listen = json_array();
+	c->tls_names = json_array();
 	/* Unprivileged, the manager can map only its own ids. As root it gives each identity ids of
 	 * its own from sandbox-ids (identity_ids.c): never host root (backend.h), never nobody. */
 	c->sandbox_uid = geteuid();
@@ -269,6 +272,32 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 	if (strcmp(key, "metrics-listen") == 0)
 		return metrics_http_check(value, err) < 0 ? -1 :
 		       str_set(c->metrics_listen, sizeof c->metrics_listen, value, key, err);
+	if (strcmp(key, "listen") == 0) {
+		if (strncmp(value, "tls:", 4) != 0 || strrchr(value, ':') == value + 3 || strlen(value) > 300)
+			return sb_invalid(err, "config: listen must be tls:HOST:PORT, not '%.100s'", value);
+		return json_array_append_new(c->tls_listen, json_string(value + 4)) == 0 ? 0 :
+		       sb_invalid(err, "config: listen '%.100s' is not valid UTF-8", value);
+	}
+	if (strcmp(key, "advertise") == 0) {
+		if (strncmp(value, "tls://", 6) != 0 || strrchr(value, ':') == value + 3 || strlen(value) > 107)
+			return sb_invalid(err, "config: advertise must be tls://HOST:PORT (at most 107 bytes), not '%.100s'",
+					  value);
+		return str_set(c->advertise, sizeof c->advertise, value, key, err);
+	}
+	if (strcmp(key, "tls-name") == 0) {
+		if (tls_check_name(value, "config: tls-name", err) < 0)
+			return -1;
+		return json_array_append_new(c->tls_names, json_string(value)) == 0 ? 0 : sb_fail(err, ENOMEM, "tls-name");
+	}
+	if (strcmp(key, "tls-cert") == 0 || strcmp(key, "tls-key") == 0 || strcmp(key, "tls-client-ca") == 0 ||
+	    strcmp(key, "tls-principals") == 0 || strcmp(key, "tls-deny") == 0) {
+		char *dst = key[4] == 'c' && key[5] == 'e' ? c->tls_cert : key[4] == 'k' ? c->tls_key :
+			    key[4] == 'c' ? c->tls_client_ca : key[4] == 'p' ? c->tls_principals : c->tls_deny;
+
+		if (value[0] != '/')
+			return sb_invalid(err, "config: %s must be an absolute path, not '%.100s'", key, value);
+		return str_set(dst, PATH_MAX, value, key, err);
+	}
 	if (strcmp(key, "egress-allow") == 0) {
 		if (egress_allow_add(&c->egress_allow, value, err) < 0) {
 			sb_err_prefix(err, "config");
@@ -307,7 +336,8 @@ static int file_apply(struct config *c, const char *path, struct sb_err *err)
 		size_t i;
 		json_t *item;
 
-		if (json_is_array(v) && (strcmp(key, "resource") == 0 || strcmp(key, "egress-allow") == 0)) {
+		if (json_is_array(v) && (strcmp(key, "resource") == 0 || strcmp(key, "egress-allow") == 0 ||
+					 strcmp(key, "listen") == 0 || strcmp(key, "tls-name") == 0)) {
 			json_array_foreach(v, i, item)
 				if (rc == 0)
 					rc = json_is_string(item) ? setting_apply(c, key, json_string_value(item), err) :
@@ -362,6 +392,15 @@ void config_usage(FILE *f)
 	      "  --sandbox-ids START:COUNT      root manager: each identity's uid and gid from this range (default:\n"
 	      "                                 root's /etc/subuid and /etc/subgid entries, else 1879048192:65536)\n"
 	      "  --resource NAME=BROKER:ARG     a resource grants may name (repeatable)\n"
+	      "  --listen tls:HOST:PORT         the control API over mutual TLS as well (repeatable; needs\n"
+	      "                                 --tls-principals; docs/operations.md)\n"
+	      "  --tls-name NAME                a name the manager's server certificate carries (repeatable)\n"
+	      "  --tls-cert/--tls-key/--tls-client-ca PATH  the operator's own server certificate, key and\n"
+	      "                                 client CA instead of the manager's CA\n"
+	      "  --tls-principals FILE          principals: their identities, operator or not\n"
+	      "  --tls-deny FILE                revoked serials and principals (reloaded when it changes)\n"
+	      "  --advertise tls://HOST:PORT    the address \"owned\" answers give for this manager (default: its\n"
+	      "                                 socket), for clients on other hosts\n"
 	      "  --cgroup-parent DIR            process backend: a delegated cgroup v2 directory\n"
 	      "  --sandbox-cpus N, --sandbox-memory-mib N, --sandbox-pids N\n"
 	      "                                 each sandbox's limits (podman, or process with --cgroup-parent)\n"
@@ -400,6 +439,9 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "kubeconfig", 1, NULL, 0 }, { "namespace", 1, NULL, 0 }, { "k8s-volume", 1, NULL, 0 },
 		{ "store", 1, NULL, 0 }, { "manager-id", 1, NULL, 0 }, { "lease-ms", 1, NULL, 0 },
 		{ "network", 1, NULL, 0 }, { "disk-reserve", 1, NULL, 0 }, { "egress-allow", 1, NULL, 0 },
+		{ "listen", 1, NULL, 0 }, { "tls-name", 1, NULL, 0 }, { "tls-cert", 1, NULL, 0 },
+		{ "tls-key", 1, NULL, 0 }, { "tls-client-ca", 1, NULL, 0 }, { "tls-principals", 1, NULL, 0 },
+		{ "tls-deny", 1, NULL, 0 }, { "advertise", 1, NULL, 0 },
 		{ "help", 0, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -590,4 +632,7 @@ void config_free(struct config *c)
 {
 	json_decref(c->resources);
 	c->resources = NULL;
+	json_decref(c->tls_listen);
+	json_decref(c->tls_names);
+	c->tls_listen = c->tls_names = NULL;
 }

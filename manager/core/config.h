@@ -56,6 +56,15 @@ struct config {
 	char store[PATH_MAX + 4096]; /* "" (<state-dir>/records.db), "sqlite:PATH" or "postgres:CONNINFO" */
 	char manager_id[65];        /* this manager's name in the store's leases (default: the host name) */
 	unsigned long lease_ms;     /* a session's lease: renewed every third of it, taken over after it */
+	json_t *tls_listen;         /* ["HOST:PORT", ...]: the control API over mutual TLS (--listen tls:HOST:PORT) */
+	json_t *tls_names;          /* the names the manager's server certificate carries (--tls-name) */
+	char tls_cert[PATH_MAX];    /* the operator's own server certificate, key and client CA; "" : the */
+	char tls_key[PATH_MAX];     /* manager's CA issues them (<state-dir>/ca) */
+	char tls_client_ca[PATH_MAX];
+	char tls_principals[PATH_MAX]; /* the principals file (principals.h); required with --listen */
+	char tls_deny[PATH_MAX];    /* the deny list, "" none */
+	char advertise[PATH_MAX];   /* the address "owned" answers give for this manager: "" its socket, or
+	                               tls://HOST:PORT for clients on other hosts (docs/scaling.md) */
 	int64_t disk_reserve;       /* bytes the manager holds in the state directory when the volume shares its
 	                               filesystem, to finish its records when a command fills it; 0: none */
 };

@@ -20,14 +20,17 @@
 
 #include "clock.h"
 #include "control.h"
+#include "control_authz.h"
+#include "control_tls.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "metrics.h"
 #include "status.h"
 #include "thread.h"
 
-/* peer: the connection's uid (SO_PEERCRED), for the ops that record who asked. */
-static json_t *dispatch(struct manager *m, json_t *req, uid_t peer)
+/* peer: the connection's uid (SO_PEERCRED), for the ops that record who asked; principal: a TLS
+ * connection's (control_tls.h), whose every request is authorised first, NULL on the unix socket. */
+static json_t *dispatch(struct manager *m, json_t *req, uid_t peer, const struct principal *principal)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
 	const char *session = json_string_value(json_object_get(req, "session"));
@@ -36,6 +39,8 @@ static json_t *dispatch(struct manager *m, json_t *req, uid_t peer)
 
 	if (op == NULL)
 		return control_error("invalid", "the request names no op");
+	if (principal != NULL && (elsewhere = control_tls_authorize(m, principal, req)) != NULL)
+		return elsewhere;
 	/* The ops that act on a session run only at its owner (docs/scaling.md): taken here, before
 	 * the op, or answered with where to send it. Reads (show, records) are answered by any. */
 	if ((strcmp(op, "exec") == 0 || strcmp(op, "cancel") == 0 || strcmp(op, "session.delete") == 0 ||
@@ -98,6 +103,9 @@ static int64_t conn_refused_logged_ms = -CONN_REFUSAL_LOG_MS;
 struct conn {
 	struct manager *m;
 	int fd;
+	struct tls_session *tls;          /* a TLS connection's session, else NULL (the unix socket) */
+	const struct principal *principal; /* its principal */
+	struct deny_list *deny;           /* looked at while the connection waits (revocation) */
 	int64_t wait_deadline;  /* for the next request's first byte; -1: none */
 	int64_t frame_deadline; /* for the rest of a request that has begun; -1: none begun */
 };
@@ -115,14 +123,63 @@ static unsigned conn_limit(void)
 	return half > CONN_MAX_CEILING ? CONN_MAX_CEILING : half < CONN_MAX_FLOOR ? CONN_MAX_FLOOR : (unsigned)half;
 }
 
+/* A TLS connection's wait for input, in slices of DENY_RECHECK_MS: a certificate revoked while
+ * the connection is open is closed within that bound (EACCES). 1 ready, 0 past deadline, -1. */
+static int conn_tls_wait(struct conn *c, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+		int slice = DENY_RECHECK_MS, n;
+
+		if (deny_list_denies(c->deny, c->principal->name, tls_session_serial(c->tls))) {
+			sb_warn("closing a TLS control connection of principal %s: its certificate was revoked",
+				c->principal->name);
+			errno = EACCES;
+			return -1;
+		}
+		if (tls_session_pending(c->tls) > 0)
+			return 1;
+		if (deadline >= 0 && clock_remaining_ms(deadline) < slice)
+			slice = clock_remaining_ms(deadline);
+		n = poll(&p, 1, slice);
+		if (n != 0)
+			return n;
+		if (deadline >= 0 && clock_remaining_ms(deadline) == 0)
+			return 0;
+	}
+}
+
+static ssize_t conn_tls_read(struct conn *c, void *buf, size_t len, int64_t deadline)
+{
+	struct sb_stream s;
+	int n = conn_tls_wait(c, deadline);
+	ssize_t got;
+
+	if (n <= 0) {
+		if (n == 0)
+			errno = ETIMEDOUT;
+		return -1;
+	}
+	tls_session_set_deadline(c->tls, deadline < 0 ? clock_deadline_after(CONN_FRAME_MS) : deadline);
+	tls_session_stream(c->tls, &s);
+	got = s.read(s.ctx, buf, len);
+	if (got > 0 && c->frame_deadline < 0)
+		c->frame_deadline = clock_deadline_after(CONN_FRAME_MS);
+	return got;
+}
+
 /* The stream's read for control_recv_stream: waits only until the deadline that applies now. */
 static ssize_t conn_read(void *ctx, void *buf, size_t len)
 {
 	struct conn *c = ctx;
 	int64_t deadline = c->frame_deadline >= 0 ? c->frame_deadline : c->wait_deadline;
 	struct pollfd p = { .fd = c->fd, .events = POLLIN };
-	int n = poll(&p, 1, deadline < 0 ? -1 : clock_remaining_ms(deadline));
+	int n;
 	ssize_t got;
+
+	if (c->tls != NULL)
+		return conn_tls_read(c, buf, len, deadline);
+	n = poll(&p, 1, deadline < 0 ? -1 : clock_remaining_ms(deadline));
 
 	if (n < 0)
 		return -1; /* EINTR is retried by the frame reader */
@@ -142,6 +199,14 @@ static ssize_t conn_write(void *ctx, const void *buf, size_t len)
 {
 	struct conn *c = ctx;
 
+	if (c->tls != NULL) {
+		struct sb_stream s;
+
+		/* Per record: a record that makes no progress for the stall bound gives up. */
+		tls_session_set_deadline(c->tls, clock_deadline_after(CONN_SEND_STALL_MS));
+		tls_session_stream(c->tls, &s);
+		return s.write(s.ctx, buf, len);
+	}
 	for (;;) {
 		ssize_t n = send(c->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 		struct pollfd p = { .fd = c->fd, .events = POLLOUT };
@@ -204,24 +269,13 @@ static void conn_timed_out(const struct conn *c, struct sb_err *err)
 	sb_warn("control connection: %s", err->msg);
 }
 
-static void *conn_thread(void *arg)
+/* The requests of one connection, until it closes or fails. */
+static void conn_loop(struct conn *c, uid_t peer)
 {
-	struct conn *c = arg;
 	struct sb_stream s = { .ctx = c, .read = conn_read, .write = conn_write };
 	struct sb_err err;
-	uid_t peer;
 
-	metrics_connection_opened();
 	sb_err_clear(&err);
-	if (control_peer_uid(c->fd, &peer, &err) < 0) {
-		sb_warn("refused a control connection: %s", err.msg);
-		goto out;
-	}
-	if (peer != geteuid() && peer != 0) {
-		sb_warn("refused a control connection from uid %u", (unsigned)peer);
-		goto out;
-	}
-	peer = identity_userns_host_uid(&c->m->cfg, peer); /* as the records name it: the host's */
 	c->wait_deadline = clock_deadline_after(CONN_FIRST_REQUEST_MS);
 	for (;;) {
 		json_t *req = NULL, *resp;
@@ -233,15 +287,16 @@ static void *conn_thread(void *arg)
 		rc = control_recv_stream(&s, CONTROL_REQUEST_CAP, &req, &err);
 		if (rc < 0 && err.errnum == ETIMEDOUT)
 			conn_timed_out(c, &err);
+		/* A revoked certificate: closed, nothing more read or answered. */
+		if (rc == 0 || (rc < 0 && err.errnum == EACCES && c->tls != NULL))
+			break;
 		/* After an oversized, cut or late frame the stream is out of step: answer, then close. */
 		lost = rc < 0 && (err.errnum == EMSGSIZE || err.errnum == EPROTO || err.errnum == ETIMEDOUT);
-		if (rc == 0)
-			break;
 		c->wait_deadline = -1; /* it has spoken: between requests only the cap bounds it */
 		snprintf(op, sizeof op, "%s", rc > 0 ? json_string_value(json_object_get(req, "op")) ?: "(no op)" : "a bad request");
 		request_count(c->m, true);
 		/* Bad input gets a clear answer when the stream still allows one. */
-		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req, peer);
+		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req, peer, c->principal);
 		json_decref(req);
 		if (resp == NULL)
 			resp = control_error("internal", "out of memory");
@@ -254,14 +309,63 @@ static void *conn_thread(void *arg)
 		if (rc < 0 || lost)
 			break;
 	}
-out:
-	close(c->fd);
-	free(c);
+}
+
+static void conn_release(void)
+{
 	metrics_connection_closed();
 	pthread_mutex_lock(&conn_lock);
 	conn_open--;
 	pthread_mutex_unlock(&conn_lock);
+}
+
+static void *conn_thread(void *arg)
+{
+	struct conn *c = arg;
+	struct sb_err err;
+	uid_t peer;
+
+	metrics_connection_opened();
+	sb_err_clear(&err);
+	if (control_peer_uid(c->fd, &peer, &err) < 0)
+		sb_warn("refused a control connection: %s", err.msg);
+	else if (peer != geteuid() && peer != 0)
+		sb_warn("refused a control connection from uid %u", (unsigned)peer);
+	else
+		conn_loop(c, identity_userns_host_uid(&c->m->cfg, peer)); /* as the records name it: the host's */
+	close(c->fd);
+	free(c);
+	conn_release();
 	return NULL;
+}
+
+/* A TLS connection takes a slot of the same cap as the unix socket's, once verified (control_tls.c
+ * bounds it per principal first), and is served on the handshake's thread. Its requests carry the
+ * manager's uid where an op records one (resolve: the principal goes into the note). */
+int conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struct principal *p,
+		   struct deny_list *deny)
+{
+	struct conn c = { .m = m, .fd = fd, .tls = s, .principal = p, .deny = deny };
+	struct sb_err err;
+	bool over;
+
+	pthread_mutex_lock(&conn_lock);
+	if (conn_max == 0)
+		conn_max = conn_limit();
+	over = conn_open >= conn_max;
+	if (!over)
+		conn_open++;
+	pthread_mutex_unlock(&conn_lock);
+	if (over)
+		return -1;
+	metrics_connection_opened();
+	conn_loop(&c, geteuid());
+	conn_release();
+	sb_err_clear(&err);
+	if (tls_session_close(s, &err) < 0)
+		sb_debug("TLS control connection of %s: %s", p->name, err.msg);
+	close(fd);
+	return 0;
 }
 
 /* A connection that gets no thread (over the cap, or none could start): told why and closed,

@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "control.h"
+#include "control_tls.h"
 #include "fdio.h"
 #include "identity_ids.h"
 #include "log.h"
@@ -236,6 +237,8 @@ int daemon_serve(int argc, char **argv)
 	struct sb_err err;
 	struct stat bound;
 	pthread_t evictor;
+	int tls_fds[CONTROL_TLS_LISTEN_MAX];
+	size_t n_tls = 0;
 	int fd, sigfd, lock = -1, rc;
 
 	sb_err_clear(&err);
@@ -295,19 +298,28 @@ int daemon_serve(int argc, char **argv)
 		identity_userns_abandon(&m.cfg);
 		return 125;
 	}
+	if (control_tls_start(&m, tls_fds, &n_tls, &err) < 0) {
+		fprintf(stderr, "sandbox-manager serve: %s\n", err.msg);
+		return 125;
+	}
 	sb_info("serving on %s (state %s, volume %s, backend %s, store %s)", m.cfg.socket, m.cfg.state_dir, m.cfg.volume,
 		m.cfg.backend, records_store_kind(m.rec));
 	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = sigfd, .events = POLLIN } };
+		struct pollfd p[2 + CONTROL_TLS_LISTEN_MAX] = { { .fd = fd, .events = POLLIN }, { .fd = sigfd, .events = POLLIN } };
 		int conn, signo;
 
-		if (poll(p, 2, -1) < 0) {
+		for (size_t i = 0; i < n_tls; i++)
+			p[2 + i] = (struct pollfd){ .fd = tls_fds[i], .events = POLLIN };
+		if (poll(p, 2 + n_tls, -1) < 0) {
 			if (errno != EINTR)
 				sb_warn("poll: %s", strerror(errno));
 			continue;
 		}
 		if ((p[1].revents & POLLIN) && (signo = stop_signal_take(sigfd)) > 0)
 			return daemon_stop(&m, signo, sigfd, fd, &bound);
+		for (size_t i = 0; i < n_tls; i++)
+			if (p[2 + i].revents & POLLIN)
+				control_tls_accept(&m, tls_fds[i]);
 		if (!(p[0].revents & POLLIN))
 			continue;
 		conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);

@@ -117,7 +117,9 @@ int ownership_start(struct manager *m, struct sb_err *err)
 	incarnation_previous(m, previous);
 	if (previous[0] != '\0')
 		(void)records_manager_unregister(m->rec, m->cfg.manager_id, previous, &ignored);
-	rc = records_manager_register(m->rec, m->cfg.manager_id, m->incarnation, m->cfg.socket, clock_real_ms(),
+	/* What "owned" answers give: clients on other hosts follow a tls:// address, not a socket. */
+	rc = records_manager_register(m->rec, m->cfg.manager_id, m->incarnation,
+				      m->cfg.advertise[0] ? m->cfg.advertise : m->cfg.socket, clock_real_ms(),
 				      (int64_t)m->cfg.lease_ms, err);
 	if (rc != RECORDS_FOUND || incarnation_write(m, err) < 0)
 		return -1;

@@ -16,6 +16,7 @@
 #include "cleanup.h"
 #include "cli_flags.h"
 #include "control.h"
+#include "control_client.h"
 #include "control_limits.h"
 #include "follow.h"
 #include "textesc.h"
@@ -26,21 +27,21 @@
  * answer is still there to read; with nothing to read, nothing was delivered whole. */
 static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp, struct sb_err *err)
 {
+	struct control_conn c;
 	struct sb_err send_err;
-	int fd, rc;
+	int rc;
 
 	(void)ctx;
 	sb_err_clear(&send_err);
-	fd = control_connect(path, err);
-	if (fd < 0)
+	if (control_conn_open(&c, path, err) < 0)
 		return FOLLOW_NOT_SENT;
-	if (control_send(fd, req, CONTROL_REQUEST_CAP, &send_err) < 0 && send_err.errnum != EPIPE) {
+	if (control_conn_send(&c, req, &send_err) < 0 && send_err.errnum != EPIPE) {
 		*err = send_err;
-		close(fd);
+		control_conn_close(&c);
 		return FOLLOW_NOT_SENT;
 	}
-	rc = control_recv(fd, CONTROL_RESPONSE_CAP, resp, err);
-	close(fd);
+	rc = control_conn_recv(&c, resp, err);
+	control_conn_close(&c);
 	if (rc > 0)
 		return FOLLOW_ANSWERED;
 	/* Nothing to read after a failed write: the write's error is the one to say. */

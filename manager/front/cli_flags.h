@@ -17,7 +17,8 @@ struct command {
 #define SOCKET_HELP                                                                                         \
 	"  --socket PATH          a manager's control socket; repeatable, up to 8, tried in order, and\n"      \
 	"                         a session's owner is followed (default $SANDBOX_MANAGER_SOCKET, paths\n"     \
-	"                         separated by ':')\n"
+	"                         separated by ':'); or tls://HOST:PORT, mutual TLS with --tls-cert,\n"  \
+	"                         --tls-key and --tls-ca FILE (or $SANDBOX_MANAGER_TLS_CERT, _KEY, _CA)\n"
 #define HELP_HELP "  -h, --help             this text\n"
 #define OUTPUT_CHARS_HELP                                                                                   \
 	"  --max-output-chars N   the tool result's text, about N bytes at most (500 to 4194304;\n"            \

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "control.h"
+#include "control_client.h"
 #include "control_limits.h"
 #include "log.h"
 #include "mcp_shape.h"
@@ -25,6 +26,7 @@
 #define ANSWER_MARGIN_S 300  /* beyond a call's timeout: the daemon's own margins and reconcile */
 #define CANCEL_RETRY_MS 1000 /* a cancel that found nothing running yet is sent again */
 #define POLL_MS 250
+#define ANSWER_READ_MS 60000 /* an answer that has begun arrives whole within this */
 
 /* The timeout settings, once per process: a front end serves one daemon. */
 static struct {
@@ -33,16 +35,6 @@ static struct {
 	long long max_timeout, default_timeout;
 } config = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static int socket_timeout(int fd, int ms, struct sb_err *err)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
-		return sb_fail_errno(err, "setting a timeout on the manager connection");
-	return 0;
-}
-
 /* The kept connections, one per manager (by its socket path, so a call that followed an owner
  * never sends to one manager on another's connection): between two calls one carries nothing, so
  * anything to read on it (the daemon's close, at its stop or restart) means it is done with. */
@@ -50,31 +42,39 @@ static struct {
 	pthread_mutex_t lock;
 	struct {
 		char path[FOLLOW_PATH_MAX];
-		int fd;
+		struct control_conn *conn;
 	} slot[FOLLOW_SOCKETS_MAX];
-} kept = { .lock = PTHREAD_MUTEX_INITIALIZER, .slot = { [0 ... FOLLOW_SOCKETS_MAX - 1] = { "", -1 } } };
+} kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static int kept_take(const char *path)
+static void conn_drop(struct control_conn *c)
 {
-	struct pollfd p = { -1, POLLIN, 0 };
+	if (c == NULL)
+		return;
+	control_conn_close(c);
+	free(c);
+}
+
+static struct control_conn *kept_take(const char *path)
+{
+	struct control_conn *c = NULL;
 
 	pthread_mutex_lock(&kept.lock);
-	for (size_t i = 0; i < FOLLOW_SOCKETS_MAX && p.fd < 0; i++)
-		if (kept.slot[i].fd >= 0 && strcmp(kept.slot[i].path, path) == 0) {
-			p.fd = kept.slot[i].fd;
-			kept.slot[i].fd = -1;
+	for (size_t i = 0; i < FOLLOW_SOCKETS_MAX && c == NULL; i++)
+		if (kept.slot[i].conn != NULL && strcmp(kept.slot[i].path, path) == 0) {
+			c = kept.slot[i].conn;
+			kept.slot[i].conn = NULL;
 		}
 	pthread_mutex_unlock(&kept.lock);
-	if (p.fd >= 0 && poll(&p, 1, 0) != 0) {
-		close(p.fd);
-		p.fd = -1;
+	if (c != NULL && control_conn_wait(c, 0) != 0) {
+		conn_drop(c);
+		c = NULL;
 	}
-	return p.fd;
+	return c;
 }
 
 /* A connection to path whose answer was read whole, for the next call; closed when that manager
  * has one kept already, or every slot is another manager's. */
-static void kept_put(const char *path, int fd)
+static void kept_put(const char *path, struct control_conn *c)
 {
 	size_t i, free_slot = FOLLOW_SOCKETS_MAX;
 
@@ -89,34 +89,43 @@ static void kept_put(const char *path, int fd)
 		i = free_slot;
 		memcpy(kept.slot[i].path, path, strlen(path) + 1);
 	}
-	if (i < FOLLOW_SOCKETS_MAX && kept.slot[i].fd < 0) {
-		kept.slot[i].fd = fd;
-		fd = -1;
+	if (i < FOLLOW_SOCKETS_MAX && kept.slot[i].conn == NULL) {
+		kept.slot[i].conn = c;
+		c = NULL;
 	}
 	pthread_mutex_unlock(&kept.lock);
-	if (fd >= 0)
-		close(fd);
+	conn_drop(c);
 }
 
 /* Take the kept connection to path, or connect, and send one request (not consumed). -1: nothing
  * reached that manager, so nothing ran. A send on the kept connection that fails delivered no
  * whole request (the daemon acts on whole frames only): it is sent once more on a new connection. */
-static int daemon_open(const char *path, json_t *req, struct sb_err *err)
+static struct control_conn *daemon_open(const char *path, json_t *req, struct sb_err *err)
 {
-	int fd = kept_take(path);
+	struct control_conn *c = kept_take(path);
 
-	if (fd >= 0 && control_send(fd, req, CONTROL_REQUEST_CAP, err) < 0) {
-		close(fd);
-		fd = -1;
+	/* A request is sent within QUICK_CALL_MS or not at all (a kept TLS session's deadline is
+	 * absolute: the last call's would have passed). */
+	if (c != NULL && (control_conn_set_timeout(c, QUICK_CALL_MS, err) < 0 || control_conn_send(c, req, err) < 0)) {
+		conn_drop(c);
+		c = NULL;
 	}
-	if (fd < 0) {
-		fd = control_connect(path, err);
-		if (fd >= 0 && control_send(fd, req, CONTROL_REQUEST_CAP, err) < 0) {
-			close(fd);
-			fd = -1;
+	if (c == NULL) {
+		c = calloc(1, sizeof *c);
+		if (c == NULL) {
+			sb_fail(err, ENOMEM, "out of memory");
+			return NULL;
+		}
+		if (control_conn_open(c, path, err) < 0) {
+			free(c);
+			return NULL;
+		}
+		if (control_conn_set_timeout(c, QUICK_CALL_MS, err) < 0 || control_conn_send(c, req, err) < 0) {
+			conn_drop(c);
+			c = NULL;
 		}
 	}
-	return fd;
+	return c;
 }
 
 /* One call as follow_call asks it of one manager: a quick answer (x NULL), or the exec of x
@@ -127,14 +136,14 @@ struct call {
 	const struct daemon_wait *w;
 };
 
-static int exec_wait(const struct daemon_peer *d, const struct daemon_exec *x, const struct daemon_wait *w, int fd,
-		     json_t **resp, struct sb_err *err);
+static int exec_wait(const struct daemon_peer *d, const struct daemon_exec *x, const struct daemon_wait *w,
+		     struct control_conn *conn, json_t **resp, struct sb_err *err);
 
-static int quick_wait(int fd, json_t **resp, struct sb_err *err)
+static int quick_wait(struct control_conn *conn, json_t **resp, struct sb_err *err)
 {
-	int rc = socket_timeout(fd, QUICK_CALL_MS, err);
+	int rc = control_conn_set_timeout(conn, QUICK_CALL_MS, err);
 
-	if (rc == 0 && (rc = control_recv(fd, CONTROL_RESPONSE_CAP, resp, err)) == 0)
+	if (rc == 0 && (rc = control_conn_recv(conn, resp, err)) == 0)
 		sb_fail(err, EPIPE, "the manager closed the connection without answering");
 	return rc > 0 ? 1 : -1;
 }
@@ -142,15 +151,15 @@ static int quick_wait(int fd, json_t **resp, struct sb_err *err)
 static int call_exchange(void *ctx, const char *path, json_t *req, json_t **resp, struct sb_err *err)
 {
 	const struct call *c = ctx;
-	int fd = daemon_open(path, req, err);
+	struct control_conn *conn = daemon_open(path, req, err);
 
-	if (fd < 0)
+	if (conn == NULL)
 		return FOLLOW_NOT_SENT;
-	if ((c->x != NULL ? exec_wait(c->d, c->x, c->w, fd, resp, err) : quick_wait(fd, resp, err)) < 0) {
-		close(fd);
+	if ((c->x != NULL ? exec_wait(c->d, c->x, c->w, conn, resp, err) : quick_wait(conn, resp, err)) < 0) {
+		conn_drop(conn);
 		return FOLLOW_LOST;
 	}
-	kept_put(path, fd);
+	kept_put(path, conn);
 	return FOLLOW_ANSWERED;
 }
 
@@ -258,20 +267,22 @@ void daemon_call_cancel(const struct daemon_peer *d, const char *tag, int64_t *n
 	json_decref(resp);
 }
 
-/* Wait for the exec's answer on fd while acting on w; 1 with *resp, else -1. */
-static int exec_wait(const struct daemon_peer *d, const struct daemon_exec *x, const struct daemon_wait *w, int fd,
-		     json_t **resp, struct sb_err *err)
+/* Wait for the exec's answer on conn while acting on w; 1 with *resp, else -1. */
+static int exec_wait(const struct daemon_peer *d, const struct daemon_exec *x, const struct daemon_wait *w,
+		     struct control_conn *conn, json_t **resp, struct sb_err *err)
 {
 	int64_t started = clock_mono_ms(), deadline = started + (x->timeout + ANSWER_MARGIN_S) * 1000, cancel_next = 0;
 
 	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int n = poll(&p, 1, POLL_MS), cancel;
+		int n = control_conn_wait(conn, POLL_MS), cancel;
 
 		if (n < 0 && errno != EINTR)
 			return sb_fail_errno(err, "waiting for the manager");
 		if (n > 0) {
-			n = control_recv(fd, CONTROL_RESPONSE_CAP, resp, err);
+			/* Its first byte is here: the rest of the answer has a bound. */
+			if (control_conn_set_timeout(conn, ANSWER_READ_MS, err) < 0)
+				return -1;
+			n = control_conn_recv(conn, resp, err);
 			return n > 0 ? 1 : n == 0 ? sb_fail(err, EPIPE, "the manager closed the connection") : -1;
 		}
 		pthread_mutex_lock(w->lock);

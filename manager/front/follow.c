@@ -55,9 +55,18 @@ int follow_list_parse(struct follow_list *l, const json_t *flags, struct sb_err 
 		if (list_add(l, json_string_value(v), json_string_length(v), "--socket", err) < 0)
 			return -1;
 	flags_n = l->n;
-	/* A path holding ':' cannot be listed there; --socket takes it. */
+	/* A path holding ':' cannot be listed there; --socket takes it. tls://HOST:PORT ends at the
+	 * ':' after its port ([v6] hosts keep theirs inside the brackets). */
 	for (const char *p = env; flags_n == 0 && env != NULL && env[0] != '\0'; p++) {
 		const char *colon = strchrnul(p, ':');
+
+		if (strncmp(p, "tls://", 6) == 0) {
+			const char *host_end = p[6] == '[' ? strchrnul(p + 6, ']') : p + 6;
+
+			colon = strchrnul(host_end, ':');
+			if (*colon == ':')
+				colon = strchrnul(colon + 1, ':');
+		}
 
 		if (list_add(l, p, (size_t)(colon - p), "SANDBOX_MANAGER_SOCKET", err) < 0)
 			return -1;
@@ -66,7 +75,8 @@ int follow_list_parse(struct follow_list *l, const json_t *flags, struct sb_err 
 		p = colon;
 	}
 	if (l->n == 0)
-		return sb_fail(err, 0, "no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET");
+		return sb_fail(err, 0, "no manager socket: pass --socket PATH (or tls://HOST:PORT) or set "
+			       "SANDBOX_MANAGER_SOCKET");
 	return 0;
 }
 
@@ -112,8 +122,10 @@ static int owned(json_t *resp, char address[FOLLOW_PATH_MAX], long *retry_ms)
 	    strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "owned") != 0)
 		return 0;
 	address[0] = '\0';
-	/* The owner's address as it advertised it: an absolute path; anything else is none. */
-	if (json_is_string(a) && json_string_value(a)[0] == '/' && json_string_length(a) < FOLLOW_PATH_MAX)
+	/* The owner's address as it advertised it: an absolute path, or tls://HOST:PORT (serve
+	 * --advertise; the client verifies that manager as any other); anything else is none. */
+	if (json_is_string(a) && (json_string_value(a)[0] == '/' || strncmp(json_string_value(a), "tls://", 6) == 0) &&
+	    json_string_length(a) < FOLLOW_PATH_MAX)
 		memcpy(address, json_string_value(a), json_string_length(a) + 1);
 	*retry_ms = r < 0 ? 0 : r > FOLLOW_WAIT_MS_MAX ? FOLLOW_WAIT_MS_MAX : (long)r;
 	return 1;

@@ -224,6 +224,14 @@ static void test_list_env(void **state)
 	assert_string_equal(l.path[1], "/env/2.sock");
 	assert_string_equal(l.path[2], "rel.sock");
 	assert_int_equal(l.owned_wait_ms, 250);
+	/* tls://HOST:PORT keeps its own ':' (and an IPv6 host its brackets' ones) */
+	setenv("SANDBOX_MANAGER_SOCKET", "tls://10.0.0.1:7444:/env/1.sock:tls://[::1]:7445:tls://m.example:1", 1);
+	assert_int_equal(follow_list_parse(&l, none, &err), 0);
+	assert_int_equal(l.n, 4);
+	assert_string_equal(l.path[0], "tls://10.0.0.1:7444");
+	assert_string_equal(l.path[1], "/env/1.sock");
+	assert_string_equal(l.path[2], "tls://[::1]:7445");
+	assert_string_equal(l.path[3], "tls://m.example:1");
 	json_decref(none);
 }
 
@@ -236,7 +244,7 @@ static void test_list_refused(void **state)
 
 	(void)state;
 	assert_int_equal(follow_list_parse(&l, none, &err), -1);
-	assert_non_null(strstr(err.msg, "no manager socket: pass --socket PATH or set SANDBOX_MANAGER_SOCKET"));
+	assert_non_null(strstr(err.msg, "no manager socket: pass --socket PATH (or tls://HOST:PORT) or set SANDBOX_MANAGER_SOCKET"));
 	setenv("SANDBOX_MANAGER_SOCKET", "/a.sock::/b.sock", 1);
 	assert_int_equal(follow_list_parse(&l, none, &err), -1);
 	assert_non_null(strstr(err.msg, "SANDBOX_MANAGER_SOCKET names an empty socket path"));
