@@ -135,31 +135,6 @@ static int map_read(const char *file, unsigned long *own, unsigned long *start, 
 	return 1;
 }
 
-/* Where this user's managers also name their holder, beside each state directory: several managers
- * of one user on one host (sharing a store) must be in one namespace, or one could not stop the
- * sandboxes another left (a sibling namespace gives no capability over them). $XDG_RUNTIME_DIR, or
- * ~/.local/state, when it is a directory of this user's. 0, or -1 when there is none. */
-static int user_holder_path(char *out, size_t len)
-{
-	const char *run = getenv("XDG_RUNTIME_DIR"), *home = getenv("HOME");
-	char dir[PATH_MAX];
-	struct stat st;
-
-	if (run != NULL && run[0] == '/') {
-		snprintf(dir, sizeof dir, "%s", run);
-	} else if (home != NULL && home[0] == '/' && snprintf(dir, sizeof dir, "%s/.local", home) < (int)sizeof dir - 8) {
-		/* as the default state directory's parents are made (config.c) */
-		(void)mkdir(dir, 0700);
-		strcat(dir, "/state");
-		(void)mkdir(dir, 0700);
-	} else {
-		return -1;
-	}
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-		return -1;
-	return snprintf(out, len, "%s/infra-sandbox-userns-holder", dir) < (int)len ? 0 : -1;
-}
-
 /* The holder named in file, when its maps are exactly this user's (a reused pid is another
  * process, with other maps): its namespace joined. 1 joined, 0 none. */
 static int holder_join_file(const char *file, const unsigned long ids[3], struct sb_err *err)
@@ -187,18 +162,15 @@ static int holder_join_file(const char *file, const unsigned long ids[3], struct
 	return 1;
 }
 
-/* The namespace a previous start made, while its holder lives: this state directory's, else this
- * user's other managers' (user_holder_path). 1 joined, 0 none, -1 with err. */
+/* The namespace a previous start of this state directory made, while its holder lives. 1 joined,
+ * 0 none, -1 with err. */
 static int holder_join(const struct config *c, const unsigned long ids[3], struct sb_err *err)
 {
 	char path[PATH_MAX + 32];
-	int rc = 0;
 
-	if (snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) < (int)sizeof path)
-		rc = holder_join_file(path, ids, err);
-	if (rc == 0 && user_holder_path(path, sizeof path) == 0)
-		rc = holder_join_file(path, ids, err);
-	return rc;
+	if (snprintf(path, sizeof path, "%s/userns-holder", c->state_dir) >= (int)sizeof path)
+		return 0;
+	return holder_join_file(path, ids, err);
 }
 
 /* The holder: a process that only keeps the namespace, signals unblocked (the daemon blocks them)
@@ -344,13 +316,6 @@ int identity_userns_keep(const struct config *c, struct sb_err *err)
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || dprintf(fd, "%d\n", (int)new_holder()) < 0)
 		return sb_fail_errno(err, "sandbox-ids subuid: writing the holder's pid to %s", path);
-	/* For this user's other managers too; without the place, each state directory still names it. */
-	if (user_holder_path(path, sizeof path) == 0) {
-		cleanup_close int ufd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-		if (ufd < 0 || dprintf(ufd, "%d\n", (int)new_holder()) < 0)
-			sb_warn("sandbox-ids subuid: could not name the holder in %s: %s", path, strerror(errno));
-	}
 	return 0;
 }
 
@@ -446,6 +411,13 @@ int identity_userns_default(struct config *c, struct sb_err *err)
 	 * `sandbox-ids subuid` given explicitly refuses the start instead (identity_ids_walkable). */
 	if (reachable(c->state_dir, NULL, &ignored) < 0 || reachable(c->volume, c->state_dir, &ignored) < 0) {
 		snprintf(c->ids_from, sizeof c->ids_from, "%.150s", ignored.msg); /* a message: cut is fine */
+		return 0;
+	}
+	/* Several managers sharing a store take sessions over from one another: on one host each would
+	 * be in a namespace of its own, with no capability over the sandboxes another left. */
+	if (strncmp(c->store, "postgres:", 9) == 0) {
+		snprintf(c->ids_from, sizeof c->ids_from, "several managers share the store: a namespace of subordinate "
+			 "ids is one manager's (give sandbox-ids subuid to each only if they run on hosts of their own)");
 		return 0;
 	}
 	/* A volume whose identities were made with the manager's own ids (before this default) keeps
