@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Rule N2 (issue 26): each identity's sandboxes run as a uid and gid of its own. A root manager gives
 # each identity one slot of its sandbox-ids range, recorded in the store, kept across restarts, and
-# checks at every start that no one else has the range; an unprivileged manager can map only its own
-# ids, so there every identity is the manager (said by `session show`, tested as such).
+# checks at every start that no one else has the range; an unprivileged manager does the same in a
+# user namespace of its user's subordinate ids (sandbox-ids subuid, its default where it can work),
+# else every identity is the manager (said by `session show`, tested as such).
 
 # ids_exec SESSION: the command's uid, gid and the owner of a file it wrote, in IDS_SEEN.
 ids_exec() {
