@@ -82,8 +82,9 @@ mgr_ids() {
 	if [ "$RUN_UID" -eq 0 ]; then
 		[ "$IDS_UID" -ge 1000 ] && [ "$IDS_UID" -ne 65534 ] && [ "$IDS_GID" -ne 65534 ] ||
 			bad "a root manager's identity runs as $IDS_UID:$IDS_GID"
-	elif [ -n "$start" ]; then
-		# the default where the user has subordinate ids: ids of that range (identity_userns.c)
+	elif [ -n "$start" ] && [[ $(jr .ids.from) == *"/etc/subuid"* ]]; then
+		# subordinate ids (the process backend's default where the user has them, identity_userns.c;
+		# manager_identity_ids checks that it is taken there): ids of that range
 		[ "$IDS_UID" -gt "$start" ] && [ "$IDS_UID" -lt $((start + count)) ] ||
 			bad "an unprivileged manager's identity runs as $IDS_UID, outside $RUN_USER's subordinate range"
 	else
