@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/close_range.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -477,6 +478,9 @@ int identity_userns_enter(const struct config *c, int argc, char **argv, struct 
 		return -1;
 	/* Anew, as uid 0 of the namespace: every decision taken on the way here (the ids, the checks)
 	 * is taken again by a root manager of these ids (identity_ids_subuid_range). */
+	/* Nothing of this process's crosses but its standard streams: the daemon opens all it needs anew. */
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		return sb_fail_errno(err, "sandbox-ids subuid: closing descriptors before the re-execution");
 	execv("/proc/self/exe", args);
 	return sb_fail_errno(err, "sandbox-ids subuid: re-executing the daemon in its user namespace");
 }
