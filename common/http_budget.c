@@ -2,6 +2,8 @@
  * the shutdown(2) of an evicted connection. */
 #include "http_budget.h"
 
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "log.h"
@@ -48,4 +50,13 @@ size_t http_budget_held(struct http_budget *b)
 		n += b->slot[i].owner != NULL;
 	pthread_mutex_unlock(&b->lock);
 	return n;
+}
+
+void http_mhd_log(void *listener, const char *fmt, va_list ap)
+{
+	char line[256];
+
+	vsnprintf(line, sizeof line, fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	sb_debug("%s: http: %s", (const char *)listener, line);
 }

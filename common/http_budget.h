@@ -8,6 +8,7 @@
 #define SB_HTTP_BUDGET_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,9 @@ void http_budget_enter(struct http_budget *b, const void *owner, int fd);
 void http_budget_leave(struct http_budget *b, const void *owner);
 /* How many slots are held (tests, logs). */
 size_t http_budget_held(struct http_budget *b);
+
+/* libmicrohttpd's own complaints (a malformed head, one too large), for MHD_OPTION_EXTERNAL_LOGGER with
+ * the listener's name ("metrics", "mcp") as its argument: at debug level, since any peer can cause them. */
+void http_mhd_log(void *listener, const char *fmt, va_list ap);
 
 #endif

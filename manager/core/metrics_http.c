@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,17 +169,6 @@ static enum MHD_Result scrape_answer(void *cls, struct MHD_Connection *conn, con
 	return scrape_respond(conn, MHD_HTTP_OK, NULL, METRICS_CONTENT_TYPE, text, len, MHD_RESPMEM_MUST_FREE);
 }
 
-/* MHD's own complaints (a malformed request, a head too large), at debug level: any peer can cause them. */
-static void scrape_log(void *cls, const char *fmt, va_list ap)
-{
-	char line[256];
-
-	(void)cls;
-	vsnprintf(line, sizeof line, fmt, ap);
-	line[strcspn(line, "\n")] = '\0';
-	sb_debug("metrics: http: %s", line);
-}
-
 /* ---- start ---- */
 
 static int tcp_listen(const struct listen_addr *a, const char *addr, struct sb_err *err)
@@ -216,7 +204,7 @@ static int scrape_serve(struct manager *m, int fd, const char *addr, struct sb_e
 		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * SCRAPE_SLOTS),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SCRAPE_IDLE_SECONDS,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SCRAPE_MEMORY,
-		MHD_OPTION_NOTIFY_CONNECTION, scrape_notify, NULL, MHD_OPTION_EXTERNAL_LOGGER, scrape_log, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, scrape_notify, NULL, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, "metrics",
 		MHD_OPTION_END);
 
 	if (d == NULL)

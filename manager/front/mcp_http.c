@@ -622,17 +622,6 @@ static enum MHD_Result mcp_http_handler(void *cls, struct MHD_Connection *mc, co
 	return MHD_YES;
 }
 
-/* MHD's own complaints (a malformed head, one too large), at debug level: any peer can cause them. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char line[256];
-
-	(void)cls;
-	vsnprintf(line, sizeof line, fmt, ap);
-	line[strcspn(line, "\n")] = '\0';
-	sb_debug("mcp: http: %s", line);
-}
-
 /* The listener's daemon (see the file's head for the bounds). MHD answers what it refuses itself
  * with a status of its own: a malformed head 400 (an HTTP/1.1 one without Host too, which the
  * hand-written parser took), a head over HEAD_MEMORY 431 (or a reset, as the rest is never read),
@@ -651,7 +640,7 @@ int mcp_http_start(struct mcp_http *h, struct sb_err *err)
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)READ_IDLE_SECONDS,
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEAD_MEMORY,
 				  MHD_OPTION_NOTIFY_CONNECTION, conn_notify, h,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+				  MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, "mcp", MHD_OPTION_END);
 	if (h->mhd == NULL)
 		return sb_fail(err, EIO, "mcp: http: the HTTP server (libmicrohttpd) did not start");
 	return 0;
