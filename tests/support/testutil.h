@@ -3,6 +3,7 @@
 #ifndef SB_TESTUTIL_H
 #define SB_TESTUTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdint.h>
@@ -40,6 +41,19 @@ static inline void assert_contains(const char *text, const char *want)
 	} while (0)
 
 /* A step the test needs to go on: its error message on failure. */
+/* How many descriptors this program holds (its count before and after a step: nothing leaked). */
+static inline int test_fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
 static inline void must(int rc, const struct sb_err *err, const char *what)
 {
 	if (rc < 0)

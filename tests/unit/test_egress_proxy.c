@@ -24,18 +24,7 @@
 
 #include "egress_head.h"
 #include "egress_proxy.h"
-
-static int fd_count(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
+#include "testutil.h"
 
 /* A listening socket on 127.0.0.1 (port chosen by the kernel); *port its port. */
 static int listener(uint16_t *port)
@@ -114,7 +103,7 @@ static int setup(void **state)
 	char pattern[32];
 	int l;
 
-	f->fds_before = fd_count();
+	f->fds_before = test_fd_count();
 	f->dest_fd = listener(&f->dest_port);
 	snprintf(pattern, sizeof pattern, "127.0.0.1:%u", f->dest_port);
 	assert_int_equal(egress_allow_add(&a, pattern, &err), 0);
@@ -134,7 +123,7 @@ static int teardown(void **state)
 	assert_null(f->p);
 	egress_log_free(f->log);
 	close(f->dest_fd);
-	assert_int_equal(fd_count(), f->fds_before); /* the listener, the wake pipe, every connection */
+	assert_int_equal(test_fd_count(), f->fds_before); /* the listener, the wake pipe, every connection */
 	free(f);
 	return 0;
 }

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "process.h"
+#include "testutil.h"
 
 #define HANG_GUARD_S 8 /* a reap that waits without a bound ends the program: the case fails */
 
@@ -275,19 +276,6 @@ static void attach_none_starts_nothing(void **state)
 	assert_int_equal(net, 0);
 }
 
-/* How many descriptors this program holds. */
-static int fd_count(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* A stand-in sandbox init: its own user and network namespaces (as process_launch.c clones them),
  * loopback up; once told "c" on cmd, connects to 127.0.0.1:port there and says '1' or '0' on res. */
 static pid_t sandbox_standin(int cmd, int res, uint16_t port)
@@ -352,7 +340,7 @@ static void listen_in_the_sandbox_namespace(void **state)
 	ph->pid = pid;
 	ph->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	assert_true(ph->pidfd >= 0);
-	before = fd_count();
+	before = test_fd_count();
 	if (process_net_listen(NULL, &h, 3128, &fd, &err) < 0)
 		fail_msg("process_net_listen: %s", err.msg);
 	assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
@@ -376,7 +364,7 @@ static void listen_in_the_sandbox_namespace(void **state)
 	assert_int_equal(c, '1');
 	close(conn);
 	close(fd);
-	assert_int_equal(fd_count(), before); /* the listener closed: nothing else of the maker's stays */
+	assert_int_equal(test_fd_count(), before); /* the listener closed: nothing else of the maker's stays */
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	close(ph->pidfd);
