@@ -4,7 +4,7 @@
 # cluster_*.sh, each run as root and as an unprivileged user. Usage: run.sh BUILD_DIR [NAME] (SANITIZE=1 for
 # build/asan). NAME selects: a file (manager_lock, or manager_lock.sh: the cases it registers or
 # defines), a C program (test_agent_serve), or one case by its name (kubernetes_session); IT_FILTER=ERE
-# selects cases by name as well. Exits non-zero when any test fails or NAME names nothing; the last
+# selects cases by name as well, IT_FILES by file (below). Exits non-zero when any test fails or NAME names nothing; the last
 # line is always "integration: N passed, N failed".
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,6 +37,15 @@ for tool in jq timeout setpriv pgrep python3 sha256sum; do
 	fi
 done
 
+# A pattern that names no file is a typo that would drop its cases unseen: refused.
+read -ra it_pats <<<"${IT_FILES:-}"
+for pat in "${it_pats[@]}"; do
+	compgen -G "$here/$pat.sh" >/dev/null || {
+		echo "integration: IT_FILES names no file: $pat" >&2
+		echo "integration: 0 passed, 1 failed"
+		exit 1
+	}
+done
 if [ -z "$only" ]; then
 	bash "$here/../run-cmocka.sh" "$build" integration || c_failed=1
 fi
@@ -45,10 +54,25 @@ echo "integration: agent $AGENT, modes: $IT_MODES, host pid ns $HOST_PIDNS, user
 # One podman service and an up-to-date image for the tests that need a container runtime (root only).
 podman_setup
 
+# IT_FILES="agent_* manager_session ...": only the files whose names (without .sh) match one of these
+# patterns (make test-asan's named set); each file's time is printed, to see where a run's minutes go.
+it_file_selected() {
+	local name=${1%.sh} pat pats
+	[ -n "${IT_FILES:-}" ] || return 0
+	read -ra pats <<<"$IT_FILES" # split on blanks, no pathname expansion
+	for pat in "${pats[@]}"; do
+		# shellcheck disable=SC2053 # a glob pattern, on purpose
+		[[ $name == $pat ]] && return 0
+	done
+	return 1
+}
 for f in "$here"/setup_*.sh "$here"/agent_*.sh "$here"/manager_*.sh "$here"/cluster_*.sh; do
+	it_file_selected "$(basename "$f")" || continue
+	file_start=$SECONDS
 	echo "== $(basename "$f")"
 	# shellcheck source=/dev/null
 	. "$f"
+	echo "== $(basename "$f"): $((SECONDS - file_start)) s"
 done
 
 if [ -n "$only" ] && [ $((IT_PASS + IT_FAIL + IT_SKIP)) -eq 0 ]; then
