@@ -30,6 +30,35 @@ static void close_keep_errno(int fd)
 	errno = saved;
 }
 
+int mfd_open_reachable(const char *path, const char **rest)
+{
+	char name[NAME_MAX + 1];
+	const char *c = path + 1;
+	int fd = mfd_open_nofollow(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+
+	while (fd >= 0 && *c != '\0') {
+		size_t n = strcspn(c, "/");
+		int next;
+
+		if (n > NAME_MAX) {
+			close(fd);
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memcpy(name, c, n);
+		name[n] = '\0';
+		next = mfd_open_nofollow(fd, name, O_PATH);
+		if (next < 0 && errno == EACCES)
+			break; /* fd is as deep as this credential goes: *rest is c */
+		close_keep_errno(fd);
+		fd = next;
+		c += n;
+		c += *c == '/';
+	}
+	*rest = c;
+	return fd;
+}
+
 int mfd_dir_make_beneath(int root, const char *rel)
 {
 	char buf[PATH_MAX];

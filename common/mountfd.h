@@ -22,6 +22,13 @@
  * Returns the descriptor or -1 with errno. */
 int mfd_open_nofollow(int dirfd, const char *path, uint64_t flags);
 
+/* Open as much of path (absolute, no '.', '..' or empty component) as the caller may search, the way
+ * mfd_open_nofollow does: an O_PATH descriptor of the deepest object reached, *rest set to the part
+ * left below it ("" when all of path was opened). A search refused (EACCES) stops the walk; any
+ * other failure, a link among them, returns -1 with errno. The rest is for another credential to
+ * open beneath the descriptor (sandbox init, sandbox_init.c sources_open()). */
+int mfd_open_reachable(const char *path, const char **rest);
+
 /* Open the directory `rel` (relative, may be empty) beneath root, creating each missing component
  * (0755) and reopening each step without following links: a link planted on the way is refused
  * (ELOOP), never used to create something elsewhere. Returns an O_PATH descriptor or -1 with errno. */

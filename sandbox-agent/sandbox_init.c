@@ -1,7 +1,7 @@
 /* Sandbox init of the process backend, inside (see sandbox_init.h): the clone between clone() and
  * execve() of the agent. Runs in a copy of the manager's memory, one thread. Reads the plan and its
- * steps, writes only to its stack and the steps' mnt_fd, allocates nothing, reports a failed step
- * over the error pipe and dies. */
+ * steps, writes only to its stack and the descriptors it keeps in them, allocates nothing, reports a
+ * failed step over the error pipe and dies. */
 #include "sandbox_init.h"
 
 #include <errno.h>
@@ -41,6 +41,42 @@ static int fds_keep_only(const struct sandbox_init *si, struct sb_err *err)
 	return spawn_fds_keep(keep, 4, err);
 }
 
+/* The host paths the view is made of, opened before the ids change, as far as the manager's own uid
+ * may search: an unprivileged manager's state directory can lie under a 0700 home that no sandbox
+ * uid may enter (Debian 12 makes homes so). What that uid may not search (the sandbox's own 0700
+ * worktree: this process holds no capability over the host's files, only over its namespace) is
+ * left for the sandbox's uid to open after the change (source_finish()). No link is followed on
+ * either side; the paths are the manager's plan, canonical (process_root.c). */
+static int sources_open(struct sandbox_init *si, struct sb_err *err)
+{
+	si->root_fd = mfd_open_reachable(si->root, &si->root_rest);
+	if (si->root_fd < 0)
+		return sb_fail_errno(err, "opening the new root's mount point %s", si->root);
+	for (size_t i = 0; i < si->steps->n; i++) {
+		struct step *st = &si->steps->v[i];
+
+		if (st->kind != STEP_BIND || st->source_inside)
+			continue;
+		st->src_fd = mfd_open_reachable(st->source, &st->src_rest);
+		if (st->src_fd < 0)
+			return sb_fail_errno(err, "opening %s to mount it at %s", st->source, st->path);
+	}
+	return 0;
+}
+
+/* The rest of a path sources_open() began, opened as the sandbox's uid beneath what it reached; the
+ * first descriptor is closed either way. Returns an O_PATH descriptor or -1 with errno. */
+static int source_finish(int *fd, const char *rest, uint64_t flags)
+{
+	int out = rest[0] == '\0' ? fcntl(*fd, F_DUPFD_CLOEXEC, 3) : mfd_open_nofollow(*fd, rest, O_PATH | flags);
+	int saved = errno;
+
+	close(*fd);
+	*fd = -1;
+	errno = saved;
+	return out;
+}
+
 static int run_tmpfs(struct step *st, int root, struct sb_err *err)
 {
 	int mnt = mfd_fs_new("tmpfs", st->mode, st->size, st->attrs, st->path, err);
@@ -69,7 +105,7 @@ static int run_proc(const struct step *st, int root, struct sb_err *err)
 	return mfd_attach(mnt, root, st->path, true, err);
 }
 
-static int run_bind(const struct step *st, int root, struct sb_err *err)
+static int run_bind(struct step *st, int root, struct sb_err *err)
 {
 	cleanup_close int src = -1, mnt = -1;
 	struct stat sb;
@@ -84,7 +120,7 @@ static int run_bind(const struct step *st, int root, struct sb_err *err)
 	}
 	/* The source is opened without following any link: a plan path is canonical, so a link on
 	 * the way can only be one a command planted in a writable workspace directory. */
-	src = st->source_inside ? mfd_open_nofollow(root, st->source + 1, O_PATH) : mfd_open_nofollow(AT_FDCWD, st->source, O_PATH);
+	src = st->source_inside ? mfd_open_nofollow(root, st->source + 1, O_PATH) : source_finish(&st->src_fd, st->src_rest, 0);
 	if (src < 0 || fstat(src, &sb) < 0)
 		return sb_fail_errno(err, "opening %s to mount it at %s", st->source, st->path);
 	/* A recursive copy, its attributes set before it is attached: never visible writable. */
@@ -139,7 +175,7 @@ static int root_steps(struct sandbox_init *si, int root, struct sb_err *err)
 
 /* The new root: a tmpfs on <private_dir>/root, seen only in this mount namespace. Returns its
  * mount descriptor (also the directory everything else is resolved beneath) or -1. */
-static int root_mount(const struct sandbox_init *si, struct sb_err *err)
+static int root_mount(struct sandbox_init *si, struct sb_err *err)
 {
 	cleanup_close int target = -1;
 	int mnt;
@@ -147,7 +183,7 @@ static int root_mount(const struct sandbox_init *si, struct sb_err *err)
 	/* Private first: otherwise every mount below would propagate to the host's peer groups. */
 	if (mfd_tree_private(err) < 0)
 		return -1;
-	target = mfd_open_nofollow(AT_FDCWD, si->root, O_PATH | O_DIRECTORY);
+	target = source_finish(&si->root_fd, si->root_rest, O_DIRECTORY);
 	if (target < 0)
 		return sb_fail_errno(err, "opening the new root's mount point %s", si->root);
 	mnt = mfd_fs_new("tmpfs", "0755", 0, MFD_ATTR_SAFE, "/", err);
@@ -246,6 +282,9 @@ void sandbox_init_main(struct sandbox_init *si)
 		sb_fail_errno(&err, "dropping the supplementary groups");
 		die_report(si->error_fd, &err);
 	}
+	/* The last step as the manager's uid (without its groups): the host paths, as far as it may search. */
+	if (sources_open(si, &err) < 0)
+		die_report(si->error_fd, &err);
 	if (spawn_ids_set(si->uid, si->gid, &err) < 0) {
 		sb_err_prefix(&err, "becoming the sandbox's uid %u and gid %u", (unsigned)si->uid, (unsigned)si->gid);
 		die_report(si->error_fd, &err);

@@ -36,6 +36,8 @@ struct step {
 	uint64_t size;       /* STEP_TMPFS: bytes (size= and a matching nr_inodes=); 0: sealed, never filled */
 	uint64_t attrs;      /* MOUNT_ATTR_* of the new mount (STEP_BIND: recursively) */
 	int mnt_fd;          /* sandbox init: the tmpfs, kept until it is sealed */
+	int src_fd;          /* sandbox init, STEP_BIND from the host: source as far as the manager's uid searched */
+	const char *src_rest; /* ... and the rest of source below src_fd, for the sandbox's uid to open */
 };
 
 struct steps {
@@ -45,6 +47,8 @@ struct steps {
 /* What sandbox init reads: the manager's plan, in the clone's copy of its memory. */
 struct sandbox_init {
 	const char *root;        /* the new root's mount point on the host: <private_dir>/root */
+	int root_fd;             /* sandbox init: root opened as sources_open() opens a step's source */
+	const char *root_rest;
 	struct steps *steps;     /* the root; init sets each sealed tmpfs step's mnt_fd */
 	const char *workdir;     /* entered once the view is final; NULL: / */
 	const char *agent;       /* the agent binary on the host (named in messages) */

@@ -84,6 +84,7 @@ static int steps_add(struct steps *s, const struct step *tmpl, const char *path,
 	st = &s->v[s->n];
 	*st = *tmpl;
 	st->mnt_fd = -1;
+	st->src_fd = -1;
 	st->path = strdup(path);
 	st->source = source ? strdup(source) : NULL;
 	if (st->path == NULL || (source != NULL && st->source == NULL)) {

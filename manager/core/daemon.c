@@ -198,8 +198,8 @@ static int manager_start(struct manager *m, struct sb_err *err)
 	 * the same (no account, no group): the probe's stands for all. */
 	if (identity_ids_check(&m->cfg, err) < 0)
 		return -1;
-	if (geteuid() == 0 && (identity_ids_walkable(m->cfg.state_dir, identity_ids_probe(&m->cfg).uid, err) < 0 ||
-			       identity_ids_walkable(m->cfg.volume, identity_ids_probe(&m->cfg).uid, err) < 0))
+	if (geteuid() == 0 &&
+	    (identity_ids_walkable(m->cfg.state_dir, err) < 0 || identity_ids_walkable(m->cfg.volume, err) < 0))
 		return -1;
 	/* Before the records are opened: a reserve, when the volume shares their filesystem, is taken
 	 * while there is room (rule N4). */

@@ -296,7 +296,7 @@ static int files_check(const struct config *c, struct sb_err *err)
 	return 0;
 }
 
-int identity_ids_walkable(const char *path, uid_t uid, struct sb_err *err)
+int identity_ids_walkable(const char *path, struct sb_err *err)
 {
 	char prefix[PATH_MAX];
 	struct stat st;
@@ -307,12 +307,11 @@ int identity_ids_walkable(const char *path, uid_t uid, struct sb_err *err)
 		char keep = slash[1];
 
 		slash[1] = '\0';
-		if (stat(prefix, &st) == 0 && st.st_uid != uid && !(st.st_mode & S_IXOTH) && uid == (uid_t)-1)
-			return sb_fail(err, EACCES, "subordinate ids could not search %s (chmod o+x, or another "
-				       "state directory and volume)", prefix);
-		if (stat(prefix, &st) == 0 && st.st_uid != uid && !(st.st_mode & S_IXOTH))
-			return sb_fail(err, EACCES, "sandboxes run as uid %u and cannot search %s: make it searchable "
-				       "(chmod o+x) or choose another state directory or volume", (unsigned)uid, prefix);
+		if (stat(prefix, &st) == 0 && !(st.st_mode & (st.st_uid == 0 ? S_IXUSR : 0)) &&
+		    !(st.st_mode & (st.st_gid == 0 ? S_IXGRP : 0)) && !(st.st_mode & S_IXOTH))
+			return sb_fail(err, EACCES, "a sandbox's init walks to its worktree as uid 0 without "
+				       "capabilities and cannot search %s: make it searchable (chmod o+x) or choose "
+				       "another state directory or volume", prefix);
 		slash[1] = keep;
 	}
 	return 0;

@@ -63,12 +63,12 @@ void identity_userns_abandon(const struct config *c);
 /* A control peer's host uid: in the namespace the manager's own user is 0 there (SO_PEERCRED). */
 uid_t identity_userns_host_uid(const struct config *c, uid_t uid);
 
-/* Under a root manager (or as root of the subuid namespace) each sandbox's init runs as its
- * identity's uid and walks from / to its worktree and its private directory: every directory on
- * path must be searchable by uid (none of them is a range id's but as "other"). Said at start,
- * not at the first call. 0, or -1 with err naming the directory and the fix. */
-int identity_ids_walkable(const char *path, uid_t uid, struct sb_err *err);
-/* (uid (uid_t)-1: any id that owns none of them, as the default of identity_userns.c asks.) */
+/* Under a root manager (or as root of the subuid namespace) each process sandbox's init walks from /
+ * to the host paths its view is made of as the manager's uid (0) without any capability over the
+ * host's files (sandbox_init.c sources_open()): every directory on path must be searchable by uid
+ * 0 as a file mode says, root's own or open to others. Said at start, not at the first call. 0, or
+ * -1 with err naming the directory and the fix. */
+int identity_ids_walkable(const char *path, struct sb_err *err);
 
 /* The ids of the manager's own volume probe (sandbox_probe.c): the range's first, no identity's. */
 struct workspace_owner identity_ids_probe(const struct config *c);

@@ -356,18 +356,6 @@ static bool in_initial_namespace(void)
 	       len == 4294967295UL && fscanf(f, "%lu", &in) != 1;
 }
 
-/* Whether a range id can walk to dir (identity_ids_walkable: through every directory above it);
- * dir itself, and a volume within the state directory, are the manager's, which opens them to the
- * range (0711) as a root manager does. */
-static int reachable(const char *dir, const char *within, struct sb_err *err)
-{
-	size_t n = within != NULL ? strlen(within) : 0;
-
-	if (within != NULL && strncmp(dir, within, n) == 0 && dir[n] == '/')
-		return 0;
-	return identity_ids_walkable(dir, (uid_t)-1, err);
-}
-
 /* Whether an identity on volume was made with the manager's own ids: its repositories/ are the
  * manager's group (under subordinate ids they are the identity's, identity_ids.c). */
 static bool volume_made_own(const char *volume)
@@ -407,13 +395,9 @@ int identity_userns_default(struct config *c, struct sb_err *err)
 	    subid_entry("/etc/subuid", pw->pw_name, getuid(), &s, &n, &ignored) < 0 ||
 	    subid_entry("/etc/subgid", pw->pw_name, getuid(), &s, &n, &ignored) < 0)
 		return 0;
-	/* A range id is "other" to every directory on the way (a home is 0700 on Debian 12): where it
-	 * cannot walk, the default stays the manager's own uid, and the start's warning says why;
-	 * `sandbox-ids subuid` given explicitly refuses the start instead (identity_ids_walkable). */
-	if (reachable(c->state_dir, NULL, &ignored) < 0 || reachable(c->volume, c->state_dir, &ignored) < 0) {
-		snprintf(c->ids_from, sizeof c->ids_from, "%.150s", ignored.msg); /* a message: cut is fine */
-		return 0;
-	}
+	/* A home is 0700 on Debian 12, and no range id may search it: none has to. The sandbox's init
+	 * opens the host paths as this user before it becomes its identity's uid (sandbox_init.c
+	 * sources_open()), and everything else a range id touches lies below them. */
 	/* Several managers sharing a store take sessions over from one another: on one host each would
 	 * be in a namespace of its own, with no capability over the sandboxes another left. */
 	if (strncmp(c->store, "postgres:", 9) == 0) {

@@ -170,10 +170,24 @@ test_manager_identity_ids_subuid() {
 t manager_identity_ids_subuid test_manager_identity_ids_subuid
 
 # `sandbox-ids own`: an unprivileged manager asked for one uid, its own, for every identity (said by
-# session show, warned at start); root: a usage error.
+# session show, warned at start); root: a usage error. And a state directory below a closed
+# directory (a 0700 home): the identities' own ids all the same, root's and the subordinate ones.
 test_manager_identity_ids_own() {
+	local closed uid
 	if [ "$RUN_UID" -eq 0 ]; then
 		WANT_RC=2 serve_refused "root asking for its own ids" "sandbox-ids must be START:COUNT" --sandbox-ids own
+		# A root manager's state directory below one only root may search: sandbox init walks
+		# there as uid 0 without capabilities, and as the identity's uid only below.
+		closed=$(mktemp -d /tmp/sbm.XXXXXX) && chmod 0700 "$closed" && MSTATE=$closed/s && mkdir -m 0700 "$MSTATE" ||
+			return 1
+		mgr_repo && mgr_start && mgr_session || return 1
+		cp "$OUT" "$TD/wt.$SID"
+		mgr_ids "$SID"
+		ids_exec "$SID"
+		assert_eq "root, a closed directory above the state: the identity's ids" "$IDS_UID $IDS_UID 600" \
+			"$(echo "$IDS_SEEN" | awk '{ print $1, $3, $5 }')"
+		mgr_cleanup
+		rmdir "$closed"
 		return
 	fi
 	mgr_repo && mgr_start --sandbox-ids own && mgr_session || return 1
@@ -190,15 +204,24 @@ test_manager_identity_ids_own() {
 	grep -q "not the default here: the volume's identities were made with the manager's own ids" "$TD/manager.log" ||
 		bad "the upgrade's warning is missing"
 	[ -s "$MSTATE/userns-holder" ] && bad "an upgraded volume's start made a subuid namespace"
-	# The default where a range id cannot walk to the state directory (a 0700 home): the manager's
-	# own ids, and the warning names the directory.
+	# A state directory below a directory of the user's that no one else may search (0700, as a
+	# Debian 12 home is): no range id may walk there, and none has to (sandbox init opens the
+	# host paths as the user before it takes the identity's uid: sandbox_init.c sources_open()).
+	# The subordinate ids are the default there too, and a call runs as one of them.
 	mgr_cleanup
-	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$MSTATE" && chmod 0700 "$MSTATE" || return 1
-	mgr_start --state-dir "$MSTATE/state" --socket "$MSTATE/manager.sock" || return 1
-	mgr_session || return 1
+	closed=$(mktemp -d /tmp/sbm.XXXXXX) && chown "$RUN_USER:" "$closed" && chmod 0700 "$closed" || return 1
+	MSTATE=$closed/s
+	mkdir_user "$MSTATE" && chmod 0700 "$MSTATE" || return 1
+	mgr_start && mgr_session || return 1
+	cp "$OUT" "$TD/wt.$SID"
 	mgr session show --session "$SID"
-	assert_eq "a closed state directory: the manager's own ids" "$RUN_UID" "$(jr .ids.uid)"
-	grep -q "not the default here: subordinate ids could not search $MSTATE/" "$TD/manager.log" ||
-		bad "the warning does not name $MSTATE: $(grep -m1 "own uid" "$TD/manager.log")"
+	assert_match "a closed directory above the state: the subordinate ids" "/etc/subuid" "$(jr .ids.from)"
+	uid=$(jr .ids.uid)
+	[ "$uid" -ne "$RUN_UID" ] || bad "a closed directory above the state: the manager's own uid $uid"
+	ids_exec "$SID"
+	assert_eq "its command runs as its identity's id, its file that id's" "$uid $uid 600" \
+		"$(echo "$IDS_SEEN" | awk '{ print $1, $3, $5 }')"
+	mgr_cleanup
+	rmdir "$closed"
 }
 t manager_identity_ids_own test_manager_identity_ids_own
