@@ -30,6 +30,14 @@ for p in "${packages[@]}"; do
 	[ "$status" = installed ] || missing+=("$p")
 done
 
+# kubectl: the cluster tests' admin client and the one a sandbox runs through its grant's edge
+# (issue 28; the process backend's view is the host's /usr). Debian's is kubernetes-client, of the
+# test cluster's version; a kubectl installed otherwise (another vendor's package) is used as it is,
+# since both packages own /usr/bin/kubectl.
+if ! command -v kubectl >/dev/null 2>&1; then
+	missing+=(kubernetes-client)
+fi
+
 # The MCP tests run the official TypeScript SDK client: NodeSource's nodejs ships npm, Debian's
 # needs the npm package beside it.
 if ! command -v npm >/dev/null 2>&1; then

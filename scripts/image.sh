@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make image`: builds the sandbox image offline (no registry is reachable here) and tags it
 # infra-sandbox-agent:dev. The same contents as images/Containerfile: a Debian bookworm minbase root
-# filesystem from debootstrap with bash, coreutils, git and ca-certificates, the static agent at
+# filesystem from debootstrap with bash, coreutils, git, ca-certificates and kubectl (Debian's
+# kubernetes-client: a grant's cluster reached through the manager's edge, issue 28), the static agent at
 # /usr/local/bin/sandbox-agent, the non-root user sandbox (10001). The root filesystem is cached under
 # build/image/, keyed by suite, mirror and package list, so a rebuild only adds the agent again.
 # Usage: scripts/image.sh [AGENT] (default build/sandbox-agent). Root only: debootstrap and the
@@ -15,7 +16,7 @@ agent=${1:-$repo/build/sandbox-agent}
 image=${IMAGE:-infra-sandbox-agent:dev}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
-packages=bash,git,ca-certificates
+packages=bash,git,ca-certificates,kubernetes-client
 sandbox_uid=10001
 cache_dir=$repo/build/image
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$repo/tests/podman/containers.conf}
@@ -111,7 +112,7 @@ iid=$(podman import --quiet \
 	--change 'WORKDIR /home/sandbox' \
 	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 	--change 'LABEL org.opencontainers.image.title=infra-sandbox-agent' \
-	--change 'LABEL org.opencontainers.image.description="infra-sandbox sandbox image: bash, coreutils, git and the static sandbox-agent"' \
+	--change 'LABEL org.opencontainers.image.description="infra-sandbox sandbox image: bash, coreutils, git, kubectl and the static sandbox-agent"' \
 	--change "LABEL org.opencontainers.image.revision=$revision" \
 	--change 'LABEL org.opencontainers.image.base.name=debian:bookworm-slim' \
 	--change "LABEL infra-sandbox.agent-sha256=$agent_sha" \

@@ -52,8 +52,8 @@ test_image_contents() {
 	assert_eq "id in the image as its default user" "uid=10001(sandbox) gid=10001(sandbox) groups=10001(sandbox)" \
 		"$(cat "$OUT")"
 	img_run --entrypoint /bin/bash "$PODMAN_IMAGE" -c 'git --version && test -s /etc/ssl/certs/ca-certificates.crt &&
-		ls /var/lib/apt/lists | wc -l'
-	assert_lines "$(cat "$OUT")" 'git version 2\.[0-9.]+' '0'
+		ls /var/lib/apt/lists | wc -l && kubectl version --client --short'
+	assert_lines "$(cat "$OUT")" 'git version 2\.[0-9.]+' '0' 'Client Version: v1\.[0-9.]+'
 }
 t image_contents test_image_contents
 
