@@ -43,6 +43,10 @@ test_podman_session() {
 	assert_json .status '"exited"'
 	assert_json .stdout '"2\n"'
 	assert_json .receipt.verified true
+	# kubectl (a Go program) runs under the image's seccomp profile and the agent's own filter
+	mgr exec --session "$SID" -- 'kubectl version --client --short'
+	assert_eq "kubectl in the sandbox: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_match "kubectl in the sandbox" '^Client Version: v1\.' "$(cat "$OUT")"
 	mgr records --session "$SID"
 	assert_json "[.records[].sandbox] | unique" "[\"podman:$id\"]"
 }
