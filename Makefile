@@ -64,7 +64,7 @@ ESCAPE_BIN := $(patsubst tests/escape/%.c,$(BUILD)/tests/escape/%,$(ESCAPE_SRC))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: cluster-image all deps test test-setup test-unit test-integration test-asan demo demo-agent bench load soak fuzz image clean
+.PHONY: cluster-image all deps test test-setup test-unit test-integration test-asan demo demo-agent demo-cluster bench load soak fuzz image clean
 
 all: $(BUILD)/sandbox-agent $(BUILD)/sandbox-manager $(BUILD)/sandbox-manager-daemon
 
@@ -209,6 +209,11 @@ demo: all
 
 demo-agent: all
 	bash scripts/demo-agent.sh $(BUILD)
+
+# The seed's running example on the real test cluster (issue 28): kubectl in a sandbox through the
+# manager's edge, a read grant then write; uses the running `make cluster` or brings one up. Root only.
+demo-cluster: all
+	bash scripts/demo-cluster.sh $(BUILD)
 
 bench: all
 	bash scripts/bench.sh $(BUILD)

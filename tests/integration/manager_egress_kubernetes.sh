@@ -173,3 +173,31 @@ EOF"
 	echo "kubernetes_egress_edge: $(($(date +%s) - t0)) s after the cluster was up"
 }
 # registered in cluster_smoke.sh, which runs it while the run's cluster is up
+
+# `make demo-cluster` (scripts/demo-cluster.sh) on the run's cluster, as a user runs it: kubectl in
+# the sandbox reads the unavailable payments Deployment through a read grant (no credential in its
+# kubeconfig), the fix is made in the worktree, the server-side dry run is refused under read and
+# passes under write without changing the cluster, the patch is left for review, and the records
+# list each request of each call. Its namespace is gone at the end. Registered in cluster_smoke.sh.
+test_kubernetes_demo_cluster() {
+	k8s_cluster
+	local out=$TD/demo.out rc=0
+	bash "$IT_REPO/scripts/demo-cluster.sh" "$IT_ROOT/bin" >"$out" 2>&1 || rc=$?
+	assert_eq "make demo-cluster: exit code ($(tail -n 5 "$out"))" 0 "$rc"
+	assert_match "the kubeconfig names the edge" '"server": "http://127.0.0.1:3129"' "$(cat "$out")"
+	assert_match "kubectl get through the edge" 'payments-api +0/0 ' "$(cat "$out")"
+	assert_match "kubectl describe shows the probe's wrong port" 'Readiness: +http-get http://:8081/healthz' "$(cat "$out")"
+	assert_match "the dry run under read: refused at the edge, exit 1" \
+		'refused by grant "kubernetes:payments" \(read\): verb "patch" \(dry run\) on apps/deployments "payments-api".*\[exit 1\]' \
+		"$(tr '\n' ' ' <"$out")"
+	assert_match "the dry run under write: passes, exit 0" \
+		'deployment.apps/payments-api configured \(server dry run\) \[exit 0\] replicas in the cluster: 0' \
+		"$(tr '\n' ' ' <"$out")"
+	grep -qE '^\+  replicas: 2$' "$out" || bad "the patch left for review: no such line"
+	grep -qE '^    GET 200 get deployments/payments-api$' "$out" || bad "the records: the read's get: no such line"
+	grep -qE '^    PATCH 403 patch \(dry run\) deployments/payments-api  REFUSED$' "$out" || bad "the records: the refused dry run: no such line"
+	grep -qE '^    PATCH 200 patch \(dry run\) deployments/payments-api$' "$out" || bad "the records: the allowed dry run: no such line"
+	[ "$(ktoken_kubectl get namespace payments -o jsonpath='{.status.phase}' 2>/dev/null)" = Active ] &&
+		bad "the demo's namespace payments is still active"
+	return 0
+}
