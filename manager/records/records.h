@@ -46,6 +46,8 @@ struct session_row {
 	char owner[65];            /* the manager id owning it, "" none (released, or a store of one manager) */
 	int64_t lease_expires_ms;  /* wall-clock ms the owner's lease runs to; 0 when released */
 	char network[16];          /* the sandbox's network policy: "open", "none" or "proxy" (backend.h) */
+	char egress_allow[4096];   /* the session's own egress allow-list (policy proxy, schema 7): its
+				    * patterns separated by one space, "" none; added to the manager's */
 };
 
 /* Exec states: accepted -> dispatched -> exited|signaled|timed_out|cancelled|uncertain|refused. */
