@@ -189,12 +189,38 @@ static int sandbox_edges(struct manager *m, struct live_sandbox *l, struct sb_er
 	return 0;
 }
 
+/* The allow-list of a session's proxy: the manager's (serve --egress-allow) and the session's own
+ * (session create --egress-allow, its record), read now: *out is the caller's to free. */
+static int sandbox_allow(struct manager *m, const char *session, struct egress_allow **out, struct sb_err *err)
+{
+	struct session_row *s = malloc(sizeof *s);
+	struct egress_allow *a = malloc(sizeof *a);
+	int rc = -1;
+
+	if (s == NULL || a == NULL)
+		sb_fail(err, ENOMEM, "the session's allow-list (policy proxy)");
+	else if (records_session_get(m->rec, session, s, err) == RECORDS_FOUND) {
+		*a = m->cfg.egress_allow;
+		rc = egress_allow_add_words(a, s->egress_allow, err);
+		if (rc < 0)
+			sb_err_prefix(err, "session %s's own allow-list", session);
+	}
+	free(s);
+	if (rc < 0) {
+		free(a);
+		return -1;
+	}
+	*out = a;
+	return 0;
+}
+
 /* Policy proxy: the manager's listener on 127.0.0.1:EGRESS_PROXY_PORT inside the sandbox's own
  * network namespace (the backend makes it there and hands it over), served by this sandbox's
  * egress proxy with the manager's allow-list, before any command can run. */
 static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_err *err)
 {
-	int fd;
+	struct egress_allow *allow = NULL;
+	int fd, rc;
 
 	if (l->network != SANDBOX_NETWORK_PROXY)
 		return 0;
@@ -203,8 +229,12 @@ static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_e
 			       m->backend->ops->name);
 	if ((l->egress_log = egress_log_new(EGRESS_LOG_DETAILS_MAX)) == NULL)
 		return sb_fail(err, ENOMEM, "the egress log (policy proxy)");
-	if (m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
-	    egress_proxy_start(fd, l->session, &m->cfg.egress_allow, l->egress_log, &l->egress, err) < 0) {
+	if (sandbox_allow(m, l->session, &allow, err) < 0)
+		return -1;
+	rc = m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
+	     egress_proxy_start(fd, l->session, allow, l->egress_log, &l->egress, err) < 0 ? -1 : 0;
+	free(allow);
+	if (rc < 0) {
 		sb_err_prefix(err, "the egress proxy (policy proxy)");
 		return -1;
 	}

@@ -161,6 +161,41 @@ refused" "$(cat "$OUT")"
 }
 t manager_egress_proxy_tunnel test_egress_proxy_tunnel
 
+# A session's own allow-list (session create --egress-allow, kept with the session, schema 7) is
+# added to the manager's for that session alone: its destination tunnels for it and gets 403 for a
+# session without it, whose list names the manager's alone. A pattern is checked by the manager's
+# rules at create, and a list is refused for a session that has no proxy.
+test_egress_session_allow() {
+	local own other
+	egress_ns --network proxy --egress-allow api.internal:18443 || return
+	mgr_session --egress-allow 192.0.2.1:18444 || return
+	own=$SID
+	mgr session show --session "$own"
+	assert_json .egress.allow '"api.internal:18443, 192.0.2.1:18444"'
+	assert_json .egress.session_allow '"192.0.2.1:18444"'
+	mgr_session || return
+	other=$SID
+	mgr session show --session "$other"
+	assert_json .egress.allow '"api.internal:18443"'
+	mgr exec --session "$own" -- "$(eg_connect 192.0.2.1:18444)"
+	assert_eq "its own destination (stderr: $(head -c 300 "$ERR"))" "HTTP/1.1 200 Connection established
+echo ready" "$(cat "$OUT")"
+	mgr exec --session "$other" -- "$(eg_connect 192.0.2.1:18444)"
+	assert_eq "another session's destination" "HTTP/1.1 403 Forbidden
+infra-sandbox egress: \"192.0.2.1:18444\" is not allowed for session $other (allowed: api.internal:18443)" "$(cat "$OUT")"
+	mgr records --session "$other" --limit 1
+	assert_json '.records[0].result.egress | [.requests, .refused]' '[1,1]'
+	mgr session create --identity alice --repo "$REPO" --egress-allow api.internal.
+	assert_ne "a pattern with a trailing dot" 0 "$RC"
+	assert_match "its message" "no trailing dot" "$(cat "$ERR")"
+	mgr session create --identity alice --repo "$REPO" --network none --egress-allow 192.0.2.1:18444
+	assert_ne "a list for a session of network none" 0 "$RC"
+	assert_match "its message" "egress-allow is for a session of network proxy" "$(cat "$ERR")"
+	mgr session list --identity alice
+	assert_json '.sessions | length' 2
+}
+t manager_egress_session_allow test_egress_session_allow
+
 # pod_eg_connect TARGET: a bash program for the sandbox image (no python there): CONNECT TARGET
 # through the proxy on its loopback, then prints the answer's status line; on 200 prints the
 # destination's first line, sends "hello" and prints what came back; otherwise prints the body.
