@@ -196,6 +196,42 @@ infra-sandbox egress: \"192.0.2.1:18444\" is not allowed for session $other (all
 }
 t manager_egress_session_allow test_egress_session_allow
 
+# A `file:` Kubernetes grant's API server is admitted for the sandboxes that hold the grant: its
+# kubeconfig is inside, so kubectl goes through the proxy to the server it names (https://
+# api.internal:18443 here, the namespace's TLS server), while the manager's list names nothing. A
+# session without the grant gets 403 for the same server.
+test_egress_grant_endpoint() {
+	cat >"$TD/files.kubeconfig" <<-'EOF'
+		apiVersion: v1
+		kind: Config
+		clusters:
+		- name: c
+		  cluster:
+		    server: https://api.internal:18443
+		users:
+		- name: u
+		  user:
+		    token: file-grant-token
+		contexts:
+		- name: ctx
+		  context:
+		    cluster: c
+		    user: u
+		current-context: ctx
+	EOF
+	chown "$RUN_USER:" "$TD/files.kubeconfig"
+	egress_ns --network proxy --resource "kubernetes:files=file:$TD/files.kubeconfig" || return
+	mgr_session --grant kubernetes:files=read || return
+	mgr exec --session "$SID" -- 'curl -sSk --max-time 20 https://api.internal:18443/'
+	assert_eq "the grant's server through the proxy (stderr: $(head -c 300 "$ERR"))" "hello over tls" "$(cat "$OUT")"
+	mgr records --session "$SID" --limit 1
+	assert_json '.records[0].result.egress.details[0] | [.method, .host, .status]' '["CONNECT","api.internal:18443",200]'
+	mgr_session || return
+	mgr exec --session "$SID" -- 'curl -sSk --max-time 20 -o /dev/null -w "%{http_connect}\n" https://api.internal:18443/; true'
+	assert_eq "the same server for a session without the grant" 403 "$(cat "$OUT")"
+}
+t manager_egress_grant_endpoint test_egress_grant_endpoint
+
 # pod_eg_connect TARGET: a bash program for the sandbox image (no python there): CONNECT TARGET
 # through the proxy on its loopback, then prints the answer's status line; on 200 prints the
 # destination's first line, sends "hello" and prints what came back; otherwise prints the body.
