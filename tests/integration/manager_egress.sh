@@ -285,6 +285,11 @@ infra-sandbox egress: \"example.com:443\" is not allowed for session $SID (allow
 	assert_eq "direct connections" "192.0.2.1/18444: refused
 127.0.0.1/18081: refused
 ifaces=lo," "$(cat "$OUT")"
+	# the agent's net socket is out of the command's reach, as agent.sock beside it
+	mgr exec --session "$SID" -- 'for f in net.sock agent.sock; do if [ -e /.sandbox/agent/sock/$f ]; then echo "$f: seen"; else echo "$f: hidden"; fi; done'
+	assert_eq "the agent's sockets from a command" "net.sock: hidden
+agent.sock: hidden" "$(cat "$OUT")"
+	[ -n "$(find "$MSTATE" -name net.sock -type s 2>/dev/null)" ] || bad "no net.sock in the sandbox's private directory"
 	assert_eq "the container's NetworkMode" none "$(podman_cli inspect -f '{{.HostConfig.NetworkMode}}' "$(pod_sandbox_id)")"
 	cpid=$(podman_cli inspect -f '{{.State.Pid}}' "$(pod_sandbox_id)")
 	held=$(nsenter -t "$cpid" -n ss -Hltnp "sport = :$EG_PORT")
