@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -51,10 +52,14 @@ static void netsock_serve_one(int conn)
 	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct pollfd p = { .fd = conn, .events = POLLIN };
+	struct timeval tv = { .tv_sec = NETSOCK_MS / 1000 };
 	unsigned char req[2];
 	uint16_t port = 0;
 	int fd = -1;
 
+	/* Bounded both ways: a request cut after its first byte holds this thread no longer. */
+	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	if (poll(&p, 1, NETSOCK_MS) == 1 && recv(conn, req, sizeof req, MSG_WAITALL) == (ssize_t)sizeof req)
 		port = (uint16_t)(req[0] << 8 | req[1]);
 	if (port != 0 && (fd = netsock_listener(port)) < 0)
