@@ -209,11 +209,11 @@ json_t *sessions_create(struct manager *m, json_t *req)
 		return control_error_from("invalid", &err);
 	if ((resp = grants_check(m, grants)) != NULL)
 		return resp;
-	allow_words = malloc(sizeof ((struct session_row *)NULL)->egress_allow);
+	allow_words = malloc(SESSION_EGRESS_ALLOW_BYTES);
 	if (allow_words == NULL)
 		return control_error("internal", "out of memory");
 	if ((resp = egress_allow_check(m, json_object_get(req, "egress_allow"), policy, allow_words,
-				       sizeof ((struct session_row *)NULL)->egress_allow)) != NULL) {
+				       SESSION_EGRESS_ALLOW_BYTES)) != NULL) {
 		free(allow_words);
 		return resp;
 	}
