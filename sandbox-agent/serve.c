@@ -43,6 +43,7 @@
 struct serve_config {
 	const char *listen, *cert, *key, *ca, *manager_name, *state_dir;
 	const char *receipt_key;   /* --receipt-key, or NULL: state_dir/receipt.key */
+	const char *net_socket;    /* --net-socket unix:PATH, or NULL (serve_netsock.c) */
 	uint16_t ports[BOUNDARY_MAX_PORTS];
 	size_t n_ports;
 	uint64_t generation;
@@ -135,7 +136,10 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 		return -1;
 	hidden_dir_from_privdir(&bo.hidden[bo.n_hidden++], &a->state);
 	if (hidden_add_dirname(cfg->key, true, &bo, err) < 0 ||
-	    (cfg->receipt_key != NULL && hidden_add_dirname(cfg->receipt_key, true, &bo, err) < 0))
+	    (cfg->receipt_key != NULL && hidden_add_dirname(cfg->receipt_key, true, &bo, err) < 0) ||
+	    /* The net socket makes listeners on request: out of every command's reach. */
+	    (cfg->net_socket != NULL && strncmp(cfg->net_socket, "unix:", 5) == 0 &&
+	     hidden_add_dirname(cfg->net_socket + 5, false, &bo, err) < 0))
 		return -1;
 	if (strncmp(cfg->listen, "unix:", 5) == 0) {
 		if (hidden_add_dirname(cfg->listen + 5, false, &bo, err) < 0)
@@ -173,6 +177,11 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	/* With blocked ports, this restricts the agent itself (Landlock, connect only) for good. */
 	if (boundary_prepare(&a->b, &bo, err) < 0 || prebuilt_start(&a->pre, &a->b, err) < 0)
 		return -1;
+	/* The net socket before the agent's listener: an agent that answers can hand listeners. */
+	if (cfg->net_socket != NULL && serve_netsock_start(cfg->net_socket, err) < 0) {
+		sb_err_prefix(err, "--net-socket");
+		return -1;
+	}
 	/* Listen last: a connection that succeeds means an agent that is ready to serve, never one
 	 * that is still loading its keys (or about to fail doing so). */
 	*listen_fd = strncmp(cfg->listen, "unix:", 5) == 0 ? sock_listen_unix(cfg->listen + 5, 0600, 16, err) :
@@ -184,7 +193,8 @@ static int serve_usage(const char *msg)
 {
 	fprintf(stderr, "sandbox-agent serve: %s\n"
 			"usage: sandbox-agent serve --listen HOST:PORT|unix:PATH --tls-cert F --tls-key F --tls-ca F\n"
-			"         --manager-name NAME --state-dir DIR [--receipt-key F] [--generation N] [--block-port PORT]...\n", msg);
+			"         --manager-name NAME --state-dir DIR [--receipt-key F] [--generation N] [--block-port PORT]...\n"
+			"         [--net-socket unix:PATH]\n", msg);
 	return CLI_USAGE;
 }
 
@@ -195,7 +205,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 		{ "tls-key", required_argument, NULL, 'k' },  { "tls-ca", required_argument, NULL, 'a' },
 		{ "manager-name", required_argument, NULL, 'm' }, { "state-dir", required_argument, NULL, 's' },
 		{ "block-port", required_argument, NULL, 'p' }, { "generation", required_argument, NULL, 'g' },
-		{ "receipt-key", required_argument, NULL, 'r' },
+		{ "receipt-key", required_argument, NULL, 'r' }, { "net-socket", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -213,6 +223,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 		case 'm': cfg->manager_name = optarg; break;
 		case 's': cfg->state_dir = optarg; break;
 		case 'r': cfg->receipt_key = optarg; break;
+		case 'n': cfg->net_socket = optarg; break;
 		case 'p':
 			v = strtoul(optarg, &end, 10);
 			if (*end != '\0' || v == 0 || v > 65535 || cfg->n_ports >= BOUNDARY_MAX_PORTS - 1)

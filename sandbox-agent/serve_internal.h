@@ -31,5 +31,8 @@ struct agent {
 
 /* Serve the accepted connection fd on a thread of its own (serve_conn.c); fd is consumed. */
 void serve_conn_start(struct agent *a, int fd);
+/* --net-socket unix:PATH (serve_netsock.c): a thread handing the manager listeners on this network
+ * namespace's 127.0.0.1, one per request. 0, or -1 with err. */
+int serve_netsock_start(const char *listen, struct sb_err *err);
 
 #endif

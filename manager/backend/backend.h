@@ -34,7 +34,7 @@ enum sandbox_network {
 	SANDBOX_NETWORK_OPEN = 0,   /* the default, as the seed describes */
 	SANDBOX_NETWORK_NONE,
 	SANDBOX_NETWORK_PROXY,      /* loopback only, and the manager's egress proxy listening on the
-				     * sandbox's 127.0.0.1:EGRESS_PROXY_PORT (issue 28; process backend) */
+				     * sandbox's 127.0.0.1:EGRESS_PROXY_PORT (issue 28; process and podman backends) */
 };
 
 /* "open", "none" or "proxy"; sandbox_network_parse: 0, or -1 for any other word. */

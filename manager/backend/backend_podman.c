@@ -41,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define REQUEST_MS 15000      /* one API call (create may resolve the image and set up networking) */
@@ -54,6 +56,7 @@
  * ancestor can be renamed (a host state dir under /tmp or /dev/shm would otherwise lie in the
  * container's writable tmpfs). The host paths stay the manager's: it reaches the socket there. */
 #define PRIVATE_INSIDE "/.sandbox/agent"
+#define NET_SOCKET_NAME "net.sock" /* policy proxy: the agent's listener handover, beside agent.sock */
 
 struct podman {
 	struct backend be;
@@ -218,8 +221,9 @@ static json_t *strings_json(char *const *v)
 }
 
 /* The agent's command line with its private paths as the container sees them (PRIVATE_INSIDE):
- * each argument that is one of the host paths agent_dir_prepare() put there is replaced. */
-static json_t *command_json(const struct agent_dir *d)
+ * each argument that is one of the host paths agent_dir_prepare() put there is replaced. Policy
+ * proxy adds the net socket (podman_net_listen). */
+static json_t *command_json(const struct agent_dir *d, enum sandbox_network network)
 {
 	static const char *const inside[][2] = {
 		{ "listen", "unix:" PRIVATE_INSIDE "/sock/agent.sock" }, { "cert", PRIVATE_INSIDE "/tls/agent.crt" },
@@ -240,6 +244,12 @@ static json_t *command_json(const struct agent_dir *d)
 			json_decref(a);
 			return NULL;
 		}
+	}
+	if (a != NULL && network == SANDBOX_NETWORK_PROXY &&
+	    (json_array_append_new(a, json_string("--net-socket")) < 0 ||
+	     json_array_append_new(a, json_string("unix:" PRIVATE_INSIDE "/sock/" NET_SOCKET_NAME)) < 0)) {
+		json_decref(a);
+		return NULL;
 	}
 	return a;
 }
@@ -267,15 +277,15 @@ static json_t *container_body(const struct podman *p, const struct agent_dir *d,
 	snprintf(user, sizeof user, "%u:%u", (unsigned)d->host_uid, (unsigned)d->host_gid);
 	body = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:{s:s, s:s, s:s}, s:b,"
 			 " s:{s:o, s:o, s:o, s:[s], s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:{s:s}, s:b}}",
-			 "Image", p->set.image, "User", user, "Cmd", command_json(d), "Env", strings_json(d->envp),
+			 "Image", p->set.image, "User", user, "Cmd", command_json(d, spec->network), "Env", strings_json(d->envp),
 			 "WorkingDir", "/", "Hostname", "sandbox",
 			 "Labels", "infra-sandbox.session", spec->session, "infra-sandbox.generation", d->generation,
 			 "infra-sandbox.private-dir", d->private_dir,
 			 "AttachStdin", 0,
 			 "HostConfig", "Binds", binds, "Tmpfs", tmpfs, "SecurityOpt", security_json(p), "CapDrop", "ALL",
 			 "ReadonlyRootfs", 1, "NetworkMode",
-			 /* The session's policy none: the runtime's own loopback-only namespace. */
-			 spec->network == SANDBOX_NETWORK_NONE ? "none" : p->set.network, "NanoCpus", (json_int_t)p->set.nano_cpus,
+			 /* Policies none and proxy: the runtime's own loopback-only namespace. */
+			 spec->network != SANDBOX_NETWORK_OPEN ? "none" : p->set.network, "NanoCpus", (json_int_t)p->set.nano_cpus,
 			 "Memory", (json_int_t)p->set.memory_bytes, "MemorySwap", (json_int_t)p->set.memory_bytes,
 			 "PidsLimit", (json_int_t)p->set.pids, "ShmSize", (json_int_t)p->set.shm_bytes,
 			 "RestartPolicy", "Name", "no", "AutoRemove", 0);
@@ -698,6 +708,40 @@ static int podman_limits(struct backend *be, const struct sandbox_handle *h, str
 	return 0;
 }
 
+/* Policy proxy: the container's namespace is the runtime's, which an unprivileged manager of a
+ * rootful service cannot enter, so the agent, inside it, makes the listener and hands it over on
+ * sock/net.sock (its --net-socket, serve_netsock.c) beside agent.sock, a directory no command
+ * reaches; the manager then holds and serves it as the process backend's own. */
+static int podman_net_listen(struct backend *be, const struct sandbox_handle *h, uint16_t port, int *fd,
+			     struct sb_err *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *sock = h->address + strlen("unix:"), *slash = strrchr(sock, '/');
+	unsigned char req[2] = { (unsigned char)(port >> 8), (unsigned char)(port & 0xff) };
+	int chan;
+
+	(void)be;
+	*fd = -1;
+	if (strncmp(h->address, "unix:", 5) != 0 || slash == NULL ||
+	    (size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s/" NET_SOCKET_NAME, (int)(slash - sock), sock) >=
+		    sizeof sa.sun_path)
+		return sb_fail(err, ENAMETOOLONG, "the agent's net socket beside %s", h->address);
+	chan = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (chan < 0)
+		return sb_fail_errno(err, "creating a unix socket");
+	if (connect(chan, (struct sockaddr *)&sa, sizeof sa) < 0 || send(chan, req, sizeof req, MSG_NOSIGNAL) != 2) {
+		sb_fail_errno(err, "asking the agent for 127.0.0.1:%u (%s)", port, sa.sun_path);
+		close(chan);
+		return -1;
+	}
+	*fd = net_listener_receive(chan, port, STOP_MS);
+	close(chan);
+	if (*fd < 0)
+		return sb_refuse(err, EPROTO, "the agent gave no listener on 127.0.0.1:%u of the container's network "
+				 "(its log says why)", port);
+	return 0;
+}
+
 static void podman_destroy(struct backend *be)
 {
 	free(podman_of(be));
@@ -711,6 +755,7 @@ static const struct backend_ops podman_ops = {
 	.adopt = podman_adopt,
 	.lookup = podman_lookup,
 	.limits = podman_limits,
+	.net_listen = podman_net_listen,
 	.destroy = podman_destroy,
 };
 

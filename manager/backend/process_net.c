@@ -11,6 +11,8 @@
  * egress proxy (manager/egress/). */
 #include "process.h"
 
+#include "backend_internal.h"
+
 #include "clock.h"
 #include "log.h"
 
@@ -221,27 +223,6 @@ __attribute__((noreturn)) static void listen_child(int pidfd, uint16_t port, int
 	_exit(sendmsg(chan, &msg, MSG_NOSIGNAL) == 1 ? 0 : 12);
 }
 
-/* The listener the child sent, close-on-exec (MSG_CMSG_CLOEXEC: no window where another thread's
- * fork could inherit it without). -1 when none came. */
-static int listen_receive(int chan)
-{
-	char cmsg_buf[CMSG_SPACE(sizeof(int))] = { 0 }, byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
-			      .msg_controllen = sizeof cmsg_buf };
-	struct cmsghdr *cm;
-	struct pollfd p = { .fd = chan, .events = POLLIN };
-	int fd = -1;
-
-	if (poll(&p, 1, LISTEN_MS) != 1 || recvmsg(chan, &msg, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-	return fd;
-}
-
 static const char *listen_child_step(int status)
 {
 	if (!WIFEXITED(status))
@@ -276,7 +257,7 @@ int process_net_listen(struct backend *be, const struct sandbox_handle *h, uint1
 		close(chan[0]);
 		return sb_fail_errno(err, "forking to make the egress listener");
 	}
-	*fd = listen_receive(chan[0]);
+	*fd = net_listener_receive(chan[0], port, LISTEN_MS);
 	close(chan[0]);
 	/* Its one step is bounded; a child that outlives it is killed, never waited for without end. */
 	if (*fd < 0)

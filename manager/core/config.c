@@ -410,7 +410,7 @@ void config_usage(FILE *f)
 	      "  --podman-network MODE          podman: the containers' network (default bridge)\n"
 	      "  --network open|none|proxy      a session's network when it names none (default open: a NAT\n"
 	      "                                 without the host's loopback; none: loopback only; proxy:\n"
-	      "                                 loopback only and the egress proxy, process backend only)\n"
+	      "                                 loopback only and the egress proxy, process and podman)\n"
 	      "  --egress-allow HOST[:PORT]     a destination the egress proxy tunnels to (repeatable; .SUFFIX:\n"
 	      "                                 its subdomains; port default 443)\n"
 	      "  --kubeconfig PATH              kubernetes: the API server and credentials (default: in-cluster)\n"
@@ -579,11 +579,11 @@ static int config_check(struct config *c, struct sb_err *err)
 	 * take the namespace's ids, not a root manager's default range. */
 	if (identity_userns_default(c, err) < 0 || identity_ids_default(c, err) < 0)
 		return -1;
-	/* The egress proxy's listener is made inside the sandbox's own network namespace
-	 * (process_net.c): the other runtimes do not give the manager one yet. */
-	if (strcmp(c->network, "proxy") == 0 && strcmp(c->backend, "process") != 0)
-		return sb_invalid(err, "config: network proxy is built for the process backend only so far (the "
-				  "backend is %s; issue 28)", c->backend);
+	/* The egress proxy's listener is made inside the sandbox's own network namespace (process_net.c,
+	 * podman_net_listen): a pod's network is not the manager's to listen in yet. */
+	if (strcmp(c->network, "proxy") == 0 && strcmp(c->backend, "kubernetes") == 0)
+		return sb_invalid(err, "config: network proxy is built for the process and podman backends only so "
+				  "far (the backend is %s; issue 28)", c->backend);
 	if (strcmp(c->backend, "kubernetes") == 0)
 		return kubernetes_check(c, err);
 	if (c->k8s_only[0] != '\0')

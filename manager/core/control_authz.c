@@ -128,6 +128,11 @@ static json_t *create_check(const struct principal *p, json_t *req)
 	json_array_foreach(grants, i, g)
 		if ((answer = grant_entry_check(p, json_string_value(g))) != NULL)
 			return answer;
+	/* A session's own egress destinations widen what its sandbox reaches: no principals entry
+	 * says which a principal may add, so none may (the manager's --egress-allow still holds). */
+	if (json_array_size(json_object_get(req, "egress_allow")) > 0)
+		return control_error("refused", "principal %s may not add egress destinations to a session (the "
+				     "manager's egress-allow applies)", p->name);
 	return NULL;
 }
 

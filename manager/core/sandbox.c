@@ -21,6 +21,7 @@
 #include "log.h"
 #include "pathfmt.h"
 #include "grants.h"
+#include "k8s_api.h"
 #include "private_dir.h"
 #include "workspace.h"
 
@@ -189,12 +190,87 @@ static int sandbox_edges(struct manager *m, struct live_sandbox *l, struct sb_er
 	return 0;
 }
 
+/* A `file:` Kubernetes grant's API server, admitted: its kubeconfig is in the sandbox, so kubectl
+ * reaches the server through the proxy (HTTPS_PROXY). https:// only: a plain-http server is on the
+ * manager's loopback (k8s_api.h), which no sandbox is let through to. A broker grant is served at its
+ * edge instead, and its server is not the sandbox's to reach. A kubeconfig that cannot be read
+ * admits nothing, with a warning: the grant itself is still the operator's file. */
+static void grant_endpoint_admit(struct egress_allow *a, const char *resource, const char *path)
+{
+	struct k8s_conn c = { 0 };
+	struct sb_err err;
+	char pattern[EGRESS_HOST_MAX + 16];
+	const char *host;
+	size_t n;
+
+	if (k8s_conn_load(&c, path, &err) < 0) {
+		sb_warn("grant %s: its kubeconfig's server is not admitted through the egress proxy: %s", resource,
+			err.msg);
+		return;
+	}
+	host = c.server + strlen("https://");
+	n = strcspn(host, "/");
+	if (strncmp(c.server, "https://", 8) == 0 && n > 0 && n < sizeof pattern - 5) {
+		/* The kubeconfig's host[:port]; without a port, https's own, as the pattern's default. */
+		snprintf(pattern, sizeof pattern, "%.*s", (int)n, host);
+		if (egress_allow_add(a, pattern, &err) < 0)
+			sb_warn("grant %s: its server %s is not admitted through the egress proxy: %s", resource,
+				c.server, err.msg);
+	}
+	k8s_conn_free(&c);
+}
+
+/* Every `file:` Kubernetes grant of the sandbox's authority (its snapshot's grants), admitted. */
+static void grant_endpoints_admit(const struct manager *m, const struct live_sandbox *l, struct egress_allow *a)
+{
+	json_t *grants = json_loads(l->authority, 0, NULL), *access;
+	const char *resource;
+
+	json_object_foreach(grants, resource, access) {
+		const char *broker = json_string_value(json_object_get(m->cfg.resources, resource));
+
+		if (strncmp(resource, "kubernetes:", 11) == 0 && broker != NULL && strncmp(broker, "file:", 5) == 0)
+			grant_endpoint_admit(a, resource, broker + 5);
+	}
+	json_decref(grants);
+}
+
+/* The allow-list of a session's proxy: the manager's (serve --egress-allow), the session's own
+ * (session create --egress-allow, its record), read now, and its file: grants' API servers:
+ * *out is the caller's to free. */
+static int sandbox_allow(struct manager *m, const struct live_sandbox *l, struct egress_allow **out,
+			 struct sb_err *err)
+{
+	const char *session = l->session;
+	struct session_row *s = malloc(sizeof *s);
+	struct egress_allow *a = malloc(sizeof *a);
+	int rc = -1;
+
+	if (s == NULL || a == NULL)
+		sb_fail(err, ENOMEM, "the session's allow-list (policy proxy)");
+	else if (records_session_get(m->rec, session, s, err) == RECORDS_FOUND) {
+		*a = m->cfg.egress_allow;
+		rc = egress_allow_add_words(a, s->egress_allow, err);
+		if (rc < 0)
+			sb_err_prefix(err, "session %s's own allow-list", session);
+	}
+	free(s);
+	if (rc < 0) {
+		free(a);
+		return -1;
+	}
+	grant_endpoints_admit(m, l, a);
+	*out = a;
+	return 0;
+}
+
 /* Policy proxy: the manager's listener on 127.0.0.1:EGRESS_PROXY_PORT inside the sandbox's own
  * network namespace (the backend makes it there and hands it over), served by this sandbox's
  * egress proxy with the manager's allow-list, before any command can run. */
 static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_err *err)
 {
-	int fd;
+	struct egress_allow *allow = NULL;
+	int fd, rc;
 
 	if (l->network != SANDBOX_NETWORK_PROXY)
 		return 0;
@@ -203,8 +279,12 @@ static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_e
 			       m->backend->ops->name);
 	if ((l->egress_log = egress_log_new(EGRESS_LOG_DETAILS_MAX)) == NULL)
 		return sb_fail(err, ENOMEM, "the egress log (policy proxy)");
-	if (m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
-	    egress_proxy_start(fd, l->session, &m->cfg.egress_allow, l->egress_log, &l->egress, err) < 0) {
+	if (sandbox_allow(m, l, &allow, err) < 0)
+		return -1;
+	rc = m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
+	     egress_proxy_start(fd, l->session, allow, l->egress_log, &l->egress, err) < 0 ? -1 : 0;
+	free(allow);
+	if (rc < 0) {
 		sb_err_prefix(err, "the egress proxy (policy proxy)");
 		return -1;
 	}

@@ -77,8 +77,53 @@ static json_t *grants_check(struct manager *m, json_t *grants)
 	return NULL;
 }
 
+/* A session's own egress allow-list (session create --egress-allow): a list of patterns, for policy
+ * proxy only, each by egress_allow_add's rules and all of them, with the manager's, within one
+ * list's bound. Into words, as the record keeps it (one space between); NULL, or the refusal. */
+static json_t *egress_allow_check(const struct manager *m, json_t *list, enum sandbox_network policy, char *words,
+				  size_t len)
+{
+	struct egress_allow *all;
+	struct sb_err err;
+	size_t i, o = 0;
+	json_t *v, *refusal = NULL;
+
+	words[0] = '\0';
+	if (list == NULL || json_is_null(list) || (json_is_array(list) && json_array_size(list) == 0))
+		return NULL;
+	if (!json_is_array(list))
+		return control_error("invalid", "egress_allow must be a list of HOST[:PORT] patterns");
+	if (policy != SANDBOX_NETWORK_PROXY)
+		return control_error("invalid", "--egress-allow is for a session of network proxy (the others have no "
+				     "egress proxy to allow anything through)");
+	all = malloc(sizeof *all);
+	if (all == NULL)
+		return control_error("internal", "out of memory");
+	*all = m->cfg.egress_allow;
+	json_array_foreach(list, i, v) {
+		const char *p = json_string_value(v);
+		int n;
+
+		sb_err_clear(&err);
+		if (p == NULL || strchr(p, ' ') != NULL || egress_allow_add(all, p, &err) < 0) {
+			refusal = p == NULL || strchr(p, ' ') != NULL ?
+					  control_error("invalid", "egress_allow: each pattern is one HOST[:PORT] word") :
+					  control_error_from("invalid", &err);
+			break;
+		}
+		n = snprintf(words + o, len - o, "%s%s", o > 0 ? " " : "", p);
+		if (n < 0 || (size_t)n >= len - o) {
+			refusal = control_error("invalid", "egress_allow: the session's patterns are over %zu bytes", len - 1);
+			break;
+		}
+		o += (size_t)n;
+	}
+	free(all);
+	return refusal;
+}
+
 static int session_store(struct manager *m, const struct workspace *ws, const char *repo, const char *network,
-			 json_t *grants, struct sb_err *err)
+			 const char *egress_allow, json_t *grants, struct sb_err *err)
 {
 	struct session_row s;
 	char res[128];
@@ -94,6 +139,7 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 	snprintf(s.branch, sizeof s.branch, "%s", ws->branch ? ws->branch : "");
 	snprintf(s.state, sizeof s.state, "active");
 	snprintf(s.network, sizeof s.network, "%s", network);
+	snprintf(s.egress_allow, sizeof s.egress_allow, "%s", egress_allow);
 	s.created_ms = clock_real_ms();
 	/* Owned by the manager that made it, from its first row on (docs/scaling.md). */
 	snprintf(s.owner, sizeof s.owner, "%s", m->cfg.manager_id);
@@ -108,39 +154,22 @@ static int session_store(struct manager *m, const struct workspace *ws, const ch
 }
 
 
-json_t *sessions_create(struct manager *m, json_t *req)
+/* sessions_create, once the request is checked: its workspace and record, or neither. */
+static json_t *sessions_create_made(struct manager *m, const char *identity, const char *repo, const char *branch,
+				    const char *network, const char *allow_words, json_t *grants)
 {
-	const char *identity = json_string_value(json_object_get(req, "identity"));
-	const char *repo = json_string_value(json_object_get(req, "repo"));
-	const char *branch = json_string_value(json_object_get(req, "branch"));
-	json_t *grants = json_object_get(req, "grants"), *resp, *net = json_object_get(req, "network");
-	const char *network = net && !json_is_null(net) ? json_string_value(net) : m->cfg.network;
-	enum sandbox_network policy;
 	struct workspace_owner owner;
 	struct workspace ws;
 	struct sb_err err;
 	char id[2 * SESSION_ID_BYTES + 1];
+	json_t *resp;
 
-	if (identity == NULL || repo == NULL)
-		return control_error("invalid", "session create needs an identity and a repo");
-	if (sandbox_network_parse(network, &policy) < 0)
-		return control_error("invalid", "network must be open, none or proxy");
-	if (policy == SANDBOX_NETWORK_PROXY && strcmp(m->cfg.backend, "process") != 0)
-		return control_error("refused", "network proxy is built for the process backend only so far (issue 28): "
-				     "use open or none on this backend");
-	if (policy == SANDBOX_NETWORK_NONE && strcmp(m->cfg.backend, "kubernetes") == 0)
-		return control_error("refused", "network none needs a runtime that gives a sandbox loopback only; a pod "
-				     "always has the pod network (docs/isolation.md, N1)");
-	if (workspace_name_check("identity", identity, &err) < 0)
-		return control_error_from("invalid", &err);
-	if ((resp = grants_check(m, grants)) != NULL)
-		return resp;
 	if (sb_random_hex(id, SESSION_ID_BYTES, &err) < 0)
 		return control_error_from("internal", &err);
 	if (identity_ids_of(m, identity, &owner, &err) < 0 ||
 	    workspace_create_owned(m->cfg.volume, identity, id, repo, branch, &owner, &ws, &err) < 0)
 		return control_error_from("refused", &err);
-	if (session_store(m, &ws, repo, network, grants, &err) < 0) {
+	if (session_store(m, &ws, repo, network, allow_words, grants, &err) < 0) {
 		struct sb_err ignored;
 
 		/* No record, no workspace: nothing half-made stays behind. */
@@ -154,6 +183,45 @@ json_t *sessions_create(struct manager *m, json_t *req)
 	workspace_free(&ws);
 	return resp;
 }
+
+json_t *sessions_create(struct manager *m, json_t *req)
+{
+	const char *identity = json_string_value(json_object_get(req, "identity"));
+	const char *repo = json_string_value(json_object_get(req, "repo"));
+	const char *branch = json_string_value(json_object_get(req, "branch"));
+	json_t *grants = json_object_get(req, "grants"), *resp, *net = json_object_get(req, "network");
+	const char *network = net && !json_is_null(net) ? json_string_value(net) : m->cfg.network;
+	enum sandbox_network policy;
+	struct sb_err err;
+	char *allow_words;
+
+	if (identity == NULL || repo == NULL)
+		return control_error("invalid", "session create needs an identity and a repo");
+	if (sandbox_network_parse(network, &policy) < 0)
+		return control_error("invalid", "network must be open, none or proxy");
+	if (policy == SANDBOX_NETWORK_PROXY && strcmp(m->cfg.backend, "kubernetes") == 0)
+		return control_error("refused", "network proxy is built for the process and podman backends only so far "
+				     "(issue 28): use open on this backend");
+	if (policy == SANDBOX_NETWORK_NONE && strcmp(m->cfg.backend, "kubernetes") == 0)
+		return control_error("refused", "network none needs a runtime that gives a sandbox loopback only; a pod "
+				     "always has the pod network (docs/isolation.md, N1)");
+	if (workspace_name_check("identity", identity, &err) < 0)
+		return control_error_from("invalid", &err);
+	if ((resp = grants_check(m, grants)) != NULL)
+		return resp;
+	allow_words = malloc(SESSION_EGRESS_ALLOW_BYTES);
+	if (allow_words == NULL)
+		return control_error("internal", "out of memory");
+	if ((resp = egress_allow_check(m, json_object_get(req, "egress_allow"), policy, allow_words,
+				       SESSION_EGRESS_ALLOW_BYTES)) != NULL) {
+		free(allow_words);
+		return resp;
+	}
+	resp = sessions_create_made(m, identity, repo, branch, network, allow_words, grants);
+	free(allow_words);
+	return resp;
+}
+
 
 /* -1 (no such limit holds) is null. */
 static json_t *limit_json(int64_t v)
@@ -233,15 +301,26 @@ static json_t *session_ids_add(struct manager *m, const char *identity, json_t *
 }
 
 /* A session of policy proxy: {"proxy": "http://127.0.0.1:3128", "allow": "api.internal:443, ..."}
- * (the variables its calls get, and the allow-list as the 403's body says it); NULL otherwise. */
-static json_t *egress_json(const struct manager *m, const char *network)
+ * (the variables its calls get, and its allow-list, the manager's and its own, as the 403's body
+ * says it); NULL otherwise. */
+static json_t *egress_json(const struct manager *m, const struct session_row *s)
 {
-	char allow[2048];
+	struct egress_allow *all;
+	struct sb_err err;
+	char allow[4096];
+	json_t *o;
 
-	if (strcmp(network, "proxy") != 0)
+	if (strcmp(s->network, "proxy") != 0 || (all = malloc(sizeof *all)) == NULL)
 		return NULL;
-	egress_allow_describe(&m->cfg.egress_allow, allow, sizeof allow);
-	return json_pack("{s:s, s:s}", "proxy", "http://127.0.0.1:" EGRESS_PROXY_PORT_TEXT, "allow", allow);
+	*all = m->cfg.egress_allow;
+	if (egress_allow_add_words(all, s->egress_allow, &err) < 0)
+		snprintf(allow, sizeof allow, "unreadable: %s", err.msg);
+	else
+		egress_allow_describe(all, allow, sizeof allow);
+	free(all);
+	o = json_pack("{s:s, s:s, s:s}", "proxy", "http://127.0.0.1:" EGRESS_PROXY_PORT_TEXT, "allow", allow,
+		      "session_allow", s->egress_allow);
+	return o;
 }
 
 json_t *sessions_show(struct manager *m, const char *id)
@@ -276,7 +355,7 @@ json_t *sessions_show(struct manager *m, const char *id)
 			 s.branch, "grants", grants, "generation", (json_int_t)s.generation, "turn", (json_int_t)s.turn,
 			 "sandbox", sandbox, "limits", limits_json(m, id), "state", s.state, "queued",
 			 (int)queue_depth(m->queue, id), "owner", ownership_json(m, id), "network", s.network,
-			 "unsettled", unsettled, "disk", disk_bound_json(&m->disk), "egress", egress_json(m, s.network)));
+			 "unsettled", unsettled, "disk", disk_bound_json(&m->disk), "egress", egress_json(m, &s)));
 }
 
 static json_t *delete_locked(struct manager *m, struct session_row *s, bool delete_branch)

@@ -123,6 +123,26 @@ int egress_allow_add(struct egress_allow *a, const char *pattern, struct sb_err 
 	return 0;
 }
 
+int egress_allow_add_words(struct egress_allow *a, const char *words, struct sb_err *err)
+{
+	char pattern[EGRESS_HOST_MAX + 16];
+
+	for (const char *w = words; *w != '\0';) {
+		size_t n = strcspn(w, " ");
+
+		if (n == 0 || n >= sizeof pattern)
+			return sb_invalid(err, "egress-allow: an empty or overlong pattern in '%.300s'", words);
+		memcpy(pattern, w, n);
+		pattern[n] = '\0';
+		if (egress_allow_add(a, pattern, err) < 0)
+			return -1;
+		w += n;
+		if (*w == ' ' && *++w == '\0')
+			return sb_invalid(err, "egress-allow: a trailing space in '%.300s'", words);
+	}
+	return 0;
+}
+
 int egress_target_parse(const char *target, char *host, uint16_t *port, bool *literal, struct sb_err *err)
 {
 	return hostport_split(target, true, host, port, literal, err);

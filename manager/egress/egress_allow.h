@@ -33,6 +33,10 @@ struct egress_allow {
  * rule broken: an empty label, a trailing dot, a character no host name has, a port out of range. */
 int egress_allow_add(struct egress_allow *a, const char *pattern, struct sb_err *err);
 
+/* Adds each pattern of words, separated by single spaces (a session's own list as its record keeps
+ * it, sessions.c): 0, or -1 with the first broken pattern's rule (nothing added past it). */
+int egress_allow_add_words(struct egress_allow *a, const char *words, struct sb_err *err);
+
 /* A CONNECT target "host:port" or "[v6]:port" into host (lower case, EGRESS_HOST_MAX + 1 bytes,
  * brackets removed) and port; the same rules as a pattern's host, and the port is required. */
 int egress_target_parse(const char *target, char *host, uint16_t *port, bool *literal, struct sb_err *err);

@@ -128,7 +128,8 @@ static const struct command cmd_session = {
 static const struct command cmd_session_create = {
 	"session create",
 	"usage: sandbox-manager session create --identity ID --repo PATH_OR_URL [--branch B] [--grant RES=ACCESS]...\n"
-	"                                      [--network open|none|proxy] [--socket PATH]...\n"
+	"                                      [--network open|none|proxy] [--egress-allow HOST[:PORT]]...\n"
+	"                                      [--socket PATH]...\n"
 	"\n"
 	"Creates a session and its worktree; prints {\"session\", \"worktree\", \"branch\", \"network\"}.\n"
 	"\n"
@@ -139,7 +140,9 @@ static const struct command cmd_session_create = {
 	"  --network open|none|proxy  its sandboxes' network (default: the manager's, open unless configured):\n"
 	"                         open reaches out through a NAT that keeps the host's loopback out;\n"
 	"                         none has loopback only; proxy has loopback only and the manager's egress\n"
-	"                         proxy on 127.0.0.1:3128 there (serve --egress-allow; process backend)\n"
+	"                         proxy on 127.0.0.1:3128 there (serve --egress-allow; process and podman)\n"
+	"  --egress-allow HOST[:PORT]  network proxy: a destination this session's proxy also tunnels to,\n"
+	"                         beside the manager's (serve --egress-allow's rules; repeatable)\n"
 	SOCKET_HELP HELP_HELP,
 };
 
@@ -286,19 +289,25 @@ static int session_create(int argc, char **argv)
 	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
 	struct flag f[] = { { "identity", 1, NULL, NULL, 0 }, { "repo", 1, NULL, NULL, 0 },
 			    { "branch", 1, NULL, NULL, 0 },   { "grant", 1, NULL, json_array(), 0 },
-			    { "socket", 1, NULL, sockets, 0 }, { "network", 1, NULL, NULL, 0 } };
+			    { "socket", 1, NULL, sockets, 0 }, { "network", 1, NULL, NULL, 0 },
+			    { "egress-allow", 1, NULL, json_array(), 0 } };
 	json_t *req;
 	int code = 0;
 
-	if (f[3].values == NULL)
+	if (f[3].values == NULL || f[6].values == NULL) {
+		json_decref(f[3].values);
+		json_decref(f[6].values);
 		return request_fail(NULL);
-	if (flags_only(c, argc, argv, f, 6, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
+	}
+	if (flags_only(c, argc, argv, f, 7, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0 ||
 	    (code = flag_required(c, &f[1])) != 0 || (code = flags_utf8(c, f, 3)) != 0) {
 		json_decref(f[3].values);
+		json_decref(f[6].values);
 		return code;
 	}
-	req = json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s*}", "op", "session.create", "identity", f[0].value, "repo",
-			f[1].value, "branch", f[2].value, "grants", f[3].values, "network", f[5].value);
+	req = json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s*, s:o}", "op", "session.create", "identity", f[0].value, "repo",
+			f[1].value, "branch", f[2].value, "grants", f[3].values, "network", f[5].value, "egress_allow",
+			f[6].values);
 	if (req == NULL)
 		return request_fail(NULL);
 	return print_response(mcli_call(sockets, req));

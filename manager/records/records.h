@@ -33,6 +33,8 @@ struct records;
 /* A change a rule refuses (records_exec_resolve); err says why, and nothing was written. */
 #define RECORDS_REFUSED 2
 
+#define SESSION_EGRESS_ALLOW_BYTES 4096 /* a session's own egress allow-list, as its record keeps it */
+
 struct session_row {
 	char id[65];
 	char identity[65];
@@ -46,6 +48,9 @@ struct session_row {
 	char owner[65];            /* the manager id owning it, "" none (released, or a store of one manager) */
 	int64_t lease_expires_ms;  /* wall-clock ms the owner's lease runs to; 0 when released */
 	char network[16];          /* the sandbox's network policy: "open", "none" or "proxy" (backend.h) */
+	/* the session's own egress allow-list (policy proxy, schema 7): its patterns separated by one
+	 * space, "" none; added to the manager's */
+	char egress_allow[SESSION_EGRESS_ALLOW_BYTES];
 };
 
 /* Exec states: accepted -> dispatched -> exited|signaled|timed_out|cancelled|uncertain|refused. */

@@ -35,7 +35,7 @@ enum store_kind { STORE_SQLITE, STORE_POSTGRES };
 #define DB_ROW 100
 #define DB_DONE 101
 
-#define STMT_PARAMS 12 /* the most parameters any statement here has */
+#define STMT_PARAMS 13 /* the most parameters any statement here has */
 #define STMT_KEPT 96   /* statements kept prepared per connection */
 
 /* One statement in use. SQLite: its prepared statement. PostgreSQL: the parameters bound so far

@@ -1,6 +1,6 @@
 /* The PostgreSQL store's schema (see records.h): its version in the one-row table records_schema,
  * the same tables, rules and steps as the SQLite store's (records_schema.c: version 1 the rows,
- * version 2 operators' resolutions, version 3 leases and managers, 4 the network policy, 5 identity ids, 6 the policy proxy), its triggers holding the rules for any writer (psql
+ * version 2 operators' resolutions, version 3 leases and managers, 4 the network policy, 5 identity ids, 6 the policy proxy, 7 a session's egress allow-list), its triggers holding the rules for any writer (psql
  * included), and the migration of an older schema in one transaction under an advisory lock, so
  * two managers starting at once migrate it once. Must never run on a schema newer than this code
  * knows, nor leave one between two versions. */
@@ -9,7 +9,7 @@
 #include "records_internal.h"
 
 /* The same numbers as records_schema.c's: a version means the same tables in either store. */
-#define PG_SCHEMA_VERSION 6
+#define PG_SCHEMA_VERSION 7
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a constant into SQL text */
 /* pg_advisory_xact_lock's key for the migration: "sbrecord" in ASCII. */
@@ -92,6 +92,9 @@ static const char PG_SCHEMA_V6[] =
 	"ALTER TABLE sessions DROP CONSTRAINT sessions_network_check,"
 	"  ADD CONSTRAINT sessions_network_check CHECK (network IN ('open', 'none', 'proxy'));";
 
+/* Version 7: a session's own egress allow-list (records_schema.c's SCHEMA_V7). */
+static const char PG_SCHEMA_V7[] = "ALTER TABLE sessions ADD COLUMN egress_allow TEXT NOT NULL DEFAULT '';";
+
 /* Version 5: each identity's slot in the manager's id range (records_schema.c's SCHEMA_V5). */
 static const char PG_SCHEMA_V5[] =
 	"CREATE TABLE identity_ids ("
@@ -151,6 +154,8 @@ int pg_schema_ensure(struct records *r, struct sb_err *err)
 	if (version <= 4 && exec_sql(r, PG_SCHEMA_V5, "migrating the records from schema version 4 to 5", err) != 0)
 		return -1;
 	if (version <= 5 && exec_sql(r, PG_SCHEMA_V6, "migrating the records from schema version 5 to 6", err) != 0)
+		return -1;
+	if (version <= 6 && exec_sql(r, PG_SCHEMA_V7, "migrating the records from schema version 6 to 7", err) != 0)
 		return -1;
 	if (exec_sql(r, "DELETE FROM records_schema; INSERT INTO records_schema VALUES (" STR(PG_SCHEMA_VERSION) ")",
 		     "recording the schema version", err) != 0 ||

@@ -12,8 +12,9 @@
  * migrated step by step (schema_ensure). 2: operators' resolutions of uncertain execs; 3: leases
  * (sessions.owner, sessions.lease_expires_ms) and the managers sharing a store; 4: each session's
  * network policy (sessions.network); 5: each identity's slot in the manager's id range (identity_ids);
- * 6: the network policy `proxy` (sessions.network's CHECK admits it). */
-#define RECORDS_SCHEMA_VERSION 6
+ * 6: the network policy `proxy` (sessions.network's CHECK admits it); 7: a session's own egress
+ * allow-list (sessions.egress_allow). */
+#define RECORDS_SCHEMA_VERSION 7
 
 /* Rolls back a transaction left open when its scope ends (the commit clears the pointer). */
 static void txn_rollbackp(struct records **r)
@@ -136,6 +137,12 @@ static int schema_migrate_v6(struct records *r, struct sb_err *err)
 	return 0;
 }
 
+/* Version 7: a session's own egress allow-list (issue 28), added to the manager's under policy
+ * proxy. Sessions of before have none of their own: the manager's list alone, as they had. */
+static const char SCHEMA_V7[] =
+	"ALTER TABLE sessions ADD COLUMN egress_allow TEXT NOT NULL DEFAULT '';"
+	"PRAGMA user_version = 7;";
+
 static int schema_refuse_newer(const char *path, int64_t version, struct sb_err *err)
 {
 	return sb_fail(err, 0, "records: %s has schema version %lld, newer than this sandbox-manager understands (%d): "
@@ -183,6 +190,8 @@ int schema_ensure(struct records *r, const char *path, struct sb_err *err)
 	if (version <= 4 && exec_sql(r, SCHEMA_V5, "migrating the records from schema version 4 to 5", err) != 0)
 		return -1;
 	if (version <= 5 && schema_migrate_v6(r, err) != 0)
+		return -1;
+	if (version <= 6 && exec_sql(r, SCHEMA_V7, "migrating the records from schema version 6 to 7", err) != 0)
 		return -1;
 	if (exec_sql(r, "COMMIT", "committing the schema", err) != 0)
 		return -1;

@@ -21,7 +21,8 @@ static int session_row_check(const struct session_row *s, struct sb_err *err)
 	    check_field("session branch", s->branch, sizeof s->branch, false, err) != 0 ||
 	    check_field("session state", s->state, sizeof s->state, false, err) != 0 ||
 	    check_field("session owner", s->owner, sizeof s->owner, false, err) != 0 ||
-	    check_field("session network", s->network, sizeof s->network, false, err) != 0)
+	    check_field("session network", s->network, sizeof s->network, false, err) != 0 ||
+	    check_field("session egress allow-list", s->egress_allow, sizeof s->egress_allow, false, err) != 0)
 		return -1;
 	if (s->generation > INT64_MAX)
 		return sb_invalid(err, "records: session %s generation is out of range", s->id);
@@ -37,8 +38,8 @@ int records_session_insert(struct records *r, const struct session_row *s, struc
 	if (session_row_check(s, err) != 0)
 		return -1;
 	if (prepare(r, "INSERT INTO sessions (id, identity, repo, worktree, branch, state, generation, turn,"
-		       " created_ms, owner, lease_expires_ms, network)"
-		       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+		       " created_ms, owner, lease_expires_ms, network, egress_allow)"
+		       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
 		    &st, err) != 0)
 		return -1;
 	bind_text(st, 1, s->id, &rc);
@@ -53,6 +54,7 @@ int records_session_insert(struct records *r, const struct session_row *s, struc
 	bind_text(st, 10, *s->owner ? s->owner : NULL, &rc);
 	bind_int(st, 11, s->lease_expires_ms, &rc);
 	bind_text(st, 12, *s->network ? s->network : "open", &rc);
+	bind_text(st, 13, s->egress_allow, &rc);
 	if (step(st, rc) != DB_DONE)
 		return db_fail(r, err, "inserting session %s", s->id);
 	return 0;
@@ -67,7 +69,7 @@ int records_session_get(struct records *r, const char *id, struct session_row *o
 	memset(out, 0, sizeof *out);
 	if (check_arg("session id", id, ID_MAX, err) != 0 ||
 	    prepare(r, "SELECT id, identity, repo, worktree, branch, state, generation, turn, created_ms, owner,"
-		       " lease_expires_ms, network FROM sessions WHERE id = ?1", &st, err) != 0)
+		       " lease_expires_ms, network, egress_allow FROM sessions WHERE id = ?1", &st, err) != 0)
 		return -1;
 	bind_text(st, 1, id, &rc);
 	rc = step(st, rc);
@@ -89,6 +91,7 @@ int records_session_get(struct records *r, const char *id, struct session_row *o
 	copy_text(out->owner, sizeof out->owner, col_text(st, 9));
 	out->lease_expires_ms = col_int(st, 10);
 	copy_text(out->network, sizeof out->network, col_text(st, 11));
+	copy_text(out->egress_allow, sizeof out->egress_allow, col_text(st, 12));
 	return RECORDS_FOUND;
 }
 

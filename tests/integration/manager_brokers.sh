@@ -47,6 +47,12 @@ brokers_start() {
 	EOF
 	chown -R "$RUN_USER:" "$TD/manager.token" "$TD/staging.json" "$TD/prod.json" "$TD/tls"
 	export NO_PROXY=localhost,127.0.0.1 no_proxy=localhost,127.0.0.1
+	# BROKERS_POD=1: the podman backend's manager (lib_podman.sh), which removes its containers too
+	if [ "${BROKERS_POD:-0}" = 1 ]; then
+		mgr_repo && pod_mgr_start --resource "kubernetes:staging=tokenrequest:$TD/staging.json" || return 1
+		trap 'kill "$BROKER_PID" 2>/dev/null; pod_cleanup' EXIT
+		return 0
+	fi
 	mgr_repo && mgr_start --resource "kubernetes:staging=tokenrequest:$TD/staging.json" \
 		--resource "kubernetes:prod=rancher:$TD/prod.json" || return 1
 	trap 'kill "$BROKER_PID" 2>/dev/null; mgr_cleanup' EXIT

@@ -11,7 +11,7 @@ EG_PORT=3128
 
 # egress_ns: the namespace, its devices, the servers (plain TCP echo on 192.0.2.1:18444, HTTPS on
 # 192.0.2.1:18443, a "manager loopback" marker on its 127.0.0.1:18081), and the manager in it
-# (mgr_start's args: "$@"). Sets NET_NS, NET_SERVER_PID.
+# (mgr_start's args: "$@"; EG_POD=1: pod_mgr_start's, the podman backend). Sets NET_NS, NET_SERVER_PID.
 egress_ns() {
 	local ns="sbeg$BASHPID" i
 	ip netns add "$ns" || { bad "cannot make the test's network namespace"; return 1; }
@@ -53,14 +53,16 @@ while True:
 	done
 	mgr_repo || return 1
 	MGR_WRAP=(ip netns exec "$ns")
-	mgr_start "$@" || return 1
+	if [ "${EG_POD:-0}" = 1 ]; then pod_mgr_start "$@" || return 1; else mgr_start "$@" || return 1; fi
 	trap egress_cleanup EXIT # mgr_start set its own: ours stops the manager too
 }
 
 egress_cleanup() {
 	[ -n "${NET_SERVER_PID:-}" ] && kill -KILL "$NET_SERVER_PID" 2>/dev/null
 	[ -n "${HOLD_PID:-}" ] && kill -KILL "$HOLD_PID" 2>/dev/null
-	[ -n "${MSTATE:-}" ] && mgr_cleanup
+	if [ -n "${MSTATE:-}" ]; then
+		if [ "${EG_POD:-0}" = 1 ]; then pod_cleanup; else mgr_cleanup; fi
+	fi
 	wait 2>/dev/null
 	[ -n "${NET_NS:-}" ] && ip netns delete "$NET_NS" 2>/dev/null && rm -rf "/etc/netns/$NET_NS"
 	return 0
@@ -158,6 +160,142 @@ ifaces=lo," "$(cat "$OUT")"
 refused" "$(cat "$OUT")"
 }
 t manager_egress_proxy_tunnel test_egress_proxy_tunnel
+
+# A session's own allow-list (session create --egress-allow, kept with the session, schema 7) is
+# added to the manager's for that session alone: its destination tunnels for it and gets 403 for a
+# session without it, whose list names the manager's alone. A pattern is checked by the manager's
+# rules at create, and a list is refused for a session that has no proxy.
+test_egress_session_allow() {
+	local own other
+	egress_ns --network proxy --egress-allow api.internal:18443 || return
+	mgr_session --egress-allow 192.0.2.1:18444 || return
+	own=$SID
+	mgr session show --session "$own"
+	assert_json .egress.allow '"api.internal:18443, 192.0.2.1:18444"'
+	assert_json .egress.session_allow '"192.0.2.1:18444"'
+	mgr_session || return
+	other=$SID
+	mgr session show --session "$other"
+	assert_json .egress.allow '"api.internal:18443"'
+	mgr exec --session "$own" -- "$(eg_connect 192.0.2.1:18444)"
+	assert_eq "its own destination (stderr: $(head -c 300 "$ERR"))" "HTTP/1.1 200 Connection established
+echo ready" "$(cat "$OUT")"
+	mgr exec --session "$other" -- "$(eg_connect 192.0.2.1:18444)"
+	assert_eq "another session's destination" "HTTP/1.1 403 Forbidden
+infra-sandbox egress: \"192.0.2.1:18444\" is not allowed for session $other (allowed: api.internal:18443)" "$(cat "$OUT")"
+	mgr records --session "$other" --limit 1
+	assert_json '.records[0].result.egress | [.requests, .refused]' '[1,1]'
+	mgr session create --identity alice --repo "$REPO" --egress-allow api.internal.
+	assert_ne "a pattern with a trailing dot" 0 "$RC"
+	assert_match "its message" "no trailing dot" "$(cat "$ERR")"
+	mgr session create --identity alice --repo "$REPO" --network none --egress-allow 192.0.2.1:18444
+	assert_ne "a list for a session of network none" 0 "$RC"
+	assert_match "its message" "egress-allow is for a session of network proxy" "$(cat "$ERR")"
+	mgr session list --identity alice
+	assert_json '.sessions | length' 2
+}
+t manager_egress_session_allow test_egress_session_allow
+
+# A `file:` Kubernetes grant's API server is admitted for the sandboxes that hold the grant: its
+# kubeconfig is inside, so kubectl goes through the proxy to the server it names (https://
+# api.internal:18443 here, the namespace's TLS server), while the manager's list names nothing. A
+# session without the grant gets 403 for the same server.
+test_egress_grant_endpoint() {
+	cat >"$TD/files.kubeconfig" <<-'EOF'
+		apiVersion: v1
+		kind: Config
+		clusters:
+		- name: c
+		  cluster:
+		    server: https://api.internal:18443
+		users:
+		- name: u
+		  user:
+		    token: file-grant-token
+		contexts:
+		- name: ctx
+		  context:
+		    cluster: c
+		    user: u
+		current-context: ctx
+	EOF
+	chown "$RUN_USER:" "$TD/files.kubeconfig"
+	egress_ns --network proxy --resource "kubernetes:files=file:$TD/files.kubeconfig" || return
+	mgr_session --grant kubernetes:files=read || return
+	mgr exec --session "$SID" -- 'curl -sSk --max-time 20 https://api.internal:18443/'
+	assert_eq "the grant's server through the proxy (stderr: $(head -c 300 "$ERR"))" "hello over tls" "$(cat "$OUT")"
+	mgr records --session "$SID" --limit 1
+	assert_json '.records[0].result.egress.details[0] | [.method, .host, .status]' '["CONNECT","api.internal:18443",200]'
+	mgr_session || return
+	mgr exec --session "$SID" -- 'curl -sSk --max-time 20 -o /dev/null -w "%{http_connect}\n" https://api.internal:18443/; true'
+	assert_eq "the same server for a session without the grant" 403 "$(cat "$OUT")"
+}
+t manager_egress_grant_endpoint test_egress_grant_endpoint
+
+# pod_eg_connect TARGET: a bash program for the sandbox image (no python there): CONNECT TARGET
+# through the proxy on its loopback, then prints the answer's status line; on 200 prints the
+# destination's first line, sends "hello" and prints what came back; otherwise prints the body.
+pod_eg_connect() {
+	cat <<SH
+exec 3<>/dev/tcp/127.0.0.1/$EG_PORT || exit 1
+printf 'CONNECT $1 HTTP/1.1\r\nHost: $1\r\n\r\n' >&3
+IFS= read -r -t 10 st <&3; echo "\${st%\$'\r'}"
+while IFS= read -r -t 10 l <&3 && [ -n "\${l%\$'\r'}" ]; do :; done
+IFS= read -r -t 10 l <&3; echo "\$l"
+case \$st in *" 200 "*) echo hello >&3; IFS= read -r -t 10 l <&3; echo "\$l" ;; esac
+SH
+}
+
+# The podman backend under proxy: the container's network is the runtime's loopback-only
+# namespace (NetworkMode none); the agent makes 127.0.0.1:3128 there and hands it to the manager
+# over sock/net.sock (a rootful service's container is not the manager's to enter), and holds no
+# copy: ss in the container's namespace names the manager alone. The variables, a tunnel to an
+# allowed destination on the exec's record, a destination off the list refused naming the rule,
+# and no direct way out.
+test_egress_podman_proxy() {
+	local cpid held
+	need_podman
+	EG_POD=1
+	egress_ns --network proxy --egress-allow 192.0.2.1:18444 || return
+	mgr_session || return
+	assert_json .network '"proxy"'
+	mgr exec --session "$SID" -- 'env | grep -i _proxy= | sort'
+	assert_eq "exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "the proxy variables" "HTTPS_PROXY=http://127.0.0.1:$EG_PORT
+HTTP_PROXY=http://127.0.0.1:$EG_PORT
+NO_PROXY=localhost,127.0.0.1
+http_proxy=http://127.0.0.1:$EG_PORT
+https_proxy=http://127.0.0.1:$EG_PORT
+no_proxy=localhost,127.0.0.1" "$(cat "$OUT")"
+	mgr exec --session "$SID" -- "$(pod_eg_connect 192.0.2.1:18444)"
+	assert_eq "a tunnel to an allowed destination (stderr: $(head -c 300 "$ERR"))" "HTTP/1.1 200 Connection established
+echo ready
+hello" "$(cat "$OUT")"
+	mgr records --session "$SID" --limit 1
+	assert_json '.records[0].result.egress | [.requests, .refused]' '[1,0]'
+	assert_json '.records[0].result.egress.details[0] | [.method, .host, .status]' '["CONNECT","192.0.2.1:18444",200]'
+	mgr exec --session "$SID" -- "$(pod_eg_connect example.com:443)"
+	assert_eq "off the list" "HTTP/1.1 403 Forbidden
+infra-sandbox egress: \"example.com:443\" is not allowed for session $SID (allowed: 192.0.2.1:18444)" "$(cat "$OUT")"
+	mgr records --session "$SID" --limit 1
+	assert_json '.records[0].result.egress | [.requests, .refused]' '[1,1]'
+	mgr exec --session "$SID" -- 'for a in 192.0.2.1/18444 127.0.0.1/18081; do
+		if (exec 3<>/dev/tcp/${a%/*}/${a#*/}) 2>/dev/null; then echo "$a: reached"; else echo "$a: refused"; fi; done
+		echo "ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | sort | tr "\n" ",")"'
+	assert_eq "direct connections" "192.0.2.1/18444: refused
+127.0.0.1/18081: refused
+ifaces=lo," "$(cat "$OUT")"
+	# the agent's net socket is out of the command's reach, as agent.sock beside it
+	mgr exec --session "$SID" -- 'for f in net.sock agent.sock; do if [ -e /.sandbox/agent/sock/$f ]; then echo "$f: seen"; else echo "$f: hidden"; fi; done'
+	assert_eq "the agent's sockets from a command" "net.sock: hidden
+agent.sock: hidden" "$(cat "$OUT")"
+	[ -n "$(find "$MSTATE" -name net.sock -type s 2>/dev/null)" ] || bad "no net.sock in the sandbox's private directory"
+	assert_eq "the container's NetworkMode" none "$(podman_cli inspect -f '{{.HostConfig.NetworkMode}}' "$(pod_sandbox_id)")"
+	cpid=$(podman_cli inspect -f '{{.State.Pid}}' "$(pod_sandbox_id)")
+	held=$(nsenter -t "$cpid" -n ss -Hltnp "sport = :$EG_PORT")
+	assert_match "who holds 127.0.0.1:$EG_PORT in the container ($held)" "127\\.0\\.0\\.1:$EG_PORT .*\\(\\(\"sandbox-manager\",pid=$MGR_PID,fd=[0-9]+\\)\\)\$" "$held"
+}
+t manager_egress_podman_proxy test_egress_podman_proxy
 
 # mgr_sockets: how many sockets the manager holds (its /proc/PID/fd).
 mgr_sockets() { find "/proc/$MGR_PID/fd" -lname 'socket:*' 2>/dev/null | wc -l; }

@@ -80,6 +80,42 @@ test_manager_egress_edge() {
 }
 t manager_egress_edge test_manager_egress_edge
 
+# The edge on the podman backend: the grant's listener on the container's 127.0.0.1:3129 comes from
+# the agent's net socket as the proxy's does; the kubeconfig names it and holds no credential, a list
+# through it reaches the API server with the token the manager added, a patch under read is refused
+# before it leaves, and both are on their execs' records. (The image has bash, no curl: the requests
+# are written by hand.)
+test_podman_egress_edge() {
+	local get='exec 3<>/dev/tcp/127.0.0.1/3129 || exit 1
+printf "GET /api/v1/namespaces/default/pods?limit=500 HTTP/1.1\r\nHost: 127.0.0.1:3129\r\nConnection: close\r\n\r\n" >&3
+cat <&3'
+	local patch='exec 3<>/dev/tcp/127.0.0.1/3129 || exit 1
+printf "PATCH /apis/apps/v1/namespaces/default/deployments/payments HTTP/1.1\r\nHost: 127.0.0.1:3129\r\nContent-Type: application/merge-patch+json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}" >&3
+head -n 1 <&3'
+	need_podman
+	# shellcheck disable=SC2034 # read by brokers_start (manager_brokers.sh)
+	BROKERS_POD=1
+	brokers_start || return
+	edge_respond
+	mgr_session --grant kubernetes:staging=read --network proxy || return
+	mgr exec --session "$SID" -- 'cat "$KUBECONFIG"'
+	assert_eq "the kubeconfig: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_match "the kubeconfig names the edge" '"server": "http://127.0.0.1:3129"' "$(cat "$OUT")"
+	grep -q '"token"\|certificate-authority' "$OUT" && bad "the kubeconfig holds a credential: $(head -c 400 "$OUT")"
+	mgr exec --session "$SID" -- "$get"
+	assert_match "a list through the edge (stderr: $(head -c 300 "$ERR"))" '^HTTP/1.1 200' "$(cat "$OUT")"
+	assert_match "the API server's answer" '"kind": "PodList"' "$(cat "$OUT")"
+	assert_match "the grant's token reached the API server, added at the edge" "^Bearer k8s-token-viewer-" \
+		"$(jq -rs '[.[] | select(.method == "GET")][0].headers.authorization' "$TD/requests.log")"
+	mgr exec --session "$SID" -- "$patch"
+	assert_match "a patch under read" '^HTTP/1.1 403' "$(cat "$OUT")"
+	assert_eq "nothing left the edge" 0 "$(jq -rs '[.[] | select(.method == "PATCH")] | length' "$TD/requests.log")"
+	mgr records --session "$SID"
+	assert_json '[.records[0].result.egress.details[0] | .kubernetes.verb, .refused]' '["patch",true]'
+	assert_json '[.records[1].result.egress.details[0] | .kubernetes.verb, .status]' '["list",200]'
+}
+t manager_egress_podman_edge test_podman_egress_edge
+
 # The manager killed while a patch is on its way through the edge: the exec's record still says the
 # patch left (kept before it did) and that its answer is not on record, whatever end recovery finds.
 test_manager_egress_edge_killed() {

@@ -16,7 +16,7 @@ test_manager_store_postgres() {
 	# the records are the server's, and no SQLite file was made beside them
 	assert_eq "the session's row in PostgreSQL" "$sid|alice|active" "$(psql_q "SELECT id, identity, state FROM sessions")"
 	assert_eq "the exec's row in PostgreSQL" "exited|echo one" "$(psql_q "SELECT state, command FROM execs")"
-	assert_eq "the schema version" 6 "$(psql_q "SELECT version FROM records_schema")"
+	assert_eq "the schema version" 7 "$(psql_q "SELECT version FROM records_schema")"
 	[ -e "$MSTATE/records.db" ] && bad "a records.db was created in the state dir with --store postgres"
 	grep -qF "backend process, store postgres)" "$TD/manager.log" || bad "the start's log line does not name the store"
 
@@ -75,7 +75,7 @@ test_manager_store_newer_schema() {
 	timeout -k 2 20 "${AS[@]}" "$MANAGER" serve --state-dir "$state" --store "$STORE" >"$TD/serve.out" 2>"$TD/serve.err"
 	rc=$?
 	assert_eq "serve on a newer schema: exit code (stderr: $(head -c 300 "$TD/serve.err"))" 125 "$rc"
-	grep -qF "has schema version 9, newer than this sandbox-manager understands (6)" "$TD/serve.err" ||
+	grep -qF "has schema version 9, newer than this sandbox-manager understands (7)" "$TD/serve.err" ||
 		bad "no 'newer than this sandbox-manager understands' in: $(head -c 300 "$TD/serve.err")"
 	grep -qF "database postgres on $PGD" "$TD/serve.err" || bad "the error does not name the store: $(head -c 300 "$TD/serve.err")"
 	assert_eq "the version is left as it was" 9 "$(psql_q "SELECT version FROM records_schema")"

@@ -120,6 +120,9 @@ test_manager_tls_refused() {
 	assert_match "alice-ci granting a resource it was not given" "may not grant anything" "$(cat "$ERR")"
 	tls alice-ci session create --identity alice --repo "$REPO" --grant anything=read
 	assert_match "alice-ci creating with a grant it was not given" "may not grant anything" "$(cat "$ERR")"
+	tls alice-ci session create --identity alice --repo "$REPO" --network proxy --egress-allow 192.0.2.1:443
+	assert_match "alice-ci adding egress destinations" "refused: principal alice-ci may not add egress destinations" \
+		"$(cat "$ERR")"
 	tls bob-ci records --session "$SID"
 	assert_match "bob-ci records of alice's session" "not_found" "$(cat "$ERR")"
 	tls bob-ci session show --session "$SID"

@@ -237,17 +237,23 @@ static int fake_stop(void **state)
 	return 0;
 }
 
-static struct backend *backend_new(void)
+static struct backend *backend_new_on(const char *network)
 {
 	struct podman_settings set = { .image = "infra-sandbox-agent:dev", .seccomp = "/etc/sandbox/seccomp.json",
-				       .network = "none", .nano_cpus = 1500000000, .memory_bytes = 512LL << 20,
+				       .network = "", .nano_cpus = 1500000000, .memory_bytes = 512LL << 20,
 				       .pids = 256, .tmp_bytes = 32LL << 20, .shm_bytes = 16LL << 20 };
 	struct backend *be = NULL;
 	struct sb_err err = { 0 };
 
 	snprintf(set.socket, sizeof set.socket, "%s", F.sock);
+	snprintf(set.network, sizeof set.network, "%s", network);
 	assert_int_equal(backend_podman_create(&be, &set, &err), 0);
 	return be;
+}
+
+static struct backend *backend_new(void)
+{
+	return backend_new_on("none");
 }
 
 static void handle_of(struct backend *be, struct sandbox_handle *h)
@@ -535,6 +541,7 @@ static void prepare_failure_describes_and_cleans_up(void **state)
 	assert_true(has_string(json_object_get(body, "Cmd"), "/.sandbox/agent/tls/agent.crt"));
 	assert_true(has_string(json_object_get(body, "Cmd"), "/.sandbox/agent/tls/ca.crt"));
 	assert_true(has_string(json_object_get(body, "Cmd"), "/.sandbox/agent/state"));
+	assert_false(has_string(json_object_get(body, "Cmd"), "--net-socket")); /* policy proxy's alone */
 	snprintf(want, sizeof want, "%s/priv/state", F.dir);
 	assert_false(has_string(json_object_get(body, "Cmd"), want));
 	/* The directory between a writable entry and the entry inside it is a mount point of its own. */
@@ -573,6 +580,32 @@ static void refused_create_says_why(void **state)
 	assert_int_equal(be->ops->prepare(be, &p.spec, &h, &err), -1);
 	assert_non_null(strstr(err.msg, "podman refused to create the container (HTTP 500): crun: cgroup setup failed"));
 	assert_int_equal(seen("POST /v1.41/containers/" ID "/start", NULL), 0);
+	be->ops->destroy(be);
+}
+
+/* Policy proxy on a service whose network is bridge: the container gets the runtime's loopback-only
+ * namespace all the same, and the agent its net socket beside agent.sock (podman_net_listen). */
+static void proxy_policy_has_no_network_but_the_net_socket(void **state)
+{
+	struct prep p;
+	struct backend *be;
+	struct sandbox_handle h;
+	struct sb_err err = { 0 };
+	json_t *body;
+
+	(void)state;
+	prep_make(&p, "wt4");
+	p.spec.network = SANDBOX_NETWORK_PROXY;
+	route("POST /v1.41/containers/create", 500, "{\"message\":\"stop here\"}");
+	be = backend_new_on("bridge");
+	assert_int_equal(be->ops->prepare(be, &p.spec, &h, &err), -1);
+	body = create_body();
+	assert_non_null(body);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(body, "HostConfig"), "NetworkMode")), "none");
+	assert_true(has_string(json_object_get(body, "Cmd"), "--net-socket"));
+	assert_true(has_string(json_object_get(body, "Cmd"), "unix:/.sandbox/agent/sock/net.sock"));
+	assert_non_null(be->ops->net_listen);
+	json_decref(body);
 	be->ops->destroy(be);
 }
 
@@ -643,6 +676,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(missing_image_is_said_at_start, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(prepare_failure_describes_and_cleans_up, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(refused_create_says_why, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(proxy_policy_has_no_network_but_the_net_socket, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(colon_paths_are_refused, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(never_host_root, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(lookup_by_labels, fake_start, fake_stop),

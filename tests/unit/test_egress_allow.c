@@ -124,6 +124,29 @@ static void test_full(void **state)
 	assert_non_null(strstr(err.msg, "at most"));
 }
 
+/* A session's own list as its record keeps it, added to the manager's: each word by the same rules;
+ * an empty list adds nothing; a broken word, an empty one (two spaces) or a trailing space refused. */
+static void test_add_words(void **state)
+{
+	static const char *const p[] = { "api.internal", NULL };
+	struct egress_allow a = allow_of(p);
+	struct sb_err err;
+
+	(void)state;
+	assert_int_equal(egress_allow_add_words(&a, "", &err), 0);
+	assert_int_equal(a.n, 1);
+	assert_int_equal(egress_allow_add_words(&a, "192.0.2.1:18444 .corp.example:8443", &err), 0);
+	assert_int_equal(a.n, 3);
+	assert_int_equal(admits(&a, "192.0.2.1:18444"), 1);
+	assert_int_equal(admits(&a, "git.corp.example:8443"), 1);
+	assert_int_equal(admits(&a, "api.internal:443"), 1);
+	assert_int_equal(admits(&a, "192.0.2.1:443"), 0);
+	assert_int_equal(egress_allow_add_words(&a, "ok.example api.internal.", &err), -1);
+	assert_non_null(strstr(err.msg, "trailing dot"));
+	assert_int_equal(egress_allow_add_words(&a, "a.example  b.example", &err), -1);
+	assert_int_equal(egress_allow_add_words(&a, "a.example ", &err), -1);
+}
+
 /* The manager's own listeners live on its loopback: a name resolving there is refused, the same
  * address listed literally is not; an unspecified address neither. */
 static void test_resolve_loopback(void **state)
@@ -154,6 +177,7 @@ int main(void)
 		cmocka_unit_test(test_patterns_refused),      cmocka_unit_test(test_match_exact_and_suffix),
 		cmocka_unit_test(test_literals_only_as_listed), cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_full),                  cmocka_unit_test(test_resolve_loopback),
+		cmocka_unit_test(test_add_words),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -242,7 +242,7 @@ static void test_reopen_keeps_data(void **state)
 	records_close(r);
 
 	version = store_text(f->db, on_postgres ? "SELECT version FROM records_schema" : "PRAGMA user_version");
-	assert_string_equal(version, "6");
+	assert_string_equal(version, "7");
 	free(version);
 }
 
@@ -331,7 +331,7 @@ static void test_open_refusals(void **state)
 	sqlite3_close(db);
 	assert_int_equal(records_open(f->db, &r, &err), -1);
 	assert_null(r);
-	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (6)");
+	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (7)");
 }
 
 /* ---------------------------------------------------------------- sessions and grants */
@@ -1577,7 +1577,7 @@ static void test_pg_open_refusals(void **state)
 		fail_msg("%s", msg);
 	assert_int_equal(records_open_store(pg_store, &r, &err), -1);
 	assert_null(r);
-	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (6)");
+	expect_msg(&err, "has schema version 99, newer than this sandbox-manager understands (7)");
 	expect_msg(&err, pg_db);
 	version = store_text(f->db, "SELECT version FROM records_schema");
 	assert_string_equal(version, "99");

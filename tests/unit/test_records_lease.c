@@ -233,14 +233,15 @@ static char *grants_text(struct records *r, const char *session)
 
 /* ---------------------------------------------------------------- migration */
 
-/* Version 2 as it stands today: version 3's to 6's columns, index and tables taken away. */
+/* Version 2 as it stands today: version 3's to 7's columns, index and tables taken away. */
 static const char SQLITE_TO_V2[] =
 	"DROP TABLE identity_ids; DROP TABLE managers; DROP INDEX sessions_owner; ALTER TABLE sessions DROP COLUMN owner;"
 	" ALTER TABLE sessions DROP COLUMN lease_expires_ms; ALTER TABLE sessions DROP COLUMN network;"
-	" PRAGMA user_version = 2;";
+	" ALTER TABLE sessions DROP COLUMN egress_allow; PRAGMA user_version = 2;";
 static const char PG_TO_V2[] =
 	"DROP TABLE identity_ids; DROP FUNCTION identity_ids_final; DROP TABLE managers; DROP INDEX sessions_owner;"
-	" ALTER TABLE sessions DROP COLUMN owner, DROP COLUMN lease_expires_ms, DROP COLUMN network;"
+	" ALTER TABLE sessions DROP COLUMN owner, DROP COLUMN lease_expires_ms, DROP COLUMN network,"
+	"  DROP COLUMN egress_allow;"
 	" UPDATE records_schema SET version = 2;";
 static const char V2_ROWS[] =
 	"INSERT INTO sessions (id, identity, repo, worktree, branch, state, generation, turn, created_ms)"
@@ -275,12 +276,14 @@ static void test_migrate_v2(void **state)
 
 	v2_store(f->db);
 	r = open_ok(f->db, NULL);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
 	assert_int_equal(owner_columns(f->db), 2);
 	s = session_of(r, "s1");
 	assert_string_equal(s.identity, "alice");
 	/* version 4: a session of before keeps the network it had the most of */
 	assert_string_equal(s.network, "open");
+	/* version 7: and has no egress allow-list of its own */
+	assert_string_equal(s.egress_allow, "");
 	assert_int_equal(s.generation, 5);
 	assert_int_equal(s.turn, 2);
 	assert_string_equal(s.owner, "");
@@ -296,14 +299,16 @@ static void test_migrate_v2(void **state)
 	s.network[0] = '\0';
 	snprintf(s.id, sizeof s.id, "s2");
 	snprintf(s.network, sizeof s.network, "proxy");
+	snprintf(s.egress_allow, sizeof s.egress_allow, "api.internal:443 .corp.example:443");
 	assert_int_equal(records_session_insert(r, &s, &err), 0);
 	assert_string_equal(session_of(r, "s2").network, "proxy");
+	assert_string_equal(session_of(r, "s2").egress_allow, "api.internal:443 .corp.example:443");
 	snprintf(s.id, sizeof s.id, "s3");
 	snprintf(s.network, sizeof s.network, "maybe");
 	assert_int_equal(records_session_insert(r, &s, &err), -1);
 	records_close(r);
 	r = open_ok(f->db, NULL); /* a second open changes nothing */
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
 	assert_string_equal(session_of(r, "s1").owner, "m1");
 	records_close(r);
 }
@@ -324,11 +329,11 @@ static void test_migrate_v2_failure_and_newer(void **state)
 	assert_int_equal(owner_columns(f->db), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sessions"), 1);
 
-	raw_exec(f->db, on_postgres ? "DROP TABLE managers; UPDATE records_schema SET version = 7;" :
-				      "DROP TABLE managers; PRAGMA user_version = 7;");
+	raw_exec(f->db, on_postgres ? "DROP TABLE managers; UPDATE records_schema SET version = 8;" :
+				      "DROP TABLE managers; PRAGMA user_version = 8;");
 	assert_int_equal(store_open(f->db, &r, &err), -1);
-	assert_contains(err.msg, "has schema version 7, newer than this sandbox-manager understands (6)");
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
+	assert_contains(err.msg, "has schema version 8, newer than this sandbox-manager understands (7)");
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 8);
 }
 
 /* ---------------------------------------------------------------- leases */

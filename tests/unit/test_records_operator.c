@@ -197,10 +197,11 @@ static struct records *open_ok(const char *path)
 }
 
 /* PostgreSQL's version 1: today's schema without version 2's table and its triggers, nor version
- * 3's, 4's and 5's columns and tables. */
+ * 3's, 4's, 5's and 7's columns and tables. */
 static const char PG_TO_V1[] =
 	"DROP TABLE identity_ids; DROP FUNCTION identity_ids_final; DROP TABLE managers; DROP INDEX sessions_owner;"
-	" ALTER TABLE sessions DROP COLUMN owner, DROP COLUMN lease_expires_ms, DROP COLUMN network;"
+	" ALTER TABLE sessions DROP COLUMN owner, DROP COLUMN lease_expires_ms, DROP COLUMN network,"
+	"  DROP COLUMN egress_allow;"
 	" DROP TABLE resolutions; DROP FUNCTION resolutions_uncertain_only, resolutions_final;"
 	" UPDATE records_schema SET version = 1;";
 
@@ -259,7 +260,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 	assert_non_null(e);
 	v1_file(f->db);
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
 
 	/* every row as the version 1 manager left it */
 	assert_int_equal(records_session_get(r, "s1", &s, &err), RECORDS_FOUND);
@@ -300,7 +301,7 @@ static void test_migrate_v1_keeps_rows(void **state)
 
 	/* a second open of the migrated file changes nothing */
 	r = open_ok(f->db);
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 	records_close(r);
@@ -359,7 +360,7 @@ static void test_migrate_concurrent_once(void **state)
 			fail_msg("opener %d: %s", i, o[i].error);
 		records_close(o[i].r);
 	}
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 6);
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
 	assert_int_equal(object_count(f->db, "resolutions"), 1);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM execs"), 3);
 }
@@ -371,10 +372,10 @@ static void test_newer_version_refused(void **state)
 	struct sb_err err;
 
 	v1_file(f->db);
-	raw_exec(f->db, on_postgres ? "UPDATE records_schema SET version = 7;" : "PRAGMA user_version = 7;");
+	raw_exec(f->db, on_postgres ? "UPDATE records_schema SET version = 8;" : "PRAGMA user_version = 8;");
 	assert_int_equal(store_open(f->db, &r, &err), -1);
-	assert_contains(err.msg, "has schema version 7, newer than this sandbox-manager understands (6)");
-	assert_int_equal(raw_int(f->db, VERSION_SQL), 7);
+	assert_contains(err.msg, "has schema version 8, newer than this sandbox-manager understands (7)");
+	assert_int_equal(raw_int(f->db, VERSION_SQL), 8);
 }
 
 /* ---------------------------------------------------------------- resolutions */
