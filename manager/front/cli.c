@@ -22,6 +22,48 @@
 #include "textesc.h"
 #include "utf8.h"
 
+/* Live output (op "exec" with "stream", op "follow"): the frames before the answer, printed as they
+ * come, each stream to its own descriptor; offsets[] end past the last byte printed. */
+struct cli_live {
+	unsigned long long offsets[2];
+	unsigned long long skipped;
+};
+
+static size_t stream_write(FILE *out, const char *text, size_t len, int escaped);
+
+static void live_print(struct cli_live *lv, json_t *o)
+{
+	const char *name = json_string_value(json_object_get(o, "stream")) ?: "";
+	json_t *text = json_object_get(o, "text");
+	int err = strcmp(name, "stderr") == 0;
+	json_int_t skipped = json_integer_value(json_object_get(o, "skipped"));
+
+	if (skipped > 0) {
+		lv->skipped += (unsigned long long)skipped;
+		fprintf(stderr, "sandbox-manager: %lld bytes of %s skipped here (this reader was slower than the "
+			"command; the record keeps its head and tail)\n", (long long)skipped, err ? "stderr" : "stdout");
+	}
+	lv->offsets[err] = (unsigned long long)json_integer_value(json_object_get(o, "offset"));
+	lv->offsets[err] += stream_write(err ? stderr : stdout, json_string_value(text) ?: "",
+					 json_string_length(text), json_is_true(json_object_get(o, "escaped")));
+}
+
+/* The answer, after the live frames (ctx: struct cli_live, or NULL when none were asked for). */
+static int exchange_recv(struct control_conn *c, struct cli_live *lv, json_t **resp, struct sb_err *err)
+{
+	for (;;) {
+		int rc = control_conn_recv(c, resp, err);
+		json_t *o;
+
+		if (rc <= 0 || lv == NULL || json_object_get(*resp, "ok") != NULL ||
+		    !json_is_object(o = json_object_get(*resp, "output")))
+			return rc;
+		live_print(lv, o);
+		json_decref(*resp);
+		*resp = NULL;
+	}
+}
+
 /* One manager asked on a connection of its own. A manager at its connection limit answers and
  * closes, maybe before the request is written: the write then fails (EPIPE, not a signal) and the
  * answer is still there to read; with nothing to read, nothing was delivered whole. */
@@ -31,7 +73,6 @@ static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp,
 	struct sb_err send_err;
 	int rc;
 
-	(void)ctx;
 	sb_err_clear(&send_err);
 	if (control_conn_open(&c, path, err) < 0)
 		return FOLLOW_NOT_SENT;
@@ -40,7 +81,7 @@ static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp,
 		control_conn_close(&c);
 		return FOLLOW_NOT_SENT;
 	}
-	rc = control_conn_recv(&c, resp, err);
+	rc = exchange_recv(&c, ctx, resp, err);
 	control_conn_close(&c);
 	if (rc > 0)
 		return FOLLOW_ANSWERED;
@@ -55,7 +96,7 @@ static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp,
 	return FOLLOW_LOST;
 }
 
-struct json_t *mcli_call(const json_t *sockets, json_t *request)
+static json_t *cli_call_live(const json_t *sockets, json_t *request, struct cli_live *lv)
 {
 	struct follow_list l;
 	json_t *response = NULL;
@@ -65,10 +106,15 @@ struct json_t *mcli_call(const json_t *sockets, json_t *request)
 	if (request == NULL)
 		sb_fail(&err, ENOMEM, "cannot build the request (out of memory)");
 	if (request == NULL || follow_list_parse(&l, sockets, &err) < 0 ||
-	    follow_call(&l, request, cli_exchange, NULL, NULL, &response, &err) != FOLLOW_ANSWERED)
+	    follow_call(&l, request, cli_exchange, NULL, lv, &response, &err) != FOLLOW_ANSWERED)
 		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
 	json_decref(request);
 	return response;
+}
+
+struct json_t *mcli_call(const json_t *sockets, json_t *request)
+{
+	return cli_call_live(sockets, request, NULL);
 }
 
 /* The manager's refusal, on one line: "sandbox-manager: KIND: MESSAGE". */
@@ -373,20 +419,25 @@ int mcli_session(int argc, char **argv)
 /* ---- exec ---- */
 
 /* The result's text back to the command's bytes, by the exec result's one rule (common/textesc.h,
- * docs/operations.md). Written with its length: plain text may hold control bytes (never NUL). */
-static void stream_write(FILE *out, const char *text, size_t len, int escaped)
+ * docs/operations.md). Written with its length: plain text may hold control bytes (never NUL).
+ * Returns how many bytes of the command's that is. */
+static size_t stream_write(FILE *out, const char *text, size_t len, int escaped)
 {
 	uint8_t *raw;
+	size_t n = len;
 
 	if (!escaped) {
 		fwrite(text, 1, len, out);
 	} else if ((raw = malloc(len + 1)) == NULL) {
 		fprintf(stderr, "sandbox-manager: out of memory decoding %zu bytes of output\n", len);
+		n = 0;
 	} else {
-		fwrite(raw, 1, textesc_decode(text, len, raw), out);
+		n = textesc_decode(text, len, raw);
+		fwrite(raw, 1, n, out);
 		free(raw);
 	}
 	fflush(out);
+	return n;
 }
 
 static int exec_exit_code(json_t *result)
@@ -402,7 +453,8 @@ static int exec_exit_code(json_t *result)
 	return MCLI_FAILED;
 }
 
-static int exec_print(json_t *result, int as_json)
+/* streamed: the output was printed as it came (the answer says "streamed"): not again. */
+static int exec_print(json_t *result, int as_json, bool streamed)
 {
 	json_t *out = json_object_get(result, "stdout"), *err = json_object_get(result, "stderr");
 	const char *status = json_string_value(json_object_get(result, "status")) ?: "?";
@@ -415,10 +467,12 @@ static int exec_print(json_t *result, int as_json)
 		free(text);
 		return code;
 	}
-	stream_write(stdout, json_string_value(out) ?: "", json_string_length(out),
-		     json_is_true(json_object_get(result, "stdout_escaped")));
-	stream_write(stderr, json_string_value(err) ?: "", json_string_length(err),
-		     json_is_true(json_object_get(result, "stderr_escaped")));
+	if (!streamed) {
+		stream_write(stdout, json_string_value(out) ?: "", json_string_length(out),
+			     json_is_true(json_object_get(result, "stdout_escaped")));
+		stream_write(stderr, json_string_value(err) ?: "", json_string_length(err),
+			     json_is_true(json_object_get(result, "stderr_escaped")));
+	}
 	if (strcmp(status, "timed_out") == 0) {
 		fprintf(stderr, "sandbox-manager: the command timed out\n");
 	} else if (code == MCLI_FAILED) {
@@ -439,6 +493,7 @@ int mcli_exec(int argc, char **argv)
 			    { "json", 0, NULL, NULL, 0 },    { "socket", 1, NULL, sockets, 0 },
 			    { "turn", 1, NULL, NULL, 0 } };
 	json_t *req, *resp, *result;
+	struct cli_live lv = { { 0, 0 }, 0 };
 	long timeout = 0, turn = -1;
 	int code = 0, i = flags_parse(c, argc, argv, f, 5, &code);
 
@@ -458,15 +513,17 @@ int mcli_exec(int argc, char **argv)
 	req = json_pack("{s:s, s:s, s:s}", "op", "exec", "session", f[0].value, "command", argv[i]);
 	/* Unset, the manager would use its default timeout (or turn) instead of the one asked for. */
 	if (req == NULL || (timeout > 0 && json_object_set_new(req, "timeout_seconds", json_integer(timeout)) != 0) ||
-	    (turn >= 0 && json_object_set_new(req, "turn", json_integer(turn)) != 0))
+	    (turn >= 0 && json_object_set_new(req, "turn", json_integer(turn)) != 0) ||
+	    (!f[2].set && json_object_set_new(req, "stream", json_true()) != 0))
 		return request_fail(req);
-	resp = mcli_call(sockets, req);
+	/* --json keeps stdout one JSON object: its output is in it, not printed as it comes. */
+	resp = cli_call_live(sockets, req, f[2].set ? NULL : &lv);
 	if (resp == NULL)
 		return MCLI_FAILED;
 	result = json_object_get(resp, "result");
 	if (!json_is_true(json_object_get(resp, "ok")) || !json_is_object(result))
 		return print_response(resp);
-	code = exec_print(result, f[2].set);
+	code = exec_print(result, f[2].set, json_is_true(json_object_get(resp, "streamed")));
 	json_decref(resp);
 	return code;
 }
