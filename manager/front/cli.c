@@ -301,6 +301,21 @@ static const struct command cmd_records = {
 	SOCKET_HELP HELP_HELP,
 };
 
+static const struct command cmd_follow = {
+	"follow",
+	"usage: sandbox-manager follow --exec ID [--offset N] [--stderr-offset N] [--socket PATH]...\n"
+	"\n"
+	"Prints a running exec's output as it comes, each stream to its own, from another terminal; ends\n"
+	"when the exec ends. An exec that is not running (any more) here: what its record keeps is printed.\n"
+	"Bytes this reader could not take in time are skipped, and said on stderr (the record keeps its\n"
+	"head and tail). At most 8 followers per exec.\n"
+	"\n"
+	"  --exec ID              the exec (required)\n"
+	"  --offset N             start at stdout's byte N (resume after a disconnect)\n"
+	"  --stderr-offset N      start at stderr's byte N\n"
+	"  --socket PATH          the manager's control socket (default $SANDBOX_MANAGER_SOCKET)\n",
+};
+
 static const struct command cmd_resolve = {
 	"resolve",
 	"usage: sandbox-manager resolve --exec ID --outcome ran|not-ran|unknown --note TEXT [--socket PATH]...\n"
@@ -587,6 +602,96 @@ int mcli_records(int argc, char **argv)
 	if (req == NULL || (limit > 0 && json_object_set_new(req, "limit", json_integer(limit)) != 0))
 		return request_fail(req);
 	return print_response(mcli_call(sockets, req));
+}
+
+/* What the record keeps of one stream, past what the follower printed: the whole kept text when it
+ * is the command's whole output, else all of it (its head and tail cannot be placed by offset). */
+static void record_stream_print(json_t *result, int err, unsigned long long from)
+{
+	const char *name = err ? "stderr" : "stdout";
+	char key[32];
+	json_t *text = json_object_get(result, name);
+	const char *t = json_string_value(text) ?: "";
+	size_t len = json_string_length(text);
+	uint8_t *raw;
+	size_t n;
+
+	snprintf(key, sizeof key, "%s_escaped", name);
+	if (!json_is_true(json_object_get(result, key))) {
+		raw = (uint8_t *)strndup(t, len);
+		n = len;
+	} else if ((raw = malloc(len + 1)) != NULL) {
+		n = textesc_decode(t, len, raw);
+	}
+	if (raw == NULL)
+		return;
+	snprintf(key, sizeof key, "%s_truncated", name);
+	if (json_is_true(json_object_get(result, key)))
+		from = 0;
+	if (from < n)
+		fwrite(raw + from, 1, n - from, err ? stderr : stdout);
+	fflush(err ? stderr : stdout);
+	free(raw);
+}
+
+/* The exec is not running here: its record, when it has a result, from the offsets on. */
+static int follow_record(const json_t *sockets, const char *exec_id, const struct cli_live *lv)
+{
+	json_t *resp = mcli_call(sockets, json_pack("{s:s, s:s}", "op", "records", "exec", exec_id));
+	json_t *rec = json_array_get(json_object_get(resp, "records"), 0);
+	json_t *result = json_object_get(rec, "result");
+
+	if (resp == NULL)
+		return MCLI_FAILED;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return print_error(resp);
+	if (json_is_object(result)) {
+		record_stream_print(result, 0, lv->offsets[0]);
+		record_stream_print(result, 1, lv->offsets[1]);
+	} else {
+		char *state = textesc_str(json_string_value(json_object_get(rec, "state")));
+
+		fprintf(stderr, "sandbox-manager: exec %s is not running here; its record is %s, with no output kept\n",
+			exec_id, state ?: "unknown");
+		free(state);
+	}
+	json_decref(resp);
+	return 0;
+}
+
+int mcli_follow(int argc, char **argv)
+{
+	const struct command *c = &cmd_follow;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
+	struct flag f[] = { { "exec", 1, NULL, NULL, 0 }, { "offset", 1, NULL, NULL, 0 },
+			    { "stderr-offset", 1, NULL, NULL, 0 }, { "socket", 1, NULL, sockets, 0 } };
+	struct cli_live lv = { { 0, 0 }, 0 };
+	json_t *req, *resp;
+	long off[2] = { 0, 0 };
+	int code = 0;
+
+	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0)
+		return code;
+	for (int i = 0; i < 2; i++)
+		if (f[1 + i].set && (off[i] = flag_number(f[1 + i].value, 0, 1L << 53)) < 0)
+			return usage_error(c, "--%s takes a whole number of bytes, at least 0, not '%s'", f[1 + i].name,
+					   f[1 + i].value);
+	if ((code = flags_utf8(c, f, 1)) != 0)
+		return code;
+	lv.offsets[0] = (unsigned long long)off[0];
+	lv.offsets[1] = (unsigned long long)off[1];
+	req = json_pack("{s:s, s:s, s:I, s:I}", "op", "follow", "exec", f[0].value, "offset", (json_int_t)off[0],
+			"stderr_offset", (json_int_t)off[1]);
+	if (req == NULL)
+		return request_fail(NULL);
+	resp = cli_call_live(sockets, req, &lv);
+	if (resp == NULL)
+		return MCLI_FAILED;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return print_error(resp);
+	code = json_is_true(json_object_get(resp, "running")) ? 0 : follow_record(sockets, f[0].value, &lv);
+	json_decref(resp);
+	return code;
 }
 
 int mcli_resolve(int argc, char **argv)
