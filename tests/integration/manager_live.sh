@@ -133,3 +133,25 @@ test_manager_live_flood() {
 	return 0
 }
 t manager_live_flood test_manager_live_flood
+
+# MCP: the progress notifications of a call that prints a line a second carry those lines, as they
+# come, at most one a second, with increasing progress; the tool's result is the whole output as before.
+test_manager_mcp_progress() {
+	mgr_repo && mgr_start && mgr_session
+	mgr exec --session "$SID" -- true
+	timeout 60 "${AS[@]}" python3 "$(dirname "${BASH_SOURCE[0]}")/mcp_progress.py" "$MANAGER" "$MSOCK" "$SID" \
+		"$LIVE_CMD"'; sleep 1.2; printf "\033[31mred\033[0m\n"; sleep 1.5' >"$OUT"
+	assert_eq "the client's exit code" 0 "$?"
+	local lines
+	lines=$(jq -r '[.progress[].message | select(test("^[0-9]+s: line [0-9]$")) | sub("^[0-9]+s: "; "")] | unique | length' "$OUT")
+	[ "$lines" -ge 4 ] || bad "progress carried $lines of the 6 lines: $(jq -c .progress "$OUT")"
+	assert_json '[.progress[].message | select(endswith("s: red"))] | length' 1
+	assert_json '[.progress[].token] | unique' '["tok"]'
+	# increasing, and never two within a second
+	assert_json '[.progress | range(1; length) as $i | .[$i].progress > .[$i-1].progress] | all' true
+	assert_json '[.progress | range(1; length) as $i | .[$i].t - .[$i-1].t >= 0.9] | all' true
+	# the lines came while the command ran: the first of them within 3 s of the call
+	assert_json '[.progress[] | select(.message | test("line 1$")) | .t < 3] | any' true
+	assert_match "the result keeps the whole output" 'line 1.*line 6' "$(jq -r '.result.content[0].text' "$OUT" | paste -sd' ')"
+}
+t manager_mcp_progress test_manager_mcp_progress
