@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "metrics.h"
 #include "names.h"
 
 struct live_exec {
@@ -24,7 +25,6 @@ struct live_exec {
 
 static pthread_mutex_t hubs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct live_exec *hubs;
-static uint64_t bytes_streamed, bytes_skipped;
 
 struct live_exec *live_exec_begin(const char *exec_id)
 {
@@ -175,19 +175,7 @@ int live_exec_next(struct live_exec *h, uint64_t off[LIVE_STREAMS], uint8_t *buf
 	if (rc == 0 && h->ended)
 		rc = -1;
 	pthread_mutex_unlock(&h->lock);
-	if (rc == 1) {
-		pthread_mutex_lock(&hubs_lock);
-		bytes_streamed += *len;
-		bytes_skipped += *skipped;
-		pthread_mutex_unlock(&hubs_lock);
-	}
+	if (rc == 1)
+		metrics_live_output(*len, *skipped);
 	return rc;
-}
-
-void live_exec_counts(uint64_t *streamed, uint64_t *skipped)
-{
-	pthread_mutex_lock(&hubs_lock);
-	*streamed = bytes_streamed;
-	*skipped = bytes_skipped;
-	pthread_mutex_unlock(&hubs_lock);
 }

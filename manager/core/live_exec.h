@@ -2,7 +2,8 @@
  * (agent_client.h on_output) into a fixed ring per stream (common/live_ring.h), read by its own
  * client and by followers (`follow --exec`), each at its own offsets. The feeder never waits for a
  * reader; a reader that falls behind is told what it skipped. Followers are bounded per exec. The
- * record is never read or written here: a hub ends with its exec and is then gone. */
+ * record is never read or written here: a hub ends with its exec and is then gone. What readers
+ * got and skipped is counted in the metrics (sandbox_manager_live_output_bytes_total). */
 #ifndef SB_LIVE_EXEC_H
 #define SB_LIVE_EXEC_H
 
@@ -45,8 +46,5 @@ void live_exec_detach(struct live_exec *h, bool counted);
  * yet; -1 the exec ended and everything held was read. */
 int live_exec_next(struct live_exec *h, uint64_t off[LIVE_STREAMS], uint8_t *buf, enum live_stream *stream,
 		   uint64_t *offset, size_t *len, uint64_t *skipped, int wait_ms);
-
-/* Bytes passed on to readers and bytes readers skipped, since start (metrics). */
-void live_exec_counts(uint64_t *streamed, uint64_t *skipped);
 
 #endif

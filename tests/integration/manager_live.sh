@@ -128,6 +128,13 @@ test_manager_live_flood() {
 	[ "$peak_a" -lt 65536 ] || bad "the agent's resident set reached $peak_a KiB"
 	[ "$peak_m" -lt 131072 ] || bad "the manager's resident set reached $peak_m KiB"
 	echo "    measured: flood ${ms} ms, agent peak ${peak_a} KiB, manager peak ${peak_m} KiB"
+	# the stalled reader's lost bytes are counted, and so is what it took before it stalled
+	mgr metrics
+	local streamed skipped
+	streamed=$(awk '/^sandbox_manager_live_output_bytes_total\{kind="streamed"\}/ { print $2 }' "$OUT")
+	skipped=$(awk '/^sandbox_manager_live_output_bytes_total\{kind="skipped"\}/ { print $2 }' "$OUT")
+	[ "${streamed:-0}" -gt 0 ] && [ "${skipped:-0}" -gt 0 ] ||
+		bad "metrics: streamed ${streamed:-none}, skipped ${skipped:-none}"
 	kill "$cpid" "$sleeper" 2>/dev/null
 	wait "$cpid" "$sleeper" 2>/dev/null
 	return 0
