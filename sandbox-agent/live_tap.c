@@ -30,7 +30,7 @@ int live_tap_next(struct live_tap *t, uint8_t *buf, enum live_stream *stream, ui
 
 static void *tap_thread(void *arg)
 {
-	static __thread uint8_t buf[LIVE_CHUNK_MAX];
+	uint8_t buf[LIVE_CHUNK_MAX]; /* on this thread's own stack (default size) */
 	struct live_tap *t = arg;
 
 	pthread_mutex_lock(&t->lock);

@@ -32,7 +32,7 @@ static int chunk_send(struct sb_stream *s, enum live_stream stream, uint64_t off
 /* Chunks of h past off until it ends (0) or the client fails (-1). */
 static int forward(struct live_exec *h, struct sb_stream *s, uint64_t off[LIVE_STREAMS])
 {
-	static __thread uint8_t buf[LIVE_CHUNK_MAX];
+	uint8_t buf[LIVE_CHUNK_MAX]; /* threads here have the default stack */
 
 	for (;;) {
 		enum live_stream stream;
@@ -61,6 +61,8 @@ static void client_began(void *ctx, struct live_exec *h)
 {
 	struct live_client *lc = ctx;
 
+	if (lc->started)
+		return; /* one reader per client: a call dispatched again keeps the first */
 	lc->hub = live_exec_ref(h);
 	lc->started = pthread_create(&lc->thread, NULL, client_thread, lc) == 0;
 	if (!lc->started) {

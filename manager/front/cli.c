@@ -231,13 +231,14 @@ static const struct command cmd_exec = {
 	"usage: sandbox-manager exec --session S [--timeout-seconds N] [--turn N] [--json] [--socket PATH]... -- COMMAND\n"
 	"\n"
 	"Runs COMMAND (one argument, a bash command line) in the session's sandbox, prints its output\n"
-	"and exits with its exit code: 124 when it timed out, 128+N when signal N ended it, 125 when it\n"
+	"as it comes (`follow --exec ID` shows it elsewhere too) and exits with its exit code:\n"
+	"124 when it timed out, 128+N when signal N ended it, 125 when it\n"
 	"was refused, cancelled, could not run, or its outcome is uncertain.\n"
 	"\n"
 	"  --session S            the session (required)\n"
 	"  --timeout-seconds N    stop it after N seconds (default: the manager's)\n"
 	"  --turn N               the agent framework's turn it belongs to\n"
-	"  --json                 print the exec result as JSON instead of the output\n"
+	"  --json                 print the exec result as JSON at the end instead of the output\n"
 	SOCKET_HELP HELP_HELP,
 };
 
