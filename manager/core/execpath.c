@@ -492,7 +492,7 @@ static void live_output(void *ctx, int stream, uint64_t offset, const uint8_t *d
 /* Every dispatched exec can be followed: its hub lives from before the Exec to the agent's answer. */
 static struct live_exec *call_live_begin(const struct call *c, struct agent_exec_request *req)
 {
-	struct live_exec *h = live_exec_begin(c->exec_id);
+	struct live_exec *h = live_exec_begin(c->exec_id, c->s.identity);
 
 	if (h == NULL)
 		return NULL;

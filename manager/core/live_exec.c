@@ -15,6 +15,7 @@
 
 struct live_exec {
 	char exec_id[EXEC_ID_MAX + 1];
+	char identity[65];
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct live_ring ring[LIVE_STREAMS];
@@ -26,7 +27,7 @@ struct live_exec {
 static pthread_mutex_t hubs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct live_exec *hubs;
 
-struct live_exec *live_exec_begin(const char *exec_id)
+struct live_exec *live_exec_begin(const char *exec_id, const char *identity)
 {
 	struct live_exec *h = calloc(1, sizeof *h);
 	struct sb_err err;
@@ -41,6 +42,7 @@ struct live_exec *live_exec_begin(const char *exec_id)
 		return NULL;
 	}
 	snprintf(h->exec_id, sizeof h->exec_id, "%s", exec_id);
+	snprintf(h->identity, sizeof h->identity, "%s", identity);
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -96,6 +98,17 @@ void live_exec_end(struct live_exec *h)
 	hub_unref(h);
 }
 
+/* Followers of every running exec of identity; hubs_lock held. */
+static unsigned identity_followers(const char *identity)
+{
+	unsigned n = 0;
+
+	for (struct live_exec *h = hubs; h != NULL; h = h->next)
+		if (strcmp(h->identity, identity) == 0)
+			n += h->followers;
+	return n;
+}
+
 int live_exec_attach(const char *exec_id, bool counted, struct live_exec **out, struct sb_err *err)
 {
 	struct live_exec *h;
@@ -107,6 +120,11 @@ int live_exec_attach(const char *exec_id, bool counted, struct live_exec **out, 
 		pthread_mutex_unlock(&hubs_lock);
 		return sb_fail(err, EBUSY, "exec %s has %u followers already, the most it takes; try again when one "
 			       "has left", exec_id, LIVE_FOLLOWERS_MAX);
+	}
+	if (h != NULL && counted && identity_followers(h->identity) >= LIVE_FOLLOWERS_IDENTITY_MAX) {
+		pthread_mutex_unlock(&hubs_lock);
+		return sb_fail(err, EBUSY, "the execs of identity %s have %u followers already, the most they take; try "
+			       "again when one has left", h->identity, LIVE_FOLLOWERS_IDENTITY_MAX);
 	}
 	if (h != NULL) {
 		h->refs++;

@@ -15,6 +15,7 @@
 #include "live_ring.h"
 
 #define LIVE_FOLLOWERS_MAX 8     /* readers of one exec at once, its own client not counted */
+#define LIVE_FOLLOWERS_IDENTITY_MAX 32 /* and of all the running execs of one identity */
 #define LIVE_WAIT_SLICE_MS 1000  /* a reader's longest wait before it looks again */
 
 struct live_exec;
@@ -25,9 +26,9 @@ struct live_watch {
 	void *ctx;
 };
 
-/* A hub for exec_id, findable by live_exec_attach until live_exec_end. NULL: out of memory (the
- * exec runs without live output). */
-struct live_exec *live_exec_begin(const char *exec_id);
+/* A hub for exec_id of identity, findable by live_exec_attach until live_exec_end. NULL: out of
+ * memory (the exec runs without live output). */
+struct live_exec *live_exec_begin(const char *exec_id, const char *identity);
 /* From the agent's reader: a chunk as the agent sent it. */
 void live_exec_put(struct live_exec *h, enum live_stream stream, uint64_t offset, const uint8_t *data, size_t len);
 /* The exec's output is over: readers drain what the rings hold and stop; unfindable from now. Drops
@@ -35,7 +36,7 @@ void live_exec_put(struct live_exec *h, enum live_stream stream, uint64_t offset
 void live_exec_end(struct live_exec *h);
 
 /* A follower's reference to the running exec_id: -1 with ENOENT (not running here) or EBUSY (at
- * LIVE_FOLLOWERS_MAX). counted: whether it counts against that bound (its own client does not). */
+ * LIVE_FOLLOWERS_MAX of the exec, or LIVE_FOLLOWERS_IDENTITY_MAX of its identity's execs). counted: whether it counts against that bound (its own client does not). */
 int live_exec_attach(const char *exec_id, bool counted, struct live_exec **out, struct sb_err *err);
 /* Take a reference for another reader (the exec's own client, from its begin). */
 struct live_exec *live_exec_ref(struct live_exec *h);
