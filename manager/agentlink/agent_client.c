@@ -410,18 +410,23 @@ int agent_exec_wait(struct agent_conn *conn, const struct agent_exec_request *re
 	struct agent_expect want;
 
 	expect_from_request(req, &want);
+#ifdef SB_FAILPOINTS
+	/* Once per exec, not per message: live Output chunks come before the Result. */
+	bool cut_waiting = false;
+	int64_t cut_until;
+
+	if (failpoint_hit("manager.agent.cut_result"))
+		conn_cut_arm(conn);
+	cut_until = cut_waiting_deadline(conn, deadline_ms, &cut_waiting);
+#endif
 	for (;;) {
 		Sandbox__Envelope *m;
 		int rc;
 
 		int64_t wait_until = deadline_ms;
 #ifdef SB_FAILPOINTS
-		bool cut_waiting = false;
-
-		if (!w.have_result && failpoint_hit("manager.agent.cut_result"))
-			conn_cut_arm(conn);
 		if (!w.have_result)
-			wait_until = cut_waiting_deadline(conn, deadline_ms, &cut_waiting);
+			wait_until = cut_until;
 #endif
 		if (conn_recv(conn, wait_until, w.have_result ? "the exec's receipt" : "the exec's result", &m, err) < 0) {
 #ifdef SB_FAILPOINTS

@@ -469,8 +469,11 @@ static int exec_exit_code(json_t *result)
 	return MCLI_FAILED;
 }
 
-/* streamed: the output was printed as it came (the answer says "streamed"): not again. */
-static int exec_print(json_t *result, int as_json, bool streamed)
+static void record_stream_print(json_t *result, int err, unsigned long long from, bool whole);
+
+/* streamed (the answer says "streamed"): the output was printed as it came, up to lv's offsets;
+ * only what did not arrive live is printed now (a cut agent link, answered by the manager's query). */
+static int exec_print(json_t *result, int as_json, const struct cli_live *streamed)
 {
 	json_t *out = json_object_get(result, "stdout"), *err = json_object_get(result, "stderr");
 	const char *status = json_string_value(json_object_get(result, "status")) ?: "?";
@@ -483,7 +486,10 @@ static int exec_print(json_t *result, int as_json, bool streamed)
 		free(text);
 		return code;
 	}
-	if (!streamed) {
+	if (streamed != NULL) {
+		record_stream_print(result, 0, streamed->offsets[0], false);
+		record_stream_print(result, 1, streamed->offsets[1], false);
+	} else {
 		stream_write(stdout, json_string_value(out) ?: "", json_string_length(out),
 			     json_is_true(json_object_get(result, "stdout_escaped")));
 		stream_write(stderr, json_string_value(err) ?: "", json_string_length(err),
@@ -539,7 +545,7 @@ int mcli_exec(int argc, char **argv)
 	result = json_object_get(resp, "result");
 	if (!json_is_true(json_object_get(resp, "ok")) || !json_is_object(result))
 		return print_response(resp);
-	code = exec_print(result, f[2].set, json_is_true(json_object_get(resp, "streamed")));
+	code = exec_print(result, f[2].set, json_is_true(json_object_get(resp, "streamed")) ? &lv : NULL);
 	json_decref(resp);
 	return code;
 }
@@ -605,15 +611,18 @@ int mcli_records(int argc, char **argv)
 	return print_response(mcli_call(sockets, req));
 }
 
-/* What the record keeps of one stream, past what the follower printed: the whole kept text when it
- * is the command's whole output, else all of it (its head and tail cannot be placed by offset). */
-static void record_stream_print(json_t *result, int err, unsigned long long from)
+/* What a result keeps of one stream past byte `from` (what live output printed already): the rest
+ * of the text when it is the command's whole output. A truncated one (head and tail) cannot be
+ * placed by offset: with whole, all of it is printed (follow), else a note says what was not shown
+ * (exec, which printed from the start). */
+static void record_stream_print(json_t *result, int err, unsigned long long from, bool whole)
 {
 	const char *name = err ? "stderr" : "stdout";
 	char key[32];
 	json_t *text = json_object_get(result, name);
 	const char *t = json_string_value(text) ?: "";
 	size_t len = json_string_length(text);
+	unsigned long long total;
 	uint8_t *raw;
 	size_t n;
 
@@ -626,9 +635,15 @@ static void record_stream_print(json_t *result, int err, unsigned long long from
 	}
 	if (raw == NULL)
 		return;
+	snprintf(key, sizeof key, "%s_bytes", name);
+	total = (unsigned long long)json_integer_value(json_object_get(result, key));
 	snprintf(key, sizeof key, "%s_truncated", name);
-	if (json_is_true(json_object_get(result, key)))
-		from = 0;
+	if (json_is_true(json_object_get(result, key)) && from < total) {
+		if (!whole)
+			fprintf(stderr, "sandbox-manager: %llu bytes of %s were not shown live; `records --exec` keeps its "
+				"head and tail\n", total - from, name);
+		from = whole ? 0 : n;
+	}
 	if (from < n)
 		fwrite(raw + from, 1, n - from, err ? stderr : stdout);
 	fflush(err ? stderr : stdout);
@@ -647,8 +662,8 @@ static int follow_record(const json_t *sockets, const char *exec_id, const struc
 	if (!json_is_true(json_object_get(resp, "ok")))
 		return print_error(resp);
 	if (json_is_object(result)) {
-		record_stream_print(result, 0, lv->offsets[0]);
-		record_stream_print(result, 1, lv->offsets[1]);
+		record_stream_print(result, 0, lv->offsets[0], true);
+		record_stream_print(result, 1, lv->offsets[1], true);
 	} else {
 		char *state = textesc_str(json_string_value(json_object_get(rec, "state")));
 
