@@ -545,7 +545,11 @@ int mcli_exec(int argc, char **argv)
 	result = json_object_get(resp, "result");
 	if (!json_is_true(json_object_get(resp, "ok")) || !json_is_object(result))
 		return print_response(resp);
-	code = exec_print(result, f[2].set, json_is_true(json_object_get(resp, "streamed")) ? &lv : NULL);
+	/* Nothing came live (an agent that does not stream, a command that printed nothing): the result
+	 * is printed whole, as without live output. */
+	code = exec_print(result, f[2].set,
+			  json_is_true(json_object_get(resp, "streamed")) && lv.offsets[0] + lv.offsets[1] + lv.skipped > 0 ?
+				  &lv : NULL);
 	json_decref(resp);
 	return code;
 }
