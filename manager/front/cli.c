@@ -41,7 +41,7 @@ static void live_print(struct cli_live *lv, json_t *o)
 	if (skipped > 0) {
 		lv->skipped += (unsigned long long)skipped;
 		fprintf(stderr, "sandbox-manager: %lld bytes of %s skipped here (this reader was slower than the "
-			"command; the record keeps its head and tail)\n", (long long)skipped, err ? "stderr" : "stdout");
+			"command)\n", (long long)skipped, err ? "stderr" : "stdout");
 	}
 	lv->offsets[err] = (unsigned long long)json_integer_value(json_object_get(o, "offset"));
 	lv->offsets[err] += stream_write(err ? stderr : stdout, json_string_value(text) ?: "",
