@@ -18,6 +18,7 @@ static const char *const proto_body_names[] = {
 	[SANDBOX__ENVELOPE__BODY_ERROR] = "error",
 	[SANDBOX__ENVELOPE__BODY_PING] = "ping",
 	[SANDBOX__ENVELOPE__BODY_PONG] = "pong",
+	[SANDBOX__ENVELOPE__BODY_OUTPUT] = "output",
 };
 
 #define PROTO_BODY_COUNT (sizeof proto_body_names / sizeof proto_body_names[0])

@@ -88,6 +88,7 @@ static const struct {
 	{ "cancel", mcli_cancel, "stop a session's running command" },
 	{ "grant", mcli_grant, "change a session's grants" },
 	{ "records", mcli_records, "a session's execs, or one exec" },
+	{ "follow", mcli_follow, "a running exec's output as it comes, from another terminal" },
 	{ "resolve", mcli_resolve, "settle an uncertain exec by an operator's word" },
 	{ "status", mcli_status, "the manager's health (exit 0 healthy, 1 degraded) and counts" },
 	{ "metrics", mcli_status, "the manager's metrics in the Prometheus text format" },

@@ -9,6 +9,8 @@
 #ifndef SB_BOUNDARY_H
 #define SB_BOUNDARY_H
 
+struct live_tap;
+
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -86,6 +88,7 @@ struct exec_request {
 	size_t output_limit;
 	const char *env[BOUNDARY_MAX_ENV]; /* "NAME=VALUE", the whole environment of the command */
 	size_t n_env;
+	struct live_tap *tap;              /* live output (live_tap.h), or NULL */
 };
 
 struct exec_outcome {

@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "failpoint.h"
 #include "init.h"
+#include "live_tap.h"
 #include "steptime.h"
 #include "nsspawn.h"
 
@@ -116,7 +117,8 @@ void pid_namespace_read(pid_t pid, char *out, size_t len)
 /* ---- the wait loop ---- */
 
 
-static void pipe_read(int *fd, struct output_capture *c, bool drain)
+/* One read feeds the record and, when asked, the live tap: the tap never holds the read up. */
+static void pipe_read(int *fd, struct output_capture *c, struct live_tap *tap, enum live_stream stream, bool drain)
 {
 	uint8_t buf[READ_CHUNK];
 
@@ -125,6 +127,8 @@ static void pipe_read(int *fd, struct output_capture *c, bool drain)
 
 		if (n > 0) {
 			output_feed(c, buf, (size_t)n);
+			if (tap != NULL)
+				live_tap_feed(tap, stream, buf, (size_t)n);
 			if (!drain)
 				return;
 			continue;
@@ -197,8 +201,8 @@ void init_try_reap(struct run_state *st)
 		st->reaped = true;
 }
 
-static void wait_loop(const struct boundary *b, struct run_fds *f, int cancel_fd, struct run_state *st,
-		      struct exec_outcome *out)
+static void wait_loop(const struct boundary *b, struct live_tap *tap, struct run_fds *f, int cancel_fd,
+		      struct run_state *st, struct exec_outcome *out)
 {
 	while (!st->reaped) {
 		struct pollfd p[5] = {
@@ -220,9 +224,9 @@ static void wait_loop(const struct boundary *b, struct run_fds *f, int cancel_fd
 			init_kill(b, st, EXEC_UNCERTAIN, now);
 		}
 		if (p[0].revents)
-			pipe_read(&f->out[0], &out->out, false);
+			pipe_read(&f->out[0], &out->out, tap, LIVE_STDOUT, false);
 		if (p[1].revents)
-			pipe_read(&f->errp[0], &out->err, false);
+			pipe_read(&f->errp[0], &out->err, tap, LIVE_STDERR, false);
 		if (p[2].revents) {
 			reports_read(f->report[0], st, out);
 			if (st->cmd_done)
@@ -295,12 +299,13 @@ void exec_outcome_free(struct exec_outcome *out)
 	output_free(&out->err);
 }
 
-static void run_finish(struct run_fds *f, struct run_state *st, struct exec_outcome *out, int64_t t0)
+static void run_finish(struct live_tap *tap, struct run_fds *f, struct run_state *st, struct exec_outcome *out,
+		       int64_t t0)
 {
 	/* Every writer is gone once init is reaped: take what the pipes hold, without waiting
 	 * for an end of file that a descriptor smuggled out of the namespace could withhold. */
-	pipe_read(&f->out[0], &out->out, true);
-	pipe_read(&f->errp[0], &out->err, true);
+	pipe_read(&f->out[0], &out->out, tap, LIVE_STDOUT, true);
+	pipe_read(&f->errp[0], &out->err, tap, LIVE_STDERR, true);
 	reports_read(f->report[0], st, out);
 	if (out->detail[0] == '\0')
 		error_read(f->error[0], out->detail, sizeof out->detail);
@@ -320,9 +325,9 @@ void run_to_end(const struct boundary *b, const struct exec_request *req, int ca
 		       struct run_state *st, struct exec_outcome *out, int64_t t0)
 {
 	st->deadline = t0 + (int64_t)req->timeout_seconds * 1000;
-	wait_loop(b, f, cancel_fd, st, out);
+	wait_loop(b, req->tap, f, cancel_fd, st, out);
 	steptime_mark(STEP_AGENT_REAPED);
-	run_finish(f, st, out, t0);
+	run_finish(req->tap, f, st, out, t0);
 	run_fds_close(f);
 	close(st->pidfd);
 }

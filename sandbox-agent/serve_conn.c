@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "live_tap.h"
 #include "log.h"
 #include "names.h"
 #include "opts.h"
@@ -33,6 +34,7 @@
 #define ENV_VALUE_MAX 4000
 #define ENV_ENTRY_MAX (ENV_NAME_MAX + 1 + ENV_VALUE_MAX) /* NAME=VALUE and the NUL */
 #define SERVE_BUILD "sandbox-agent 0.1.0"
+#define SERVE_CHUNK_SEND_MS 30000 /* a live chunk the manager does not take in this long ends the stream */
 
 struct conn {
 	struct agent *agent;
@@ -279,6 +281,37 @@ static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const 
 	return send_envelope(c, &env);
 }
 
+/* The sender thread's write (live_tap.h): the conn thread is inside the exec meanwhile and does not
+ * touch the session until live_tap_stop has joined this thread. */
+struct output_to {
+	struct conn *c;
+	const char *exec_id;
+};
+
+static int send_output(void *ctx, enum live_stream stream, uint64_t offset, const uint8_t *data, size_t len,
+		       uint64_t skipped)
+{
+	struct output_to *to = ctx;
+	struct conn *c = to->c;
+	Sandbox__Envelope env = SANDBOX__ENVELOPE__INIT;
+	Sandbox__Output o = SANDBOX__OUTPUT__INIT;
+	int rc;
+
+	o.exec_id = (char *)to->exec_id;
+	o.stream = stream == LIVE_STDOUT ? SANDBOX__OUTPUT__STREAM__STDOUT : SANDBOX__OUTPUT__STREAM__STDERR;
+	o.offset = offset;
+	o.data.data = (uint8_t *)data;
+	o.data.len = len;
+	o.has_skipped = skipped > 0;
+	o.skipped = skipped;
+	env.body_case = SANDBOX__ENVELOPE__BODY_OUTPUT;
+	env.output = &o;
+	tls_session_set_deadline(c->tls, tls_deadline_after(SERVE_CHUNK_SEND_MS));
+	rc = send_envelope(c, &env);
+	tls_session_set_deadline(c->tls, TLS_NO_DEADLINE);
+	return rc;
+}
+
 static int handle_exec(struct conn *c, Sandbox__Exec *e)
 {
 	/* One exec at a time (exec_claim), so one store serves them all. */
@@ -288,6 +321,8 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	char running[EXEC_ID_MAX + 1], *result = NULL, *receipt = NULL;
 	struct receipt_info info = { 0 };
 	struct exec_request req;
+	struct live_tap tap = { 0 };
+	struct output_to to = { c, e->exec_id };
 	struct sb_err err;
 	int rc;
 
@@ -315,7 +350,14 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	request_from_exec(e, &req, env_store);
 	steptime_mark(STEP_PREPARED);
 	sb_info("exec %s: running", e->exec_id);
+	/* Live output is a view: without it the exec runs as it would, never refused for it. */
+	if (e->has_stream_output && e->stream_output && live_tap_start(&tap, send_output, &to, &err) == 0)
+		req.tap = &tap;
+	else if (e->has_stream_output && e->stream_output)
+		sb_warn("exec %s: no live output: %s", e->exec_id, err.msg);
 	exec_run(a, &req, &info, &result, &receipt);
+	/* Every chunk is out (or given up) before the Result: the stream is the conn's again. */
+	live_tap_stop(&tap);
 	if (result != NULL)
 		exec_settle(a, e->exec_id, e->generation, &info, &result, &receipt);
 	else {

@@ -366,6 +366,8 @@ static int exec_envelope(const struct agent_exec_request *req, Sandbox__Envelope
 	e->output_limit = req->output_limit;
 	e->n_env = req->n_env;
 	e->env = *ptrs;
+	e->has_stream_output = req->on_output != NULL;
+	e->stream_output = req->on_output != NULL;
 	env->body_case = SANDBOX__ENVELOPE__BODY_EXEC;
 	env->exec = e;
 	/* Refused here, the exec was never dispatched; proto_send would only say so after we marked it. */
@@ -408,18 +410,23 @@ int agent_exec_wait(struct agent_conn *conn, const struct agent_exec_request *re
 	struct agent_expect want;
 
 	expect_from_request(req, &want);
+#ifdef SB_FAILPOINTS
+	/* Once per exec, not per message: live Output chunks come before the Result. */
+	bool cut_waiting = false;
+	int64_t cut_until;
+
+	if (failpoint_hit("manager.agent.cut_result"))
+		conn_cut_arm(conn);
+	cut_until = cut_waiting_deadline(conn, deadline_ms, &cut_waiting);
+#endif
 	for (;;) {
 		Sandbox__Envelope *m;
 		int rc;
 
 		int64_t wait_until = deadline_ms;
 #ifdef SB_FAILPOINTS
-		bool cut_waiting = false;
-
-		if (!w.have_result && failpoint_hit("manager.agent.cut_result"))
-			conn_cut_arm(conn);
 		if (!w.have_result)
-			wait_until = cut_waiting_deadline(conn, deadline_ms, &cut_waiting);
+			wait_until = cut_until;
 #endif
 		if (conn_recv(conn, wait_until, w.have_result ? "the exec's receipt" : "the exec's result", &m, err) < 0) {
 #ifdef SB_FAILPOINTS
@@ -428,6 +435,14 @@ int agent_exec_wait(struct agent_conn *conn, const struct agent_exec_request *re
 #endif
 			agent_reply_free(out);
 			break;
+		}
+		/* Live chunks before the Result, for this exec only: anything else is judged below. */
+		if (req->on_output != NULL && !w.have_result && m->body_case == SANDBOX__ENVELOPE__BODY_OUTPUT &&
+		    strcmp(m->output->exec_id, req->exec_id) == 0) {
+			req->on_output(req->output_ctx, m->output->stream == SANDBOX__OUTPUT__STREAM__STDERR,
+				       m->output->offset, m->output->data.data, m->output->data.len);
+			proto_free(m);
+			continue;
 		}
 		rc = agent_exec_accept(&w, &want, m, out, err);
 		proto_free(m);

@@ -50,6 +50,10 @@ struct agent_exec_request {
 	const struct agent_env *env;
 	size_t n_env;
 	const uint8_t *receipt_key;  /* RECEIPT_KEY_BYTES or NULL */
+	/* Live output: set, the Exec asks for Output chunks and each one for this exec that comes before
+	 * the Result is handed here (stream 0 stdout, 1 stderr; live_ring.h), never kept. */
+	void (*on_output)(void *ctx, int stream, uint64_t offset, const uint8_t *data, size_t len);
+	void *output_ctx;
 };
 
 /* What a reply must match to be delivered (Query, and the exec's own wait). */

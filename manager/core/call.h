@@ -10,6 +10,7 @@
 
 #include "agent_client.h"
 #include "error.h"
+#include "live_exec.h"
 #include "manager.h"
 #include "metrics.h"
 #include "records.h"
@@ -32,6 +33,7 @@ struct call {
 	bool cancelled_first;          /* it took a cancel that came before it ran (cancel.c) */
 	bool agent_gone;               /* its agent stopped listening during the call (call_reconcile) */
 	struct session_row s;          /* read once, under the turn (execpath.c call_bind) */
+	const struct live_watch *watch; /* the client that asked for live output, or NULL */
 };
 
 /* The result of a call that did not run to its end (refused, cancelled, uncertain). */

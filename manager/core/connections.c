@@ -23,14 +23,32 @@
 #include "control_authz.h"
 #include "control_tls.h"
 #include "identity_ids.h"
+#include "live_send.h"
 #include "log.h"
 #include "metrics.h"
 #include "status.h"
 #include "thread.h"
 
+/* An exec; with "stream": true its output goes to the client as it comes (live_send.h), before the
+ * answer, which then says "streamed": true so that the client does not print it twice. */
+static json_t *exec_answer(struct manager *m, json_t *req, struct sb_stream *s)
+{
+	struct live_client lc;
+	json_t *resp;
+
+	if (!json_is_true(json_object_get(req, "stream")))
+		return execpath_run(m, req, NULL);
+	live_send_watch(&lc, s);
+	resp = execpath_run(m, req, &lc.watch);
+	if (live_send_join(&lc) && json_is_object(resp))
+		json_object_set_new(resp, "streamed", json_true());
+	return resp;
+}
+
 /* peer: the connection's uid (SO_PEERCRED), for the ops that record who asked; principal: a TLS
  * connection's (control_tls.h), whose every request is authorised first, NULL on the unix socket. */
-static json_t *dispatch(struct manager *m, json_t *req, uid_t peer, const struct principal *principal)
+static json_t *dispatch(struct manager *m, json_t *req, uid_t peer, const struct principal *principal,
+		       struct sb_stream *s)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
 	const char *session = json_string_value(json_object_get(req, "session"));
@@ -47,7 +65,9 @@ static json_t *dispatch(struct manager *m, json_t *req, uid_t peer, const struct
 	     strcmp(op, "grant") == 0) && (elsewhere = recovery_claim(m, session)) != NULL)
 		return elsewhere;
 	if (strcmp(op, "exec") == 0)
-		return execpath_run(m, req);
+		return exec_answer(m, req, s);
+	if (strcmp(op, "follow") == 0)
+		return live_send_follow(s, req);
 	if (strcmp(op, "session.create") == 0)
 		return sessions_create(m, req);
 	if (strcmp(op, "session.show") == 0)
@@ -296,7 +316,7 @@ static void conn_loop(struct conn *c, uid_t peer)
 		snprintf(op, sizeof op, "%s", rc > 0 ? json_string_value(json_object_get(req, "op")) ?: "(no op)" : "a bad request");
 		request_count(c->m, true);
 		/* Bad input gets a clear answer when the stream still allows one. */
-		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req, peer, c->principal);
+		resp = rc < 0 ? control_error_from("invalid", &err) : dispatch(c->m, req, peer, c->principal, &s);
 		json_decref(req);
 		if (resp == NULL)
 			resp = control_error("internal", "out of memory");

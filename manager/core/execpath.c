@@ -484,8 +484,28 @@ enum call_outcome {
 	CALL_CANCELLED_FIRST = -5,  /* a cancel that came first was taken: nothing was sent */
 };
 
+static void live_output(void *ctx, int stream, uint64_t offset, const uint8_t *data, size_t len)
+{
+	live_exec_put(ctx, stream ? LIVE_STDERR : LIVE_STDOUT, offset, data, len);
+}
+
+/* Every dispatched exec can be followed: its hub lives from before the Exec to the agent's answer. */
+static struct live_exec *call_live_begin(const struct call *c, struct agent_exec_request *req)
+{
+	struct live_exec *h = live_exec_begin(c->exec_id, c->s.identity);
+
+	if (h == NULL)
+		return NULL;
+	req->on_output = live_output;
+	req->output_ctx = h;
+	if (c->watch != NULL)
+		c->watch->began(c->watch->ctx, h);
+	return h;
+}
+
 static enum call_outcome call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 {
+	struct live_exec *live;
 	struct agent_env env[14]; /* env_fill: 7, KUBECONFIG, and 6 of env_proxy */
 	struct agent_exec_request req = { 0 };
 	struct agent_conn *conn = NULL;
@@ -510,7 +530,9 @@ static enum call_outcome call_dispatch(struct manager *m, struct call *c, struct
 		return CALL_REFUSED;
 	FAILPOINT("manager.exec.dispatched"); /* recorded dispatched; not a byte sent */
 	metrics_lap(&c->lap, METRICS_STEP_DISPATCH);
+	live = call_live_begin(c, &req);
 	rc = agent_exec(conn, &req, deadline, &c->reply, err);
+	live_exec_end(live);
 	metrics_lap(&c->lap, METRICS_STEP_COMMAND);
 	if (rc < 0) {
 		/* A failed exchange leaves the connection unusable: the next call makes a new one. */
@@ -789,13 +811,14 @@ static json_t *call_steps(struct manager *m, struct call *c)
 	return resp;
 }
 
-json_t *execpath_run(struct manager *m, json_t *req)
+json_t *execpath_run(struct manager *m, json_t *req, const struct live_watch *watch)
 {
 	struct call *c = calloc(1, sizeof *c);
 	json_t *resp;
 
 	if (c == NULL)
 		return control_error("internal", "out of memory");
+	c->watch = watch;
 	resp = call_validate(m, req, c);      /* step 1: nothing taken yet */
 	if (resp == NULL)
 		resp = call_bind(m, c);       /* step 2: the turn, the session read once */

@@ -154,7 +154,9 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err);
 int sandbox_recover_session(struct manager *m, const char *session, const char *context, struct sb_err *err);
 
 /* execpath.c: the six steps of one call; returns the control response. */
-json_t *execpath_run(struct manager *m, json_t *req);
+struct live_watch;
+/* watch: NULL, or the hook of a client that asked for live output (live_exec.h). */
+json_t *execpath_run(struct manager *m, json_t *req, const struct live_watch *watch);
 
 /* cancel.c: the one cancel of a running call. Cancel the session's running call; with a tag, only
  * the call the client tagged so; the answer waits for its final record. */

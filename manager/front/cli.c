@@ -22,6 +22,48 @@
 #include "textesc.h"
 #include "utf8.h"
 
+/* Live output (op "exec" with "stream", op "follow"): the frames before the answer, printed as they
+ * come, each stream to its own descriptor; offsets[] end past the last byte printed. */
+struct cli_live {
+	unsigned long long offsets[2];
+	unsigned long long skipped;
+};
+
+static size_t stream_write(FILE *out, const char *text, size_t len, int escaped);
+
+static void live_print(struct cli_live *lv, json_t *o)
+{
+	const char *name = json_string_value(json_object_get(o, "stream")) ?: "";
+	json_t *text = json_object_get(o, "text");
+	int err = strcmp(name, "stderr") == 0;
+	json_int_t skipped = json_integer_value(json_object_get(o, "skipped"));
+
+	if (skipped > 0) {
+		lv->skipped += (unsigned long long)skipped;
+		fprintf(stderr, "sandbox-manager: %lld bytes of %s skipped here (this reader was slower than the "
+			"command)\n", (long long)skipped, err ? "stderr" : "stdout");
+	}
+	lv->offsets[err] = (unsigned long long)json_integer_value(json_object_get(o, "offset"));
+	lv->offsets[err] += stream_write(err ? stderr : stdout, json_string_value(text) ?: "",
+					 json_string_length(text), json_is_true(json_object_get(o, "escaped")));
+}
+
+/* The answer, after the live frames (ctx: struct cli_live, or NULL when none were asked for). */
+static int exchange_recv(struct control_conn *c, struct cli_live *lv, json_t **resp, struct sb_err *err)
+{
+	for (;;) {
+		int rc = control_conn_recv(c, resp, err);
+		json_t *o;
+
+		if (rc <= 0 || lv == NULL || json_object_get(*resp, "ok") != NULL ||
+		    !json_is_object(o = json_object_get(*resp, "output")))
+			return rc;
+		live_print(lv, o);
+		json_decref(*resp);
+		*resp = NULL;
+	}
+}
+
 /* One manager asked on a connection of its own. A manager at its connection limit answers and
  * closes, maybe before the request is written: the write then fails (EPIPE, not a signal) and the
  * answer is still there to read; with nothing to read, nothing was delivered whole. */
@@ -31,7 +73,6 @@ static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp,
 	struct sb_err send_err;
 	int rc;
 
-	(void)ctx;
 	sb_err_clear(&send_err);
 	if (control_conn_open(&c, path, err) < 0)
 		return FOLLOW_NOT_SENT;
@@ -40,7 +81,7 @@ static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp,
 		control_conn_close(&c);
 		return FOLLOW_NOT_SENT;
 	}
-	rc = control_conn_recv(&c, resp, err);
+	rc = exchange_recv(&c, ctx, resp, err);
 	control_conn_close(&c);
 	if (rc > 0)
 		return FOLLOW_ANSWERED;
@@ -55,7 +96,7 @@ static int cli_exchange(void *ctx, const char *path, json_t *req, json_t **resp,
 	return FOLLOW_LOST;
 }
 
-struct json_t *mcli_call(const json_t *sockets, json_t *request)
+static json_t *cli_call_live(const json_t *sockets, json_t *request, struct cli_live *lv)
 {
 	struct follow_list l;
 	json_t *response = NULL;
@@ -65,10 +106,15 @@ struct json_t *mcli_call(const json_t *sockets, json_t *request)
 	if (request == NULL)
 		sb_fail(&err, ENOMEM, "cannot build the request (out of memory)");
 	if (request == NULL || follow_list_parse(&l, sockets, &err) < 0 ||
-	    follow_call(&l, request, cli_exchange, NULL, NULL, &response, &err) != FOLLOW_ANSWERED)
+	    follow_call(&l, request, cli_exchange, NULL, lv, &response, &err) != FOLLOW_ANSWERED)
 		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
 	json_decref(request);
 	return response;
+}
+
+struct json_t *mcli_call(const json_t *sockets, json_t *request)
+{
+	return cli_call_live(sockets, request, NULL);
 }
 
 /* The manager's refusal, on one line: "sandbox-manager: KIND: MESSAGE". */
@@ -188,13 +234,14 @@ static const struct command cmd_exec = {
 	"usage: sandbox-manager exec --session S [--timeout-seconds N] [--turn N] [--json] [--socket PATH]... -- COMMAND\n"
 	"\n"
 	"Runs COMMAND (one argument, a bash command line) in the session's sandbox, prints its output\n"
-	"and exits with its exit code: 124 when it timed out, 128+N when signal N ended it, 125 when it\n"
+	"as it comes (`follow --exec ID` shows it elsewhere too) and exits with its exit code:\n"
+	"124 when it timed out, 128+N when signal N ended it, 125 when it\n"
 	"was refused, cancelled, could not run, or its outcome is uncertain.\n"
 	"\n"
 	"  --session S            the session (required)\n"
 	"  --timeout-seconds N    stop it after N seconds (default: the manager's)\n"
 	"  --turn N               the agent framework's turn it belongs to\n"
-	"  --json                 print the exec result as JSON instead of the output\n"
+	"  --json                 print the exec result as JSON at the end instead of the output\n"
 	SOCKET_HELP HELP_HELP,
 };
 
@@ -256,6 +303,21 @@ static const struct command cmd_records = {
 	"  --state STATE          only execs in STATE (accepted, dispatched, exited, signaled, timed_out,\n"
 	"                         cancelled, uncertain, refused), or unresolved: uncertain, not yet resolved\n"
 	SOCKET_HELP HELP_HELP,
+};
+
+static const struct command cmd_follow = {
+	"follow",
+	"usage: sandbox-manager follow --exec ID [--offset N] [--stderr-offset N] [--socket PATH]...\n"
+	"\n"
+	"Prints a running exec's output as it comes, each stream to its own, from another terminal; ends\n"
+	"when the exec ends. An exec that is not running (any more) here: what its record keeps is printed.\n"
+	"Bytes this reader could not take in time are skipped, and said on stderr (the record keeps its\n"
+	"head and tail). At most 8 followers per exec.\n"
+	"\n"
+	"  --exec ID              the exec (required)\n"
+	"  --offset N             start at stdout's byte N (resume after a disconnect)\n"
+	"  --stderr-offset N      start at stderr's byte N\n"
+	"  --socket PATH          the manager's control socket (default $SANDBOX_MANAGER_SOCKET)\n",
 };
 
 static const struct command cmd_resolve = {
@@ -382,20 +444,25 @@ int mcli_session(int argc, char **argv)
 /* ---- exec ---- */
 
 /* The result's text back to the command's bytes, by the exec result's one rule (common/textesc.h,
- * docs/operations.md). Written with its length: plain text may hold control bytes (never NUL). */
-static void stream_write(FILE *out, const char *text, size_t len, int escaped)
+ * docs/operations.md). Written with its length: plain text may hold control bytes (never NUL).
+ * Returns how many bytes of the command's that is. */
+static size_t stream_write(FILE *out, const char *text, size_t len, int escaped)
 {
 	uint8_t *raw;
+	size_t n = len;
 
 	if (!escaped) {
 		fwrite(text, 1, len, out);
 	} else if ((raw = malloc(len + 1)) == NULL) {
 		fprintf(stderr, "sandbox-manager: out of memory decoding %zu bytes of output\n", len);
+		n = 0;
 	} else {
-		fwrite(raw, 1, textesc_decode(text, len, raw), out);
+		n = textesc_decode(text, len, raw);
+		fwrite(raw, 1, n, out);
 		free(raw);
 	}
 	fflush(out);
+	return n;
 }
 
 static int exec_exit_code(json_t *result)
@@ -411,7 +478,11 @@ static int exec_exit_code(json_t *result)
 	return MCLI_FAILED;
 }
 
-static int exec_print(json_t *result, int as_json)
+static void record_stream_print(json_t *result, int err, unsigned long long from, bool whole);
+
+/* streamed (the answer says "streamed"): the output was printed as it came, up to lv's offsets;
+ * only what did not arrive live is printed now (a cut agent link, answered by the manager's query). */
+static int exec_print(json_t *result, int as_json, const struct cli_live *streamed)
 {
 	json_t *out = json_object_get(result, "stdout"), *err = json_object_get(result, "stderr");
 	const char *status = json_string_value(json_object_get(result, "status")) ?: "?";
@@ -424,10 +495,15 @@ static int exec_print(json_t *result, int as_json)
 		free(text);
 		return code;
 	}
-	stream_write(stdout, json_string_value(out) ?: "", json_string_length(out),
-		     json_is_true(json_object_get(result, "stdout_escaped")));
-	stream_write(stderr, json_string_value(err) ?: "", json_string_length(err),
-		     json_is_true(json_object_get(result, "stderr_escaped")));
+	if (streamed != NULL) {
+		record_stream_print(result, 0, streamed->offsets[0], false);
+		record_stream_print(result, 1, streamed->offsets[1], false);
+	} else {
+		stream_write(stdout, json_string_value(out) ?: "", json_string_length(out),
+			     json_is_true(json_object_get(result, "stdout_escaped")));
+		stream_write(stderr, json_string_value(err) ?: "", json_string_length(err),
+			     json_is_true(json_object_get(result, "stderr_escaped")));
+	}
 	if (strcmp(status, "timed_out") == 0) {
 		fprintf(stderr, "sandbox-manager: the command timed out\n");
 	} else if (code == MCLI_FAILED) {
@@ -448,6 +524,7 @@ int mcli_exec(int argc, char **argv)
 			    { "json", 0, NULL, NULL, 0 },    { "socket", 1, NULL, sockets, 0 },
 			    { "turn", 1, NULL, NULL, 0 } };
 	json_t *req, *resp, *result;
+	struct cli_live lv = { { 0, 0 }, 0 };
 	long timeout = 0, turn = -1;
 	int code = 0, i = flags_parse(c, argc, argv, f, 5, &code);
 
@@ -467,15 +544,21 @@ int mcli_exec(int argc, char **argv)
 	req = json_pack("{s:s, s:s, s:s}", "op", "exec", "session", f[0].value, "command", argv[i]);
 	/* Unset, the manager would use its default timeout (or turn) instead of the one asked for. */
 	if (req == NULL || (timeout > 0 && json_object_set_new(req, "timeout_seconds", json_integer(timeout)) != 0) ||
-	    (turn >= 0 && json_object_set_new(req, "turn", json_integer(turn)) != 0))
+	    (turn >= 0 && json_object_set_new(req, "turn", json_integer(turn)) != 0) ||
+	    (!f[2].set && json_object_set_new(req, "stream", json_true()) != 0))
 		return request_fail(req);
-	resp = mcli_call(sockets, req);
+	/* --json keeps stdout one JSON object: its output is in it, not printed as it comes. */
+	resp = cli_call_live(sockets, req, f[2].set ? NULL : &lv);
 	if (resp == NULL)
 		return MCLI_FAILED;
 	result = json_object_get(resp, "result");
 	if (!json_is_true(json_object_get(resp, "ok")) || !json_is_object(result))
 		return print_response(resp);
-	code = exec_print(result, f[2].set);
+	/* Nothing came live (an agent that does not stream, a command that printed nothing): the result
+	 * is printed whole, as without live output. */
+	code = exec_print(result, f[2].set,
+			  json_is_true(json_object_get(resp, "streamed")) && lv.offsets[0] + lv.offsets[1] + lv.skipped > 0 ?
+				  &lv : NULL);
 	json_decref(resp);
 	return code;
 }
@@ -539,6 +622,105 @@ int mcli_records(int argc, char **argv)
 	if (req == NULL || (limit > 0 && json_object_set_new(req, "limit", json_integer(limit)) != 0))
 		return request_fail(req);
 	return print_response(mcli_call(sockets, req));
+}
+
+/* What a result keeps of one stream past byte `from` (what live output printed already): the rest
+ * of the text when it is the command's whole output. A truncated one (head and tail) cannot be
+ * placed by offset: with whole, all of it is printed (follow), else a note says what was not shown
+ * (exec, which printed from the start). */
+static void record_stream_print(json_t *result, int err, unsigned long long from, bool whole)
+{
+	const char *name = err ? "stderr" : "stdout";
+	char key[32];
+	json_t *text = json_object_get(result, name);
+	const char *t = json_string_value(text) ?: "";
+	size_t len = json_string_length(text);
+	unsigned long long total;
+	uint8_t *raw;
+	size_t n;
+
+	snprintf(key, sizeof key, "%s_escaped", name);
+	if (!json_is_true(json_object_get(result, key))) {
+		raw = (uint8_t *)strndup(t, len);
+		n = len;
+	} else if ((raw = malloc(len + 1)) != NULL) {
+		n = textesc_decode(t, len, raw);
+	}
+	if (raw == NULL)
+		return;
+	snprintf(key, sizeof key, "%s_bytes", name);
+	total = (unsigned long long)json_integer_value(json_object_get(result, key));
+	snprintf(key, sizeof key, "%s_truncated", name);
+	if (json_is_true(json_object_get(result, key)) && from < total) {
+		if (!whole)
+			fprintf(stderr, "sandbox-manager: %llu bytes of %s were not shown live; `records --exec` keeps its "
+				"head and tail\n", total - from, name);
+		from = whole ? 0 : n;
+	}
+	if (from < n)
+		fwrite(raw + from, 1, n - from, err ? stderr : stdout);
+	fflush(err ? stderr : stdout);
+	free(raw);
+}
+
+/* The exec is not running here: its record, when it has a result, from the offsets on. */
+static int follow_record(const json_t *sockets, const char *exec_id, const struct cli_live *lv)
+{
+	json_t *resp = mcli_call(sockets, json_pack("{s:s, s:s}", "op", "records", "exec", exec_id));
+	json_t *rec = json_array_get(json_object_get(resp, "records"), 0);
+	json_t *result = json_object_get(rec, "result");
+
+	if (resp == NULL)
+		return MCLI_FAILED;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return print_error(resp);
+	if (json_is_object(result)) {
+		record_stream_print(result, 0, lv->offsets[0], true);
+		record_stream_print(result, 1, lv->offsets[1], true);
+	} else {
+		char *state = textesc_str(json_string_value(json_object_get(rec, "state")));
+
+		fprintf(stderr, "sandbox-manager: exec %s is not running here; its record is %s, with no output kept\n",
+			exec_id, state ?: "unknown");
+		free(state);
+	}
+	json_decref(resp);
+	return 0;
+}
+
+int mcli_follow(int argc, char **argv)
+{
+	const struct command *c = &cmd_follow;
+	json_t *sockets cleanup_json = json_array(); /* --socket, in order */
+	struct flag f[] = { { "exec", 1, NULL, NULL, 0 }, { "offset", 1, NULL, NULL, 0 },
+			    { "stderr-offset", 1, NULL, NULL, 0 }, { "socket", 1, NULL, sockets, 0 } };
+	struct cli_live lv = { { 0, 0 }, 0 };
+	json_t *req, *resp;
+	long off[2] = { 0, 0 };
+	int code = 0;
+
+	if (flags_only(c, argc, argv, f, 4, &code) == FLAGS_DONE || (code = flag_required(c, &f[0])) != 0)
+		return code;
+	for (int i = 0; i < 2; i++)
+		if (f[1 + i].set && (off[i] = flag_number(f[1 + i].value, 0, 1L << 53)) < 0)
+			return usage_error(c, "--%s takes a whole number of bytes, at least 0, not '%s'", f[1 + i].name,
+					   f[1 + i].value);
+	if ((code = flags_utf8(c, f, 1)) != 0)
+		return code;
+	lv.offsets[0] = (unsigned long long)off[0];
+	lv.offsets[1] = (unsigned long long)off[1];
+	req = json_pack("{s:s, s:s, s:I, s:I}", "op", "follow", "exec", f[0].value, "offset", (json_int_t)off[0],
+			"stderr_offset", (json_int_t)off[1]);
+	if (req == NULL)
+		return request_fail(NULL);
+	resp = cli_call_live(sockets, req, &lv);
+	if (resp == NULL)
+		return MCLI_FAILED;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return print_error(resp);
+	code = json_is_true(json_object_get(resp, "running")) ? 0 : follow_record(sockets, f[0].value, &lv);
+	json_decref(resp);
+	return code;
 }
 
 int mcli_resolve(int argc, char **argv)

@@ -21,6 +21,8 @@ int mcli_cancel(int argc, char **argv);
 int mcli_grant(int argc, char **argv);
 int mcli_records(int argc, char **argv);
 int mcli_resolve(int argc, char **argv);
+/* follow --exec ID: a running exec's output as it comes (live_send.h), else what its record keeps. */
+int mcli_follow(int argc, char **argv);
 int mcli_version(int argc, char **argv, const char *version);
 /* status and metrics (argv[0] says which; flags in cli.c, the answers printed by cli_status.c):
  * status exits 0 healthy, 1 degraded. */

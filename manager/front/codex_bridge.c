@@ -245,7 +245,7 @@ static void call_free(struct bridge_call *c)
 /* The call's tool result ({content, isError}, front/bash_tool.h). */
 static json_t *call_run(struct bridge_call *c)
 {
-	struct daemon_wait w = { &br.lock, &c->cancel_requested, NULL, NULL };
+	struct daemon_wait w = { &br.lock, &c->cancel_requested, NULL, NULL, NULL };
 	json_t *refusal;
 
 	if (daemon_call_args(&br.peer, view(), c->args, &c->exec, &refusal) < 0)

@@ -283,7 +283,18 @@ static int exec_wait(const struct daemon_peer *d, const struct daemon_exec *x, c
 			if (control_conn_set_timeout(conn, ANSWER_READ_MS, err) < 0)
 				return -1;
 			n = control_conn_recv(conn, resp, err);
-			return n > 0 ? 1 : n == 0 ? sb_fail(err, EPIPE, "the manager closed the connection") : -1;
+			if (n > 0 && w->output != NULL && json_object_get(*resp, "ok") == NULL &&
+			    json_is_object(json_object_get(*resp, "output"))) {
+				/* A live chunk, not the answer: the answer's bound starts again at its first byte. */
+				w->output(w->ctx, json_object_get(*resp, "output"));
+				json_decref(*resp);
+				*resp = NULL;
+				if (control_conn_set_timeout(conn, 0, err) < 0)
+					return -1;
+				n = 0;
+			} else {
+				return n > 0 ? 1 : n == 0 ? sb_fail(err, EPIPE, "the manager closed the connection") : -1;
+			}
 		}
 		pthread_mutex_lock(w->lock);
 		cancel = *w->cancelled;
@@ -311,7 +322,8 @@ json_t *daemon_call_bash(const struct daemon_peer *d, const struct bash_tool_vie
 	int rc;
 
 	/* Unset, the daemon would apply its default instead of the timeout asked for: not sent. */
-	if (req != NULL && x->timeout_given && json_object_set_new(req, "timeout_seconds", json_integer(x->timeout)) != 0) {
+	if (req != NULL && ((x->timeout_given && json_object_set_new(req, "timeout_seconds", json_integer(x->timeout)) != 0) ||
+			    (w != NULL && w->output != NULL && json_object_set_new(req, "stream", json_true()) != 0))) {
 		json_decref(req);
 		req = NULL;
 	}

@@ -38,6 +38,9 @@ struct daemon_wait {
 	const int *cancelled;
 	void (*waiting)(void *ctx, int64_t started_ms);
 	void *ctx;
+	/* Set: the exec asks for live output and each chunk's "output" object comes here (live_send.h),
+	 * on the waiting thread, before the answer; NULL: none is asked for. */
+	void (*output)(void *ctx, json_t *chunk);
 };
 
 /* A request (consumed) the daemon answers at once (config, cancel), bounded in time so no client

@@ -16,9 +16,11 @@
 #include "bash_tool.h"
 #include "clock.h"
 #include "daemon_call.h"
+#include "live_summary.h"
 #include "log.h"
 
 #define PROGRESS_EVERY_MS 15000
+#define PROGRESS_LINE_MS 1000 /* at most one progress a second, however fast the output comes */
 /* Calls waiting for the worker, from every transport: a client that sends faster than its session
  * runs them is answered at once beyond this (nothing ran), instead of growing the queue without
  * bound (issue 27). The session runs one command at a time: 64 waiting is minutes of work. */
@@ -33,6 +35,9 @@ struct mcp_job {
 	struct daemon_exec exec; /* its tag: "mcp-<pid>-<n>" */
 	int cancel_requested;   /* under jobs.lock */
 	int64_t progress_next;  /* the worker's: when the next progress is due (0: not yet running) */
+	int64_t progress_last;  /* the worker's: when the last one went */
+	char line[LIVE_SUMMARY_MAX + 1]; /* the worker's: the newest output line, terminal-safe */
+	bool line_new;          /* it came after the last progress */
 	struct mcp_job *next;
 };
 
@@ -157,29 +162,51 @@ void mcp_jobs_call(json_t *id, json_t *params, struct mcp_sink *sink, int struct
 
 /* ---- the worker ---- */
 
-/* While the call runs: a progress notification every PROGRESS_EVERY_MS, when the client asked. */
+/* While the call runs, when the client asked: a progress notification with the newest output line
+ * when one came (at most one a PROGRESS_LINE_MS), else every PROGRESS_EVERY_MS; progress is the
+ * whole seconds elapsed, which the spacing keeps increasing. */
 static void job_progress(void *ctx, int64_t started)
 {
 	struct mcp_job *j = ctx;
 	int64_t now = clock_mono_ms();
+	char message[LIVE_SUMMARY_MAX + 64];
 	json_t *msg;
 
 	if (j->progress_next == 0)
 		j->progress_next = started + PROGRESS_EVERY_MS; /* the first after a whole interval */
-	if (j->progress_token == NULL || now < j->progress_next)
+	if (j->progress_token == NULL || now < j->progress_last + PROGRESS_LINE_MS ||
+	    (now < j->progress_next && !j->line_new))
 		return;
 	j->progress_next = now + PROGRESS_EVERY_MS;
+	j->progress_last = now;
+	j->line_new = false;
+	if (j->line[0] != '\0')
+		snprintf(message, sizeof message, "%llds: %s", (long long)((now - started) / 1000), j->line);
+	else
+		snprintf(message, sizeof message, "the command is still running");
 	msg = json_pack("{s:s, s:s, s:{s:O, s:I, s:I, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress",
 			"params", "progressToken", j->progress_token, "progress", (json_int_t)((now - started) / 1000),
-			"total", (json_int_t)j->exec.timeout, "message", "the command is still running");
+			"total", (json_int_t)j->exec.timeout, "message", message);
 	if (msg != NULL)
 		j->sink->send(j->sink, msg);
+}
+
+/* A live chunk (daemon_call.h): its last line becomes the next progress's message. */
+static void job_output(void *ctx, json_t *chunk)
+{
+	struct mcp_job *j = ctx;
+	json_t *text = json_object_get(chunk, "text");
+
+	if (live_summary_take(j->line, json_string_value(text) ?: "", json_string_length(text),
+			      json_is_true(json_object_get(chunk, "escaped"))))
+		j->line_new = true;
 }
 
 /* The daemon's answer as a tool result. */
 static json_t *job_run(struct mcp_job *j)
 {
-	struct daemon_wait w = { &jobs.lock, &j->cancel_requested, job_progress, j };
+	struct daemon_wait w = { &jobs.lock, &j->cancel_requested, job_progress, j,
+				 j->progress_token != NULL ? job_output : NULL };
 	struct bash_tool_view v;
 
 	return daemon_call_bash(&jobs.peer, mcp_jobs_view(j->structured, &v), &j->exec, &w);

@@ -38,6 +38,7 @@ static struct {
 	struct histogram steps[METRICS_STEPS];
 	uint64_t execs[EXEC_STATUSES];
 	int64_t connections;
+	uint64_t live_bytes[2]; /* live output passed to readers, and skipped by them */
 	int64_t start_ms;
 } mt = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -128,9 +129,18 @@ void metrics_connection_closed(void)
 	pthread_mutex_unlock(&mt.lock);
 }
 
+void metrics_live_output(uint64_t streamed, uint64_t skipped)
+{
+	pthread_mutex_lock(&mt.lock);
+	mt.live_bytes[0] += streamed;
+	mt.live_bytes[1] += skipped;
+	pthread_mutex_unlock(&mt.lock);
+}
+
 void metrics_reset(void)
 {
 	pthread_mutex_lock(&mt.lock);
+	memset(mt.live_bytes, 0, sizeof mt.live_bytes);
 	memset(mt.steps, 0, sizeof mt.steps);
 	memset(mt.execs, 0, sizeof mt.execs);
 	mt.connections = 0;
@@ -199,6 +209,7 @@ int metrics_render(const struct metrics_gauges *g, char **text, size_t *len, str
 	struct histogram steps[METRICS_STEPS];
 	uint64_t execs[EXEC_STATUSES];
 	int64_t connections, uptime = metrics_uptime_ms();
+	uint64_t live[2];
 	FILE *f;
 
 	/* A copy under the lock, rendered outside it: a call's update never waits on the formatting. */
@@ -206,6 +217,7 @@ int metrics_render(const struct metrics_gauges *g, char **text, size_t *len, str
 	memcpy(steps, mt.steps, sizeof steps);
 	memcpy(execs, mt.execs, sizeof execs);
 	connections = mt.connections;
+	memcpy(live, mt.live_bytes, sizeof live);
 	pthread_mutex_unlock(&mt.lock);
 
 	*text = NULL;
@@ -244,6 +256,10 @@ int metrics_render(const struct metrics_gauges *g, char **text, size_t *len, str
 	      "an exec left in flight, for resolve.", g->sessions_unsettled);
 	gauge(f, "sandbox_manager_execs_in_flight", "Execs accepted or dispatched, not yet ended.", g->in_flight);
 	gauge(f, "sandbox_manager_control_connections", "Control socket connections open now.", connections);
+	family(f, "sandbox_manager_live_output_bytes_total", "counter", "Live output of running execs passed on to "
+	       "their clients and followers (streamed), and bytes a slow reader skipped (skipped).");
+	fprintf(f, "sandbox_manager_live_output_bytes_total{kind=\"streamed\"} %llu\n", (unsigned long long)live[0]);
+	fprintf(f, "sandbox_manager_live_output_bytes_total{kind=\"skipped\"} %llu\n", (unsigned long long)live[1]);
 	if (ferror(f)) {
 		fclose(f);
 		free(*text);

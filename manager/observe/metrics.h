@@ -37,6 +37,8 @@ void metrics_observe_step_us(enum metrics_step step, int64_t us);
 void metrics_exec_ended(const char *status);
 void metrics_connection_opened(void);
 void metrics_connection_closed(void);
+/* Live output passed to a reader, and the bytes it skipped (live_exec.c). */
+void metrics_live_output(uint64_t streamed, uint64_t skipped);
 
 /* The daemon's start (called once, first); uptime is measured from it. */
 void metrics_start(void);

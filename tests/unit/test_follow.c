@@ -437,7 +437,7 @@ static void test_cancelled_while_waiting(void **state)
 	struct daemon_exec x = { .command = text, .timeout = 10 };
 	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	int cancelled = 1;
-	const struct daemon_wait w = { &lock, &cancelled, NULL, NULL };
+	const struct daemon_wait w = { &lock, &cancelled, NULL, NULL, NULL };
 	char *dump;
 	json_t *r;
 	int64_t t0;

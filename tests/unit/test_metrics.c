@@ -105,9 +105,24 @@ static void test_shape(void **state)
 			assert_true(end != value + 1 && *end == '\0');
 		}
 	}
-	assert_int_equal(families, 11);
+	assert_int_equal(families, 12);
 	assert_true(has_line(text, "sandbox_manager_build_info{version=\"0.1.0\",backend=\"process\"} 1"));
 	free(copy);
+	free(text);
+}
+
+/* Live output: what readers got and what they skipped, each its own sample, summed. */
+static void test_live_output_bytes(void **state)
+{
+	char *text;
+
+	(void)state;
+	metrics_reset();
+	metrics_live_output(100, 0);
+	metrics_live_output(16384, 65536);
+	text = render(&gauges);
+	assert_true(has_line(text, "sandbox_manager_live_output_bytes_total{kind=\"streamed\"} 16484"));
+	assert_true(has_line(text, "sandbox_manager_live_output_bytes_total{kind=\"skipped\"} 65536"));
 	free(text);
 }
 
@@ -256,6 +271,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shape),
 		cmocka_unit_test(test_histogram_buckets),
+		cmocka_unit_test(test_live_output_bytes),
 		cmocka_unit_test(test_lap),
 		cmocka_unit_test(test_execs_and_gauges),
 		cmocka_unit_test(test_threads),

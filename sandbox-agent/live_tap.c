@@ -1,0 +1,110 @@
+/* agent: live output's tap and its sender thread (live_tap.h). The wait loop only copies into a ring
+ * under a lock held for that copy; every write to the manager happens on the sender's thread, so a
+ * manager that stops reading stalls the sender alone. */
+#include "live_tap.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "log.h"
+#include "thread.h"
+
+int live_tap_next(struct live_tap *t, uint8_t *buf, enum live_stream *stream, uint64_t *offset, size_t *len,
+		  uint64_t *skipped)
+{
+	for (int s = 0; s < LIVE_STREAMS; s++) {
+		uint64_t at = t->sent[s];
+		size_t n = live_ring_get(&t->ring[s], &at, buf, LIVE_CHUNK_MAX, skipped);
+
+		if (n == 0 && *skipped == 0)
+			continue;
+		*stream = (enum live_stream)s;
+		*offset = at - n;
+		*len = n;
+		t->sent[s] = at;
+		t->skipped += *skipped;
+		return 1;
+	}
+	return 0;
+}
+
+static void *tap_thread(void *arg)
+{
+	uint8_t buf[LIVE_CHUNK_MAX]; /* on this thread's own stack (default size) */
+	struct live_tap *t = arg;
+
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		enum live_stream stream;
+		uint64_t offset, skipped;
+		size_t len;
+		int rc;
+
+		if (!live_tap_next(t, buf, &stream, &offset, &len, &skipped)) {
+			if (t->done)
+				break;
+			pthread_cond_wait(&t->cond, &t->lock);
+			continue;
+		}
+		/* The write may wait on the manager: the lock is the wait loop's meanwhile. */
+		pthread_mutex_unlock(&t->lock);
+		rc = t->send(t->ctx, stream, offset, buf, len, skipped);
+		pthread_mutex_lock(&t->lock);
+		if (rc < 0) {
+			t->failed = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+int live_tap_start(struct live_tap *t, live_tap_send send, void *ctx, struct sb_err *err)
+{
+	memset(t, 0, sizeof *t);
+	t->send = send;
+	t->ctx = ctx;
+	if (live_ring_init(&t->ring[LIVE_STDOUT], LIVE_RING_BYTES, err) < 0 ||
+	    live_ring_init(&t->ring[LIVE_STDERR], LIVE_RING_BYTES, err) < 0) {
+		live_ring_free(&t->ring[LIVE_STDOUT]);
+		return -1;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->cond, NULL);
+	if (pthread_create(&t->thread, NULL, tap_thread, t) != 0) {
+		live_ring_free(&t->ring[LIVE_STDOUT]);
+		live_ring_free(&t->ring[LIVE_STDERR]);
+		return sb_fail(err, EAGAIN, "starting the live output sender");
+	}
+	t->started = true;
+	return 0;
+}
+
+void live_tap_feed(struct live_tap *t, enum live_stream stream, const uint8_t *buf, size_t len)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!t->failed) {
+		live_ring_put(&t->ring[stream], t->ring[stream].end, buf, len);
+		pthread_cond_signal(&t->cond);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void live_tap_stop(struct live_tap *t)
+{
+	if (!t->started)
+		return;
+	pthread_mutex_lock(&t->lock);
+	t->done = true;
+	pthread_cond_signal(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	pthread_join(t->thread, NULL);
+	if (t->skipped > 0)
+		sb_info("live output: %llu bytes skipped (the manager read slower than the command wrote)",
+			(unsigned long long)t->skipped);
+	live_ring_free(&t->ring[LIVE_STDOUT]);
+	live_ring_free(&t->ring[LIVE_STDERR]);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->cond);
+	t->started = false;
+}
