@@ -106,3 +106,136 @@ test_manager_image() {
 	mimg_serve
 }
 t manager_image test_manager_image
+
+# The two images as deploy/kubernetes runs them, sharing one network namespace with no network (the
+# PostgreSQL container's, --network none; its loopback is their only link, as a pod's would be): PostgreSQL from make postgres-image, two managers from the manager
+# image on it (m1 on 127.0.0.1:7444, m2 on :7445, each its own state dir, one volume, the
+# certificates of deploy/kubernetes/certs.sh, names sandbox-manager), and clients of the manager image
+# in the same namespace. A session made through m1, calls sent through m2 and through m1 at once: each runs
+# once, on the owner, none overlapping another, all recorded in the store.
+# shellcheck disable=SC2016 # expanded in the sandbox
+MPAIR_CALL='echo "start $(date +%s%N)" >> "$TMPDIR/calls"; sleep 0.2; echo "end $(date +%s%N)" >> "$TMPDIR/calls"'
+
+# mpair_client PORT PRINCIPAL ARGS...: the CLI in the shared namespace, as the image's user, with PRINCIPAL's
+# certificate, to the manager on 127.0.0.1:PORT. Sets RC; stdout in $OUT, stderr in $ERR.
+mpair_client() {
+	local port=$1 p=$2
+	shift 2
+	mimg_podman run --rm --network "container:$MPAIR_POD-pg" --read-only --label "infra-sandbox.test=$IT_ROOT" \
+		-v "$TD/certs/clients/$p:/certs:ro" -e "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$port" \
+		-e SANDBOX_MANAGER_TLS_NAME=sandbox-manager -e "SANDBOX_MANAGER_TLS_CERT=/certs/$p.crt" \
+		-e "SANDBOX_MANAGER_TLS_KEY=/certs/$p.key" -e SANDBOX_MANAGER_TLS_CA=/certs/ca.crt \
+		"$MIMG" "$@" >"$OUT" 2>"$ERR"
+	RC=$?
+}
+
+# mpair_manager N PORT: manager mN in the shared namespace, serving TLS on PORT; waits until it serves.
+mpair_manager() {
+	local n=$1 port=$2 d=$TD/m$1
+	mkdir -p "$d/state" && chmod 0700 "$d/state" && chown 10001:10001 "$d/state"
+	mimg_podman run -d --name "$MPAIR_POD-m$n" --network "container:$MPAIR_POD-pg" --read-only --device /dev/net/tun \
+		--security-opt 'unmask=/proc/*' --label "infra-sandbox.test=$IT_ROOT" -e PGPASSWORD=mpair-secret \
+		-v "$d/state:/var/lib/sandbox-manager/state" -v "$TD/vol:/var/lib/sandbox-manager/volume" \
+		-v "$TD/tls:/etc/sandbox-manager/tls:ro" -v "$TD/principals:/etc/sandbox-manager/principals:ro" \
+		-v "$TD/repo:/srv/repo:ro" \
+		"$MIMG" serve --state-dir /var/lib/sandbox-manager/state --volume /var/lib/sandbox-manager/volume \
+		--store 'postgres:host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=5' \
+		--manager-id "m$n" --lease-ms 2000 --listen "tls:127.0.0.1:$port" --advertise "tls://127.0.0.1:$port" \
+		--tls-cert /etc/sandbox-manager/tls/server.crt --tls-key /etc/sandbox-manager/tls/server.key \
+		--tls-client-ca /etc/sandbox-manager/tls/ca.crt \
+		--tls-principals /etc/sandbox-manager/principals/principals.json \
+		--tls-deny /etc/sandbox-manager/principals/deny >/dev/null 2>"$ERR" || {
+		bad "podman run m$n: $(head -c 300 "$ERR")"
+		return 1
+	}
+	for _ in $(seq 1 200); do
+		mimg_podman logs "$MPAIR_POD-m$n" >"$TD/m$n.log" 2>&1
+		grep -q '"serving on ' "$TD/m$n.log" && return 0
+		[ "$(mimg_podman inspect --format '{{.State.Running}}' "$MPAIR_POD-m$n" 2>/dev/null)" = true ] || break
+		sleep 0.2
+	done
+	bad "m$n did not serve: $(tail -c 600 "$TD/m$n.log")"
+	return 1
+}
+
+# mpair_setup: the images, the certificates, the repository, PostgreSQL and m1, m2.
+mpair_setup() {
+	local pg
+	pg=infra-sandbox-postgres:it-$(basename "$IT_ROOT" | tr '[:upper:]' '[:lower:]')
+	mimg_build || return 1
+	IMAGE=$pg CONTAINERS_CONF=$PODMAN_CONF bash "$IT_REPO/scripts/postgres-image.sh" >"$TD/pg-build.log" 2>&1 ||
+		{ bad "scripts/postgres-image.sh failed: $(tail -n 5 "$TD/pg-build.log")"; return 1; }
+	MPAIR_POD=mpair-$$-$RANDOM
+	trap 'mimg_podman rm -f "$MPAIR_POD-m1" "$MPAIR_POD-m2" >/dev/null 2>&1; mimg_podman rm -f "$MPAIR_POD-pg" >/dev/null 2>&1
+		mimg_podman rmi -f "$MIMG" "'"$pg"'" >/dev/null 2>&1' EXIT
+	# the certificates as an operator makes them (files only), readable by the managers' user
+	mkdir -p "$TD/principals" "$TD/tls"
+	jq -n '{"alice-ci": {identities: ["alice"], repos: ["/srv/repo"]}, ops: {operator: true}}' \
+		>"$TD/principals/principals.json"
+	KUBECTL=none SANDBOX_MANAGER=$MANAGER bash "$IT_REPO/deploy/kubernetes/certs.sh" "$TD/principals/principals.json" \
+		"$TD/certs" >"$TD/certs.log" 2>&1 || { bad "certs.sh: $(tail -n 3 "$TD/certs.log")"; return 1; }
+	cp "$TD/certs/server/server.crt" "$TD/certs/server/server.key" "$TD/certs/ca/ca.crt" "$TD/tls/" &&
+		cp "$TD/certs/deny" "$TD/principals/deny" &&
+		chown -R 10001:10001 "$TD/tls" "$TD/principals" && chmod -R a+rX "$TD/certs/clients" &&
+		chmod 0711 "$TD/certs" || return 1
+	chown -R 10001:10001 "$TD/certs/clients" # the clients run as the image's user too
+	mgr_repo && chown -R 10001:10001 "$TD/repo" || return 1
+	mkdir -p "$TD/vol" "$TD/pg" && chown 10001:10001 "$TD/vol" && chmod 1777 "$TD/pg"
+	mimg_podman run -d --name "$MPAIR_POD-pg" --network none --read-only --label "infra-sandbox.test=$IT_ROOT" \
+		-e POSTGRES_PASSWORD=mpair-secret -v "$TD/pg:/var/lib/postgresql/data" "$pg" >/dev/null ||
+		{ bad "podman run postgres failed"; return 1; }
+	for _ in $(seq 1 150); do
+		mimg_podman logs "$MPAIR_POD-pg" 2>&1 | grep -q 'database system is ready to accept connections' && break
+		sleep 0.2
+	done
+	mpair_manager 1 7444 && mpair_manager 2 7445
+}
+
+test_manager_image_pair() {
+	[ "$RUN_UID" -eq 0 ] || skip "root only: the images are built into root's podman storage (the root run proves it)"
+	need_podman
+	if ldd "$IT_ROOT/bin/sandbox-manager-daemon" 2>/dev/null | grep -q 'libasan\|libubsan'; then
+		skip "this run's binaries are a sanitizer build; the image holds the plain one (make manager-image)"
+	fi
+	local sid k rc lines
+	mpair_setup || return
+	mpair_client 7444 alice-ci session create --identity alice --repo /srv/repo
+	assert_eq "session create through m1 (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	sid=$(jr .session)
+	[ -n "$sid" ] || return
+	# calls sent through m2 (followed to the owner m1) and through m1, at once
+	for port in 7445 7444; do
+		(
+			for k in 1 2 3; do
+				mpair_client "$port" alice-ci exec --session "$sid" -- "$MPAIR_CALL"
+				echo "$RC" >"$TD/loop-$port-$k.rc"
+				cp "$ERR" "$TD/loop-$port-$k.err"
+			done
+		) &
+	done
+	wait
+	for port in 7445 7444; do
+		for k in 1 2 3; do
+			rc=$(cat "$TD/loop-$port-$k.rc" 2>/dev/null)
+			assert_eq "call $k through :$port: exit code ($(head -c 300 "$TD/loop-$port-$k.err"))" 0 "$rc"
+		done
+	done
+	mpair_client 7445 ops records --session "$sid" --limit 50
+	assert_eq "exited records, read through m2" 6 "$(jr '[.records[] | select(.state == "exited")] | length')"
+	assert_eq "records" 6 "$(jr '.records | length')"
+	mpair_client 7445 ops session show --session "$sid"
+	assert_eq "the owner" m1 "$(jr .owner.manager)"
+	lines=$(find "$TD/vol" -path '*/.sandbox-tmp/calls' | head -n 1)
+	assert_eq "start lines" 6 "$(grep -c '^start [0-9]*$' "$lines")"
+	# in time order, every start is followed by its own end: an overlap puts two starts together
+	assert_eq "starts not after the previous call's end" 0 \
+		"$(sort -k2,2n "$lines" | awk '$1 != (NR % 2 ? "start" : "end") { n++ } END { print n + 0 }')"
+	# a client without a certificate is refused, and nothing is recorded
+	mimg_podman run --rm --network "container:$MPAIR_POD-pg" --read-only -v "$TD/certs/clients/alice-ci:/certs:ro" \
+		-e SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:7445 -e SANDBOX_MANAGER_TLS_NAME=sandbox-manager \
+		-e SANDBOX_MANAGER_TLS_CA=/certs/ca.crt "$MIMG" exec --session "$sid" -- true >"$OUT" 2>"$ERR"
+	assert_ne "exec without a client certificate: exit code" 0 "$?"
+	mpair_client 7444 ops records --session "$sid" --limit 50
+	assert_eq "records after the refused client" 6 "$(jr '.records | length')"
+}
+t manager_image_pair test_manager_image_pair
