@@ -108,21 +108,24 @@ test_manager_image() {
 t manager_image test_manager_image
 
 # The two images as deploy/kubernetes runs them, sharing one network namespace with no network (the
-# PostgreSQL container's, --network none; its loopback is their only link, as a pod's would be): PostgreSQL from make postgres-image, two managers from the manager
-# image on it (m1 on 127.0.0.1:7444, m2 on :7445, each its own state dir, one volume, the
-# certificates of deploy/kubernetes/certs.sh, names sandbox-manager), and clients of the manager image
-# in the same namespace. A session made through m1, calls sent through m2 and through m1 at once: each runs
-# once, on the owner, none overlapping another, all recorded in the store.
+# PostgreSQL container's, --network none; its loopback is their only link, as a pod's would be):
+# PostgreSQL from make postgres-image, two managers from the manager image on it (m1 on
+# 127.0.0.1:7444, m2 on :7445, each its own state dir, one volume, the certificates of
+# deploy/kubernetes/certs.sh, named sandbox-manager), and clients of the manager image in the same
+# namespace. A session made through m1, calls sent through m2 and through m1 at once: each runs once,
+# on the owner, none overlapping another, all recorded in the store. A client without a certificate,
+# with another CA's, or with a principal of another identity is refused, and nothing is recorded.
 # shellcheck disable=SC2016 # expanded in the sandbox
 MPAIR_CALL='echo "start $(date +%s%N)" >> "$TMPDIR/calls"; sleep 0.2; echo "end $(date +%s%N)" >> "$TMPDIR/calls"'
 
 # mpair_client PORT PRINCIPAL ARGS...: the CLI in the shared namespace, as the image's user, with PRINCIPAL's
-# certificate, to the manager on 127.0.0.1:PORT. Sets RC; stdout in $OUT, stderr in $ERR.
+# certificate (from certs.sh's directory MPAIR_CERTS, default $TD/certs), to the manager on
+# 127.0.0.1:PORT. Sets RC; stdout in $OUT, stderr in $ERR.
 mpair_client() {
 	local port=$1 p=$2
 	shift 2
 	mimg_podman run --rm --network "container:$MPAIR_POD-pg" --read-only --label "infra-sandbox.test=$IT_ROOT" \
-		-v "$TD/certs/clients/$p:/certs:ro" -e "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$port" \
+		-v "${MPAIR_CERTS:-$TD/certs}/clients/$p:/certs:ro" -e "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$port" \
 		-e SANDBOX_MANAGER_TLS_NAME=sandbox-manager -e "SANDBOX_MANAGER_TLS_CERT=/certs/$p.crt" \
 		-e "SANDBOX_MANAGER_TLS_KEY=/certs/$p.key" -e SANDBOX_MANAGER_TLS_CA=/certs/ca.crt \
 		"$MIMG" "$@" >"$OUT" 2>"$ERR"
@@ -170,8 +173,8 @@ mpair_setup() {
 		mimg_podman rmi -f "$MIMG" "'"$pg"'" >/dev/null 2>&1' EXIT
 	# the certificates as an operator makes them (files only), readable by the managers' user
 	mkdir -p "$TD/principals" "$TD/tls"
-	jq -n '{"alice-ci": {identities: ["alice"], repos: ["/srv/repo"]}, ops: {operator: true}}' \
-		>"$TD/principals/principals.json"
+	jq -n '{"alice-ci": {identities: ["alice"], repos: ["/srv/repo"]}, "bob-ci": {identities: ["bob"]},
+		ops: {operator: true}}' >"$TD/principals/principals.json"
 	KUBECTL=none SANDBOX_MANAGER=$MANAGER bash "$IT_REPO/deploy/kubernetes/certs.sh" "$TD/principals/principals.json" \
 		"$TD/certs" >"$TD/certs.log" 2>&1 || { bad "certs.sh: $(tail -n 3 "$TD/certs.log")"; return 1; }
 	cp "$TD/certs/server/server.crt" "$TD/certs/server/server.key" "$TD/certs/ca/ca.crt" "$TD/tls/" &&
@@ -179,6 +182,15 @@ mpair_setup() {
 		chown -R 10001:10001 "$TD/tls" "$TD/principals" && chmod -R a+rX "$TD/certs/clients" &&
 		chmod 0711 "$TD/certs" || return 1
 	chown -R 10001:10001 "$TD/certs/clients" # the clients run as the image's user too
+	# another operator's CA, with a certificate for the same principal name; its client trusts the
+	# managers' CA, so that the refusal is the manager's
+	if ! KUBECTL=none SANDBOX_MANAGER=$MANAGER bash "$IT_REPO/deploy/kubernetes/certs.sh" \
+		"$TD/principals/principals.json" "$TD/other" >>"$TD/certs.log" 2>&1; then
+		bad "certs.sh (another CA): $(tail -n 3 "$TD/certs.log")"
+		return 1
+	fi
+	cp "$TD/certs/ca/ca.crt" "$TD/other/clients/alice-ci/ca.crt" && chmod 0711 "$TD/other" &&
+		chown -R 10001:10001 "$TD/other/clients" || return 1
 	mgr_repo && chown -R 10001:10001 "$TD/repo" || return 1
 	mkdir -p "$TD/vol" "$TD/pg" && chown 10001:10001 "$TD/vol" && chmod 1777 "$TD/pg"
 	mimg_podman run -d --name "$MPAIR_POD-pg" --network none --read-only --label "infra-sandbox.test=$IT_ROOT" \
@@ -235,7 +247,15 @@ test_manager_image_pair() {
 		-e SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:7445 -e SANDBOX_MANAGER_TLS_NAME=sandbox-manager \
 		-e SANDBOX_MANAGER_TLS_CA=/certs/ca.crt "$MIMG" exec --session "$sid" -- true >"$OUT" 2>"$ERR"
 	assert_ne "exec without a client certificate: exit code" 0 "$?"
+	# alice-ci's name with another CA's certificate: refused at the handshake
+	MPAIR_CERTS=$TD/other mpair_client 7444 alice-ci exec --session "$sid" -- true
+	assert_eq "exec with another CA's certificate: exit code" 125 "$RC"
+	assert_match "exec with another CA's certificate: why" "handshake" "$(cat "$ERR")"
+	# a principal of another identity: the session is not its to see
+	mpair_client 7445 bob-ci exec --session "$sid" -- true
+	assert_ne "exec as bob-ci on alice's session: exit code" 0 "$RC"
+	assert_match "bob-ci is told" 'not_found|no such session' "$(cat "$ERR")"
 	mpair_client 7444 ops records --session "$sid" --limit 50
-	assert_eq "records after the refused client" 6 "$(jr '.records | length')"
+	assert_eq "records after the refused clients" 6 "$(jr '.records | length')"
 }
 t manager_image_pair test_manager_image_pair
