@@ -114,7 +114,8 @@ t manager_image test_manager_image
 # deploy/kubernetes/certs.sh, named sandbox-manager), and clients of the manager image in the same
 # namespace. A session made through m1, calls sent through m2 and through m1 at once: each runs once,
 # on the owner, none overlapping another, all recorded in the store. A client without a certificate,
-# with another CA's, or with a principal of another identity is refused, and nothing is recorded.
+# with another CA's, with a principal of another identity or with a revoked certificate is refused,
+# and nothing is recorded.
 # shellcheck disable=SC2016 # expanded in the sandbox
 MPAIR_CALL='echo "start $(date +%s%N)" >> "$TMPDIR/calls"; sleep 0.2; echo "end $(date +%s%N)" >> "$TMPDIR/calls"'
 
@@ -255,6 +256,11 @@ test_manager_image_pair() {
 	mpair_client 7445 bob-ci exec --session "$sid" -- true
 	assert_ne "exec as bob-ci on alice's session: exit code" 0 "$RC"
 	assert_match "bob-ci is told" 'not_found|no such session' "$(cat "$ERR")"
+	# alice-ci's certificate revoked in the deny list the managers read (as a ConfigMap update lands)
+	echo "serial $(jq -r .serial "$TD/certs/clients-alice-ci.json")" >>"$TD/principals/deny"
+	sleep 2.5
+	mpair_client 7445 alice-ci exec --session "$sid" -- true
+	assert_eq "exec with a revoked certificate: exit code" 125 "$RC"
 	mpair_client 7444 ops records --session "$sid" --limit 50
 	assert_eq "records after the refused clients" 6 "$(jr '.records | length')"
 }
