@@ -105,7 +105,8 @@ test_manager_image() {
 	assert_eq "version in the image" "$("$MANAGER" version)" "$(cat "$OUT")"
 	mimg_serve
 }
-t manager_image test_manager_image
+# A fresh machine debootstraps the root filesystem first (about 90 s; cached in build/image/ after)
+IT_TEST_DEADLINE=600 t manager_image test_manager_image
 
 # The two images as deploy/kubernetes runs them, sharing one network namespace with no network (the
 # PostgreSQL container's, --network none; its loopback is their only link, as a pod's would be):
@@ -264,4 +265,5 @@ test_manager_image_pair() {
 	mpair_client 7444 ops records --session "$sid" --limit 50
 	assert_eq "records after the refused clients" 6 "$(jr '.records | length')"
 }
-t manager_image_pair test_manager_image_pair
+# and, here, PostgreSQL's (about 100 s)
+IT_TEST_DEADLINE=600 t manager_image_pair test_manager_image_pair
