@@ -235,6 +235,19 @@ soak: all
 image: $(BUILD)/sandbox-agent
 	bash scripts/image.sh $(BUILD)/sandbox-agent
 
+# The manager's image (issue 29): built offline the same way, from Debian packages, tagged
+# infra-sandbox-manager:dev: the three programs, git, the daemon's libraries, the non-root user
+# manager (10001), nothing written to its root filesystem. Root only; deploy/kubernetes runs it.
+.PHONY: manager-image
+manager-image: $(BUILD)/sandbox-manager $(BUILD)/sandbox-manager-daemon $(BUILD)/sandbox-agent
+	bash scripts/manager-image.sh $(BUILD)
+
+# PostgreSQL for the managers' test on the cluster (deploy/kubernetes/postgres.yaml), from Debian's
+# postgresql-15 the same way, tagged infra-sandbox-postgres:dev. Root only.
+.PHONY: postgres-image
+postgres-image:
+	bash scripts/postgres-image.sh
+
 # The test cluster (issue 17): a real single-node Kubernetes in its own network namespace, with the
 # sandbox image imported; prints KUBECONFIG=... and CLUSTER_NET=... last. Root only; the first run builds
 # the binaries (~5 min) into /var/cache/infra-sandbox/. See docs/operations.md, "Test cluster".

@@ -87,6 +87,7 @@ t kubernetes_pvc test_kubernetes_pvc
 # deploy/kubernetes/, RBAC, the in-cluster account, a server that drops procMount, and the pod's life
 # from outside (the functions are in manager_kubernetes_faults.sh).
 t kubernetes_deploy_dryrun test_kubernetes_deploy_dryrun
+t kubernetes_deploy_certs test_kubernetes_deploy_certs
 t kubernetes_rbac test_kubernetes_rbac
 t kubernetes_incluster test_kubernetes_incluster
 t kubernetes_drops_procmount test_kubernetes_drops_procmount

@@ -131,15 +131,16 @@ test_kubernetes_deploy_dryrun() {
 	out=$(kd apply --dry-run=server -f "$TD/deploy/" 2>&1)
 	assert_eq "dry run exit code ($out)" 0 "$?"
 	n=$(grep -c '(server dry run)$' <<<"$out")
-	assert_eq "objects accepted by the server ($out)" 8 "$n"
+	assert_eq "objects accepted by the server ($out)" 12 "$n"
 	for o in "namespace/$KD_NS" serviceaccount/sandbox-manager role.rbac.authorization.k8s.io/sandbox-manager \
-		rolebinding.rbac.authorization.k8s.io/sandbox-manager persistentvolumeclaim/sandbox-manager-state \
-		persistentvolumeclaim/sandbox-workspaces deployment.apps/sandbox-manager \
-		networkpolicy.networking.k8s.io/sandbox-pods; do
+		rolebinding.rbac.authorization.k8s.io/sandbox-manager persistentvolumeclaim/sandbox-workspaces \
+		deployment.apps/sandbox-manager service/sandbox-manager deployment.apps/sandbox-postgres \
+		service/sandbox-postgres networkpolicy.networking.k8s.io/sandbox-pods \
+		networkpolicy.networking.k8s.io/sandbox-managers networkpolicy.networking.k8s.io/sandbox-postgres; do
 		grep -q "^$o .*(server dry run)$" <<<"$out" || bad "the dry run did not accept $o: $out"
 	done
 	# the dry run reaches the server's validation: a Deployment it must refuse is refused
-	sed 's/replicas: 1/replicas: -1/' "$TD/deploy/deployment.yaml" >"$TD/bad.yaml"
+	sed 's/replicas: 2/replicas: -1/' "$TD/deploy/deployment.yaml" >"$TD/bad.yaml"
 	out=$(kd apply --dry-run=server -f "$TD/bad.yaml" 2>&1)
 	assert_ne "a negative replica count: exit code" 0 "$?"
 	assert_match "a negative replica count: the server says" "replicas.*must be greater than or equal to 0" "$out"
@@ -149,18 +150,82 @@ test_kubernetes_deploy_dryrun() {
 	assert_eq "the Role's rules" \
 		'[[[""],["pods"],["create","get","list","watch","delete"]],[[""],["secrets"],["create","delete"]],[[""],["serviceaccounts/token"],["create"]]]' \
 		"$out"
-	# and the Deployment runs the manager as the docs say: one replica, never two at once
+	# and the Deployment runs the managers as the docs say: two replicas, each with its own state
+	# directory (an emptyDir), its id the pod's name, its advertised address the pod's IP
 	out=$(kd apply --dry-run=server -o json -f "$TD/deploy/deployment.yaml" |
-		jq -c '[.spec.replicas, .spec.strategy.type, .spec.template.spec.serviceAccountName,
-			(.spec.template.spec.containers[0].args | index("--backend=kubernetes") != null)]')
-	assert_eq "the Deployment" '[1,"Recreate","sandbox-manager",true]' "$out"
+		jq -c '.spec.template.spec as $p | [.spec.replicas, .spec.strategy.type, $p.serviceAccountName,
+			($p.containers[0].args | index("--backend=kubernetes") != null),
+			($p.containers[0].args | index("--manager-id=$(POD_NAME)") != null),
+			($p.containers[0].args | index("--advertise=tls://$(POD_IP):7444") != null),
+			[$p.containers[0].env[] | select(.valueFrom.fieldRef) | .valueFrom.fieldRef.fieldPath],
+			[$p.volumes[] | select(.name == "state") | .emptyDir != null][0]]')
+	assert_eq "the Deployment" '[2,"RollingUpdate","sandbox-manager",true,true,true,["metadata.name","status.podIP"],true]' "$out"
 	# the NetworkPolicy as the server would store it (the bridge plugin of this cluster enforces none:
 	# test_backend_kubernetes netpol_selects_the_pods matches its selectors to the pods' labels)
 	out=$(kd apply --dry-run=server -o json -f "$TD/deploy/networkpolicy.yaml" |
-		jq -c '[.spec.podSelector, .spec.policyTypes, .spec.ingress[0].from, .spec.ingress[0].ports,
-			.spec.egress[0].to[0].ipBlock.except]')
+		jq -c '.items[] | select(.metadata.name == "sandbox-pods") | [.spec.podSelector, .spec.policyTypes,
+			.spec.ingress[0].from, .spec.ingress[0].ports, .spec.egress[0].to[0].ipBlock.except]')
 	assert_eq "the NetworkPolicy" '[{"matchLabels":{"app.kubernetes.io/managed-by":"infra-sandbox-manager"}},["Ingress","Egress"],[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"infra-sandbox-manager"}}}],[{"port":7443,"protocol":"TCP"}],["10.0.0.0/8","172.16.0.0/12","192.168.0.0/16","100.64.0.0/10","169.254.0.0/16","127.0.0.0/8"]]' \
 		"$out"
+}
+
+# deploy/kubernetes/certs.sh for real in a namespace of its own: the operator's CA stays on the
+# operator's side (only ca.crt goes in), the Secret and the ConfigMap hold exactly what
+# deployment.yaml mounts, a second run changes nothing it made (the store's password among it); and
+# what it issued serves: a manager with its server certificate and client CA (loopback, the process
+# backend) answers a principal's client that names the certificate's name sandbox-manager, and
+# refuses a client with no certificate.
+test_kubernetes_deploy_certs() {
+	kd_setup
+	local out=$TD/certs port pw pw2 sum sum2
+	local -a run
+	kd_namespace certs || return 1
+	jq -n --arg repo "$TD/repo" '{"alice-ci": {identities: ["alice"], repos: [$repo]}, ops: {operator: true}}' \
+		>"$TD/principals.json"
+	run=(env "NAMESPACE=$KD_NS" "KUBECTL=${K8S_NET_CMD[*]} kubectl --kubeconfig $K8S_ADMIN" "SANDBOX_MANAGER=$MANAGER"
+		bash "$KD_DEPLOY/certs.sh" "$TD/principals.json" "$out")
+	"${run[@]}" >"$TD/certs.log" 2>&1
+	RC=$?
+	assert_eq "certs.sh exit code ($(tail -n 3 "$TD/certs.log"))" 0 "$RC"
+	assert_eq "the Secret sandbox-manager-tls" '["ca.crt","server.crt","server.key"]' \
+		"$(kd -n "$KD_NS" get secret sandbox-manager-tls -o json | jq -c '.data | keys')"
+	assert_eq "the ConfigMap sandbox-manager-principals" '["deny","principals.json"]' \
+		"$(kd -n "$KD_NS" get configmap sandbox-manager-principals -o json | jq -c '.data | keys')"
+	assert_eq "its principals" "$(jq -c . "$TD/principals.json")" \
+		"$(kd -n "$KD_NS" get configmap sandbox-manager-principals -o json | jq -c '.data["principals.json"] | fromjson')"
+	pw=$(kd -n "$KD_NS" get secret sandbox-postgres -o json | jq -r '.data.password' | base64 -d)
+	assert_match "the store's password" '^[0-9a-f]{48}$' "$pw"
+	assert_eq "the CA's key, the operator's alone" 600 "$(stat -c %a "$out/ca/ca.key")"
+	sum=$(cat "$out/server/server.crt" "$out/clients/alice-ci/alice-ci.crt" | sha256sum)
+	"${run[@]}" >>"$TD/certs.log" 2>&1
+	RC=$?
+	assert_eq "certs.sh again: exit code" 0 "$RC"
+	pw2=$(kd -n "$KD_NS" get secret sandbox-postgres -o json | jq -r '.data.password' | base64 -d)
+	sum2=$(cat "$out/server/server.crt" "$out/clients/alice-ci/alice-ci.crt" | sha256sum)
+	assert_eq "certs.sh again: the password kept" "$pw" "$pw2"
+	assert_eq "certs.sh again: the certificates kept" "$sum" "$sum2"
+
+	# what it issued, served as deployment.yaml serves it
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	mgr_repo && mgr_start --listen "tls:127.0.0.1:$port" --tls-cert "$out/server/server.crt" \
+		--tls-key "$out/server/server.key" --tls-client-ca "$out/ca/ca.crt" \
+		--tls-principals "$TD/principals.json" --tls-deny "$out/deny" || return 1
+	trap 'mgr_cleanup; MSTATE=; kd_cleanup' EXIT
+	timeout -k 3 60 env "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$port" SANDBOX_MANAGER_TLS_NAME=sandbox-manager \
+		"$MANAGER" --tls-cert "$out/clients/ops/ops.crt" --tls-key "$out/clients/ops/ops.key" \
+		--tls-ca "$out/clients/ops/ca.crt" status >"$OUT" 2>"$ERR"
+	RC=$?
+	assert_eq "status as ops over TLS (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	timeout -k 3 60 env "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$port" SANDBOX_MANAGER_TLS_NAME=sandbox-manager \
+		"$MANAGER" --tls-cert "$out/clients/alice-ci/alice-ci.crt" --tls-key "$out/clients/alice-ci/alice-ci.key" \
+		--tls-ca "$out/clients/alice-ci/ca.crt" session create --identity alice --repo "$REPO" >"$OUT" 2>"$ERR"
+	RC=$?
+	assert_eq "session create as alice-ci over TLS (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_match "its session" '.' "$(jr .session)"
+	timeout -k 3 60 env "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$port" SANDBOX_MANAGER_TLS_NAME=sandbox-manager \
+		"$MANAGER" --tls-ca "$out/clients/ops/ca.crt" status >"$OUT" 2>"$ERR"
+	RC=$?
+	assert_ne "status without a client certificate: exit code" 0 "$RC"
 }
 
 # ---------------------------------------------------------------- RBAC

@@ -1277,6 +1277,20 @@ static json_t *doc_of_kind(json_t *docs, const char *kind)
 	return NULL;
 }
 
+/* The document whose metadata.name is name in the file's documents, or NULL. */
+static json_t *doc_named(json_t *docs, const char *name)
+{
+	size_t i;
+	json_t *d, *n;
+
+	json_array_foreach(docs, i, d) {
+		n = json_object_get(json_object_get(d, "metadata"), "name");
+		if (json_is_string(n) && strcmp(json_string_value(n), name) == 0)
+			return d;
+	}
+	return NULL;
+}
+
 /* A matchLabels selector (non-empty, and nothing but matchLabels) selects labels. */
 static bool selects(json_t *selector, json_t *labels)
 {
@@ -1348,6 +1362,24 @@ static void netpol_selects_the_pods(void **state)
 		json_array_foreach(json_object_get(rule, "to"), j, to)
 			if (json_object_get(to, "podSelector") != NULL && json_object_get(to, "namespaceSelector") == NULL)
 				fail_msg("egress rule %zu allows pods of the manager's namespace", i);
+	/* The managers' policy (issue 29): it selects the managers and no sandbox pod, and its one ingress
+	 * rule lets in the control API's port from pods that are not sandboxes: a sandbox reaches no port of
+	 * a manager (the agent link is the manager's connection to the sandbox). */
+	pol = doc_named(pol_docs, "sandbox-managers");
+	assert_non_null(pol);
+	spec = json_object_get(pol, "spec");
+	assert_true(selects(json_object_get(spec, "podSelector"), mgr_labels));
+	assert_false(selects(json_object_get(spec, "podSelector"), pod_labels));
+	in = json_object_get(spec, "ingress");
+	assert_int_equal(json_array_size(in), 1);
+	rule = json_array_get(in, 0);
+	json_array_foreach(json_object_get(rule, "from"), j, to) {
+		assert_non_null(json_object_get(to, "podSelector"));
+		assert_false(selects(json_object_get(to, "podSelector"), pod_labels));
+	}
+	assert_int_equal(json_array_size(json_object_get(rule, "ports")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(rule, "ports"), 0), "port")),
+			 7444);
 	json_decref(pj);
 	json_decref(pol_docs);
 	json_decref(dep_docs);
