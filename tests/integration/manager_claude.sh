@@ -77,10 +77,13 @@ claude_offered() {
 test_manager_claude_cli() {
 	claude_ready
 	mgr_repo && mgr_start --max-timeout-seconds 30 --default-timeout-seconds 10 && mgr_session
-	local marker=$TD/down-marker log=$TD/requests.jsonl
-	jq -n --arg mgr "$MANAGER" --arg sid "$SID" --arg sock "$MSOCK" '{mcpServers: {sandbox: {type: "stdio",
-		command: $mgr, args: ["mcp", "--session", $sid, "--socket", $sock, "--max-output-chars", "1000"]}}}' \
-		>"$TD/mcp.json"
+	local marker=$TD/down-marker log=$TD/requests.jsonl tok
+	# what passes both ways between Claude Code and the server, copied on its way (rpc/in.jsonl,
+	# rpc/out.jsonl): the progress tokens Claude Code sends, the notifications it is sent
+	mkdir_user "$TD/rpc" || return 1
+	jq -n --arg mgr "$MANAGER" --arg sid "$SID" --arg sock "$MSOCK" --arg rpc "$TD/rpc" '{mcpServers: {sandbox: {type: "stdio",
+		command: "bash", args: ["-c", "r=$0; tee -a \"$r/in.jsonl\" | \"$@\" | tee -a \"$r/out.jsonl\"", $rpc,
+		$mgr, "mcp", "--session", $sid, "--socket", $sock, "--max-output-chars", "1000"]}}}' >"$TD/mcp.json"
 	jq -n --arg gate "$TD/gate" --arg marker "$marker" '[
 		{tool: "mcp__sandbox__bash", input: {command: "echo hello"}},
 		{tool: "mcp__sandbox__bash", input: {command: "echo out; echo err >&2; exit 3"}},
@@ -121,6 +124,14 @@ test_manager_claude_cli() {
 	assert_match "call 6: uncertain, as an error" '^\{"content":"outcome uncertain: [^"]+","is_error":true\}$' "$(sed -n 6p "$TD/saw.jsonl")"
 	tool_result_is 7 "{\"content\":\"refused: sandbox-manager unavailable: the manager is not reachable at $MSOCK (is \`sandbox-manager serve\` running?): Connection refused\",\"is_error\":true}"
 	[ -e "$marker" ] && bad "the manager was down and the command ran anyway (the marker exists)"
+	# Measured (issue 30): Claude Code gives every tools/call a progress token, so the server
+	# streams: the first call's notification carried its output line. (Claude Code's stream-json
+	# output shows none of them.)
+	assert_eq "every tools/call carries a progress token" "[7,7]" \
+		"$(jq -s -c '[.[] | select(.method == "tools/call")] | [length, ([.[] | select(.params._meta.progressToken != null)] | length)]' "$TD/rpc/in.jsonl")"
+	tok=$(jq -s -r '[.[] | select(.method == "tools/call")][0].params._meta.progressToken' "$TD/rpc/in.jsonl")
+	assert_match "the first call's progress: its output line" '^[0-9]+s: hello$' \
+		"$(jq -s -r --argjson t "$tok" '[.[] | select(.method == "notifications/progress" and .params.progressToken == $t)][0].params.message' "$TD/rpc/out.jsonl")"
 	# What ran, from the manager's records (before it went down): newest first.
 	assert_eq "the records: each call that reached the manager, in the sandbox" \
 		'[["sleep 20.7","uncertain"],["seq 1 3000","exited"],["echo started; sleep 5","timed_out"],["echo out; echo err >&2; exit 3","exited"],["echo hello","exited"]]' \
@@ -198,6 +209,14 @@ test_manager_claude_sdk_down() {
 		"{\"content\":\"refused: sandbox-manager unavailable: the manager is not reachable at $MSOCK (is \`sandbox-manager serve\` running?): Connection refused\",\"is_error\":true}" \
 		"$(cat "$TD/saw.jsonl")"
 	[ -e "$marker" ] && bad "the manager was down and the command ran anyway (the marker exists)"
+	# Measured (issue 30): Claude Code gives every tools/call a progress token, so the server
+	# streams: the first call's notification carried its output line. (Claude Code's stream-json
+	# output shows none of them.)
+	assert_eq "every tools/call carries a progress token" "[7,7]" \
+		"$(jq -s -c '[.[] | select(.method == "tools/call")] | [length, ([.[] | select(.params._meta.progressToken != null)] | length)]' "$TD/rpc/in.jsonl")"
+	tok=$(jq -s -r '[.[] | select(.method == "tools/call")][0].params._meta.progressToken' "$TD/rpc/in.jsonl")
+	assert_match "the first call's progress: its output line" '^[0-9]+s: hello$' \
+		"$(jq -s -r --argjson t "$tok" '[.[] | select(.method == "notifications/progress" and .params.progressToken == $t)][0].params.message' "$TD/rpc/out.jsonl")"
 	return 0
 }
 t manager_claude_sdk_down test_manager_claude_sdk_down
