@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "clock.h"
 #include "control.h"
 #include "control_tls.h"
@@ -182,12 +183,36 @@ static int backend_make(struct manager *m, struct sb_err *err)
 	return backend_podman_create(&m->backend, &set, err);
 }
 
+/* Every http: resource's config, and the files of its tokens, checked now: a typo in a template or
+ * an unreadable token is the operator's to fix at start, not a grant's to find later. The header
+ * broker serves http: resources, and they need it. */
+static int resources_check(const struct manager *m, struct sb_err *err)
+{
+	const char *name;
+	json_t *v;
+
+	json_object_foreach(m->cfg.resources, name, v) {
+		const char *broker = json_string_value(v);
+		bool header = strncmp(broker, "header:", 7) == 0, http = strncmp(name, "http:", 5) == 0;
+
+		if (header != http)
+			return sb_invalid(err, "config: resource %s: %s", name,
+					  http ? "an http: resource needs the header: broker (http:NAME=header:/abs/config.json)" :
+						 "the header: broker serves http:NAME resources only");
+		if (http && broker_http_check(name, broker + 7, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int manager_start(struct manager *m, struct sb_err *err)
 {
 	char db[PATH_MAX + 16];
 
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->claim_lock, NULL);
+	if (resources_check(m, err) < 0)
+		return -1;
 	/* 0711: sandboxes walk through it to their worktree; nobody lists it (rule N3). */
 	if (mkdir(m->cfg.volume, 0711) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating the volume %s", m->cfg.volume);
