@@ -6,7 +6,8 @@
  * its body; an upgrade is refused; an API server whose certificate the grant's CA does not sign
  * gets nothing and the sandbox a 502; every request is in the egress log; a sandbox that goes
  * while its answer streams (a watch cut by its client) or before it comes ends the transfer at
- * once, and the request is in the log then, not when the API server ends it. */
+ * once, and the request is in the log then, not when the API server ends it. An http: grant's
+ * edge adds its header and judges by method. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
