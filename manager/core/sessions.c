@@ -78,14 +78,11 @@ static json_t *grants_check(struct manager *m, json_t *grants, const char *netwo
 	char res[128];
 	const char *access;
 	size_t i;
-	json_t *g;
+	json_t *g, *refusal;
 
 	if (grants != NULL && !json_is_array(grants))
 		return control_error("invalid", "grants must be a list of RESOURCE=ACCESS");
-	json_array_foreach(grants, i, g)
-	{
-		json_t *refusal;
-
+	json_array_foreach(grants, i, g) {
 		if (grant_parse(m, json_string_value(g), res, sizeof res, &access, &err) < 0)
 			return control_error_from(err.errnum == ENOENT ? "refused" : "invalid", &err);
 		if ((refusal = grant_network_check(res, network)) != NULL)

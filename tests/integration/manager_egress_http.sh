@@ -6,7 +6,8 @@
 # token's and logs every header it got. A session of policy proxy learns the edge from
 # INFRA_SANDBOX_HTTP_TRACKER and holds no token; a read grant passes a GET with the header added and
 # refuses a POST before it leaves; after a grant change to write the POST passes; every request is
-# on its exec's record. A bad config is refused at start, and an http: grant off policy proxy.
+# on its exec's record. A bad config is refused at start (and two http: resources of one variable),
+# and an http: grant off policy proxy.
 
 HTTP_TOKEN=httpapi-token-0123456789
 
@@ -130,6 +131,11 @@ test_manager_egress_http_refused() {
 	out=$(timeout -k 3 20 "${AS[@]}" "$MANAGER" serve --state-dir "$d" --resource "kubernetes:x=header:$TD/tracker.json" 2>&1)
 	assert_eq "the header broker for a kubernetes: resource: serve's exit code" 125 "$?"
 	assert_match "says why" "the header: broker serves http:NAME resources only" "$out"
+	chmod 0600 "$TD/tracker.token"
+	out=$(timeout -k 3 20 "${AS[@]}" "$MANAGER" serve --state-dir "$d" --resource "kubernetes:a=file:/nonexistent" \
+		--resource "http:my-api=header:$TD/tracker.json" --resource "http:my.api=header:$TD/tracker.json" 2>&1)
+	assert_eq "two http: resources of one variable: serve's exit code" 125 "$?"
+	assert_match "says which" "would both be INFRA_SANDBOX_HTTP_MY_API in a sandbox" "$out"
 	rm -rf -- "$d"
 }
 t manager_egress_http_refused test_manager_egress_http_refused
