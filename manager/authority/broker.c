@@ -323,7 +323,11 @@ void broker_edge_clear(struct broker_edge *e)
 		explicit_bzero(e->token, strlen(e->token));
 		free(e->token);
 	}
-	e->token = NULL;
+	if (e->header != NULL) {
+		explicit_bzero(e->header, strlen(e->header));
+		free(e->header);
+	}
+	e->token = e->header = NULL;
 	e->server[0] = e->ca_file[0] = '\0';
 }
 

@@ -12,9 +12,14 @@
  *                                  "cluster_id": "c-m-abc123", "read_token_file": "/abs/read.token",
  *                                  "write_token_file": "/abs/write.token", "ttl_seconds": 3600,
  *                                  "timeout_seconds": 15}
+ *   header:/abs/path.json         {"server": "https://api.example[:port][/prefix]", "ca_file": "/abs/ca.crt",
+ *                                  "header": "Authorization: Bearer {token}",
+ *                                  "read_token_file": "/abs/read.token", "write_token_file": "/abs/w.token"}
  * Required: server, namespace + at least one service account (tokenrequest), cluster_id + at least
- * one token file (rancher), ca_file (tokenrequest only; rancher falls back to the system trust
- * store). An access whose service account or token file is not configured is refused. */
+ * one token file (rancher, header), ca_file (tokenrequest only; rancher and header fall back to the
+ * system trust store), header (header: 'Name: value' with exactly one {token}). An access whose
+ * service account or token file is not configured is refused. The header broker serves http:NAME
+ * resources, at the edge only (network proxy). */
 #ifndef SB_BROKER_H
 #define SB_BROKER_H
 
@@ -49,6 +54,9 @@ struct broker_edge {
 	char server[512];         /* out: the API server's URL (a Rancher cluster's, with its path) */
 	char ca_file[4096];       /* out: "" for the system trust store */
 	char *token;              /* out: heap; broker_edge_clear wipes and frees it */
+	/* out, an http: grant's (broker_http) instead of token: "Name: value" with the token in it,
+	 * the one header the edge adds to that server's requests; heap, wiped by broker_edge_clear. */
+	char *header;
 };
 
 /* Wipes and frees e's token; e is empty after. */
@@ -86,6 +94,24 @@ int broker_rancher(const struct broker_request *req, struct broker_result *out, 
  * A token already gone (404) counts as revoked. */
 int broker_rancher_revoke(const char *resource, const char *arg, const char *access, const char *id,
 			  struct sb_err *err);
+
+/* header: an http:NAME grant, kept in req->edge (required: the sandbox never holds it) as the
+ * server, its CA file and the header built from the template with the access's token. */
+int broker_http(const struct broker_request *req, struct sb_err *err);
+
+/* The config of an http: resource checked at the manager's start: its keys, server, template, and
+ * every token file it names read as broker_token_read does (then wiped). */
+int broker_http_check(const char *resource, const char *arg, struct sb_err *err);
+
+/* tmpl ("Name: value", one {token} in the value) with token in place of {token}, into *out
+ * (malloc'd; the caller wipes and frees it). Refused: no name or a name that is not an RFC 9110
+ * token, Host or a framing header, a control character, not exactly one {token}, a token with
+ * spaces or controls. No message holds the token. */
+int broker_header_build(const char *resource, const char *tmpl, const char *token, char **out, struct sb_err *err);
+
+/* The variable that tells a sandbox where an http: grant's edge is: INFRA_SANDBOX_HTTP_ and the
+ * part after "http:" upper-cased, every other byte than a letter or digit as '_'. */
+void broker_http_env_name(const char *resource, char *out, size_t len);
 
 /* ---- shared by the brokers (broker.c) ---- */
 

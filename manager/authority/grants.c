@@ -98,7 +98,7 @@ static struct broker_edge *edge_next(struct snapshot_ctx *c, const char *resourc
 		return NULL;
 	}
 	if (s->edges_n == SNAPSHOT_EDGES_MAX) {
-		sb_fail(err, E2BIG, "grant %s: over %d kubernetes grants served at the edge", resource,
+		sb_fail(err, E2BIG, "grant %s: over %d grants served at the edge", resource,
 			SNAPSHOT_EDGES_MAX);
 		return NULL;
 	}
@@ -147,6 +147,25 @@ static int grant_broker(struct snapshot_ctx *c, const char *resource, const char
 	return revoke_list_write(c->private_dir, c->revoke, err);
 }
 
+/* An http: grant (broker header:): its edge only, no file; the sandbox learns its port from
+ * env_name. Refused off the edge (broker_http says why). */
+static int grant_http(struct snapshot_ctx *c, const char *resource, const char *access, const char *broker,
+		      struct sb_err *err)
+{
+	struct broker_request req = { .resource = resource, .access = access, .arg = broker + 7, .label = c->label };
+	struct snapshot_edge *e;
+
+	if (strncmp(resource, "http:", 5) != 0)
+		return sb_invalid(err, "grant %s: the header broker serves http:* resources only", resource);
+	if (c->edge && (req.edge = edge_next(c, resource, access, err)) == NULL)
+		return -1;
+	if (broker_http(&req, err) < 0)
+		return -1;
+	e = &c->s->edges[c->s->edges_n++];
+	broker_http_env_name(resource, e->env_name, sizeof e->env_name);
+	return 0;
+}
+
 static int grant_materialise(struct snapshot_ctx *c, const char *resource, const char *access, const char *broker,
 			     struct sb_err *err)
 {
@@ -157,6 +176,10 @@ static int grant_materialise(struct snapshot_ctx *c, const char *resource, const
 
 	if (broker == NULL)
 		return sb_fail(err, ENOENT, "grant %s=%s: the resource is no longer declared", resource, access);
+	if (strncmp(broker, "header:", 7) == 0 || strncmp(resource, "http:", 5) == 0)
+		return strncmp(broker, "header:", 7) == 0 ?
+		       grant_http(c, resource, access, broker, err) :
+		       sb_invalid(err, "grant %s: an http: resource needs the header: broker", resource);
 	file_name(resource, name, sizeof name);
 	if (path_fmt(path, sizeof path, err, "%s/%s%s", s->dir, name, kube ? ".kubeconfig" : "") < 0)
 		return -1;
@@ -167,7 +190,7 @@ static int grant_materialise(struct snapshot_ctx *c, const char *resource, const
 		if (grant_broker(c, resource, access, broker, path, err) < 0)
 			return -1;
 	} else {
-		return sb_fail(err, EOPNOTSUPP, "grant %s: unknown broker '%.*s'; use file:, tokenrequest: or rancher:",
+		return sb_fail(err, EOPNOTSUPP, "grant %s: unknown broker '%.*s'; use file:, tokenrequest:, rancher: or header:",
 			       resource, (int)strcspn(broker, ":"), broker);
 	}
 	if (!kube)

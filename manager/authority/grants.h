@@ -13,9 +13,11 @@
 #include "broker.h"
 #include "error.h"
 
-/* Under the network policy `proxy` a broker's kubernetes grant is served at the edge (broker.h
- * struct broker_edge): grant i's kubeconfig names http://127.0.0.1:(SNAPSHOT_EDGE_PORT + i) of the
- * sandbox's own loopback, where the manager's egress proxy listens (3128 is the proxy itself). */
+/* Under the network policy `proxy` a broker's kubernetes grant, and every http: grant, is served at
+ * the edge (broker.h struct broker_edge): the i-th edge of a sandbox, in the order of its grants,
+ * Kubernetes and HTTP alike, listens on http://127.0.0.1:(SNAPSHOT_EDGE_PORT + i) of the sandbox's
+ * own loopback (3128 is the egress proxy itself); a kubernetes grant's kubeconfig names its port,
+ * an http: grant's INFRA_SANDBOX_HTTP_<NAME> variable does (snapshot_edge.env_name). */
 #define SNAPSHOT_EDGE_PORT 3129
 #define SNAPSHOT_EDGES_MAX 16
 
@@ -23,6 +25,7 @@ struct snapshot_edge {
 	char resource[128];           /* "kubernetes:prod" */
 	char access[8];               /* "read" or "write": what the proxy lets through */
 	struct broker_edge cred;      /* the API server, its CA, the token (kept in memory only) */
+	char env_name[160];           /* an http: grant's variable (broker_http_env_name); "" for kubernetes */
 };
 
 struct snapshot {
@@ -44,8 +47,9 @@ void snapshot_edges_free(struct snapshot *s);
 int snapshot_make(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
 		  const struct broker_bound *bound, struct snapshot *out, struct sb_err *err);
 
-/* The same under the network policy `proxy`: each tokenrequest or rancher kubernetes grant is served
- * at the edge (no credential in its file; out->edges holds them). A file: grant is still the file
+/* The same under the network policy `proxy`: each tokenrequest or rancher kubernetes grant, and each
+ * http: grant (broker header:, which snapshot_make refuses), is served at the edge (no credential
+ * in any file; out->edges holds them). A file: grant is still the file
  * the operator chose to hand the sandbox. On failure out holds no edge. */
 int snapshot_make_edge(const char *private_dir, json_t *grants, json_t *resources, uid_t uid, gid_t gid,
 		       struct snapshot *out, struct sb_err *err);

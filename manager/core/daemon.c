@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "clock.h"
 #include "control.h"
 #include "control_tls.h"
@@ -182,12 +183,52 @@ static int backend_make(struct manager *m, struct sb_err *err)
 	return backend_podman_create(&m->backend, &set, err);
 }
 
+/* Every http: resource's config, and the files of its tokens, checked now: a typo in a template or
+ * an unreadable token is the operator's to fix at start, not a grant's to find later. The header
+ * broker serves http: resources, and they need it; two of them may not share a variable (the
+ * second's address would hide the first's). */
+static int resources_check(const struct manager *m, struct sb_err *err)
+{
+	json_t *v, *vars = json_object();
+	const char *name;
+	char var[160];
+	int rc = 0;
+
+	json_object_foreach(m->cfg.resources, name, v) {
+		const char *broker = json_string_value(v) ?: "";
+		bool header = strncmp(broker, "header:", 7) == 0, http = strncmp(name, "http:", 5) == 0;
+
+		if (header != http)
+			rc = sb_invalid(err, "config: resource %s: %s", name,
+					http ? "an http: resource needs the header: broker (http:NAME=header:/abs/config.json)" :
+					       "the header: broker serves http:NAME resources only");
+		else if (http && broker_http_check(name, broker + 7, err) < 0)
+			rc = -1;
+		if (rc < 0)
+			break;
+		if (!http)
+			continue;
+		broker_http_env_name(name, var, sizeof var);
+		if (json_object_get(vars, var) != NULL)
+			rc = sb_invalid(err, "config: resources %s and %s would both be %s in a sandbox: rename one",
+					json_string_value(json_object_get(vars, var)), name, var);
+		else
+			json_object_set_new(vars, var, json_string(name));
+		if (rc < 0)
+			break;
+	}
+	json_decref(vars);
+	return rc;
+}
+
 static int manager_start(struct manager *m, struct sb_err *err)
 {
 	char db[PATH_MAX + 16];
 
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->claim_lock, NULL);
+	if (resources_check(m, err) < 0)
+		return -1;
 	/* 0711: sandboxes walk through it to their worktree; nobody lists it (rule N3). */
 	if (mkdir(m->cfg.volume, 0711) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating the volume %s", m->cfg.volume);

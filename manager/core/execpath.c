@@ -506,13 +506,16 @@ static struct live_exec *call_live_begin(const struct call *c, struct agent_exec
 static enum call_outcome call_dispatch(struct manager *m, struct call *c, struct sb_err *err)
 {
 	struct live_exec *live;
-	struct agent_env env[14]; /* env_fill: 7, KUBECONFIG, and 6 of env_proxy */
+	struct agent_env env[14 + SNAPSHOT_EDGES_MAX]; /* env_fill: 7, KUBECONFIG, 6 of env_proxy, http: edges */
 	struct agent_exec_request req = { 0 };
 	struct agent_conn *conn = NULL;
 	int64_t deadline = tls_deadline_after((int64_t)c->timeout * 1000 + RESULT_MARGIN_MS);
 	int rc;
 
 	env_fill(env, &req.n_env, c->sandbox->scratch, c->sandbox->workdir, c->sandbox->kubeconfig, c->sandbox->network);
+	/* Each http: grant's edge (policy proxy only: sandbox.c credentials_make): an address, no token. */
+	for (size_t i = 0; i < c->sandbox->http_env_n; i++)
+		env[req.n_env++] = (struct agent_env){ c->sandbox->http_env[i].name, c->sandbox->http_env[i].url };
 	req.exec_id = c->exec_id;
 	req.generation = c->sandbox->generation;
 	memcpy(req.nonce, c->nonce, sizeof c->nonce);

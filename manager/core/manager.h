@@ -30,6 +30,12 @@ struct egress_log;
 #define SESSION_ID_BYTES 8  /* 16 hex digits: short enough for a certificate name */
 #define EVIDENCE_MS 10000   /* how long a retire waits for the backend's evidence of a sandbox's end */
 
+/* An http: grant's edge as a sandbox's calls learn it: INFRA_SANDBOX_HTTP_<NAME>=http://127.0.0.1:PORT. */
+struct live_http_env {
+	char name[160];
+	char url[32];
+};
+
 struct live_sandbox {
 	struct live_sandbox *next;
 	char session[65];
@@ -59,6 +65,8 @@ struct live_sandbox {
 	struct egress_edge *edges[SNAPSHOT_EDGES_MAX]; /* its kubernetes grants served at the edge */
 	struct snapshot_edge *edge_creds;  /* from the snapshot until the edges hold them (sandbox_egress) */
 	size_t edges_n;
+	struct live_http_env http_env[SNAPSHOT_EDGES_MAX]; /* its http: grants' edges, for every call */
+	size_t http_env_n;
 	/* The running exec's mutating requests, kept on its record as they leave and end (sandbox.c
 	 * edge_note): one writer at a time, so that a later note never loses to an earlier one. */
 	struct manager *m;

@@ -164,9 +164,10 @@ static void edge_note(void *ctx, const char *key, const struct egress_request *r
 	free(text);
 }
 
-/* Policy proxy: each kubernetes grant of the snapshot served at its edge, on its port of the
- * sandbox's loopback (the kubeconfig names it and holds no credential); the token moves from the
- * snapshot into the edge, which wipes it when it stops (with the sandbox). */
+/* Policy proxy: each kubernetes and http: grant of the snapshot served at its edge, on its port of
+ * the sandbox's loopback (the kubeconfig or the INFRA_SANDBOX_HTTP_ variable names it and holds no
+ * credential); the token moves from the snapshot into the edge, which wipes it when it stops (with
+ * the sandbox). */
 static int sandbox_edges(struct manager *m, struct live_sandbox *l, struct sb_err *err)
 {
 	if (l->edges_n > 0 && l->m == NULL) {
@@ -177,7 +178,8 @@ static int sandbox_edges(struct manager *m, struct live_sandbox *l, struct sb_er
 		struct snapshot_edge *c = &l->edge_creds[i];
 		struct egress_edge_spec spec = { .session = l->session, .grant = c->resource, .access = c->access,
 						 .server = c->cred.server, .ca_file = c->cred.ca_file,
-						 .token = c->cred.token, .log = l->egress_log,
+						 .token = c->cred.token, .header = c->cred.header,
+						 .log = l->egress_log,
 						 .note = edge_note, .note_ctx = l };
 
 		if (m->backend->ops->net_listen(m->backend, &l->h, (uint16_t)c->cred.port, &spec.listen_fd, err) < 0 ||
@@ -353,6 +355,15 @@ static int credentials_make(void *arg, const struct sandbox_bound *bound, struct
 	j->made = true;
 	j->l->edge_creds = snap.edges;
 	j->l->edges_n = snap.edges_n;
+	/* An http: grant's address, in the environment of every call (execpath.c): no credential. */
+	j->l->http_env_n = 0;
+	for (size_t i = 0; i < snap.edges_n; i++)
+		if (snap.edges[i].env_name[0] != '\0') {
+			struct live_http_env *v = &j->l->http_env[j->l->http_env_n++];
+
+			snprintf(v->name, sizeof v->name, "%s", snap.edges[i].env_name);
+			snprintf(v->url, sizeof v->url, "http://127.0.0.1:%u", snap.edges[i].cred.port);
+		}
 	j->l->credentials_expire_ms = snap.expires_ms;
 	/* A path every call uses: a cut one would name another place (common/pathfmt.c). */
 	return path_fmt(j->l->kubeconfig, sizeof j->l->kubeconfig, err, "%s", snap.kubeconfig);

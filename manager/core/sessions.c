@@ -61,19 +61,33 @@ static int grant_parse(struct manager *m, const char *text, char *res, size_t le
 	return 0;
 }
 
-static json_t *grants_check(struct manager *m, json_t *grants)
+/* An http: grant is served at the edge only: a session of another network would need the token
+ * inside the sandbox (broker_http). */
+static json_t *grant_network_check(const char *res, const char *network)
+{
+	if (strncmp(res, "http:", 5) == 0 && strcmp(network, "proxy") != 0)
+		return control_error("refused", "grant %s: an HTTP API grant needs a session of network proxy (this one "
+				     "is %s): its token is added at the manager's edge, and on any other network it would "
+				     "have to be inside the sandbox", res, network);
+	return NULL;
+}
+
+static json_t *grants_check(struct manager *m, json_t *grants, const char *network)
 {
 	struct sb_err err;
 	char res[128];
 	const char *access;
 	size_t i;
-	json_t *g;
+	json_t *g, *refusal;
 
 	if (grants != NULL && !json_is_array(grants))
 		return control_error("invalid", "grants must be a list of RESOURCE=ACCESS");
-	json_array_foreach(grants, i, g)
+	json_array_foreach(grants, i, g) {
 		if (grant_parse(m, json_string_value(g), res, sizeof res, &access, &err) < 0)
 			return control_error_from(err.errnum == ENOENT ? "refused" : "invalid", &err);
+		if ((refusal = grant_network_check(res, network)) != NULL)
+			return refusal;
+	}
 	return NULL;
 }
 
@@ -207,7 +221,7 @@ json_t *sessions_create(struct manager *m, json_t *req)
 				     "always has the pod network (docs/isolation.md, N1)");
 	if (workspace_name_check("identity", identity, &err) < 0)
 		return control_error_from("invalid", &err);
-	if ((resp = grants_check(m, grants)) != NULL)
+	if ((resp = grants_check(m, grants, network)) != NULL)
 		return resp;
 	allow_words = malloc(SESSION_EGRESS_ALLOW_BYTES);
 	if (allow_words == NULL)
@@ -444,6 +458,8 @@ json_t *sessions_grant(struct manager *m, json_t *req)
 		return control_error("invalid", "grant needs exactly one of set=RESOURCE=ACCESS or revoke=RESOURCE");
 	if (set != NULL && grant_parse(m, set, res, sizeof res, &access, &err) < 0)
 		return control_error_from(err.errnum == ENOENT ? "refused" : "invalid", &err);
+	if (set != NULL && (resp = grant_network_check(res, s.network)) != NULL)
+		return resp;
 	if (set != NULL ? records_grant_set(m->rec, id, res, access, &err) < 0 :
 			  records_grant_revoke(m->rec, id, revoke, &err) < 0)
 		return control_error_from("internal", &err);

@@ -1,12 +1,12 @@
-/* A Kubernetes grant served at the edge (egress_edge.h). One libmicrohttpd daemon per grant of a
+/* A Kubernetes or HTTP API grant served at the edge (egress_edge.h). One libmicrohttpd daemon per grant of a
  * sandbox, on the listener the manager made inside the sandbox's network namespace; one thread per
  * connection, so that an answer is pumped from the API server to the sandbox by the thread that
  * serves it: libcurl's multi interface driven from the response's content reader, the transfer
  * paused while the sandbox has not taken what came (a slow reader holds EDGE_BUF_BYTES, never
  * more), and ended when the sandbox goes. The request's attributes are judged before anything
- * leaves (k8s_request_decide); the sandbox's own Authorization, cookies and impersonation headers
- * never pass: only the headers named in forwarded_headers do, and the grant's token is added by
- * libcurl itself. */
+ * leaves (k8s_request_decide; for an http: grant its method, http_decide); the sandbox's own
+ * Authorization, cookies and impersonation headers never pass: only the headers named in
+ * forwarded_headers do, and the grant's token (or http: header) is added by libcurl itself. */
 #include "egress_edge.h"
 
 #include "curl_handle.h"
@@ -36,6 +36,7 @@ struct egress_edge {
 	char server[512];
 	char ca_file[4096];
 	char *token;
+	char *header;             /* an http: grant's "Name: value"; NULL for a Kubernetes grant */
 	struct egress_log *log;
 	void (*note)(void *ctx, const char *key, const struct egress_request *req);
 	void *note_ctx;
@@ -67,6 +68,7 @@ struct edge_req {
 	struct egress_edge *edge;
 	struct k8s_request k8s;
 	bool parsed;        /* k8s holds the request's attributes */
+	char method[K8S_REQ_METHOD_MAX]; /* an http: grant's request: its method ("" over the bound) */
 	int refusal;        /* 0, or the status the sandbox gets without anything leaving */
 	char message[1024]; /* the refusal's words */
 	char target[K8S_REQ_PATH_MAX + K8S_REQ_QUERY_MAX + 2]; /* path?query as sent */
@@ -152,6 +154,32 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 	return MHD_YES;
 }
 
+/* The methods a `read` grant to an HTTP API passes: those RFC 9110 defines as safe (TRACE aside,
+ * which echoes the request, the edge's added header included). */
+static bool http_safe(const char *method)
+{
+	return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 || strcmp(method, "OPTIONS") == 0;
+}
+
+/* An http: grant's request, judged by its method alone: `read` passes the safe ones, `write` all. */
+static void http_judge(struct edge_req *r, const char *method)
+{
+	const struct egress_edge *e = r->edge;
+
+	if (strlen(method) >= sizeof r->method || strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method)) {
+		r->refusal = MHD_HTTP_BAD_REQUEST;
+		snprintf(r->message, sizeof r->message, "infra-sandbox edge: grant %s: a method of up to %zu capital "
+			 "letters only", e->grant, sizeof r->method - 1);
+		return;
+	}
+	snprintf(r->method, sizeof r->method, "%s", method);
+	if (strcmp(e->access, "write") != 0 && !http_safe(method)) {
+		r->refusal = MHD_HTTP_FORBIDDEN;
+		snprintf(r->message, sizeof r->message, "infra-sandbox edge: refused by grant \"%s\" (%s): method %s; "
+			 "a read grant passes GET, HEAD and OPTIONS only", e->grant, e->access, method);
+	}
+}
+
 /* Judges the head: r->refusal set when nothing may leave. */
 static void head_judge(struct edge_req *r, struct MHD_Connection *c, const char *url, const char *method)
 {
@@ -168,6 +196,10 @@ static void head_judge(struct edge_req *r, struct MHD_Connection *c, const char 
 		return;
 	}
 	snprintf(r->target, sizeof r->target, "%s%s%s", url, q.len ? "?" : "", query);
+	if (r->edge->header != NULL) {
+		http_judge(r, method);
+		return;
+	}
 	if (k8s_request_parse(method, url, ulen, query, q.len, &r->k8s, &err) < 0) {
 		r->refusal = MHD_HTTP_BAD_REQUEST;
 		snprintf(r->message, sizeof r->message, "infra-sandbox edge: %.900s", err.msg); /* words: a cut is fine */
@@ -303,9 +335,20 @@ static struct pump *pump_start(struct edge_req *r, struct MHD_Connection *c, con
 	curl_easy_setopt(p->easy, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (e->ca_file[0] != '\0')
 		curl_easy_setopt(p->easy, CURLOPT_CAINFO, e->ca_file);
-	/* The grant's token, set by libcurl on this request only (never on a redirect: none is followed). */
-	curl_easy_setopt(p->easy, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
-	curl_easy_setopt(p->easy, CURLOPT_XOAUTH2_BEARER, e->token);
+	/* The grant's token, or an http: grant's header, on this request to its server only (never on
+	 * a redirect: none is followed). */
+	if (e->header != NULL) {
+		struct curl_slist *h = curl_slist_append(p->headers, e->header);
+
+		if (h == NULL) {
+			pump_free(p);
+			return NULL;
+		}
+		p->headers = h;
+	} else {
+		curl_easy_setopt(p->easy, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+		curl_easy_setopt(p->easy, CURLOPT_XOAUTH2_BEARER, e->token);
+	}
 	curl_easy_setopt(p->easy, CURLOPT_HTTPHEADER, p->headers);
 	if (strcmp(method, "HEAD") == 0)
 		curl_easy_setopt(p->easy, CURLOPT_NOBODY, 1L);
@@ -399,7 +442,7 @@ static ssize_t pump_take(void *cls, uint64_t pos, char *buf, size_t max)
 static struct egress_request edge_record(const struct edge_req *r)
 {
 	return (struct egress_request){
-		.method = r->parsed ? r->k8s.method : "?",
+		.method = r->parsed ? r->k8s.method : r->method[0] != '\0' ? r->method : "?",
 		.host = r->edge->server,
 		.path = r->target,
 		.k8s = r->parsed ? &r->k8s : NULL,
@@ -423,7 +466,8 @@ static enum MHD_Result forward(struct edge_req *r, struct MHD_Connection *c, con
 	struct egress_request rec;
 
 	/* On record before it leaves: if the manager dies now, the exec's record says it was sent. */
-	if (r->edge->note != NULL && k8s_request_mutating(&r->k8s)) {
+	if (r->edge->note != NULL &&
+	    (r->edge->header != NULL ? !http_safe(r->method) : k8s_request_mutating(&r->k8s))) {
 		snprintf(r->key, sizeof r->key, "%.127s#%lu", r->edge->grant, atomic_fetch_add(&r->edge->seq, 1) + 1);
 		rec = edge_record(r);
 		r->edge->note(r->edge->note_ctx, r->key, &rec);
@@ -529,8 +573,9 @@ int egress_edge_start(const struct egress_edge_spec *spec, struct egress_edge **
 	struct egress_edge *e = calloc(1, sizeof *e);
 
 	*out = NULL;
-	if (e == NULL || (e->token = strdup(spec->token)) == NULL) {
-		free(e);
+	if (e == NULL || (spec->token != NULL && (e->token = strdup(spec->token)) == NULL) ||
+	    (spec->header != NULL && (e->header = strdup(spec->header)) == NULL)) {
+		egress_edge_stop(&e);
 		close(spec->listen_fd);
 		return sb_fail(err, ENOMEM, "grant %s: its edge", spec->grant);
 	}
@@ -573,6 +618,10 @@ void egress_edge_stop(struct egress_edge **ep)
 	if (e->token != NULL) {
 		explicit_bzero(e->token, strlen(e->token));
 		free(e->token);
+	}
+	if (e->header != NULL) {
+		explicit_bzero(e->header, strlen(e->header));
+		free(e->header);
 	}
 	free(e);
 	*ep = NULL;

@@ -1,4 +1,4 @@
-/* A Kubernetes grant served at the edge (issue 28): under the network policy `proxy` the sandbox's
+/* A Kubernetes grant served at the edge (issue 28), and an HTTP API grant the same way (spec.header): under the network policy `proxy` the sandbox's
  * kubeconfig names http://127.0.0.1:PORT of its own loopback and holds no credential; the manager
  * listens there (the listener made inside the sandbox's network namespace), judges each request by
  * the grant (k8s_request.h), adds the grant's bearer token, verifies the API server's certificate,
@@ -22,11 +22,16 @@
 struct egress_edge_spec {
 	int listen_fd;           /* bound and listening in the sandbox's namespace; taken whatever happens */
 	const char *session;     /* for logs */
-	const char *grant;       /* "kubernetes:prod" */
+	const char *grant;       /* "kubernetes:prod", "http:tracker" */
 	const char *access;      /* "read" or "write" */
 	const char *server;      /* the API server's URL, with a Rancher cluster's path if any */
 	const char *ca_file;     /* "" for the system trust store */
-	const char *token;       /* the bearer token: copied, wiped when the edge stops */
+	const char *token;       /* the bearer token: copied, wiped when the edge stops; NULL with header */
+	/* An http: grant (broker.h broker_http): "Name: value", the header added to each request in
+	 * place of the bearer token; copied, wiped when the edge stops. Its requests are judged by
+	 * method: `read` passes GET, HEAD and OPTIONS, `write` all; a refusal is a 403 whose message
+	 * names the grant, the access and the method. NULL: a Kubernetes grant. */
+	const char *header;
 	struct egress_log *log;  /* the sandbox's egress log: every request is appended (not owned) */
 	/* Called for a request that may change something (k8s_request_mutating), before it leaves
 	 * (status 0) and once it ends (its status, 0 if none came): the caller keeps it on record

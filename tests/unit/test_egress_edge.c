@@ -6,7 +6,8 @@
  * its body; an upgrade is refused; an API server whose certificate the grant's CA does not sign
  * gets nothing and the sandbox a 502; every request is in the egress log; a sandbox that goes
  * while its answer streams (a watch cut by its client) or before it comes ends the transfer at
- * once, and the request is in the log then, not when the API server ends it. */
+ * once, and the request is in the log then, not when the API server ends it. An http: grant's
+ * edge adds its header and judges by method. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +43,8 @@ static struct {
 	char server[64];
 	pid_t pid;
 } T;
+
+static char ca_path[200];
 
 struct reply {
 	long status;
@@ -87,14 +90,17 @@ static void edge_call(unsigned port, const char *method, const char *path, const
 	curl_easy_cleanup(c);
 }
 
-/* An edge for grant "kubernetes:prod" at access, trusting ca_file; its port into *port. */
-static struct egress_edge *edge_up(const char *access, const char *ca_file, struct egress_log *log, unsigned *port)
+/* An edge for grant "kubernetes:prod" (header NULL) or "http:tracker" (its header) at access,
+ * trusting ca_file; its port into *port. */
+static struct egress_edge *edge_up_as(const char *access, const char *ca_file, const char *header,
+				      struct egress_log *log, unsigned *port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof a;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct egress_edge_spec spec = { .session = "s1", .grant = "kubernetes:prod", .access = access,
-					 .server = T.server, .ca_file = ca_file, .token = EDGE_TOKEN, .log = log };
+	struct egress_edge_spec spec = { .session = "s1", .grant = header ? "http:tracker" : "kubernetes:prod",
+					 .access = access, .server = T.server, .ca_file = ca_file,
+					 .token = header ? NULL : EDGE_TOKEN, .header = header, .log = log };
 	struct egress_edge *e = NULL;
 	struct sb_err err;
 
@@ -106,6 +112,11 @@ static struct egress_edge *edge_up(const char *access, const char *ca_file, stru
 	spec.listen_fd = fd;
 	assert_int_equal(egress_edge_start(&spec, &e, &err), 0);
 	return e;
+}
+
+static struct egress_edge *edge_up(const char *access, const char *ca_file, struct egress_log *log, unsigned *port)
+{
+	return edge_up_as(access, ca_file, NULL, log, port);
 }
 
 static void responses_set(const char *key, int status, const char *body_json)
@@ -157,7 +168,6 @@ static uint64_t logged_within(struct egress_log *log, int ms)
 	}
 }
 
-static char ca_path[200];
 
 static int group_setup(void **state)
 {
@@ -395,6 +405,55 @@ static void a_sandbox_gone_before_its_answer_is_logged(void **state)
 	egress_log_free(log);
 }
 
+/* An http: grant: its header (and no other authority) reaches its server; a read grant passes GET
+ * and refuses a POST before it leaves, naming the grant, the access and the method; write passes
+ * it. Fails with http_judge's method check taken out (the POST reaches the stub). */
+static void http_grant_adds_its_header_and_judges_by_method(void **state)
+{
+	static const char *const forged[] = { "Authorization: Bearer sandbox-forged", "Cookie: a=b", NULL };
+	struct egress_log *log = egress_log_new(16);
+	struct egress_counts n;
+	struct reply r;
+	unsigned port;
+	struct egress_edge *e;
+	json_t *reqs, *h;
+
+	(void)state;
+	responses_set("GET /v1/items?x=1", 200, "{\"items\": []}");
+	e = edge_up_as("read", ca_path, "Authorization: Bearer " EDGE_TOKEN, log, &port);
+	edge_call(port, "GET", "/v1/items?x=1", forged, NULL, &r);
+	assert_int_equal(r.status, 200);
+	assert_contains(r.body, "\"items\"");
+	edge_call(port, "POST", "/v1/items", NULL, "{\"a\": 1}", &r);
+	egress_edge_stop(&e);
+	assert_int_equal(r.status, 403);
+	assert_contains(r.body, "http:tracker");
+	assert_contains(r.body, "(read)");
+	assert_contains(r.body, "method POST");
+	reqs = https_stub_requests(T.log);
+	assert_int_equal(json_array_size(reqs), 1);
+	h = json_object_get(json_array_get(reqs, 0), "headers");
+	assert_string_equal(json_string_value(json_object_get(h, "authorization")), "Bearer " EDGE_TOKEN);
+	assert_null(json_object_get(h, "cookie"));
+	json_decref(reqs);
+	egress_log_counts(log, &n);
+	assert_int_equal(n.requests, 2);
+	assert_int_equal(n.refused, 1);
+	assert_false(egress_log_mutating_accepted(log));
+
+	responses_set("POST /v1/items", 201, "{\"id\": 7}");
+	e = edge_up_as("write", ca_path, "Authorization: Bearer " EDGE_TOKEN, log, &port);
+	edge_call(port, "POST", "/v1/items", NULL, "{\"a\": 1}", &r);
+	egress_edge_stop(&e);
+	assert_int_equal(r.status, 201);
+	reqs = https_stub_requests(T.log);
+	assert_int_equal(json_array_size(reqs), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "body")), "{\"a\": 1}");
+	json_decref(reqs);
+	assert_true(egress_log_mutating_accepted(log));
+	egress_log_free(log);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -405,6 +464,7 @@ int main(void)
 		cmocka_unit_test_setup(an_untrusted_server_gets_nothing, test_setup),
 		cmocka_unit_test_setup(a_cut_watch_ends_at_once_and_is_logged, test_setup),
 		cmocka_unit_test_setup(a_sandbox_gone_before_its_answer_is_logged, test_setup),
+		cmocka_unit_test_setup(http_grant_adds_its_header_and_judges_by_method, test_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
