@@ -90,12 +90,16 @@ mgr_record() {
 
 # ---- the MCP route: codex exec + sandbox-manager mcp ----
 
+# The server's traffic is copied both ways on its way ($CX/rpc/in.jsonl, out.jsonl): what Codex
+# sends (progress tokens) and is sent.
 codex_mcp_config() {
+	mkdir_user "$CX/rpc" || return 1
 	cat >>"$CX/config.toml.in" <<-EOF
 
 		[mcp_servers.sandbox]
-		command = "$MANAGER"
-		args = ["mcp", "--session", "$SID", "--socket", "$MSOCK"]
+		command = "bash"
+		args = ["-c", "r=\$0; tee -a \"\$r/in.jsonl\" | \"\$@\" | tee -a \"\$r/out.jsonl\"", "$CX/rpc",
+			"$MANAGER", "mcp", "--session", "$SID", "--socket", "$MSOCK"]
 		default_tools_approval_mode = "approve"
 		required = true
 	EOF
@@ -122,6 +126,12 @@ test_manager_codex_mcp() {
 	[[ "$o1" == *hello-mcp* && "$o1" == *err* ]] || bad "call 1's output did not reach the model: $o1"
 	[[ "$o1" == *'exit code 3'* || "$o1" == *'\"exit_code\":3'* ]] || bad "call 1's exit code did not reach the model: $o1"
 	[[ "$o2" == *'timed out after 1 s'* || "$o2" == *'\"status\":\"timed_out\"'* ]] || bad "call 2's timeout did not reach the model: $o2"
+	# Measured (issue 30): Codex gives each tools/call a progress token, so the server streams, and
+	# the first call's notification carries its output's newest line.
+	assert_eq "every tools/call carries a progress token" "[2,2]" \
+		"$(jq -s -c '[.[] | select(.method == "tools/call")] | [length, ([.[] | select(.params._meta.progressToken != null)] | length)]' "$CX/rpc/in.jsonl")"
+	assert_match "the first call's progress: an output line" '^[0-9]+s: (hello-mcp|err)$' \
+		"$(jq -s -r '[.[] | select(.method == "notifications/progress")][0].params.message' "$CX/rpc/out.jsonl")"
 	# And the manager ran both in the sandbox.
 	mgr_record "echo hello-mcp"
 	assert_json '.state' '"exited"'
