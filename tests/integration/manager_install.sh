@@ -232,7 +232,7 @@ t manager_unit_sandbox test_manager_unit_sandbox
 # $XDG_RUNTIME_DIR, the runtime directory made (RuntimeDirectory=), a fresh home and no
 # XDG_STATE_HOME: the unprivileged defaults must carry a session and a call.
 test_manager_user_unit() {
-	local root=$TD/root home xdg line
+	local root=$TD/root home xdg line uid
 	local -a cmd
 	[ "$RUN_UID" -eq 0 ] && skip "the user unit is for an unprivileged manager"
 	LC_ALL=C readelf -lW "$AGENT" | grep -q 'program interpreter' && skip "make install refuses a SANITIZE=1 agent"
@@ -262,8 +262,13 @@ test_manager_user_unit() {
 	[ -S "$MSOCK" ] || { bad "the user unit's manager did not start: $(tail -n 3 "$TD/manager.log")"; return; }
 	[ -f "$MSTATE/records.db" ] || bad "no records.db in the default state directory $MSTATE"
 	mgr_repo && mgr_session || return
+	# the identity's ids: the user's subordinate ones where it has entries (the default, a 0700
+	# home included), else its own (session show says which)
+	mgr session show --session "$SID"
+	uid=$(jr .ids.uid)
+	[[ "$(jr .ids.from)" != *"/etc/subuid"* ]] || [ "$uid" != "$RUN_UID" ] || bad "subordinate ids said, own uid given"
 	mgr exec --session "$SID" -- 'echo user unit; id -u'
 	assert_eq "a call on the user unit's manager: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
-	assert_lines "$(cat "$OUT")" 'user unit' "$RUN_UID"
+	assert_lines "$(cat "$OUT")" 'user unit' "$uid"
 }
 t manager_user_unit test_manager_user_unit

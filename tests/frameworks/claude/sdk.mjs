@@ -2,7 +2,7 @@
 // run only inside tests/frameworks/offline.sh, against the fake model (with_fake_anthropic.sh).
 //
 //   node sdk.mjs --manager BIN --session S --socket PATH [--max-output-chars N]
-//                [--interrupt-after-ms MS [--interrupt-at N]]
+//                [--interrupt-after-ms MS [--interrupt-at N]] [--rpc-dir DIR]
 //
 // Prints every SDK message as one JSON line. --interrupt-after-ms: once the model's Nth tool call
 // (default the first) is seen, waits MS and interrupts the query (as a user pressing Esc would).
@@ -14,12 +14,16 @@ for (let i = 2; i < process.argv.length; i += 2) opt[process.argv[i].replace(/^-
 
 const args = ['mcp', '--session', opt.session, '--socket', opt.socket];
 if (opt['max-output-chars']) args.push('--max-output-chars', opt['max-output-chars']);
+// --rpc-dir DIR: the server's traffic copied both ways on its way (DIR/in.jsonl, DIR/out.jsonl)
+const server = opt['rpc-dir']
+	? { command: 'bash', args: ['-c', 'r=$0; tee -a "$r/in.jsonl" | "$@" | tee -a "$r/out.jsonl"', opt['rpc-dir'], opt.manager, ...args] }
+	: { command: opt.manager, args };
 
 const q = query({
 	prompt: 'Run the commands.',
 	options: {
 		mcpServers: {
-			sandbox: { type: 'stdio', command: opt.manager, args, alwaysLoad: true, timeout: 660_000 },
+			sandbox: { type: 'stdio', ...server, alwaysLoad: true, timeout: 660_000 },
 		},
 		tools: [],                                 // none of the SDK's own tools: no local shell, no files
 		disallowedTools: ['Bash'],
