@@ -16,7 +16,7 @@ static void test_followers_bounded(void **state)
 {
 	struct live_exec *hub[5], *bob, *f[64];
 	struct sb_err err;
-	char id[16];
+	char id[24]; /* "alice-" and any int */
 	size_t n = 0;
 
 	(void)state;
