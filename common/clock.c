@@ -28,6 +28,17 @@ int64_t clock_deadline_after(int64_t timeout_ms)
 	return clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 }
 
+void clock_mono_timespec_after(int wait_ms, struct timespec *out)
+{
+	clock_gettime(CLOCK_MONOTONIC, out);
+	out->tv_sec += wait_ms / 1000;
+	out->tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (out->tv_nsec >= 1000000000L) {
+		out->tv_sec++;
+		out->tv_nsec -= 1000000000L;
+	}
+}
+
 int clock_remaining_ms(int64_t deadline_ms)
 {
 	int64_t left = deadline_ms - clock_mono_ms();

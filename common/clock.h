@@ -6,6 +6,7 @@
 #define SB_CLOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 /* CLOCK_MONOTONIC in ms: for deadlines and durations; never jumps with the wall clock. */
 int64_t clock_mono_ms(void);
@@ -15,6 +16,10 @@ int64_t clock_real_ms(void);
 
 /* The monotonic deadline timeout_ms from now (a negative timeout is 0: already due). */
 int64_t clock_deadline_after(int64_t timeout_ms);
+
+/* The CLOCK_MONOTONIC time wait_ms from now, for pthread_cond_timedwait on a condition variable
+ * whose clock is CLOCK_MONOTONIC. */
+void clock_mono_timespec_after(int wait_ms, struct timespec *out);
 
 /* What is left until a monotonic deadline, for poll(): 0 once it has passed, at most INT_MAX. */
 int clock_remaining_ms(int64_t deadline_ms);

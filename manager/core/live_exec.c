@@ -179,13 +179,7 @@ int live_exec_next(struct live_exec *h, uint64_t off[LIVE_STREAMS], uint8_t *buf
 	struct timespec until;
 	int rc;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_mono_timespec_after(wait_ms, &until);
 	pthread_mutex_lock(&h->lock);
 	while ((rc = hub_take(h, off, buf, stream, offset, len, skipped)) == 0 && !h->ended)
 		if (pthread_cond_timedwait(&h->cond, &h->lock, &until) == ETIMEDOUT)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "egress_log.h"
 #include "textesc.h"
 
@@ -276,13 +277,7 @@ json_t *egress_log_drain(struct egress_log *log, int wait_ms)
 	struct timespec until;
 	json_t *o = NULL;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_mono_timespec_after(wait_ms, &until);
 	pthread_mutex_lock(&log->lock);
 	/* The exec's processes are gone, so its connections are closing: their requests end within a
 	 * moment (an edge notices a closed sandbox within its second's poll) and go with this exec. */
