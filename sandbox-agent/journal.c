@@ -1,6 +1,6 @@
-/* The journal (see journal.h). A begin is a slot of .running overwritten in place and
- * fdatasynced, an end the same slot's part of .ends; each carries the SHA-256 of its text, so a torn
- * one is told from a whole one. The entry files an end stands for are new files, synced by the
+/* The journal (see journal.h). A begin is a slot of .running overwritten in place, an end the
+ * same slot's part of .ends, both unsynced (.boot says which boot they are from); each carries the
+ * SHA-256 of its text, so a torn one is told from a whole one. The entry files an end stands for are new files, synced by the
  * settler thread; an entry replaced (a running file closed) is written to a temporary name,
  * fsynced, renamed into place and the directory fsynced: the old entry or the new one, never half. */
 #include "journal_internal.h"
@@ -84,19 +84,31 @@ void journal_settle_wait(struct journal *j)
 
 int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err)
 {
+	char boot[BOOT_ID_LEN + 1];
+
+	/* Once, here: the boot every unsynced record of this agent's life belongs to. */
+	if (journal_boot_id(boot, err) < 0)
+		return -1;
+	return journal_open_boot(j, dir, receipts, boot, err);
+}
+
+int journal_open_boot(struct journal *j, const struct privdir *dir, const struct privdir *receipts,
+		      const char *boot, struct sb_err *err)
+{
 	char buf[2 * SLOT_BYTES];
 	struct dirent *d;
 	DIR *dh;
 	int fd;
 
 	memset(j, 0, sizeof *j);
+	snprintf(j->boot, sizeof j->boot, "%s", boot);
 	j->dir = dir;
 	j->receipts = receipts;
 	j->slots_fd = j->ends_fd = -1;
 	pthread_mutex_init(&j->lock, NULL);
 	pthread_cond_init(&j->changed, NULL);
 	if (fixed_open(j, SLOTS_NAME, sizeof buf, &j->slots_fd, err) < 0 ||
-	    fixed_open(j, ENDS_NAME, 2 * END_BYTES, &j->ends_fd, err) < 0)
+	    fixed_open(j, ENDS_NAME, 2 * END_BYTES, &j->ends_fd, err) < 0 || boot_mark_take(j, err) < 0)
 		return -1;
 	if (pread(j->slots_fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf)
 		return sb_fail(err, EIO, "reading journal %s/%s", dir->path, SLOTS_NAME);
@@ -235,6 +247,9 @@ int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, s
 
 	if (!exec_id_valid(exec_id))
 		return sb_invalid(err, "journal: invalid exec id");
+	/* An id whose begin the machine's crash lost may be this one: it could run twice. */
+	if (j->doubt)
+		return sb_fail(err, EIO, "exec '%s': %s; a new sandbox must serve", exec_id, j->doubt_why);
 	pthread_mutex_lock(&j->lock);
 	if (entry_exists(j->dir, exec_id) || slot_holds(j, exec_id, false)) {
 		pthread_mutex_unlock(&j->lock);
@@ -256,10 +271,10 @@ int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, s
 	snprintf(next.exec_id, sizeof next.exec_id, "%s", exec_id);
 	if (slot_encode(&next, buf, err) < 0)
 		return -1;
-	/* In place, in a file whose size never changes: fdatasync flushes the block, no name and no
-	 * inode change to commit. Durable before the command may start. */
-	if (pwrite(j->slots_fd, buf, sizeof buf, (off_t)i * SLOT_BYTES) != (ssize_t)sizeof buf ||
-	    fdatasync(j->slots_fd) < 0)
+	/* In place, in a file whose size never changes, and not synced (issue 32): the page cache
+	 * keeps it through any death of the agent; a crash of the machine may lose it, and then the
+	 * next open finds .boot naming another boot and answers every missing record uncertain. */
+	if (pwrite(j->slots_fd, buf, sizeof buf, (off_t)i * SLOT_BYTES) != (ssize_t)sizeof buf)
 		return sb_fail_errno(err, "journal entry for exec '%s': writing %s/%s", exec_id, j->dir->path,
 				     SLOTS_NAME);
 	pthread_mutex_lock(&j->lock);
@@ -405,12 +420,13 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 		free(text);
 		return 0;
 	}
-	/* In place, in a file whose size never changes: one fdatasync of blocks that exist. A write
-	 * that failed leaves an end the files' own path outranks (end_restore keeps a whole entry). */
+	/* In place, in a file whose size never changes, unsynced like the begin (.boot covers the
+	 * machine's crash). A write that failed leaves an end the files' own path outranks
+	 * (end_restore keeps a whole entry). */
 	ssize_t wrote = pwrite(j->ends_fd, buf, buf_len, (off_t)i * END_BYTES);
 
 	FAILPOINT("agent.journal.end_written");
-	if (wrote != (ssize_t)buf_len || fdatasync(j->ends_fd) < 0) {
+	if (wrote != (ssize_t)buf_len) {
 		sb_warn("journal: exec '%s': writing its end in %s/%s: %s", exec_id, j->dir->path, ENDS_NAME,
 			strerror(errno));
 		free(buf);
@@ -419,8 +435,8 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	}
 	free(buf);
 	FAILPOINT("agent.journal.end_synced");
-	/* Durable now. The file is for the readers of the running agent (a Query, the prune);
-	 * synced by the settler. Until it is written the slot stays open: a Query says running. */
+	/* Kept now (this boot). The file is for the readers of the running agent (a Query, the
+	 * prune); synced by the settler. Until it is written the slot stays open: a Query says running. */
 	j->bytes += len;
 	fd = fd_file_write_new(j->dir->fd, j->dir->path, name, 0600, text, len, err);
 	free(text);
@@ -545,6 +561,8 @@ int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry 
 	if (out->state == JOURNAL_RUNNING)
 		return 0;
 	obj = entry_load(j->dir, exec_id, err);
+	if (obj == NULL && err->msg[0] == '\0' && j->doubt)
+		out->state = JOURNAL_IN_DOUBT; /* never "unknown": the machine's crash may have lost it */
 	if (obj == NULL)
 		return err->msg[0] ? -1 : 0;
 	memset(out, 0, sizeof *out);

@@ -2,12 +2,15 @@
  * command), so a manager that lost its connection can ask what became of an exec instead of
  * guessing. Bounded: the oldest finished entries go first once the total passes a cap.
  * An exec's "accepted, may run" entry goes into one of two fixed slots of a file that exists
- * (.running, created once): overwritten in place and fdatasynced, one sync and no new name per
- * call. A slot is only reused once its exec's finished entry is durable; a torn slot (a crash in
- * its write) is one whose command never started. Each slot has an end beside it (.ends, created
- * once): an exec's finished entry, its receipt's bytes inside, written there in place and
- * fdatasynced is durable with one sync; its two files (the entry, the receipt) are then written
- * unsynced and synced off the call's path, and a slot is reused only once they are durable. */
+ * (.running, created once): overwritten in place, no new name per call. A slot is only reused once
+ * its exec's finished entry is durable. Each slot has an end beside it (.ends, created once): an
+ * exec's finished entry, its receipt's bytes inside, written there in place; its two files (the
+ * entry, the receipt) are then written unsynced and synced off the call's path, and a slot is reused
+ * only once they are durable. The begin and the end are page-cache writes (issue 32): they survive
+ * every death of the agent, not the machine's. So the journal carries the boot it was written under
+ * (.boot, made durable once at open): a journal opened under another boot may have lost any begin
+ * or end, so it is in doubt: a whole record still says what it says (digests, the receipt's HMAC), a
+ * missing one is uncertain, never "unknown", and no exec is accepted on it any more. */
 #ifndef SB_JOURNAL_H
 #define SB_JOURNAL_H
 
@@ -22,7 +25,10 @@
 
 #define JOURNAL_MAX_BYTES (64u * 1024u * 1024u)
 
-enum journal_state { JOURNAL_UNKNOWN, JOURNAL_RUNNING, JOURNAL_FINISHED };
+/* JOURNAL_IN_DOUBT: no record, in a journal from another boot (the record may have been lost). */
+enum journal_state { JOURNAL_UNKNOWN, JOURNAL_RUNNING, JOURNAL_FINISHED, JOURNAL_IN_DOUBT };
+
+#define BOOT_ID_LEN 36 /* /proc/sys/kernel/random/boot_id: a UUID's text */
 
 struct journal_slot {
 	uint64_t seq;             /* 0: empty */
@@ -44,6 +50,9 @@ struct journal {
 	bool settler_running, settler_stop;
 	struct journal_slot slot[2];
 	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
+	char boot[BOOT_ID_LEN + 1];  /* this boot's id, read once at open */
+	bool doubt;               /* opened under another boot than its unsynced records': journal_open */
+	char doubt_why[160];      /* why, for the answers it makes uncertain */
 };
 
 struct journal_entry {
@@ -61,10 +70,23 @@ struct journal_entry {
  * thread that syncs the ends' files. */
 int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err);
 
+/* journal_open under a given boot id (BOOT_ID_LEN characters): for tests, which simulate a restart
+ * of the machine with another id; journal_open reads the kernel's (journal_boot_id). The journal
+ * is in doubt when its .boot names another boot, says it was in doubt already, or is damaged; .boot
+ * then names this boot, durably, before anything else is written unsynced. */
+int journal_open_boot(struct journal *j, const struct privdir *dir, const struct privdir *receipts,
+		      const char *boot, struct sb_err *err);
+
+/* The kernel's boot id (/proc/sys/kernel/random/boot_id), read through one descriptor; in the
+ * failpoint build (make failpoints) SB_FAILPOINT_BOOT_ID replaces it, so that a test can restart
+ * an agent "after a crash of the machine" without one. */
+int journal_boot_id(char out[BOOT_ID_LEN + 1], struct sb_err *err);
+
 /* Stops the settler thread; the files it had not synced yet are synced here. */
 void journal_close(struct journal *j);
 
-/* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST). */
+/* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST), and
+ * every exec on a journal in doubt (EIO: an id it lost may be this one; a new sandbox serves). */
 int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, struct sb_err *err);
 
 /* A finished entry written and not yet synced (journal_finish_write). */
@@ -102,7 +124,8 @@ void journal_settle_wait(struct journal *j);
 int journal_finish(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		   const char *receipt_text, struct sb_err *err);
 
-/* Look an exec up; state JOURNAL_UNKNOWN when there is no entry. */
+/* Look an exec up; state JOURNAL_UNKNOWN when there is no entry, JOURNAL_IN_DOUBT when there is
+ * none in a journal in doubt (j->doubt_why says why). */
 int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry *out, struct sb_err *err);
 
 void journal_entry_free(struct journal_entry *e);

@@ -4,6 +4,7 @@
  * held descriptors (R1). */
 #include "journal_internal.h"
 #include "clock.h"
+#include "failpoint.h"
 #include "fdio.h"
 #include "log.h"
 #include "random.h"
@@ -344,4 +345,97 @@ int end_restore(struct journal *j, const struct journal_slot *sl, json_t *end, s
 	if (rc < 0)
 		sb_err_prefix(err, "journal: restoring the end of exec '%s'", sl->exec_id);
 	return rc;
+}
+
+/* ---- the boot mark ---- */
+
+static bool boot_id_valid(const char *s, size_t len)
+{
+	if (len != BOOT_ID_LEN)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (i == 8 || i == 13 || i == 18 || i == 23 ? s[i] != '-' : strchr("0123456789abcdef", s[i]) == NULL)
+			return false;
+	return true;
+}
+
+int journal_boot_id(char out[BOOT_ID_LEN + 1], struct sb_err *err)
+{
+	char buf[BOOT_ID_LEN + 2];
+	ssize_t n;
+	int fd;
+
+#ifdef SB_FAILPOINTS
+	const char *fake = getenv("SB_FAILPOINT_BOOT_ID");
+
+	if (fake != NULL && fake[0] != '\0') {
+		if (!boot_id_valid(fake, strlen(fake)))
+			return sb_fail(err, EINVAL, "SB_FAILPOINT_BOOT_ID is not a boot id");
+		memcpy(out, fake, BOOT_ID_LEN + 1);
+		return 0;
+	}
+#endif
+	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sb_fail_errno(err, "reading the boot id");
+	n = read(fd, buf, sizeof buf);
+	close(fd);
+	if (n != BOOT_ID_LEN + 1 || buf[BOOT_ID_LEN] != '\n' || !boot_id_valid(buf, BOOT_ID_LEN))
+		return sb_fail(err, EIO, "reading the boot id: /proc/sys/kernel/random/boot_id is not one");
+	memcpy(out, buf, BOOT_ID_LEN);
+	out[BOOT_ID_LEN] = '\0';
+	return 0;
+}
+
+/* The mark as found: 0 none (zeros: a new journal, or an older agent's, which synced every
+ * record), 1 a whole one (boot and doubt filled), -1 damaged. */
+static int boot_mark_read(const char buf[BOOT_BYTES], char boot[BOOT_ID_LEN + 1], bool *doubt)
+{
+	size_t i;
+
+	for (i = 0; i < BOOT_BYTES && buf[i] == '\0'; i++) {
+	}
+	if (i == BOOT_BYTES)
+		return 0;
+	if (!boot_id_valid(buf, BOOT_ID_LEN) || buf[BOOT_ID_LEN] != ' ' || (buf[BOOT_ID_LEN + 1] != '0' &&
+	    buf[BOOT_ID_LEN + 1] != '1') || buf[BOOT_ID_LEN + 2] != '\n')
+		return -1;
+	memcpy(boot, buf, BOOT_ID_LEN);
+	boot[BOOT_ID_LEN] = '\0';
+	*doubt = buf[BOOT_ID_LEN + 1] == '1';
+	return 1;
+}
+
+/* Reads the mark, decides j->doubt, and writes this boot's (doubt kept: it never ends for this
+ * journal), fdatasynced: every unsynced record from here on is this boot's, whatever happens to
+ * the machine, because the mark that names it is on disk first. */
+int boot_mark_take(struct journal *j, struct sb_err *err)
+{
+	char buf[BOOT_BYTES], was[BOOT_ID_LEN + 1] = "";
+	bool doubt = false;
+	int fd, found;
+
+	if (fixed_open(j, BOOT_NAME, BOOT_BYTES, &fd, err) < 0)
+		return -1;
+	if (pread(fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf) {
+		close(fd);
+		return sb_fail(err, EIO, "reading journal %s/%s", j->dir->path, BOOT_NAME);
+	}
+	found = boot_mark_read(buf, was, &doubt);
+	j->doubt = found < 0 || doubt || (found == 1 && strcmp(was, j->boot) != 0);
+	if (j->doubt)
+		snprintf(j->doubt_why, sizeof j->doubt_why, "the machine restarted since this sandbox's journal was "
+			 "written (boot %.8s, now %.8s) and its records were not synced: this exec's may be lost",
+			 found != 1 ? "unknown" : strcmp(was, j->boot) == 0 ? "earlier" : was, j->boot);
+	memset(buf, 0, sizeof buf);
+	snprintf(buf, sizeof buf, "%s %c\n", j->boot, j->doubt ? '1' : '0');
+	if (pwrite(fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf || fdatasync(fd) < 0) {
+		sb_fail_errno(err, "writing journal %s/%s", j->dir->path, BOOT_NAME);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	if (j->doubt)
+		sb_warn("journal %s: %s; no exec is accepted on it", j->dir->path, j->doubt_why);
+	return 0;
 }

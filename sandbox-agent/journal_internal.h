@@ -31,4 +31,9 @@ json_t *end_load(const struct journal *j, int i, const struct journal_slot *sl);
 int file_sync(const struct privdir *dir, const char *name, struct sb_err *err);
 int end_restore(struct journal *j, const struct journal_slot *sl, json_t *end, struct sb_err *err);
 
+/* The boot mark (.boot): which boot the unsynced records are from. */
+#define BOOT_NAME ".boot"
+#define BOOT_BYTES 128
+int boot_mark_take(struct journal *j, struct sb_err *err);
+
 #endif

@@ -409,6 +409,22 @@ static int send_query_reply(struct conn *c, const char *exec_id, const struct jo
 	return send_envelope(c, &env);
 }
 
+/* No record in a journal from another boot (journal.h): the exec may have run, its begin and end
+ * lost with the machine's crash. Finished, uncertain, without a receipt: the answer recovery
+ * settles as uncertain, never "unknown" (which a reader could take for "never ran"). */
+static int doubt_result(const struct agent *a, const char *exec_id, struct journal_entry *j)
+{
+	json_t *obj = json_pack("{s:s, s:I, s:s, s:n, s:n, s:n, s:s}", "exec_id", exec_id, "generation",
+				(json_int_t)a->generation, "status", exec_status_name(EXEC_UNCERTAIN), "exit_code",
+				"signal", "receipt", "error", a->journal.doubt_why);
+
+	j->state = JOURNAL_FINISHED;
+	j->generation = a->generation;
+	j->result_json = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_decref(obj);
+	return j->result_json ? 0 : -1;
+}
+
 static int handle_query(struct conn *c, const char *exec_id)
 {
 	struct journal_entry j;
@@ -420,6 +436,8 @@ static int handle_query(struct conn *c, const char *exec_id)
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "query refused: invalid exec id");
 	if (journal_lookup(&c->agent->journal, exec_id, &j, &err) < 0)
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_INTERNAL, "query: %s", err.msg);
+	if (j.state == JOURNAL_IN_DOUBT && doubt_result(c->agent, exec_id, &j) < 0)
+		return send_error(c, SANDBOX__ERROR_CODE__ERR_INTERNAL, "query: out of memory");
 	rc = send_query_reply(c, exec_id, &j);
 	journal_entry_free(&j);
 	return rc;

@@ -6,7 +6,11 @@
  * that never started; a slot whose exec has not finished is never overwritten. The ends: an end
  * durable in its slot is the outcome, its files made whole from it by a restart (a power loss
  * before the settler synced them); a torn or half-written end is an exec closed as uncertain, never
- * a result; an end a reused slot left behind is never read as the new exec's. */
+ * a result; an end a reused slot left behind is never read as the new exec's. The boot (issue 32:
+ * the begin and the end are not synced): a journal opened under another boot id than the one it
+ * was written under is in doubt: an exec with no record (its begin lost with the machine) is
+ * JOURNAL_IN_DOUBT, never unknown, a whole record still reads as it was, no exec is accepted, and
+ * the doubt stays across further opens; a damaged boot mark is doubt too. */
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -192,6 +196,106 @@ static void expect_state(struct fixture *f, const char *id, enum journal_state w
 		json_decref(r);
 	}
 	journal_entry_free(&e);
+}
+
+/* The agent restarted "after a crash of the machine": the journal opened under another boot id. */
+#define OTHER_BOOT "00000000-0000-4000-8000-000000000032"
+static void reopen_boot(struct fixture *f, const char *boot)
+{
+	struct sb_err err;
+
+	journal_close(&f->journal);
+	assert_int_equal(journal_open_boot(&f->journal, &f->journal_dir, &f->receipts, boot, &err), 0);
+}
+
+/* What a crash of the machine leaves when the page cache held the begin: the slot as it was before
+ * (zeros here: the journal's first exec). */
+static void slots_lost(struct fixture *f)
+{
+	char path[128], zeros[1024] = { 0 };
+	int fd;
+
+	snprintf(path, sizeof path, "%s/.running", f->dir);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, zeros, sizeof zeros, 0), (ssize_t)sizeof zeros);
+	close(fd);
+}
+
+static void test_other_boot_lost_begin_in_doubt(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+
+	assert_int_equal(journal_begin(&f->journal, "a", 1, &err), 0);
+	slots_lost(f);
+	reopen_boot(f, OTHER_BOOT);
+	assert_true(f->journal.doubt);
+	/* a may have run: never unknown. */
+	expect_state(f, "a", JOURNAL_IN_DOUBT, NULL);
+	expect_state(f, "never-sent", JOURNAL_IN_DOUBT, NULL);
+	/* Nor may it run again under its id (or any other: nothing tells a lost id from a new one). */
+	assert_int_equal(journal_begin(&f->journal, "a", 1, &err), -1);
+	assert_int_equal(err.errnum, EIO);
+	assert_non_null(strstr(err.msg, "the machine restarted"));
+	assert_int_equal(journal_begin(&f->journal, "b", 1, &err), -1);
+	/* Opened again under the same (new) boot: still in doubt, the lost record is not back. */
+	reopen_boot(f, OTHER_BOOT);
+	expect_state(f, "a", JOURNAL_IN_DOUBT, NULL);
+	assert_int_equal(journal_begin(&f->journal, "b", 1, &err), -1);
+}
+
+/* Whole records from another boot say what they said: the digest of each and the receipt's HMAC
+ * make a surviving record true, only a missing one is in doubt. */
+static void test_other_boot_whole_records_kept(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+
+	assert_int_equal(journal_begin(&f->journal, "a", 1, &err), 0);
+	assert_int_equal(journal_finish(&f->journal, "a", 1, "{\"status\":\"exited\"}", NULL, &err), 0);
+	assert_int_equal(journal_begin(&f->journal, "c", 1, &err), 0);
+	reopen_boot(f, OTHER_BOOT);
+	expect_state(f, "a", JOURNAL_FINISHED, "exited");
+	expect_state(f, "c", JOURNAL_FINISHED, "uncertain");
+}
+
+/* The same boot (the agent killed, the machine up): the page cache kept every record, so an id
+ * with none was never begun: unknown, and the journal serves on. */
+static void test_same_boot_not_in_doubt(void **state)
+{
+	struct fixture *f = *state;
+	char boot[BOOT_ID_LEN + 1];
+	struct sb_err err;
+
+	snprintf(boot, sizeof boot, "%s", f->journal.boot);
+	assert_int_equal(journal_begin(&f->journal, "a", 1, &err), 0);
+	reopen_boot(f, boot);
+	assert_false(f->journal.doubt);
+	expect_state(f, "never-sent", JOURNAL_UNKNOWN, NULL);
+	assert_int_equal(journal_begin(&f->journal, "b", 1, &err), 0);
+}
+
+/* A boot mark that is neither zeros nor whole (a crash of the machine in its write) names no boot:
+ * in doubt. Zeros (an older agent's journal, every record synced) are not. */
+static void test_damaged_boot_mark_in_doubt(void **state)
+{
+	struct fixture *f = *state;
+	char path[128], boot[BOOT_ID_LEN + 1], zeros[128] = { 0 };
+	int fd;
+
+	snprintf(boot, sizeof boot, "%s", f->journal.boot);
+	snprintf(path, sizeof path, "%s/.boot", f->dir);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, zeros, sizeof zeros, 0), (ssize_t)sizeof zeros);
+	reopen_boot(f, boot);
+	assert_false(f->journal.doubt);
+	assert_int_equal(pwrite(fd, "X", 1, 3), 1);
+	close(fd);
+	reopen_boot(f, boot);
+	assert_true(f->journal.doubt);
+	expect_state(f, "never-sent", JOURNAL_IN_DOUBT, NULL);
 }
 
 static void test_begin_is_a_slot(void **state)
@@ -560,6 +664,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_whole_entry_outranks_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsynced_end_never_overwritten, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_big_end_takes_the_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_boot_lost_begin_in_doubt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_boot_whole_records_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_boot_not_in_doubt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_boot_mark_in_doubt, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("journal", tests, NULL, NULL);
 }
