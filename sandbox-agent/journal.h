@@ -107,13 +107,13 @@ int journal_finish_write(struct journal *j, const char *exec_id, uint64_t genera
 int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_pending *p, struct sb_err *err);
 void journal_pending_drop(struct journal_pending *p);
 
-/* The end in one sync, when the exec's begin is in a slot and its entry fits the slot's end: the
+/* The end with no sync, when the exec's begin is in a slot and its entry fits the slot's end: the
  * entry (receipt_text, the bytes of the receipt file already written as receipts/<id>.json, inside)
- * written into the end and fdatasynced, then the entry file written, unsynced. Returns 1 when the
- * end is durable (the result may be reported; the receipt file must not be synced or removed by the
- * caller: the settler syncs both files, before the slot is reused), 0 when it does not apply or its
- * write failed (nothing relies on the end then: use journal_finish_write/_sync), -1 on a bad
- * result. */
+ * written into the end, then the entry file written, both unsynced: they hold for this boot, and a
+ * crash of the machine makes the journal one in doubt (.boot). Returns 1 when the end is written
+ * (the result may be reported; the receipt file must not be synced or removed by the caller: the
+ * settler syncs both files, before the slot is reused), 0 when it does not apply or its write
+ * failed (nothing relies on the end then: use journal_finish_write/_sync), -1 on a bad result. */
 int journal_end(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		const char *receipt_text, struct sb_err *err);
 

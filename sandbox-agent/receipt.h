@@ -1,7 +1,8 @@
 /* Completion receipts: written only after init is reaped, in a directory outside every
- * command's mount view, created exclusively, and durable before the result is reported: fsynced
- * (file and directory), or (serve) their bytes inside the journal's end, durable in its slot, the
- * file synced after (journal.h). */
+ * command's mount view, created exclusively, and kept before the result is reported: fsynced
+ * (file and directory: `exec`, whose readers know no boot), or (serve) their bytes inside the
+ * journal's end, kept for this boot (a crash of the machine leaves the journal in doubt: journal.h),
+ * the file synced after. */
 #ifndef SB_RECEIPT_H
 #define SB_RECEIPT_H
 
