@@ -44,7 +44,13 @@ it_setup() {
 		cp "$build/fp/sandbox-manager" "$build/fp/sandbox-manager-daemon" "$build/sandbox-agent" "$IT_ROOT/bin/fp/" &&
 			FP_MANAGER=$IT_ROOT/bin/fp/sandbox-manager
 	fi
-	export FP_MANAGER
+	# The failpoint agent, under its own name: the fp manager runs the normal one beside it.
+	FP_AGENT=
+	if [ -x "$build/fp/sandbox-agent" ]; then
+		mkdir -p "$IT_ROOT/bin/fp"
+		cp "$build/fp/sandbox-agent" "$IT_ROOT/bin/fp/sandbox-agent-fp" && FP_AGENT=$IT_ROOT/bin/fp/sandbox-agent-fp
+	fi
+	export FP_MANAGER FP_AGENT
 	chmod -R a+rX,go-w "$IT_ROOT/bin"
 	AGENT=$IT_ROOT/bin/sandbox-agent
 	MANAGER=$IT_ROOT/bin/sandbox-manager

@@ -102,6 +102,65 @@ t manager_fault_receipt_received test_manager_fault_receipt_received
 test_manager_fault_recorded() { fault_manager_killed manager.exec.recorded 2 exited 1; }
 t manager_fault_recorded test_manager_fault_recorded
 
+# A crash of the machine during a call, simulated (issue 32: the agent's journal begin and end are not
+# synced, and its journal names the boot they are from). The manager dies with the Exec sent
+# (manager.agent.sent), the command runs to its end, then the machine "crashes": the agent is killed
+# and every record the page cache held is taken away (the begin's slot, the end, the finished entry,
+# the receipt); the agent is started again on the same directories under another boot id (the
+# failpoint agent's SB_FAILPOINT_BOOT_ID), and the normal manager's recovery asks it. The journal is
+# in doubt: the exec is recorded `uncertain` in the agent's own words (the machine restarted), never
+# `exited` nor `refused`, and never run again. Root only: the agent is started again by hand, as root
+# with its directories given to root; under an unprivileged manager they belong to subordinate ids
+# the test user cannot take.
+test_manager_fault_host_crash() {
+	local m sb pids hand boot=00000000-0000-4000-8000-000000000032 rc
+	fp_need
+	[ -n "${FP_AGENT:-}" ] || skip_setup "no failpoint agent: \`make failpoints\` builds build/fp/sandbox-agent"
+	[ "$RUN_UID" -eq 0 ] || { skip "root only: the agent is restarted by hand on directories of subordinate ids"; return; }
+	m=$(unique_marker)
+	mgr_repo && fp_start manager.agent.sent:2 && mgr_session || return
+	mgr exec --session "$SID" -- "$(fault_command "$m")"
+	assert_eq "the client's exit code when the manager dies" 125 "$RC"
+	wait "$MGR_PID"
+	rc=$?
+	assert_eq "the manager's exit status (killed at manager.agent.sent)" 137 "$rc"
+	sb=$MSTATE/sandboxes/$SID.g1
+	# The command's end: its finished entry in the journal.
+	for _ in $(seq 1 100); do compgen -G "$sb/state/journal/*.json" >/dev/null && break; sleep 0.1; done
+	compgen -G "$sb/state/journal/*.json" >/dev/null || { bad "the agent never finished the exec"; return; }
+	assert_eq "the command ran" 1 "$(runs_of "$m")"
+	# The machine's crash: the agent gone, and what was not synced with it.
+	pids=$(pgrep -f -- "--state-dir $sb/state")
+	# shellcheck disable=SC2086 # this test's own agent, by PID
+	kill -KILL $pids
+	for _ in $(seq 1 50); do pgrep -f -- "--state-dir $sb/state" >/dev/null || break; sleep 0.1; done
+	truncate -s 0 "$sb/state/journal/.running" "$sb/state/journal/.ends"
+	truncate -s 1024 "$sb/state/journal/.running"
+	truncate -s 131072 "$sb/state/journal/.ends"
+	rm -f "$sb/state/journal/"*.json "$sb/state/receipts/"*.json
+	# The agent again, on the same directories and address, under another boot.
+	chown -R 0:0 "$sb/state" "$sb/sock" "$sb/tls"
+	env -i PATH=/usr/bin:/bin LANG=C.UTF-8 SB_FAILPOINT_BOOT_ID=$boot "$FP_AGENT" serve \
+		--listen "unix:$sb/sock/agent.sock" --tls-cert "$sb/tls/agent.crt" --tls-key "$sb/tls/agent.key" \
+		--tls-ca "$sb/tls/ca.crt" --manager-name manager.infra-sandbox --state-dir "$sb/state" \
+		--generation 1 >>"$TD/agent-again.log" 2>&1 &
+	hand=$!
+	for _ in $(seq 1 100); do grep -q "serving on" "$TD/agent-again.log" && break; sleep 0.1; done
+	grep -q "no exec is accepted on it" "$TD/agent-again.log" ||
+		bad "the agent started again did not find its journal in doubt: $(tail -c 300 "$TD/agent-again.log")"
+	mgr_start || return
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["uncertain"]'
+	assert_match "the reason: the agent's, the machine restarted" \
+		"the machine restarted since this sandbox's journal was written" "$(jr '.records[0].reason')"
+	kill -KILL "$hand" 2>/dev/null
+	wait "$hand" 2>/dev/null
+	assert_eq "the command ran, after recovery" 1 "$(runs_of "$m")"
+	fault_next_call '["exited","uncertain"]'
+	assert_eq "the command ran, after the next call" 1 "$(runs_of "$m")"
+}
+t manager_fault_host_crash test_manager_fault_host_crash
+
 # proc_state PID: the one-letter state of a process (R, S, T, Z...), empty when it is gone.
 proc_state() { sed -n 's/^.*) \([A-Za-z]\).*/\1/p' "/proc/$1/stat" 2>/dev/null; }
 
