@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# The cached Debian root filesystem of the images built offline for deploy/kubernetes
-# (scripts/manager-image.sh, scripts/postgres-image.sh): debootstrap minbase of bookworm with the given
+# The cached Debian root filesystem of the images built offline: the sandbox image (scripts/image.sh)
+# and those of deploy/kubernetes (scripts/manager-image.sh, scripts/postgres-image.sh): debootstrap minbase of bookworm with the given
 # packages, package caches and logs removed, then a caller's step that adds its user and directories;
 # kept as a tar under build/image/ keyed by everything that goes in, so that a rebuild adds only the
 # programs. Sourced; the caller sets repo, and cleans $work up (image_rootfs_cleanup) on exit.
@@ -55,11 +55,11 @@ image_rootfs() {
 	echo "${IMAGE_SCRIPT:-image}: root filesystem cached in $(($(date +%s) - t0)) s"
 }
 
-# image_add_user ROOT NAME UID HOME: the user and its group, written directly (useradd would run the
-# target's binaries on the host).
+# image_add_user ROOT NAME UID HOME [SHELL]: the user and its group, written directly (useradd would
+# run the target's binaries on the host). SHELL defaults to nologin.
 image_add_user() {
-	local root=$1 name=$2 uid=$3 home=$4
-	echo "$name:x:$uid:$uid:infra-sandbox $name:$home:/usr/sbin/nologin" >>"$root/etc/passwd"
+	local root=$1 name=$2 uid=$3 home=$4 shell=${5:-/usr/sbin/nologin}
+	echo "$name:x:$uid:$uid:infra-sandbox $name:$home:$shell" >>"$root/etc/passwd"
 	echo "$name:x:$uid:" >>"$root/etc/group"
 	echo "$name:!:19000:0:99999:7:::" >>"$root/etc/shadow"
 	echo "$name:!::" >>"$root/etc/gshadow"

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -16,7 +17,6 @@
 
 #include "clock.h"
 #include "control.h"
-#include "sock.h"
 #include "tls.h"
 
 bool control_address_is_tls(const char *address)
@@ -38,23 +38,21 @@ static int server_name(const char *hostport, char *out, size_t len, struct sb_er
 	return tls_check_name(out, "the manager's host (set SANDBOX_MANAGER_TLS_NAME for an IPv6 address)", err);
 }
 
-static int tcp_connect(const char *hostport, struct sb_err *err)
+/* One connect to ai within the deadline: the descriptor (blocking again), or -1 with errno. */
+static int connect_one(const struct addrinfo *ai, int64_t deadline)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
 	struct pollfd p;
-	int fd, soerr = 0;
+	int fd, soerr = 0, saved;
 	socklen_t sl = sizeof soerr;
 
-	if (sock_hostport_parse(hostport, &ss, &len, NULL, err) < 0)
-		return -1;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return sb_fail_errno(err, "creating a socket");
-	if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS)
+		return -1;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS)
 		goto fail;
 	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
-	if (poll(&p, 1, CONTROL_CLIENT_CONNECT_MS) <= 0) {
+	errno = 0;
+	if (poll(&p, 1, clock_remaining_ms(deadline)) <= 0) {
 		errno = errno ? errno : ETIMEDOUT;
 		goto fail;
 	}
@@ -69,9 +67,57 @@ static int tcp_connect(const char *hostport, struct sb_err *err)
 		goto fail;
 	return fd;
 fail:
-	sb_fail_errno(err, "the manager is not reachable at tls://%s", hostport);
+	saved = errno;
 	close(fd);
+	errno = saved;
 	return -1;
+}
+
+/* HOST:PORT ([IPv6]:PORT) split into host and port, both NUL-terminated. */
+static int hostport_split(const char *hostport, char *host, size_t hlen, char *port, size_t plen, struct sb_err *err)
+{
+	const char *colon = strrchr(hostport, ':');
+	size_t n = colon != NULL ? (size_t)(colon - hostport) : 0;
+
+	if (colon == NULL || n == 0 || n >= hlen || strlen(colon + 1) == 0 || strlen(colon + 1) >= plen ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return sb_invalid(err, "tls://%s: want tls://HOST:PORT", hostport);
+	if (hostport[0] == '[' && hostport[n - 1] == ']' && n > 2)
+		snprintf(host, hlen, "%.*s", (int)(n - 2), hostport + 1);
+	else
+		snprintf(host, hlen, "%.*s", (int)n, hostport);
+	snprintf(port, plen, "%s", colon + 1);
+	return 0;
+}
+
+/* A manager by address or by name: every address the name resolves to (getaddrinfo: /etc/hosts,
+ * then DNS, as the system is configured) is tried in order within one connect bound. The name the
+ * manager's certificate must carry is checked apart (server_name), so what the resolver answers
+ * decides only where the handshake goes, never whom it trusts. This client is static (Makefile
+ * CLIENT_LINK): a numeric address is parsed without NSS; a name loads glibc's NSS modules at run
+ * time, which must be those of the glibc it was built with (the Debian of the build, as in the
+ * manager and sandbox images). */
+static int tcp_connect(const char *hostport, struct sb_err *err)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char host[TLS_NAME_MAX + 1], port[8];
+	int64_t deadline = clock_deadline_after(CONTROL_CLIENT_CONNECT_MS);
+	int fd = -1, rc;
+
+	if (hostport_split(hostport, host, sizeof host, port, sizeof port, err) < 0)
+		return -1;
+	rc = getaddrinfo(host, port, &hints, &res);
+	if (rc != 0)
+		return sb_fail(err, rc == EAI_SYSTEM ? errno : EHOSTUNREACH, "the manager at tls://%s: %s", hostport,
+			       rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+	errno = EHOSTUNREACH;
+	for (const struct addrinfo *ai = res; ai != NULL && fd < 0 && clock_remaining_ms(deadline) > 0; ai = ai->ai_next)
+		fd = connect_one(ai, deadline);
+	if (fd < 0)
+		sb_fail_errno(err, "the manager is not reachable at tls://%s", hostport);
+	freeaddrinfo(res);
+	return fd;
 }
 
 static int tls_open(struct control_conn *c, const char *hostport, struct sb_err *err)

@@ -20,6 +20,7 @@ struct live_exec {
 	pthread_cond_t cond;
 	struct live_ring ring[LIVE_STREAMS];
 	bool ended;
+	struct live_reader *readers; /* those reading now, under lock */
 	unsigned followers, refs; /* refs: the begin's and each reader's */
 	struct live_exec *next;
 };
@@ -56,10 +57,23 @@ struct live_exec *live_exec_begin(const char *exec_id, const char *identity)
 	return h;
 }
 
+/* The bytes of stream s that r lost to the ring and are not counted yet, counted now; h->lock held. */
+static void reader_skips_count(struct live_reader *r, enum live_stream s, uint64_t upto)
+{
+	uint64_t from = r->off[s] > r->counted[s] ? r->off[s] : r->counted[s];
+
+	if (upto <= from)
+		return;
+	metrics_live_output(0, upto - from);
+	r->counted[s] = upto;
+}
+
 void live_exec_put(struct live_exec *h, enum live_stream stream, uint64_t offset, const uint8_t *data, size_t len)
 {
 	pthread_mutex_lock(&h->lock);
 	live_ring_put(&h->ring[stream], offset, data, len);
+	for (struct live_reader *r = h->readers; r != NULL; r = r->next)
+		reader_skips_count(r, stream, h->ring[stream].start);
 	pthread_cond_broadcast(&h->cond);
 	pthread_mutex_unlock(&h->lock);
 }
@@ -155,25 +169,52 @@ void live_exec_detach(struct live_exec *h, bool counted)
 	hub_unref(h);
 }
 
-static int hub_take(struct live_exec *h, uint64_t off[LIVE_STREAMS], uint8_t *buf, enum live_stream *stream,
+void live_exec_read_begin(struct live_exec *h, struct live_reader *r, const uint64_t off[LIVE_STREAMS])
+{
+	memset(r, 0, sizeof *r);
+	memcpy(r->off, off, sizeof r->off);
+	pthread_mutex_lock(&h->lock);
+	r->next = h->readers;
+	h->readers = r;
+	pthread_mutex_unlock(&h->lock);
+}
+
+void live_exec_read_end(struct live_exec *h, struct live_reader *r)
+{
+	pthread_mutex_lock(&h->lock);
+	for (struct live_reader **p = &h->readers; *p != NULL; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
+			break;
+		}
+	for (int s = 0; s < LIVE_STREAMS; s++)
+		reader_skips_count(r, (enum live_stream)s, h->ring[s].end);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* The skip a chunk reports is the reader's whole gap before it; the metrics have it already
+ * (reader_skips_count, as the ring dropped it), or get it here (a resume from an old offset). */
+static int hub_take(struct live_exec *h, struct live_reader *r, uint8_t *buf, enum live_stream *stream,
 		    uint64_t *offset, size_t *len, uint64_t *skipped)
 {
 	for (int s = 0; s < LIVE_STREAMS; s++) {
-		uint64_t at = off[s];
-		size_t n = live_ring_get(&h->ring[s], &at, buf, LIVE_CHUNK_MAX, skipped);
+		uint64_t at = r->off[s];
+		size_t n;
 
+		reader_skips_count(r, (enum live_stream)s, h->ring[s].start);
+		n = live_ring_get(&h->ring[s], &at, buf, LIVE_CHUNK_MAX, skipped);
 		if (n == 0 && *skipped == 0)
 			continue;
 		*stream = (enum live_stream)s;
 		*offset = at - n;
 		*len = n;
-		off[s] = at;
+		r->off[s] = at;
 		return 1;
 	}
 	return 0;
 }
 
-int live_exec_next(struct live_exec *h, uint64_t off[LIVE_STREAMS], uint8_t *buf, enum live_stream *stream,
+int live_exec_next(struct live_exec *h, struct live_reader *r, uint8_t *buf, enum live_stream *stream,
 		   uint64_t *offset, size_t *len, uint64_t *skipped, int wait_ms)
 {
 	struct timespec until;
@@ -181,13 +222,13 @@ int live_exec_next(struct live_exec *h, uint64_t off[LIVE_STREAMS], uint8_t *buf
 
 	clock_mono_timespec_after(wait_ms, &until);
 	pthread_mutex_lock(&h->lock);
-	while ((rc = hub_take(h, off, buf, stream, offset, len, skipped)) == 0 && !h->ended)
+	while ((rc = hub_take(h, r, buf, stream, offset, len, skipped)) == 0 && !h->ended)
 		if (pthread_cond_timedwait(&h->cond, &h->lock, &until) == ETIMEDOUT)
 			break;
 	if (rc == 0 && h->ended)
 		rc = -1;
 	pthread_mutex_unlock(&h->lock);
 	if (rc == 1)
-		metrics_live_output(*len, *skipped);
+		metrics_live_output(*len, 0);
 	return rc;
 }

@@ -42,10 +42,25 @@ int live_exec_attach(const char *exec_id, bool counted, struct live_exec **out, 
 struct live_exec *live_exec_ref(struct live_exec *h);
 void live_exec_detach(struct live_exec *h, bool counted);
 
-/* The next chunk past off[] (both streams) into buf (LIVE_CHUNK_MAX), waiting up to wait_ms:
- * 1 with *stream, *offset (the chunk's first byte), *len and *skipped (lost before it); 0 nothing
- * yet; -1 the exec ended and everything held was read. */
-int live_exec_next(struct live_exec *h, uint64_t off[LIVE_STREAMS], uint8_t *buf, enum live_stream *stream,
+/* One reader of a hub: where it is in each stream. Registered with the hub while it reads, so that
+ * bytes the ring drops before the reader took them are counted skipped as they are dropped, not when
+ * (or whether) the reader comes back: a reader stuck on a client that reads nothing shows in the
+ * metrics while it is stuck. */
+struct live_reader {
+	uint64_t off[LIVE_STREAMS];     /* the next byte it takes */
+	uint64_t counted[LIVE_STREAMS]; /* its skips before here are in the metrics */
+	struct live_reader *next;
+};
+
+/* r starts reading h at off[]. */
+void live_exec_read_begin(struct live_exec *h, struct live_reader *r, const uint64_t off[LIVE_STREAMS]);
+/* r stops: what the hub holds or held past r's offsets, never taken, is counted skipped. */
+void live_exec_read_end(struct live_exec *h, struct live_reader *r);
+
+/* r's next chunk (both streams) into buf (LIVE_CHUNK_MAX), waiting up to wait_ms: 1 with *stream,
+ * *offset (the chunk's first byte), *len and *skipped (lost before it); 0 nothing yet; -1 the exec
+ * ended and everything held was read. */
+int live_exec_next(struct live_exec *h, struct live_reader *r, uint8_t *buf, enum live_stream *stream,
 		   uint64_t *offset, size_t *len, uint64_t *skipped, int wait_ms);
 
 #endif

@@ -29,22 +29,32 @@ static int chunk_send(struct sb_stream *s, enum live_stream stream, uint64_t off
 	return rc;
 }
 
-/* Chunks of h past off until it ends (0) or the client fails (-1). */
+/* Chunks of h past off until it ends (0) or the client fails (-1); off moves with them. */
 static int forward(struct live_exec *h, struct sb_stream *s, uint64_t off[LIVE_STREAMS])
 {
 	uint8_t buf[LIVE_CHUNK_MAX]; /* threads here have the default stack */
+	struct live_reader r;
+	int rc;
 
+	live_exec_read_begin(h, &r, off);
 	for (;;) {
 		enum live_stream stream;
 		uint64_t offset, skipped;
 		size_t len;
-		int rc = live_exec_next(h, off, buf, &stream, &offset, &len, &skipped, LIVE_WAIT_SLICE_MS);
 
-		if (rc < 0)
-			return 0;
-		if (rc > 0 && chunk_send(s, stream, offset, buf, len, skipped) < 0)
-			return -1;
+		rc = live_exec_next(h, &r, buf, &stream, &offset, &len, &skipped, LIVE_WAIT_SLICE_MS);
+		if (rc < 0) {
+			rc = 0;
+			break;
+		}
+		if (rc > 0 && chunk_send(s, stream, offset, buf, len, skipped) < 0) {
+			rc = -1;
+			break;
+		}
 	}
+	live_exec_read_end(h, &r);
+	memcpy(off, r.off, sizeof r.off);
+	return rc;
 }
 
 static void *client_thread(void *arg)

@@ -18,7 +18,7 @@ tls_setup() {
 	jq -n --arg repo "$TD/repo" '{"alice-ci": {identities: ["alice"], repos: [$repo]},
 		"bob-ci": {identities: ["bob"], max_connections: 1}, ops: {operator: true}}' >"$TD/principals.json" &&
 		as_user cp "$TD/principals.json" "$WD/principals.json"
-	mgr_repo && mgr_start --listen "tls:127.0.0.1:$TLS_PORT" --tls-name 127.0.0.1 \
+	mgr_repo && mgr_start --listen "tls:127.0.0.1:$TLS_PORT" --tls-name "${TLS_NAME:-127.0.0.1}" \
 		--tls-principals "$WD/principals.json" --tls-deny "$TLS_DENY" || return 1
 	for p in alice-ci bob-ci ops; do
 		as_user "$MANAGER" ca issue --principal "$p" --out "$WD/certs/$p" --state-dir "$MSTATE" >"$WD/certs-$p.json" ||
@@ -31,10 +31,11 @@ tls_setup() {
 
 # tls PRINCIPAL ARGS...: a client command over TLS with PRINCIPAL's certificate: the manager named in
 # SANDBOX_MANAGER_SOCKET as tls://, the certificate by the CLI's --tls-* flags. Sets RC, OUT, ERR.
+# TLS_HOST names the manager (default 127.0.0.1).
 tls() {
 	local p=$1
 	shift
-	timeout -k 3 60 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=tls://127.0.0.1:$TLS_PORT" "$MANAGER" \
+	timeout -k 3 60 "${AS[@]}" env "SANDBOX_MANAGER_SOCKET=tls://${TLS_HOST:-127.0.0.1}:$TLS_PORT" "$MANAGER" \
 		--tls-cert "$WD/certs/$p/$p.crt" --tls-key "$WD/certs/$p/$p.key" --tls-ca "$WD/certs/$p/ca.crt" "$@" \
 		>"$OUT" 2>"$ERR"
 	RC=$?
@@ -66,6 +67,25 @@ test_manager_tls_call() {
 	assert_eq "status as ops (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
 }
 t manager_tls_call test_manager_tls_call
+
+# A manager by host name: tls://localhost:PORT resolves (every address tried: ::1 refuses, the
+# listener is on 127.0.0.1) and the certificate must name localhost; the same manager by address
+# is refused (its certificate names localhost, not 127.0.0.1); a name that resolves to nothing is a
+# clear error; nothing is recorded by the refused ones.
+test_manager_tls_host_name() {
+	local TLS_HOST=localhost
+	TLS_NAME=localhost tls_setup || return
+	tls alice-ci exec --session "$SID" -- 'echo by-name'
+	assert_eq "exec at tls://localhost (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" by-name "$(cat "$OUT")"
+	TLS_HOST=127.0.0.1 tls alice-ci exec --session "$SID" -- 'echo by-address'
+	assert_eq "the manager's certificate names localhost, not 127.0.0.1" 125 "$RC"
+	TLS_HOST=no-such-manager.invalid tls alice-ci exec --session "$SID" -- 'echo nowhere'
+	assert_eq "an unknown host" 125 "$RC"
+	assert_match "the error names the manager's address" 'tls://no-such-manager.invalid:' "$(cat "$ERR")"
+	assert_eq "one call recorded" 1 "$(rows)"
+}
+t manager_tls_host_name test_manager_tls_host_name
 
 # `mcp` (and codex-bridge, the same calls: daemon_call.c) over TLS: the tool's call runs through the
 # manager at tls://, with the certificate from SANDBOX_MANAGER_TLS_*; bob-ci's is refused, not run.
