@@ -1,8 +1,9 @@
 /* The journal (see journal.h). A begin is a slot of .running overwritten in place, an end the
  * same slot's part of .ends, both unsynced (.boot says which boot they are from); each carries the
- * SHA-256 of its text, so a torn one is told from a whole one. The entry files an end stands for are new files, synced by the
- * settler thread; an entry replaced (a running file closed) is written to a temporary name,
- * fsynced, renamed into place and the directory fsynced: the old entry or the new one, never half. */
+ * SHA-256 of its text, so a torn one is told from a whole one. The entry files an end stands for
+ * are new files, synced by the settler thread; an entry replaced (a running file closed) is written
+ * to a temporary name, fsynced, renamed into place and the directory fsynced: the old entry or the
+ * new one, never half. */
 #include "journal_internal.h"
 #include "journal.h"
 #include "clock.h"

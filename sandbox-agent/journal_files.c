@@ -4,7 +4,6 @@
  * held descriptors (R1). */
 #include "journal_internal.h"
 #include "clock.h"
-#include "failpoint.h"
 #include "fdio.h"
 #include "log.h"
 #include "random.h"
