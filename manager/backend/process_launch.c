@@ -19,10 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 
 #define SETUP_MS 10000        /* sandbox init: from release to execve of the agent */
 #define READY_MS 10000        /* the agent: from execve to a socket that accepts (ASan builds are slow) */
@@ -240,48 +238,24 @@ static int setup_wait(struct launch *l, struct sb_err *err)
 	}
 }
 
-/* A wakeup when a name appears in the agent's socket directory (its bind), or -1: then the
- * pauses alone pace the probes. Only a hint to probe now: what proves the agent serving is the
- * probe of l->d.sock, as without it. */
-static int sock_watch(const struct launch *l)
-{
-	int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-
-	if (fd >= 0 && inotify_add_watch(fd, l->d.sock_dir, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
 /* Until the agent serves on its socket, or dies (its log says why). */
 static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err *err)
 {
 	struct process_handle *ph = process_handle_of(h);
 	int64_t deadline = clock_mono_ms() + READY_MS;
 	char tail[LOG_TAIL_BYTES + 32];
-	cleanup_close int watch = sock_watch(l);
-	int pause_us = 1000;
+	int pause_ms = 1;
 
 	for (;;) {
-		struct pollfd p[2] = { { .fd = ph->pidfd, .events = POLLIN }, { .fd = watch, .events = POLLIN } };
-		char events[4096];
+		struct pollfd p = { .fd = ph->pidfd, .events = POLLIN };
 		siginfo_t info;
-		bool woke;
 
 		if (agent_serving(l->d.sock, deadline) == 1)
 			return 0;
 		/* A probe of a socket that is not there yet costs microseconds, and the agent listens
 		 * some 10-20 ms after its execve: probe after 1, 2, 4 ms, then every 4 ms, so the first
-		 * call does not wait up to a whole fixed 20 ms step for a socket that is ready; and at
-		 * once when its socket appears (the agent binds it just before it listens, and listens
-		 * last), which the pauses alone missed by 2 ms on average (issue 32). A probe that comes
-		 * between the bind and the listen is refused: the next comes 200 us later. */
-		woke = ppoll(p, watch >= 0 ? 2 : 1, &(struct timespec){ .tv_nsec = pause_us * 1000L }, NULL) > 0 &&
-		       p[0].revents == 0;
-		while (woke && read(watch, events, sizeof events) > 0) {
-		}
-		if (p[0].revents != 0) {
+		 * call does not wait up to a whole fixed 20 ms step for a socket that is ready. */
+		if (poll(&p, 1, pause_ms) > 0) {
 			memset(&info, 0, sizeof info);
 			if (waitid((idtype_t)P_PIDFD, (id_t)ph->pidfd, &info, WEXITED) == 0) {
 				close(ph->pidfd);
@@ -300,7 +274,7 @@ static int ready_wait(struct launch *l, struct sandbox_handle *h, struct sb_err 
 			return sb_fail(err, ETIMEDOUT, "the agent did not serve on %s within %d ms%s", l->d.sock,
 				       READY_MS, tail);
 		}
-		pause_us = woke ? 200 : pause_us < 4000 ? pause_us * 2 : 4000;
+		pause_ms = pause_ms < 4 ? pause_ms * 2 : 4;
 	}
 }
 
