@@ -66,6 +66,24 @@ static int file_replace_at(int dirfd, const char *dir, const char *name, mode_t 
 	return fd_file_replace(dirfd, dir, name, tmp, mode, data, len, err);
 }
 
+/* name in dirfd, written whole: replaced atomically and synced (file_replace_at); or, when !synced,
+ * for the files of a sandbox generation (ca_leaf.unsynced), made afresh and left to the page cache. */
+static int file_put_at(int dirfd, const char *dir, const char *name, mode_t mode, const unsigned char *data,
+		       size_t len, bool synced, struct sb_err *err)
+{
+	int fd;
+
+	if (synced)
+		return file_replace_at(dirfd, dir, name, mode, data, len, err);
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+		return sb_fail_errno(err, "removing %s/%s", dir, name);
+	fd = fd_file_write_new(dirfd, dir, name, mode, data, len, err);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
 static int dir_open(const char *dir, struct sb_err *err)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -508,7 +526,7 @@ static int leaf_sign(struct ca *ca, mbedtls_pk_context *key, const struct ca_lea
 }
 
 static int leaf_write(mbedtls_pk_context *key, const unsigned char *cert_pem, size_t cert_len, const char *dir,
-		      const char *name, struct sb_err *err)
+		      const char *name, bool synced, struct sb_err *err)
 {
 	unsigned char key_pem[CA_PEM_MAX];
 	char key_file[256], cert_file[256], text[128];
@@ -520,10 +538,11 @@ static int leaf_write(mbedtls_pk_context *key, const unsigned char *cert_pem, si
 	if (ret != 0)
 		return sb_fail(err, 0, "encoding key: %s", mbedtls_text(ret, text, sizeof text));
 	dirfd = dir_open(dir, err);
-	rc = dirfd < 0 ? -1 : file_replace_at(dirfd, dir, key_file, 0600, key_pem, strlen((const char *)key_pem), err);
+	rc = dirfd < 0 ? -1 :
+	     file_put_at(dirfd, dir, key_file, 0600, key_pem, strlen((const char *)key_pem), synced, err);
 	mbedtls_platform_zeroize(key_pem, sizeof key_pem);
 	if (rc == 0)
-		rc = file_replace_at(dirfd, dir, cert_file, 0644, cert_pem, cert_len, err);
+		rc = file_put_at(dirfd, dir, cert_file, 0644, cert_pem, cert_len, synced, err);
 	if (dirfd >= 0)
 		close(dirfd);
 	return rc;
@@ -549,14 +568,15 @@ int ca_issue_leaf(struct ca *ca, const struct ca_leaf *leaf, const char *target_
 	if (rc == 0)
 		rc = leaf_sign(ca, &key, leaf, pem, sizeof pem, &len, err);
 	if (rc == 0)
-		rc = leaf_write(&key, pem, len, target_dir, name, err);
+		rc = leaf_write(&key, pem, len, target_dir, name, !leaf->unsynced, err);
 	mbedtls_pk_free(&key);
 	if (rc < 0)
 		sb_err_prefix(err, "issuing a certificate for %s", leaf->dns_name);
 	return rc;
 }
 
-int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err)
+static int cert_write(const struct ca *ca, const char *target_dir, const char *file_name, bool synced,
+		      struct sb_err *err)
 {
 	int dirfd, rc;
 
@@ -565,9 +585,19 @@ int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_
 	dirfd = dir_open(target_dir, err);
 	if (dirfd < 0)
 		return -1;
-	rc = file_replace_at(dirfd, target_dir, file_name, 0644, ca->pem, ca->pem_len, err);
+	rc = file_put_at(dirfd, target_dir, file_name, 0644, ca->pem, ca->pem_len, synced, err);
 	close(dirfd);
 	return rc;
+}
+
+int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err)
+{
+	return cert_write(ca, target_dir, file_name, true, err);
+}
+
+int ca_write_cert_unsynced(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err)
+{
+	return cert_write(ca, target_dir, file_name, false, err);
 }
 
 int ca_format_sandbox_name(char *out, size_t out_len, const char *sandbox_id, uint64_t generation,

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <time.h>
 
 #include <mbedtls/x509_crt.h>
@@ -38,6 +39,7 @@ struct ca_leaf {
 	enum ca_usage usage;
 	time_t not_before;     /* 0: now - CA_CLOCK_SKEW */
 	time_t not_after;      /* 0: now + CA_LEAF_LIFETIME_DEFAULT */
+	bool unsynced;         /* a sandbox generation's: written, never fsynced (ca_write_cert_unsynced) */
 };
 
 struct ca;
@@ -60,6 +62,13 @@ int ca_issue_leaf(struct ca *ca, const struct ca_leaf *leaf, const char *target_
 /* Write the CA certificate (public, no key) as target_dir/<file_name>, replaced atomically: the
  * trust anchor a sandbox-agent gets as --tls-ca. */
 int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err);
+
+/* ca_write_cert, and ca_issue_leaf with leaf.unsynced, for the files of one sandbox generation:
+ * made afresh (a file of that name is removed first) and never fsynced. Only the sandbox's own
+ * processes read them, on this boot; a crash of the host ends those processes, and no later
+ * generation or recovery reads them again (a new generation gets new ones; a sandbox found after
+ * a restart is reached with them only while it runs, and its files are then in the page cache). */
+int ca_write_cert_unsynced(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err);
 
 /* "sandbox-<id>.g<generation>.agent": the name a sandbox's certificate carries, so a certificate
  * of an older generation cannot answer for a newer one. id: [a-z0-9-], 1..CA_SANDBOX_ID_MAX. */

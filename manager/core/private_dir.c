@@ -56,7 +56,10 @@ static int dir_make(const char *path, bool walked, struct sb_err *err)
 int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb_err *err)
 {
 	char path[PATH_MAX + 32], name[256];
-	struct ca_leaf leaf = { .usage = CA_USAGE_SERVER };
+	/* Unsynced: the agent reads them on this boot or never (ca.h ca_write_cert_unsynced); six
+	 * fsyncs were ~3 ms of a new session's first call (issue 32). The receipt key stays synced:
+	 * recovery reads it back to verify the receipts a crashed sandbox left. */
+	struct ca_leaf leaf = { .usage = CA_USAGE_SERVER, .unsynced = true };
 
 	/* A truncated path would name another directory: path_fmt refuses it (ENAMETOOLONG). */
 	if (path_fmt(path, sizeof path, err, "%s/sandboxes", m->cfg.state_dir) < 0 ||
@@ -75,7 +78,7 @@ int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb_err *e
 	leaf.dns_name = name;
 	if (path_fmt(path, sizeof path, err, "%s/tls", l->private_dir) < 0)
 		return -1;
-	if (ca_issue_leaf(m->ca, &leaf, path, "agent", err) < 0 || ca_write_cert(m->ca, path, "ca.crt", err) < 0)
+	if (ca_issue_leaf(m->ca, &leaf, path, "agent", err) < 0 || ca_write_cert_unsynced(m->ca, path, "ca.crt", err) < 0)
 		return -1;
 	if (sb_random_bytes(l->receipt_key, sizeof l->receipt_key, err) < 0)
 		return -1;

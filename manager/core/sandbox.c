@@ -405,7 +405,6 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 
 	/* The identity's own ids (rule N2): the same its workspace was made for. */
 	if (identity_ids_of(m, ws->identity, &l->ids, err) < 0 ||
-	    private_dir_make(m, l, err) < 0 || client_config_make(m, l, err) < 0 ||
 	    mount_plan_build(ws, &plan, err) < 0 || (job.grants = authority_load(m, l, err)) == NULL ||
 	    credentials_plan(m, &job, &spec, credentials, sizeof credentials, account, sizeof account, err) < 0 ||
 	    /* Paths every call uses: a cut one would name another place (common/pathfmt.c). */
@@ -476,6 +475,50 @@ static void prepare_failed(struct manager *m, struct live_sandbox *l, const stru
 	live_free(l);
 }
 
+/* The generation's keys, made on a thread of their own while the workspace is checked. */
+struct keys_job {
+	struct manager *m;
+	struct live_sandbox *l;
+	struct sb_err err;
+	int rc;
+};
+
+static void *keys_make(void *arg)
+{
+	struct keys_job *j = arg;
+
+	j->rc = private_dir_make(j->m, j->l, &j->err) < 0 || client_config_make(j->m, j->l, &j->err) < 0 ? -1 : 0;
+	return NULL;
+}
+
+/* The generation's private directory and keys (a P-256 key and its certificate, the receipt key,
+ * each file synced; the manager's client configuration) and the workspace's checks (git's
+ * configuration, the sweep: two git runs) need nothing of each other, and each took 4-9 ms of a
+ * first call in series (issue 32): the keys are made on a thread meanwhile. Both are done before
+ * anything else of the start: no sandbox exists yet, so none holds the keys or the workspace early,
+ * and a refused workspace leaves only the keys, removed with the directory (prepare_failed).
+ * Returns 0, or -1 with err and *ws_failed saying which side failed (the workspace's first). */
+static int keys_and_workspace(struct manager *m, struct live_sandbox *l, const struct session_row *s,
+			      struct workspace *ws, bool *ws_failed, struct sb_err *err)
+{
+	struct keys_job job = { .m = m, .l = l, .rc = -1 };
+	pthread_t keys;
+	bool threaded = pthread_create(&keys, NULL, keys_make, &job) == 0;
+	int rc;
+
+	if (!threaded)
+		keys_make(&job); /* no thread to be had: in series, as before */
+	rc = workspace_open(m->cfg.volume, s->identity, s->id, ws, err);
+	if (threaded)
+		pthread_join(keys, NULL);
+	*ws_failed = rc < 0;
+	if (rc == 0 && job.rc < 0) {
+		*err = job.err;
+		rc = -1;
+	}
+	return rc;
+}
+
 #define CREDENTIAL_MARGIN_MS 60000
 
 static bool credentials_expiring(const struct live_sandbox *l, int64_t now)
@@ -486,9 +529,10 @@ static bool credentials_expiring(const struct live_sandbox *l, int64_t now)
 int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err)
 {
 	const char *session = s->id;
-	struct workspace ws;
+	struct workspace ws = { 0 };
 	struct live_sandbox *l = sandbox_find(m, session);
 	struct start_stage stage = { false, false };
+	bool ws_failed = false;
 	int rc;
 
 	*out = NULL;
@@ -501,17 +545,12 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 		*out = l;
 		return 0;
 	}
-	if (workspace_open(m->cfg.volume, s->identity, s->id, &ws, err) < 0)
-		return -1;
 	l = calloc(1, sizeof *l);
-	if (l == NULL) {
-		workspace_free(&ws);
+	if (l == NULL)
 		return sb_fail(err, ENOMEM, "allocating a sandbox");
-	}
 	snprintf(l->session, sizeof l->session, "%s", session);
 	/* The recorded policy, never a default: a session's network does not change under it. */
 	if (sandbox_network_parse(s->network, &l->network) < 0) {
-		workspace_free(&ws);
 		free(l);
 		return sb_invalid(err, "session %s records the network policy '%.15s', neither open, none nor proxy",
 				  session, s->network);
@@ -519,10 +558,14 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */
 	rc = records_session_bump_generation(m->rec, session, &l->generation, err);
 	if (rc == 0)
+		rc = keys_and_workspace(m, l, s, &ws, &ws_failed, err);
+	if (rc == 0)
 		rc = sandbox_start(m, l, &ws, &stage, err);
 	workspace_free(&ws);
 	if (rc < 0) {
-		sb_err_prefix(err, "preparing the sandbox of session %s", session);
+		/* The workspace's refusal says what to do about it, as before the keys went beside it. */
+		if (!ws_failed)
+			sb_err_prefix(err, "preparing the sandbox of session %s", session);
 		prepare_failed(m, l, &stage);
 		return -1;
 	}

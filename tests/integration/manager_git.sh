@@ -92,6 +92,10 @@ test_manager_git_planted_decides_its_session() {
 	mgr exec --session "$a" -- true
 	assert_match "A's next sandbox is refused, naming A" \
 		"checking the workspace of session $a: repository refused: config key include.path" "$(cat "$OUT" "$ERR")"
+	# Its keys were made beside the workspace's check (sandbox.c keys_and_workspace): the refusal
+	# takes them back with the generation's private directory; no directory of A is left.
+	assert_eq "no private directory of A's refused generation" "" \
+		"$(find "$MSTATE/sandboxes" -maxdepth 1 -name "$a.g*" -printf '%f ')"
 	mgr exec --session "$b" -- true
 	assert_eq "B still runs" 0 "$RC"
 }

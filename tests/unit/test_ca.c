@@ -242,6 +242,66 @@ static void test_reissue_replaces_without_leftovers(void **state)
 	ca_free(ca);
 }
 
+/* A generation's files, unsynced (private_dir.c): a planted link at a file's name is replaced, never
+ * followed; a stale file is replaced; the key is 0600 and belongs to the certificate; ca.crt is the
+ * CA's. */
+static void test_unsynced_replaces_never_follows(void **state)
+{
+	struct fixture *f = *state;
+	struct ca_leaf leaf = { .dns_name = "sandbox-s3.g1.agent", .usage = CA_USAGE_SERVER, .unsynced = true };
+	char target[256], keyp[256], linkp[256], text[8] = { 0 };
+	mbedtls_x509_crt crt;
+	mbedtls_pk_context key;
+	struct ca *ca;
+	struct sb_err err;
+	struct stat st;
+	FILE *fp;
+
+	assert_int_equal(ca_open(f->ca_dir, &ca, &err), 0);
+	path_join(target, sizeof target, f->base, "target");
+	fp = fopen(target, "w");
+	assert_non_null(fp);
+	fputs("keep", fp);
+	fclose(fp);
+	path_join(linkp, sizeof linkp, f->out_dir, "agent.key");
+	assert_int_equal(symlink(target, linkp), 0);
+	path_join(linkp, sizeof linkp, f->out_dir, "ca.crt");
+	assert_int_equal(symlink(target, linkp), 0);
+	path_join(linkp, sizeof linkp, f->out_dir, "agent.crt");
+	fp = fopen(linkp, "w");
+	assert_non_null(fp);
+	fputs("stale", fp);
+	fclose(fp);
+
+	assert_int_equal(ca_issue_leaf(ca, &leaf, f->out_dir, "agent", &err), 0);
+	assert_int_equal(ca_write_cert_unsynced(ca, f->out_dir, "ca.crt", &err), 0);
+	/* The link's target is untouched; the names are regular files now. */
+	fp = fopen(target, "r");
+	assert_non_null(fp);
+	assert_non_null(fgets(text, sizeof text, fp));
+	fclose(fp);
+	assert_string_equal(text, "keep");
+	assert_int_equal(lstat(target, &st), 0);
+	assert_int_equal(file_mode(f->out_dir, "agent.key"), 0600);
+	assert_int_equal(file_mode(f->out_dir, "agent.crt"), 0644);
+	assert_int_equal(file_mode(f->out_dir, "ca.crt"), 0644);
+
+	crt_load(&crt, f->out_dir, "agent.crt");
+	assert_int_equal(crt_verify(&crt, ca), 0);
+	assert_true(tls_cert_has_dns_name(&crt, "sandbox-s3.g1.agent"));
+	path_join(keyp, sizeof keyp, f->out_dir, "agent.key");
+	mbedtls_pk_init(&key);
+	assert_int_equal(mbedtls_pk_parse_keyfile(&key, keyp, NULL), 0);
+	assert_int_equal(mbedtls_pk_check_pair(&crt.pk, &key), 0);
+	mbedtls_pk_free(&key);
+	mbedtls_x509_crt_free(&crt);
+	crt_load(&crt, f->out_dir, "ca.crt");
+	assert_int_equal(crt.raw.len, ca_cert(ca)->raw.len);
+	assert_memory_equal(crt.raw.p, ca_cert(ca)->raw.p, crt.raw.len);
+	mbedtls_x509_crt_free(&crt);
+	ca_free(ca);
+}
+
 static void test_unsafe_state_refused(void **state)
 {
 	struct fixture *f = *state;
@@ -330,6 +390,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_leaf_verifies_and_carries_san, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leaf_validity_and_other_ca, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reissue_replaces_without_leftovers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsynced_replaces_never_follows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsafe_state_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_key_without_cert_recovered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names_checked, setup, teardown),
