@@ -11,17 +11,17 @@
 
 json_t *k8s_netpol_body(void)
 {
-	/* No egress rule at all: the pod reaches no address, the cluster's DNS included (the
-	 * manager's proxy resolves names). One ingress rule: the agent's port, from anywhere the
-	 * manager may be (in the cluster or not); that port answers only the manager's mTLS. */
-	return json_pack("{s:s, s:s, s:{s:s, s:{s:s}},"
-			 " s:{s:{s:{s:s}}, s:[s, s], s:[{s:[{s:s, s:i}]}], s:[]}}",
+	/* Egress only, and no rule: the pod reaches no address, the cluster's DNS included (the
+	 * manager's proxy resolves names). Its way out is the manager's connection to the agent, which
+	 * is the pod's ingress: who may open it is the deployment's policy to say (deploy/kubernetes/
+	 * networkpolicy.yaml, sandbox-pods: the managers' pods alone, on the agent's port), and its
+	 * policy of egress for the sandboxes of policy open selects none of these pods
+	 * (sandbox-pods-egress), since policies add up: one that allowed them out would win. */
+	return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:{s:{s:s}}, s:[s], s:[]}}",
 			 "apiVersion", "networking.k8s.io/v1", "kind", "NetworkPolicy",
 			 "metadata", "name", NETPOL_NAME, "labels", LABEL_MANAGED, MANAGED_BY,
 			 "spec", "podSelector", "matchLabels", LABEL_NETWORK, "proxy",
-			 "policyTypes", "Ingress", "Egress",
-			 "ingress", "ports", "protocol", "TCP", "port", KUBERNETES_AGENT_PORT,
-			 "egress");
+			 "policyTypes", "Egress", "egress");
 }
 
 static void netpol_path(const char *ns, const char *name, char *out, size_t len)

@@ -1,7 +1,7 @@
 /* The NetworkPolicy of the kubernetes backend's sandboxes of policy `proxy` (k8s_netpol.c): their
- * pods, labelled LABEL_NETWORK=proxy, may reach nothing (no egress) and be reached only on the
- * agent's port, whose mTLS link from the manager carries their way out (agent_relay.h). Enforced
- * only by a network plugin that implements NetworkPolicy (docs/isolation.md). */
+ * pods, labelled LABEL_NETWORK=proxy, may reach nothing (no egress); their way out is the mTLS link
+ * the manager opens to their agent (agent_relay.h). Enforced only by a network plugin that
+ * implements NetworkPolicy (docs/isolation.md). */
 #ifndef SB_K8S_NETPOL_H
 #define SB_K8S_NETPOL_H
 
