@@ -19,6 +19,9 @@ static const char *const proto_body_names[] = {
 	[SANDBOX__ENVELOPE__BODY_PING] = "ping",
 	[SANDBOX__ENVELOPE__BODY_PONG] = "pong",
 	[SANDBOX__ENVELOPE__BODY_OUTPUT] = "output",
+	[SANDBOX__ENVELOPE__BODY_NET_ACCEPT] = "net_accept",
+	[SANDBOX__ENVELOPE__BODY_NET_LISTENING] = "net_listening",
+	[SANDBOX__ENVELOPE__BODY_NET_ACCEPTED] = "net_accepted",
 };
 
 #define PROTO_BODY_COUNT (sizeof proto_body_names / sizeof proto_body_names[0])

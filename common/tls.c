@@ -904,6 +904,20 @@ void tls_session_stream(struct tls_session *session, struct sb_stream *out)
 	out->write = stream_write;
 }
 
+int tls_session_close_write(struct tls_session *session)
+{
+	int ret;
+
+	if (session->broken != 0) {
+		errno = session->broken;
+		return -1;
+	}
+	do
+		ret = mbedtls_ssl_close_notify(&session->ssl);
+	while (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+	return ret == 0 ? 0 : (int)session_io_fail(session, ret, "closing the writing half to");
+}
+
 int tls_session_close(struct tls_session *session, struct sb_err *err)
 {
 	int64_t bound;

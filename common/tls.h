@@ -96,6 +96,10 @@ const char *tls_session_ciphersuite(const struct tls_session *session);
  * peer had not closed first (the session is freed anyway). NULL is a no-op. */
 int tls_session_close(struct tls_session *session, struct sb_err *err);
 
+/* Send close_notify and keep the session: the peer reads its end of stream, and this side may still
+ * read what the peer sends (a half-close, as shutdown(SHUT_WR) on a socket). 0, or -1 with errno. */
+int tls_session_close_write(struct tls_session *session);
+
 /* Free the session without sending anything (the connection is already broken). NULL is a no-op. */
 void tls_session_free(struct tls_session *session);
 

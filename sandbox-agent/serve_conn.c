@@ -41,6 +41,7 @@ struct conn {
 	int fd;
 	struct tls_session *tls;
 	struct sb_stream stream;
+	bool tunnel;   /* a NetAccept made it a tunnel: it counts in net_connections (serve_net.c) */
 };
 
 /* ---- answers ---- */
@@ -475,6 +476,32 @@ static int handle_ping(struct conn *c, uint64_t token)
 	return send_envelope(c, &env);
 }
 
+/* ---- NetAccept (serve_net.c) ---- */
+
+/* Answers NetListening once the listener exists, then carries one connection. -1 either way: the
+ * connection is a tunnel's, or refused, and carries no more messages. */
+static int handle_net_accept(struct conn *c, uint32_t port)
+{
+	Sandbox__Envelope env = SANDBOX__ENVELOPE__INIT;
+	Sandbox__NetListening nl = SANDBOX__NET_LISTENING__INIT;
+	const char *refusal;
+	int lfd = -1;
+	struct sb_err err;
+
+	refusal = serve_net_listen(c->agent, port, &lfd);
+	if (refusal != NULL) {
+		send_error(c, SANDBOX__ERROR_CODE__ERR_REFUSED, "net accept refused: %s", refusal);
+		return -1;
+	}
+	c->tunnel = true;
+	nl.port = port;
+	env.body_case = SANDBOX__ENVELOPE__BODY_NET_LISTENING;
+	env.net_listening = &nl;
+	if (proto_send(&c->stream, &env, SERVE_FRAME_CAP, &err) == 0)
+		serve_net_tunnel(c->tls, c->fd, &c->stream, lfd, port);
+	return -1;
+}
+
 /* ---- a connection ---- */
 
 static int hello_exchange(struct conn *c)
@@ -521,6 +548,8 @@ static int conn_dispatch(struct conn *c, Sandbox__Envelope *m)
 		return handle_query(c, m->query->exec_id);
 	case SANDBOX__ENVELOPE__BODY_PING:
 		return handle_ping(c, m->ping->token);
+	case SANDBOX__ENVELOPE__BODY_NET_ACCEPT:
+		return handle_net_accept(c, m->net_accept->port);
 	default:
 		return send_error(c, SANDBOX__ERROR_CODE__ERR_MALFORMED, "unexpected %s message",
 				  proto_body_name(m->body_case));
@@ -572,10 +601,15 @@ static void *conn_thread(void *arg)
 			conn_serve(c);
 		tls_session_close(c->tls, &err);
 	}
+	bool tunnel = c->tunnel;
+
 	close(c->fd);
 	free(c);
 	pthread_mutex_lock(&a->lock);
-	a->connections--;
+	if (tunnel)
+		a->net_connections--;
+	else
+		a->connections--;
 	pthread_mutex_unlock(&a->lock);
 	return NULL;
 }

@@ -26,6 +26,7 @@
 #include "random.h"
 #include "receipt_mac.h"
 #include "sock.h"
+#include "tls_pipe.h"
 
 #define AGENT_FRAME_CAP SB_FRAME_CAP_DEFAULT
 #define AGENT_ADDRESS_MAX 160
@@ -561,4 +562,62 @@ int agent_ping(struct agent_conn *conn, int64_t deadline_ms, struct sb_err *err)
 		conn->broken = true;
 	proto_free(in);
 	return rc;
+}
+
+/* ---------- tunnels (policy `proxy` through the agent, agent_relay.c) ---------- */
+
+/* The agent's answer to a NetAccept or what follows it: 0 when it is `want` for port, else -1. */
+static int net_answer(struct agent_conn *conn, Sandbox__Envelope__BodyCase want, uint16_t port, int64_t deadline_ms,
+		      struct sb_err *err)
+{
+	const char *what = want == SANDBOX__ENVELOPE__BODY_NET_LISTENING ? "net_listening" : "net_accepted";
+	Sandbox__Envelope *in;
+	uint32_t code = 0;
+	int rc = 0;
+
+	if (conn_recv(conn, deadline_ms, what, &in, err) < 0)
+		return -1;
+	if (in->body_case == SANDBOX__ENVELOPE__BODY_ERROR)
+		rc = agent_error_fail(in->error, "a net accept", &code, err);
+	else if (in->body_case != want)
+		rc = unexpected(in, what, err);
+	else if ((want == SANDBOX__ENVELOPE__BODY_NET_LISTENING ? in->net_listening->port : in->net_accepted->port) !=
+		 port)
+		rc = sb_fail(err, EPROTO, "sandbox-agent at %s answered a net accept for another port", conn->address);
+	/* Whatever came, the connection is a tunnel's or nothing now: never reused for requests. */
+	conn->broken = conn->broken || rc < 0;
+	proto_free(in);
+	return rc;
+}
+
+int agent_net_accept(struct agent_conn *conn, uint16_t port, int64_t deadline_ms, struct sb_err *err)
+{
+	Sandbox__Envelope m = SANDBOX__ENVELOPE__INIT;
+	Sandbox__NetAccept na = SANDBOX__NET_ACCEPT__INIT;
+
+	na.port = port;
+	m.body_case = SANDBOX__ENVELOPE__BODY_NET_ACCEPT;
+	m.net_accept = &na;
+	if (conn_send(conn, &m, deadline_ms, err) < 0)
+		return -1;
+	return net_answer(conn, SANDBOX__ENVELOPE__BODY_NET_LISTENING, port, deadline_ms, err);
+}
+
+int agent_net_wait(struct agent_conn *conn, uint16_t port, int stop_fd, struct sb_err *err)
+{
+	struct pollfd p[2] = { { .fd = conn->fd, .events = POLLIN }, { .fd = stop_fd, .events = POLLIN } };
+
+	while (tls_session_pending(conn->tls) == 0 && poll(p, 2, -1) < 0)
+		if (errno != EINTR)
+			return sb_fail_errno(err, "waiting for a connection through sandbox-agent at %s", conn->address);
+	if (tls_session_pending(conn->tls) == 0 && p[1].revents != 0)
+		return 0;
+	/* The answer's frame follows at once: its bytes are bounded like any answer's. */
+	return net_answer(conn, SANDBOX__ENVELOPE__BODY_NET_ACCEPTED, port, tls_deadline_after(10000), err) < 0 ? -1 : 1;
+}
+
+int agent_net_pipe(struct agent_conn *conn, int plain_fd, int idle_ms)
+{
+	conn->broken = true; /* no frame follows a tunnel's bytes */
+	return tls_pipe(conn->tls, conn->fd, plain_fd, idle_ms);
 }

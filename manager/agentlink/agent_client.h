@@ -130,6 +130,17 @@ int agent_cancel(struct tls_config *config, const char *address, const char *exe
 /* A Ping with a random token; the Pong must echo it. */
 int agent_ping(struct agent_conn *conn, int64_t deadline_ms, struct sb_err *err);
 
+/* Policy `proxy` through the agent (agent_relay.h), on a connection of its own that carries no
+ * other request: a NetAccept for the sandbox's 127.0.0.1:port, answered once the agent's listener
+ * there exists. 0, or -1 (the agent's refusal in err). */
+int agent_net_accept(struct agent_conn *conn, uint16_t port, int64_t deadline_ms, struct sb_err *err);
+/* Then the wait for a connection to it: 1 once the agent says one came (the connection now carries
+ * its bytes: agent_net_pipe), 0 when stop_fd became readable first, -1 on an error. */
+int agent_net_wait(struct agent_conn *conn, uint16_t port, int stop_fd, struct sb_err *err);
+/* That connection's bytes between the agent and plain_fd both ways, until both ends closed
+ * (common/tls_pipe.h); idle_ms bounds each wait. 0, or -1 with errno. */
+int agent_net_pipe(struct agent_conn *conn, int plain_fd, int idle_ms);
+
 void agent_reply_free(struct agent_reply *r);
 
 /* "busy", "refused", ... for a Sandbox__ErrorCode; "unknown" otherwise. */

@@ -34,7 +34,8 @@ enum sandbox_network {
 	SANDBOX_NETWORK_OPEN = 0,   /* the default, as the seed describes */
 	SANDBOX_NETWORK_NONE,
 	SANDBOX_NETWORK_PROXY,      /* loopback only, and the manager's egress proxy listening on the
-				     * sandbox's 127.0.0.1:EGRESS_PROXY_PORT (issue 28; process and podman backends) */
+				     * sandbox's 127.0.0.1:EGRESS_PROXY_PORT (issue 28; on kubernetes the pod
+				     * network stays, with a NetworkPolicy allowing no egress) */
 };
 
 /* "open", "none" or "proxy"; sandbox_network_parse: 0, or -1 for any other word. */
@@ -130,6 +131,11 @@ struct backend_ops {
 	 * a backend that cannot give one (the policy is refused there). */
 	int (*net_listen)(struct backend *be, const struct sandbox_handle *h, uint16_t port, int *fd,
 			  struct sb_err *err);
+	/* Without net_listen: true when the sandbox's agent holds those listeners and relays each
+	 * connection through the manager's mTLS link to it (kubernetes: a pod's network is not the
+	 * manager's to enter; manager/agentlink/agent_relay.h), its sandbox allowed no way out (the
+	 * backend's NetworkPolicy, k8s_pod.c). */
+	bool net_by_agent;
 	void (*destroy)(struct backend *be);
 };
 

@@ -18,6 +18,7 @@
 #include "backend_internal.h"
 #include "clock.h"
 #include "k8s_api.h"
+#include "k8s_netpol.h"
 #include "k8s_pod.h"
 #include "k8s_secrets.h"
 #include "log.h"
@@ -399,7 +400,10 @@ static int kube_prepare(struct backend *be, const struct sandbox_spec *spec, str
 	    spec->manager_name == NULL)
 		sb_invalid(err, "the sandbox spec needs a session, a mount plan, a private directory and the "
 			   "manager's name");
-	else if (pod_name(spec, id.name, sizeof id.name, err) == 0 && agent_dir_prepare(d, spec, err) == 0 &&
+	/* Policy proxy: the pod's way out is its agent's link from the manager (agent_relay.h); the
+	 * NetworkPolicy that takes every other away is in place before the pod exists. */
+	else if ((spec->network != SANDBOX_NETWORK_PROXY || k8s_netpol_ensure(&k->conn, k->ns, REQUEST_MS, err) == 0) &&
+		 pod_name(spec, id.name, sizeof id.name, err) == 0 && agent_dir_prepare(d, spec, err) == 0 &&
 		 (body = k8s_pod_body(&t, d, spec, id.name, err)) != NULL && pod_create(k, body, &id, err) == 0) {
 		ident_set(h, &id);
 		/* The pod first (its UID owns its Secrets and binds its tokens), then the pod-bound
@@ -676,6 +680,7 @@ static const struct backend_ops kube_ops = {
 	.adopt = kube_adopt,
 	.lookup = kube_lookup,
 	.limits = kube_limits,
+	.net_by_agent = true,
 	.destroy = kube_destroy,
 };
 

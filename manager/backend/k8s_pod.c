@@ -27,6 +27,7 @@
  * After create the pod is read back, and a server that dropped or changed a field the boundary
  * needs is refused (the pod is deleted): k8s_pod_check(). */
 #include "k8s_pod.h"
+#include "k8s_netpol.h"
 #include "k8s_secrets.h"
 #include "log.h"
 #include "mount_plan.h"
@@ -371,6 +372,10 @@ json_t *k8s_pod_body(const struct k8s_pod_target *k, const struct agent_dir *d, 
 	}
 	if (k->host_users)
 		json_object_set_new(json_object_get(pod, "spec"), "hostUsers", json_false());
+	/* Policy proxy: the label the NetworkPolicy selects (k8s_netpol.h). */
+	if (spec->network == SANDBOX_NETWORK_PROXY)
+		json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "labels"), LABEL_NETWORK,
+				    json_string("proxy"));
 	if (service_account_set(pod, spec, err) < 0) {
 		json_decref(pod);
 		pod = NULL;

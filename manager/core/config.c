@@ -579,11 +579,6 @@ static int config_check(struct config *c, struct sb_err *err)
 	 * take the namespace's ids, not a root manager's default range. */
 	if (identity_userns_default(c, err) < 0 || identity_ids_default(c, err) < 0)
 		return -1;
-	/* The egress proxy's listener is made inside the sandbox's own network namespace (process_net.c,
-	 * podman_net_listen): a pod's network is not the manager's to listen in yet. */
-	if (strcmp(c->network, "proxy") == 0 && strcmp(c->backend, "kubernetes") == 0)
-		return sb_invalid(err, "config: network proxy is built for the process and podman backends only so "
-				  "far (the backend is %s; issue 28)", c->backend);
 	if (strcmp(c->backend, "kubernetes") == 0)
 		return kubernetes_check(c, err);
 	if (c->k8s_only[0] != '\0')

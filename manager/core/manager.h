@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "agent_client.h"
+#include "agent_relay.h"
 #include "backend.h"
 #include "ca.h"
 #include "config.h"
@@ -63,6 +64,10 @@ struct live_sandbox {
 	 * end takes them into its record (execpath.c call_record_end). */
 	struct egress_log *egress_log;
 	struct egress_edge *edges[SNAPSHOT_EDGES_MAX]; /* its kubernetes grants served at the edge */
+	/* Policy proxy on a backend whose sandbox network only its agent listens in (net_by_agent):
+	 * the proxy's port and each edge's, relayed through the agent (agent_relay.h). */
+	struct agent_relay *relays[1 + SNAPSHOT_EDGES_MAX];
+	size_t relays_n;
 	struct snapshot_edge *edge_creds;  /* from the snapshot until the edges hold them (sandbox_egress) */
 	size_t edges_n;
 	struct live_http_env http_env[SNAPSHOT_EDGES_MAX]; /* its http: grants' edges, for every call */

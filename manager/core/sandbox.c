@@ -55,6 +55,9 @@ void live_free(struct live_sandbox *l)
 	egress_proxy_stop(&l->egress);
 	for (size_t i = 0; i < SNAPSHOT_EDGES_MAX; i++)
 		egress_edge_stop(&l->edges[i]);
+	/* After the proxy and the edges: their ends of every relayed connection are closed by now. */
+	for (size_t i = 0; i < l->relays_n; i++)
+		agent_relay_stop(&l->relays[i]);
 	edge_creds_free(l);
 	egress_log_free(l->egress_log);
 	if (l->m != NULL) {
@@ -164,6 +167,31 @@ static void edge_note(void *ctx, const char *key, const struct egress_request *r
 	free(text);
 }
 
+/* Policy proxy: the manager's listener on the sandbox's 127.0.0.1:port. The backend makes it in the
+ * sandbox's network namespace and hands it over (process, podman); on a backend whose sandbox
+ * network only the agent can listen in (kubernetes: a pod's), the agent holds the port and relays
+ * each connection through the mTLS link the manager opens to it (agent_relay.h) to a listener of
+ * the manager's in the sandbox's private directory (the manager's alone). Either way the egress
+ * proxy and the edges serve what they are given the same way. */
+static int sandbox_net_listen(struct manager *m, struct live_sandbox *l, uint16_t port, int *fd, struct sb_err *err)
+{
+	char path[PATH_MAX];
+
+	if (m->backend->ops->net_listen != NULL)
+		return m->backend->ops->net_listen(m->backend, &l->h, port, fd, err);
+	if (!m->backend->ops->net_by_agent)
+		return sb_fail(err, ENOTSUP, "the %s backend cannot listen inside a sandbox's network (policy proxy)",
+			       m->backend->ops->name);
+	if (l->relays_n >= sizeof l->relays / sizeof l->relays[0])
+		return sb_fail(err, E2BIG, "more than %zu ports to relay (policy proxy)",
+			       sizeof l->relays / sizeof l->relays[0]);
+	if (path_fmt(path, sizeof path, err, "%s/net-%u.sock", l->private_dir, port) < 0 ||
+	    agent_relay_start(l->tls, l->h.address, port, path, fd, &l->relays[l->relays_n], err) < 0)
+		return -1;
+	l->relays_n++;
+	return 0;
+}
+
 /* Policy proxy: each kubernetes and http: grant of the snapshot served at its edge, on its port of
  * the sandbox's loopback (the kubeconfig or the INFRA_SANDBOX_HTTP_ variable names it and holds no
  * credential); the token moves from the snapshot into the edge, which wipes it when it stops (with
@@ -182,7 +210,7 @@ static int sandbox_edges(struct manager *m, struct live_sandbox *l, struct sb_er
 						 .log = l->egress_log,
 						 .note = edge_note, .note_ctx = l };
 
-		if (m->backend->ops->net_listen(m->backend, &l->h, (uint16_t)c->cred.port, &spec.listen_fd, err) < 0 ||
+		if (sandbox_net_listen(m, l, (uint16_t)c->cred.port, &spec.listen_fd, err) < 0 ||
 		    egress_edge_start(&spec, &l->edges[i], err) < 0) {
 			sb_err_prefix(err, "grant %s at the edge (policy proxy)", c->resource);
 			return -1;
@@ -276,14 +304,14 @@ static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_e
 
 	if (l->network != SANDBOX_NETWORK_PROXY)
 		return 0;
-	if (m->backend->ops->net_listen == NULL)
+	if (m->backend->ops->net_listen == NULL && !m->backend->ops->net_by_agent)
 		return sb_fail(err, ENOTSUP, "the %s backend cannot listen inside a sandbox's network (policy proxy)",
 			       m->backend->ops->name);
 	if ((l->egress_log = egress_log_new(EGRESS_LOG_DETAILS_MAX)) == NULL)
 		return sb_fail(err, ENOMEM, "the egress log (policy proxy)");
 	if (sandbox_allow(m, l, &allow, err) < 0)
 		return -1;
-	rc = m->backend->ops->net_listen(m->backend, &l->h, EGRESS_PROXY_PORT, &fd, err) < 0 ||
+	rc = sandbox_net_listen(m, l, EGRESS_PROXY_PORT, &fd, err) < 0 ||
 	     egress_proxy_start(fd, l->session, allow, l->egress_log, &l->egress, err) < 0 ? -1 : 0;
 	free(allow);
 	if (rc < 0) {

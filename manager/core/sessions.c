@@ -213,9 +213,6 @@ json_t *sessions_create(struct manager *m, json_t *req)
 		return control_error("invalid", "session create needs an identity and a repo");
 	if (sandbox_network_parse(network, &policy) < 0)
 		return control_error("invalid", "network must be open, none or proxy");
-	if (policy == SANDBOX_NETWORK_PROXY && strcmp(m->cfg.backend, "kubernetes") == 0)
-		return control_error("refused", "network proxy is built for the process and podman backends only so far "
-				     "(issue 28): use open on this backend");
 	if (policy == SANDBOX_NETWORK_NONE && strcmp(m->cfg.backend, "kubernetes") == 0)
 		return control_error("refused", "network none needs a runtime that gives a sandbox loopback only; a pod "
 				     "always has the pod network (docs/isolation.md, N1)");

@@ -79,6 +79,7 @@ IT_TEST_DEADLINE=900 t cluster_smoke test_cluster_smoke
 t kubernetes_session test_kubernetes_session
 t kubernetes_tokens test_kubernetes_tokens # manager_kubernetes_tokens.sh
 t kubernetes_egress_edge test_kubernetes_egress_edge # manager_egress_kubernetes.sh: issue 28 on the real cluster
+t kubernetes_egress_proxy test_kubernetes_egress_proxy # manager_egress_kubernetes.sh: policy proxy on the kubernetes backend
 t kubernetes_demo_cluster test_kubernetes_demo_cluster # manager_egress_kubernetes.sh: make demo-cluster
 t kubernetes_recovery test_kubernetes_recovery
 # The Secrets and pvc:CLAIM (manager_kubernetes_volumes.sh).

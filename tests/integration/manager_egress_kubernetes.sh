@@ -201,3 +201,172 @@ test_kubernetes_demo_cluster() {
 		bad "the demo's namespace payments is still active"
 	return 0
 }
+
+# The network policy `proxy` on the kubernetes backend (issue 28), on the run's real cluster: the
+# manager runs in the cluster's network namespace, the pods are its sandboxes. The agent holds the
+# pod's 127.0.0.1:3128 and the edge's :3129 and carries each connection to the manager inside the
+# mTLS link the manager opens to it (manager/agentlink/agent_relay.c, sandbox-agent/serve_net.c);
+# the manager's egress proxy and edge judge them as on the other backends. The destination is a TCP
+# echo on 192.0.2.1:18444 (TEST-NET-1, a veth end this test adds to the cluster's namespace and
+# removes), never a real address. The cluster's bridge plugin enforces no NetworkPolicy: the test
+# checks the policy object the backend keeps and the pod's label it selects, not its enforcement.
+
+# kproxy_dest: the veth end and the echo server in the cluster's namespace (KP_DEV, KP_SERVER_PID).
+kproxy_dest() {
+	local ns=${K8S_NET_CMD[3]} i
+	KP_NS=$ns
+	KP_DEV=sbkp$$
+	if ! { ip -n "$ns" link add "$KP_DEV" type veth peer name "${KP_DEV}p" &&
+		ip -n "$ns" addr add 192.0.2.1/24 dev "$KP_DEV" && ip -n "$ns" link set "$KP_DEV" up &&
+		ip -n "$ns" link set "${KP_DEV}p" up; } >"$TD/kproxy-dev.out" 2>&1; then
+		bad "cannot add the destination's device to $ns: $(tail -n 2 "$TD/kproxy-dev.out")"
+		return 1
+	fi
+	"${K8S_NET_CMD[@]}" python3 -c '
+import socket, threading
+echo = socket.create_server(("192.0.2.1", 18444))
+def serve(c):
+    c.sendall(b"echo ready\n")
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        c.sendall(d)
+    c.close()
+while True:
+    c, _ = echo.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+' &
+	KP_SERVER_PID=$!
+	for i in $(seq 1 50); do
+		"${K8S_NET_CMD[@]}" bash -c '(exec 3<>/dev/tcp/192.0.2.1/18444)' 2>/dev/null && return 0
+		sleep 0.1
+	done
+	bad "the echo server on 192.0.2.1:18444 did not start"
+	return 1
+}
+
+kproxy_cleanup() {
+	[ -n "${KP_SERVER_PID:-}" ] && kill -KILL "$KP_SERVER_PID" 2>/dev/null
+	[ -n "${KP_DEV:-}" ] && ip -n "$KP_NS" link del "$KP_DEV" 2>/dev/null
+	# the manager keeps it for its pods of policy proxy; the cluster is as before without it
+	[ -n "${KT:-}" ] && ktoken_kubectl delete networkpolicy infra-sandbox-proxy --ignore-not-found >/dev/null 2>&1
+	kedge_cleanup
+	return 0
+}
+
+# kproxy_connect TARGET: a bash program for the sandbox (the image has no curl or python3): CONNECT
+# TARGET through $HTTPS_PROXY's port on the pod's loopback; prints the status line, then on 200
+# the destination's first line and the echo of a line sent through, else the body.
+kproxy_connect() {
+	cat <<EOS
+exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9
+printf 'CONNECT $1 HTTP/1.1\r\nHost: $1\r\n\r\n' >&3
+IFS= read -r -t 10 status <&3; echo "\${status%\$'\r'}"
+while IFS= read -r -t 10 l <&3 && [ -n "\${l%\$'\r'}" ]; do :; done
+case "\$status" in
+*" 200 "*) IFS= read -r -t 10 l <&3; echo "\$l"; echo through-the-agent >&3; IFS= read -r -t 10 l <&3; echo "\$l" ;;
+*) timeout 10 cat <&3; echo ;;
+esac
+EOS
+}
+
+test_kubernetes_egress_proxy() {
+	k8s_cluster
+	local pod
+	KEDGE_DEPLOY=
+	trap kproxy_cleanup EXIT
+	kedge_setup || return 1
+	kproxy_dest || return 1
+	mgr_repo || return 1
+	K8S_IMAGE=${K8S_IMAGE:-$PODMAN_IMAGE} k8s_mgr_start --network proxy --egress-allow 192.0.2.1:18444 \
+		--resource "kubernetes:kp=tokenrequest:$TD/ktoken.json" || return 1
+	trap 'kproxy_cleanup; k8s_cleanup' EXIT # the echo server first: mgr_cleanup waits for every job
+	mgr_session --grant kubernetes:kp=read || return 1
+
+	# The variables, as on every backend.
+	mgr exec --session "$SID" -- 'env | grep -i _proxy= | sort'
+	assert_eq "exit code (stderr: $(head -c 300 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" 0 "$RC"
+	assert_eq "the proxy variables" "HTTPS_PROXY=http://127.0.0.1:3128
+HTTP_PROXY=http://127.0.0.1:3128
+NO_PROXY=localhost,127.0.0.1
+http_proxy=http://127.0.0.1:3128
+https_proxy=http://127.0.0.1:3128
+no_proxy=localhost,127.0.0.1" "$(cat "$OUT")"
+
+	# The NetworkPolicy the backend keeps for such pods, and the pod's label it selects (the pod
+	# is made at the session's first call).
+	ktoken_kubectl get networkpolicy infra-sandbox-proxy -o json >"$TD/netpol.json" 2>"$TD/netpol.err"
+	assert_eq "the NetworkPolicy exists ($(head -c 300 "$TD/netpol.err"))" 0 "$?"
+	assert_json '.spec.podSelector' '{"matchLabels":{"infra-sandbox/network":"proxy"}}' "$TD/netpol.json"
+	assert_json '.spec.policyTypes' '["Egress"]' "$TD/netpol.json"
+	assert_json '.spec.egress // []' '[]' "$TD/netpol.json"
+	assert_json '.spec.ingress' null "$TD/netpol.json"
+	mgr session show --session "$SID"
+	pod=$(jr .sandbox.runtime_id | sed 's/^kubernetes:\([^/]*\)\/.*/\1/')
+	assert_eq "the pod's label" proxy \
+		"$(ktoken_kubectl get pod "$pod" -o json | jq -r '.metadata.labels["infra-sandbox/network"]')"
+
+	# A tunnel to the listed destination, through the agent's link and the manager's proxy.
+	mgr exec --session "$SID" -- "$(kproxy_connect 192.0.2.1:18444)"
+	assert_eq "a tunnel to the listed destination (stderr: $(head -c 300 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" \
+		"HTTP/1.1 200 Connection established
+echo ready
+through-the-agent" "$(cat "$OUT")"
+	# Off the list: 403 naming the list.
+	mgr exec --session "$SID" -- "$(kproxy_connect example.com:443)"
+	assert_eq "off the list" "HTTP/1.1 403 Forbidden
+infra-sandbox egress: \"example.com:443\" is not allowed for session $SID (allowed: 192.0.2.1:18444)" "$(cat "$OUT")"
+
+	# The broker grant at the edge: kubectl get through 127.0.0.1:3129, no credential in the pod.
+	mgr exec --session "$SID" -- 'kubectl get deploy payments -o name; grep -c "\"token\"\|certificate-authority\|client-key" "$KUBECONFIG"; grep "\"server\"" "$KUBECONFIG"'
+	assert_eq "kubectl get through the edge: exit code (stderr: $(head -c 400 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" 0 "$RC"
+	assert_match "the deployment seen; the kubeconfig names the edge and holds no credential" \
+		'^deployment.apps/payments 0 +"server": "http://127.0.0.1:3129"' "$(tr '\n' ' ' <"$OUT")"
+	kedge_search
+	assert_eq "the search: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_match "the search finds the planted string in the file" "planted.txt" "$(sed -n '1,/^--$/p' "$OUT")"
+	assert_eq "no token is anywhere in the pod" "0 --" \
+		"$(sed -n '/^--$/,$p' "$OUT" | sed 1d | tr '\n' ' ' | sed 's/ $//')"
+
+	# Each on its exec's record. Newest first: 0 search, 1 kubectl, 2 off the list, 3 tunnel, 4 env.
+	mgr records --session "$SID"
+	assert_json '.records[3].result.egress | [.requests, .refused]' '[1,0]'
+	assert_json '.records[3].result.egress.details[0] | [.method, .host, .status]' '["CONNECT","192.0.2.1:18444",200]'
+	assert_json '.records[2].result.egress | [.requests, .refused]' '[1,1]'
+	assert_json '.records[2].result.egress.details[0] | [.method, .host, .status]' '["CONNECT","example.com:443",403]'
+	assert_json '[.records[1].result.egress.details[] | select(.kubernetes.resource == "deployments") | [.status, .kubernetes.verb, .kubernetes.name]]' \
+		'[[200,"get","payments"]]'
+	assert_json '.records[4].result.egress.requests // 0' 0
+
+	# Measured (printed): 20 tunnels one after another, each a new connection relayed through a new
+	# mTLS connection to the agent; then 1 MiB through one tunnel and back, unchanged.
+	mgr exec --session "$SID" -- 't0=$(date +%s%N); ok=0
+		for i in $(seq 1 20); do
+			exec 3<>/dev/tcp/127.0.0.1/3128
+			printf "CONNECT 192.0.2.1:18444 HTTP/1.1\r\nHost: x\r\n\r\n" >&3
+			IFS= read -r -t 10 s <&3
+			while IFS= read -r -t 10 l <&3 && [ -n "${l%$'"'"'\r'"'"'}" ]; do :; done
+			IFS= read -r -t 10 l <&3; [ "$l" = "echo ready" ] && ok=$((ok + 1))
+			exec 3>&-
+		done
+		echo "$ok $(( ($(date +%s%N) - t0) / 1000000 ))"'
+	assert_eq "20 tunnels: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "20 tunnels, each reaching the destination" 20 "$(cut -d' ' -f1 "$OUT")"
+	echo "kubernetes_egress_proxy: 20 tunnels one after another in $(cut -d' ' -f2 "$OUT") ms"
+	mgr exec --session "$SID" -- 'head -c 1048576 /dev/urandom >big
+		exec 3<>/dev/tcp/127.0.0.1/3128
+		printf "CONNECT 192.0.2.1:18444 HTTP/1.1\r\nHost: x\r\n\r\n" >&3
+		while IFS= read -r -t 10 l <&3 && [ -n "${l%$'"'"'\r'"'"'}" ]; do :; done
+		IFS= read -r -t 10 l <&3
+		t0=$(date +%s%N)
+		cat big >&3 &
+		back=$(timeout 60 head -c 1048576 <&3 | sha256sum | cut -d" " -f1)
+		t1=$(date +%s%N)
+		wait
+		[ "$back" = "$(sha256sum <big | cut -d" " -f1)" ] && echo unchanged || echo changed
+		echo $(( (t1 - t0) / 1000000 )); rm -f big'
+	assert_eq "1 MiB through a tunnel and back: exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "1 MiB through a tunnel and back" unchanged "$(head -n 1 "$OUT")"
+	echo "kubernetes_egress_proxy: 1 MiB through a tunnel and back in $(sed -n 2p "$OUT") ms"
+}
+# registered in cluster_smoke.sh, which runs it while the run's cluster is up

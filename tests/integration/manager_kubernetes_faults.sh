@@ -131,11 +131,12 @@ test_kubernetes_deploy_dryrun() {
 	out=$(kd apply --dry-run=server -f "$TD/deploy/" 2>&1)
 	assert_eq "dry run exit code ($out)" 0 "$?"
 	n=$(grep -c '(server dry run)$' <<<"$out")
-	assert_eq "objects accepted by the server ($out)" 12 "$n"
+	assert_eq "objects accepted by the server ($out)" 13 "$n"
 	for o in "namespace/$KD_NS" serviceaccount/sandbox-manager role.rbac.authorization.k8s.io/sandbox-manager \
 		rolebinding.rbac.authorization.k8s.io/sandbox-manager persistentvolumeclaim/sandbox-workspaces \
 		deployment.apps/sandbox-manager service/sandbox-manager deployment.apps/sandbox-postgres \
 		service/sandbox-postgres networkpolicy.networking.k8s.io/sandbox-pods \
+		networkpolicy.networking.k8s.io/sandbox-pods-egress \
 		networkpolicy.networking.k8s.io/sandbox-managers networkpolicy.networking.k8s.io/sandbox-postgres; do
 		grep -q "^$o .*(server dry run)$" <<<"$out" || bad "the dry run did not accept $o: $out"
 	done
@@ -148,7 +149,7 @@ test_kubernetes_deploy_dryrun() {
 	out=$(kd apply --dry-run=server -o json -f "$TD/deploy/rbac.yaml" |
 		jq -c '.items[] | select(.kind == "Role") | [.rules[] | [.apiGroups, .resources, .verbs]]')
 	assert_eq "the Role's rules" \
-		'[[[""],["pods"],["create","get","list","watch","delete"]],[[""],["secrets"],["create","delete"]],[[""],["serviceaccounts/token"],["create"]]]' \
+		'[[[""],["pods"],["create","get","list","watch","delete"]],[[""],["secrets"],["create","delete"]],[[""],["serviceaccounts/token"],["create"]],[["networking.k8s.io"],["networkpolicies"],["get","update"]],[["networking.k8s.io"],["networkpolicies"],["create"]]]' \
 		"$out"
 	# and the Deployment runs the managers as the docs say: two replicas, each with its own state
 	# directory (an emptyDir), its id the pod's name, its advertised address the pod's IP
@@ -164,8 +165,15 @@ test_kubernetes_deploy_dryrun() {
 	# test_backend_kubernetes netpol_selects_the_pods matches its selectors to the pods' labels)
 	out=$(kd apply --dry-run=server -o json -f "$TD/deploy/networkpolicy.yaml" |
 		jq -c '.items[] | select(.metadata.name == "sandbox-pods") | [.spec.podSelector, .spec.policyTypes,
-			.spec.ingress[0].from, .spec.ingress[0].ports, .spec.egress[0].to[0].ipBlock.except]')
-	assert_eq "the NetworkPolicy" '[{"matchLabels":{"app.kubernetes.io/managed-by":"infra-sandbox-manager"}},["Ingress","Egress"],[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"infra-sandbox-manager"}}}],[{"port":7443,"protocol":"TCP"}],["10.0.0.0/8","172.16.0.0/12","192.168.0.0/16","100.64.0.0/10","169.254.0.0/16","127.0.0.0/8"]]' \
+			.spec.ingress[0].from, .spec.ingress[0].ports, .spec.egress]')
+	assert_eq "the NetworkPolicy" '[{"matchLabels":{"app.kubernetes.io/managed-by":"infra-sandbox-manager"}},["Ingress"],[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"infra-sandbox-manager"}}}],[{"port":7443,"protocol":"TCP"}],null]' \
+		"$out"
+	# their egress under policy open, for no pod of policy proxy (the manager's infra-sandbox-proxy
+	# allows those none, and policies add up)
+	out=$(kd apply --dry-run=server -o json -f "$TD/deploy/networkpolicy.yaml" |
+		jq -c '.items[] | select(.metadata.name == "sandbox-pods-egress") | [.spec.podSelector, .spec.policyTypes,
+			.spec.egress[0].to[0].ipBlock.except]')
+	assert_eq "the egress NetworkPolicy" '[{"matchExpressions":[{"key":"infra-sandbox/network","operator":"NotIn","values":["proxy"]}],"matchLabels":{"app.kubernetes.io/managed-by":"infra-sandbox-manager"}},["Egress"],["10.0.0.0/8","172.16.0.0/12","192.168.0.0/16","100.64.0.0/10","169.254.0.0/16","127.0.0.0/8"]]' \
 		"$out"
 }
 
@@ -277,6 +285,18 @@ test_kubernetes_rbac() {
 	assert_eq "the pod is in the namespace given" Running "$(kd_pod_state "$KD_NS" "$KD_UID")"
 	mgr exec --session "$SID" -- 'cat rbac.txt'
 	assert_eq "a second call" rbac "$(cat "$OUT")"
+	# policy proxy under the same Role: the first such pod has the manager create the NetworkPolicy
+	# infra-sandbox-proxy, the second has it read and replace it (k8s_netpol.c); the manager's stop
+	# below ends their relays too (agent_relay.c)
+	local proxy
+	for proxy in 1 2; do
+		mgr_session --network proxy
+		mgr exec --session "$SID" -- 'echo "$HTTPS_PROXY"'
+		assert_eq "a call of policy proxy $proxy with the Role (stderr: $(head -c 300 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" \
+			"http://127.0.0.1:3128" "$(cat "$OUT")"
+	done
+	assert_eq "the NetworkPolicy, kept under the Role" '["Egress"]' \
+		"$(kd get networkpolicy infra-sandbox-proxy -n "$KD_NS" -o json | jq -c .spec.policyTypes)"
 	kill -TERM "$MGR_PID"
 	wait "$MGR_PID" 2>/dev/null
 	assert_match "the stop proved the pod's end" \

@@ -117,12 +117,15 @@ test_network_policy_words() {
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --network maybe >"$TD/serve.out" 2>&1
 	assert_eq "serve --network maybe: exit code" 2 "$?"
 	grep -q "network must be open, none or proxy, not 'maybe'" "$TD/serve.out" || bad "serve's message: $(head -c 300 "$TD/serve.out")"
-	# proxy needs a listener made inside the sandbox's namespace: not a pod's yet
+	# proxy on the kubernetes backend is the agent's relay (kubernetes_egress_proxy): the config takes
+	# it, and this start fails for the volume it lacks alone
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --backend kubernetes --kubeconfig "$TD/none.kubeconfig" \
 		--image infra-sandbox-agent:dev --network proxy >"$TD/serve.out" 2>&1
-	assert_ne "serve --backend kubernetes --network proxy: exit code" 0 "$?"
-	grep -q "network proxy is built for the process and podman backends only" "$TD/serve.out" ||
-		bad "serve's message for kubernetes with network proxy: $(head -c 300 "$TD/serve.out")"
+	assert_ne "serve --backend kubernetes --network proxy, no volume: exit code" 0 "$?"
+	grep -q "network proxy" "$TD/serve.out" &&
+		bad "serve refused kubernetes with network proxy: $(head -c 300 "$TD/serve.out")"
+	grep -q "the kubernetes backend needs k8s-volume" "$TD/serve.out" ||
+		bad "serve's message names the volume: $(head -c 300 "$TD/serve.out")"
 	"${AS[@]}" "$MANAGER" serve --state-dir "$TD/other" --egress-allow api.internal. >"$TD/serve.out" 2>&1
 	assert_eq "serve --egress-allow api.internal.: exit code" 2 "$?"
 	grep -q "no trailing dot" "$TD/serve.out" || bad "serve's message for a trailing dot: $(head -c 300 "$TD/serve.out")"

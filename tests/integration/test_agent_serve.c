@@ -19,6 +19,7 @@
 #include <ftw.h>
 #include <sched.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +35,7 @@
 #include <mbedtls/ssl.h>
 
 #include "agent_client.h"
+#include "agent_relay.h"
 #include "ca.h"
 #include "clock.h"
 #include "fdio.h"
@@ -535,6 +537,81 @@ static void test_exec_round_trip(void **state)
 	receipt_check(f, &r, &req);
 	agent_reply_free(&r);
 	agent_close(c);
+}
+
+/* ---------- NetAccept: policy proxy through the agent's link (serve_net.c, agent_relay.c) ---------- */
+
+#define NET_PORT 3159 /* the last of the agent's ports (SERVE_NET_PORTS from 3128): the host's loopback */
+
+/* A port off the proxy's and the edges' is refused, and the agent still serves; the relay of one
+ * fails closed (no listener left behind). */
+static void test_net_accept_port_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	struct agent_relay *r = NULL;
+	char path[220];
+	struct sb_err err;
+	int fd = -1;
+
+	assert_int_equal(agent_net_accept(c, 80, step_deadline(), &err), -1);
+	assert_contains(err.msg, "not one of the proxy's or the edges'");
+	agent_close(c);
+	path_join(path, sizeof path, f->base, "net-80.sock");
+	assert_int_equal(agent_relay_start(f->client, f->address, 80, path, &fd, &r, &err), -1);
+	assert_null(r);
+	assert_int_equal(fd, -1);
+	assert_int_equal(access(path, F_OK), -1);
+	still_serving(f);
+}
+
+/* A connection to the agent's 127.0.0.1:NET_PORT comes out of the manager's listener with its bytes
+ * both ways, and a half-close through; the relay's stop ends it. */
+static void test_net_relay_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_relay *r = NULL;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(NET_PORT),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char path[220], buf[64];
+	struct sb_err err;
+	int lfd = -1, cfd, mfd;
+	ssize_t n;
+
+	path_join(path, sizeof path, f->base, "net.sock");
+	if (agent_relay_start(f->client, f->address, NET_PORT, path, &lfd, &r, &err) < 0) {
+		if (strstr(err.msg, "Address already in use") != NULL)
+			skip();
+		fail_msg("%s; log:\n%s", err.msg, log_read(f));
+	}
+	cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(cfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(fd_write_all(cfd, "from the sandbox", 16), 0);
+	shutdown(cfd, SHUT_WR);
+	{
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+
+		if (poll(&p, 1, STEP_MS) != 1)
+			fail_msg("no connection came out of the relay within %d ms; log:\n%s", STEP_MS, log_read(f));
+	}
+	mfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(mfd >= 0);
+	n = read(mfd, buf, sizeof buf);
+	assert_int_equal(n, 16);
+	assert_memory_equal(buf, "from the sandbox", 16);
+	assert_int_equal(read(mfd, buf, sizeof buf), 0); /* the half-close came through */
+	assert_int_equal(fd_write_all(mfd, "from the proxy", 14), 0);
+	close(mfd);
+	n = read(cfd, buf, sizeof buf);
+	assert_int_equal(n, 14);
+	assert_memory_equal(buf, "from the proxy", 14);
+	assert_int_equal(read(cfd, buf, sizeof buf), 0);
+	close(cfd);
+	close(lfd);
+	agent_relay_stop(&r);
+	assert_null(r);
+	assert_int_equal(access(path, F_OK), -1);
+	still_serving(f);
 }
 
 static void test_hello_refusals(void **state)
@@ -1686,6 +1763,8 @@ int main(void)
 		cmocka_unit_test(test_hello_ping_query_cancel),
 		cmocka_unit_test(test_exec_round_trip),
 		cmocka_unit_test(test_hello_refusals),
+		cmocka_unit_test(test_net_accept_port_refused),
+		cmocka_unit_test(test_net_relay_round_trip),
 		cmocka_unit_test(test_handshake_matrix),
 		cmocka_unit_test(test_client_refuses_wrong_server_name),
 		cmocka_unit_test(test_exec_wrong_generation),

@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "k8s_api.h"
+#include "k8s_netpol.h"
 #include "pathfmt.h"
 #include "testutil.h"
 
@@ -1292,16 +1293,34 @@ static json_t *doc_named(json_t *docs, const char *name)
 }
 
 /* A matchLabels selector (non-empty, and nothing but matchLabels) selects labels. */
+/* One matchExpressions entry (In, NotIn: the operators deploy/ uses) against labels. */
+static bool expression_holds(json_t *e, json_t *labels)
+{
+	const char *op = json_string_value(json_object_get(e, "operator"));
+	json_t *have = json_object_get(labels, json_string_value(json_object_get(e, "key"))), *v;
+	bool in = false;
+	size_t i;
+
+	json_array_foreach(json_object_get(e, "values"), i, v)
+		in = in || (json_is_string(have) && strcmp(json_string_value(have), json_string_value(v)) == 0);
+	assert_true(strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0);
+	return strcmp(op, "In") == 0 ? in : !in;
+}
+
 static bool selects(json_t *selector, json_t *labels)
 {
 	json_t *want = json_object_get(selector, "matchLabels"), *v;
 	const char *k;
+	size_t i;
 
-	assert_int_equal(json_object_size(selector), 1);
+	assert_int_equal(json_object_size(selector), 1 + (json_object_get(selector, "matchExpressions") != NULL));
 	assert_true(json_object_size(want) > 0);
 	json_object_foreach(want, k, v)
 		if (!json_is_string(json_object_get(labels, k)) ||
 		    strcmp(json_string_value(json_object_get(labels, k)), json_string_value(v)) != 0)
+			return false;
+	json_array_foreach(json_object_get(selector, "matchExpressions"), i, v)
+		if (!expression_holds(v, labels))
 			return false;
 	return true;
 }
@@ -1317,7 +1336,8 @@ static void netpol_selects_the_pods(void **state)
 	struct prep p;
 	const char *body = NULL;
 	char *created = pod(UID, true, "Unmasked", "Pending", "", "");
-	json_t *pj, *pol_docs, *dep_docs, *pol, *dep, *pod_labels, *mgr_labels, *spec, *in, *rule, *to;
+	json_t *pj, *pol_docs, *dep_docs, *pol, *dep, *pod_labels, *mgr_labels, *spec, *in, *rule, *to, *mine;
+	json_t *proxy_pol = k8s_netpol_body();
 	size_t i, j;
 
 	(void)state;
@@ -1347,8 +1367,8 @@ static void netpol_selects_the_pods(void **state)
 	spec = json_object_get(pol, "spec");
 	assert_true(selects(json_object_get(spec, "podSelector"), pod_labels));
 	assert_false(selects(json_object_get(spec, "podSelector"), mgr_labels));
+	assert_int_equal(json_array_size(json_object_get(spec, "policyTypes")), 1);
 	assert_string_equal(json_string_value(json_array_get(json_object_get(spec, "policyTypes"), 0)), "Ingress");
-	assert_string_equal(json_string_value(json_array_get(json_object_get(spec, "policyTypes"), 1)), "Egress");
 	in = json_object_get(spec, "ingress");
 	assert_int_equal(json_array_size(in), 1);
 	rule = json_array_get(in, 0);
@@ -1358,6 +1378,23 @@ static void netpol_selects_the_pods(void **state)
 	assert_int_equal(json_array_size(json_object_get(rule, "ports")), 1);
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(rule, "ports"), 0), "port")),
 			 KUBERNETES_AGENT_PORT);
+	/* Their egress under policy open: every sandbox pod but one of policy proxy, whose policy of
+	 * no egress (k8s_netpol.c) would lose to this one's allowances (policies add up). */
+	pol = doc_named(pol_docs, "sandbox-pods-egress");
+	assert_non_null(pol);
+	spec = json_object_get(pol, "spec");
+	assert_true(selects(json_object_get(spec, "podSelector"), pod_labels));
+	assert_false(selects(json_object_get(spec, "podSelector"), mgr_labels));
+	mine = json_object_get(json_object_get(proxy_pol, "spec"), "podSelector");
+	assert_false(selects(mine, pod_labels));
+	json_object_set_new(pod_labels, LABEL_NETWORK, json_string("proxy"));
+	assert_false(selects(json_object_get(spec, "podSelector"), pod_labels));
+	assert_true(selects(json_object_get(json_object_get(doc_named(pol_docs, "sandbox-pods"), "spec"), "podSelector"),
+			    pod_labels));
+	assert_true(selects(mine, pod_labels));
+	json_object_del(pod_labels, LABEL_NETWORK);
+	assert_int_equal(json_array_size(json_object_get(spec, "policyTypes")), 1);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(spec, "policyTypes"), 0)), "Egress");
 	json_array_foreach(json_object_get(spec, "egress"), i, rule)
 		json_array_foreach(json_object_get(rule, "to"), j, to)
 			if (json_object_get(to, "podSelector") != NULL && json_object_get(to, "namespaceSelector") == NULL)
@@ -1383,7 +1420,113 @@ static void netpol_selects_the_pods(void **state)
 	json_decref(pj);
 	json_decref(pol_docs);
 	json_decref(dep_docs);
+	json_decref(proxy_pol);
 	be->ops->destroy(be);
+}
+
+/* ---- policy proxy: the NetworkPolicy before the pod (k8s_netpol.c) ---- */
+
+#define NETPOLS "/apis/networking.k8s.io/v1/namespaces/sbtest/networkpolicies"
+
+/* The index of the first request that starts with prefix, or -1. */
+static int first_seen(const char *prefix)
+{
+	int at = -1;
+
+	pthread_mutex_lock(&F.lock);
+	for (int i = 0; i < F.n && at < 0; i++)
+		if (strncmp(F.requests[i], prefix, strlen(prefix)) == 0)
+			at = i;
+	pthread_mutex_unlock(&F.lock);
+	return at;
+}
+
+static int proxy_prepare(struct sb_err *err)
+{
+	struct backend *be;
+	struct sandbox_handle h;
+	struct prep p;
+	char *created = pod(UID, true, "Unmasked", "Pending", "", "");
+	int rc;
+
+	agent_stand_in();
+	prep_make(&p);
+	p.spec.network = SANDBOX_NETWORK_PROXY;
+	route("POST " PODS, 201, created);
+	route_pod(200, pod(UID, true, "Unmasked", "Running", RUNNING, ""));
+	free(created);
+	be = backend_new();
+	rc = be->ops->prepare(be, &p.spec, &h, err);
+	be->ops->destroy(be);
+	return rc;
+}
+
+/* Made before the pod, as k8s_netpol_body says: the pods labelled proxy, egress only, no rule; the
+ * pod carries the label. */
+static void proxy_pod_has_its_netpol_first(void **state)
+{
+	struct sb_err err = { 0 };
+	const char *body = NULL;
+	json_t *got, *want = k8s_netpol_body();
+
+	(void)state;
+	route("POST " NETPOLS, 201, "{}");
+	if (proxy_prepare(&err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(seen("POST " NETPOLS, &body), 1);
+	got = json_loads(body, 0, NULL);
+	assert_true(json_equal(got, want));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(json_object_get(got, "spec"),
+											      "podSelector"),
+									      "matchLabels"),
+							      LABEL_NETWORK)),
+			    "proxy");
+	assert_int_equal(json_array_size(json_object_get(json_object_get(got, "spec"), "egress")), 0);
+	assert_non_null(json_object_get(json_object_get(got, "spec"), "egress"));
+	assert_true(first_seen("POST " NETPOLS) < first_seen("POST " PODS));
+	assert_int_equal(seen("POST " PODS, &body), 1);
+	json_decref(got);
+	got = json_loads(body, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(got, "metadata"), "labels"),
+							      LABEL_NETWORK)), "proxy");
+	json_decref(got);
+	json_decref(want);
+}
+
+/* One is there (someone's, or changed): replaced by ours at the version read. */
+static void proxy_netpol_there_is_replaced(void **state)
+{
+	struct sb_err err = { 0 };
+	const char *body = NULL;
+	json_t *got;
+
+	(void)state;
+	route("POST " NETPOLS, 409, "{\"kind\":\"Status\",\"code\":409}");
+	route("GET " NETPOLS "/" NETPOL_NAME, 200,
+	      "{\"metadata\":{\"name\":\"" NETPOL_NAME "\",\"resourceVersion\":\"77\"},\"spec\":{\"podSelector\":{}}}");
+	route("PUT " NETPOLS "/" NETPOL_NAME, 200, "{}");
+	if (proxy_prepare(&err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(seen("PUT " NETPOLS "/" NETPOL_NAME, &body), 1);
+	got = json_loads(body, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(got, "metadata"), "resourceVersion")), "77");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(json_object_get(got, "spec"), "policyTypes"), 0)),
+			    "Egress");
+	assert_int_equal(seen("POST " PODS, NULL), 1);
+	json_decref(got);
+}
+
+/* Fail closed: a policy the server refuses (the manager's Role lacks it) is no pod. */
+static void proxy_netpol_refused_is_no_pod(void **state)
+{
+	struct sb_err err = { 0 };
+
+	(void)state;
+	route("POST " NETPOLS, 403, "{\"kind\":\"Status\",\"message\":\"networkpolicies is forbidden\",\"code\":403}");
+	assert_int_equal(proxy_prepare(&err), -1);
+	assert_non_null(strstr(err.msg, "NetworkPolicy " NETPOL_NAME));
+	assert_non_null(strstr(err.msg, "forbidden"));
+	assert_int_equal(seen("POST " PODS, NULL), 0);
 }
 
 int main(void)
@@ -1405,6 +1548,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(lookup_by_labels, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(prepare_makes_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(netpol_selects_the_pods, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(proxy_pod_has_its_netpol_first, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(proxy_netpol_there_is_replaced, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(proxy_netpol_refused_is_no_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(prepare_binds_the_credentials_to_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(failed_credentials_delete_the_pod, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(pvc_mounts_subpaths, fake_start, fake_stop),
