@@ -101,3 +101,22 @@ int sock_listen_unix(const char *path, mode_t mode, int backlog, struct sb_err *
 	}
 	return fd;
 }
+
+int sock_listen_loopback(int type_flags, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | type_flags, 0);
+
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}

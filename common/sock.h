@@ -23,4 +23,8 @@ int sock_hostport_parse(const char *hostport, struct sockaddr_storage *ss, sockl
  * Returns the descriptor (close-on-exec), or -1 with err. */
 int sock_listen_unix(const char *path, mode_t mode, int backlog, struct sb_err *err);
 
+/* A TCP listener on 127.0.0.1:port of the caller's network namespace, close-on-exec (no command
+ * inherits it), type_flags added to the socket's type (SOCK_NONBLOCK); -1 with errno. */
+int sock_listen_loopback(int type_flags, uint16_t port);
+
 #endif

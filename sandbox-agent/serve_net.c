@@ -18,30 +18,11 @@
 
 #include "log.h"
 #include "proto.h"
+#include "sock.h"
 #include "tls_pipe.h"
 
 #define NET_FRAME_CAP 256
 #define NET_IDLE_MS (300 * 1000 + 5000) /* the manager's own bound (EGRESS_IDLE_MS) ends it first */
-
-/* A listener on 127.0.0.1:port of this network, close-on-exec (no command inherits it); -1 with errno. */
-static int net_listener(uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-
-	if (fd < 0)
-		return -1;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
 
 /* Untrusted although it passed mTLS: the port is one of the table's, the count bounded. The
  * listener is made once and kept for the agent's life: a command cannot take the port between
@@ -57,7 +38,7 @@ const char *serve_net_listen(struct agent *a, uint32_t port, int *listen_fd)
 	pthread_mutex_lock(&a->lock);
 	if (a->net_connections >= SERVE_NET_CONNECTIONS_MAX) {
 		refusal = "too many tunnels";
-	} else if (a->net_listeners[i] < 0 && (a->net_listeners[i] = net_listener((uint16_t)port)) < 0) {
+	} else if (a->net_listeners[i] < 0 && (a->net_listeners[i] = sock_listen_loopback(SOCK_NONBLOCK, (uint16_t)port)) < 0) {
 		snprintf(why, sizeof why, "cannot listen on 127.0.0.1:%u: %s", port, strerror(errno));
 		refusal = why;
 	} else {

@@ -23,27 +23,6 @@
 
 #define NETSOCK_MS 2000 /* one request: the port's two bytes from the manager */
 
-/* A listener on 127.0.0.1:port of this namespace, close-on-exec (no command ever inherits it);
- * -1 with errno. */
-static int netsock_listener(uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -1;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
 /* One request, untrusted although only the manager reaches this socket: two bytes, a port other
  * than 0; the answer is "L" with the listener attached, or "E" alone. */
 static void netsock_serve_one(int conn)
@@ -62,7 +41,7 @@ static void netsock_serve_one(int conn)
 	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	if (poll(&p, 1, NETSOCK_MS) == 1 && recv(conn, req, sizeof req, MSG_WAITALL) == (ssize_t)sizeof req)
 		port = (uint16_t)(req[0] << 8 | req[1]);
-	if (port != 0 && (fd = netsock_listener(port)) < 0)
+	if (port != 0 && (fd = sock_listen_loopback(0, port)) < 0)
 		sb_warn("net socket: cannot listen on 127.0.0.1:%u: %s", port, strerror(errno));
 	if (fd >= 0) {
 		struct cmsghdr *cm;
