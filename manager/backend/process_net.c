@@ -10,6 +10,7 @@
  * listener the manager makes inside the namespace and holds (process_net_listen), served by its
  * egress proxy (manager/egress/). */
 #include "process.h"
+#include "sock.h"
 
 #include "backend_internal.h"
 
@@ -192,14 +193,12 @@ int process_net_attach(const struct process_settings *set, enum sandbox_network 
  * holds every capability there, which no command has (ptrace of it is refused on that alone). */
 __attribute__((noreturn)) static void listen_child(int pidfd, uint16_t port, int chan)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	char cmsg_buf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 'L';
 	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
 			      .msg_controllen = sizeof cmsg_buf };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	int one = 1, fd;
+	int fd;
 
 	/* Joining the network namespace needs CAP_SYS_ADMIN over the user namespace that owns it (the
 	 * sandbox's) and over our own. A root manager has it over every namespace it made: it joins
@@ -212,9 +211,8 @@ __attribute__((noreturn)) static void listen_child(int pidfd, uint16_t port, int
 		_exit(10);
 	/* The socket is the sandbox's namespace's for good (a socket keeps the namespace it was made
 	 * in): bound to 127.0.0.1 there, the sandbox's own loopback, and nowhere else. */
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0)
+	fd = sock_listen_loopback(0, port);
+	if (fd < 0)
 		_exit(11);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
