@@ -16,7 +16,7 @@ struct manager;
 
 #define CONTROL_TLS_LISTEN_MAX 8
 #define CONTROL_TLS_HANDSHAKE_MS 10000   /* a client that has not proven who it is by then is closed */
-#define CONTROL_TLS_HANDSHAKES_MAX 64u   /* handshakes in flight at once; more are closed at accept */
+#define CONTROL_TLS_HANDSHAKES_MAX 64u   /* handshakes in flight at once; a newer one shuts the oldest down */
 #define CONTROL_TLS_SERVER_DAYS 397     /* the manager's own server certificate, issued at each start */
 #define CONTROL_TLS_SUFFIX ".principal.infra-sandbox"
 

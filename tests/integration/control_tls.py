@@ -15,7 +15,8 @@
       runs `MANAGER mcp --session SESSION` (its manager and certificate from the environment) and one
       bash tool call of COMMAND over stdio; prints the tool result's text and "isError" when it is one.
   control_tls.py stall PORT N SECONDS
-      N TCP connections that never start a handshake, held SECONDS; prints "open N" once made.
+      N TCP connections that never start a handshake, held SECONDS; prints "open N" once made, then
+      "closed K": how many of them the manager had closed by then.
   control_tls.py idle PORT CA CERT KEY SECONDS
       one verified connection that sends nothing, held SECONDS; prints "held" once verified.
 The manager's certificate is verified against CA; its name (an address) is the CLI's business.
@@ -112,6 +113,16 @@ def main():
         held = [socket.create_connection(("127.0.0.1", int(port)), timeout=5) for _ in range(n)]
         print("open %d" % len(held), flush=True)
         time.sleep(secs)
+        closed = 0
+        for s in held:
+            s.setblocking(False)
+            try:
+                closed += s.recv(1) == b""
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed += 1
+        print("closed %d" % closed, flush=True)
     elif mode == "idle":
         port, ca, cert, key, secs = sys.argv[2:7]
         s = connect(port, ca, cert, key)
