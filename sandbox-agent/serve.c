@@ -174,6 +174,7 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	if (a->cancel_efd < 0)
 		return sb_fail_errno(err, "eventfd");
 	pthread_mutex_init(&a->lock, NULL);
+	serve_conn_init(a);
 	for (size_t i = 0; i < SERVE_NET_PORTS; i++)
 		a->net_listeners[i] = -1;
 	/* With blocked ports, this restricts the agent itself (Landlock, connect only) for good. */

@@ -26,7 +26,8 @@
 #include "steptime.h"
 
 #define SERVE_FRAME_CAP SB_FRAME_CAP_DEFAULT
-#define SERVE_MAX_CONNECTIONS 16
+#define SERVE_MAX_CONNECTIONS 16 /* verified connections (the manager's) */
+#define SERVE_HANDSHAKES_MAX 16  /* connections in their handshake: anyone who reaches the listener */
 #define SERVE_HANDSHAKE_MS 10000
 #define SERVE_IDLE_MS (15 * 60 * 1000)
 #define SERVE_COMMAND_MAX (1024 * 1024)
@@ -42,6 +43,8 @@ struct conn {
 	struct tls_session *tls;
 	struct sb_stream stream;
 	bool tunnel;   /* a NetAccept made it a tunnel: it counts in net_connections (serve_net.c) */
+	bool counted;  /* verified, and counted in connections (or net_connections once a tunnel) */
+	struct handshake_ticket ticket;
 };
 
 /* ---- answers ---- */
@@ -587,58 +590,78 @@ static void conn_serve(struct conn *c)
 	}
 }
 
+/* After a verified handshake: room among the verified connections, or false. */
+static bool conn_count(struct conn *c)
+{
+	struct agent *a = c->agent;
+
+	pthread_mutex_lock(&a->lock);
+	c->counted = a->connections < SERVE_MAX_CONNECTIONS;
+	if (c->counted)
+		a->connections++;
+	pthread_mutex_unlock(&a->lock);
+	return c->counted;
+}
+
 static void *conn_thread(void *arg)
 {
 	struct conn *c = arg;
 	struct agent *a = c->agent;
 	struct sb_err err;
+	int rc = tls_session_open(a->tls, c->fd, tls_deadline_after(SERVE_HANDSHAKE_MS), &c->tls, &err);
 
-	if (tls_session_open(a->tls, c->fd, tls_deadline_after(SERVE_HANDSHAKE_MS), &c->tls, &err) < 0) {
+	if (!handshake_slots_give(&a->handshakes, &c->ticket)) {
+		sb_warn("closed a connection still in its handshake: the oldest of %u, for a newer one",
+			SERVE_HANDSHAKES_MAX);
+		tls_session_free(c->tls);
+	} else if (rc < 0) {
 		sb_warn("refused a connection: %s", err.msg);
+	} else if (!conn_count(c)) {
+		sb_warn("refused a connection: too many connections");
+		tls_session_free(c->tls);
 	} else {
 		tls_session_stream(c->tls, &c->stream);
 		if (hello_exchange(c) == 0)
 			conn_serve(c);
 		tls_session_close(c->tls, &err);
 	}
-	bool tunnel = c->tunnel;
+	bool tunnel = c->tunnel, counted = c->counted;
 
 	close(c->fd);
 	free(c);
 	pthread_mutex_lock(&a->lock);
 	if (tunnel)
 		a->net_connections--;
-	else
+	else if (counted)
 		a->connections--;
 	pthread_mutex_unlock(&a->lock);
 	return NULL;
+}
+
+void serve_conn_init(struct agent *a)
+{
+	struct handshake_slots init = HANDSHAKE_SLOTS_INIT(SERVE_HANDSHAKES_MAX);
+
+	a->handshakes = init;
 }
 
 void serve_conn_start(struct agent *a, int fd)
 {
 	struct conn *c = calloc(1, sizeof *c);
 	struct sb_err err;
-	bool room;
 
-	pthread_mutex_lock(&a->lock);
-	room = a->connections < SERVE_MAX_CONNECTIONS;
-	if (room && c != NULL)
-		a->connections++;
-	pthread_mutex_unlock(&a->lock);
-	if (!room || c == NULL) {
-		sb_warn("refused a connection: %s", c ? "too many connections" : "out of memory");
-		free(c);
+	if (c == NULL) {
+		sb_warn("refused a connection: out of memory");
 		close(fd);
 		return;
 	}
 	c->agent = a;
 	c->fd = fd;
+	handshake_slots_take(&a->handshakes, fd, &c->ticket);
 	if (sb_thread_detached(conn_thread, c, &err) < 0) {
 		sb_error("refused a connection: %s", err.msg);
+		(void)handshake_slots_give(&a->handshakes, &c->ticket);
 		close(fd);
 		free(c);
-		pthread_mutex_lock(&a->lock);
-		a->connections--;
-		pthread_mutex_unlock(&a->lock);
 	}
 }

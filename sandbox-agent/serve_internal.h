@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "handshake_slots.h"
 #include "boundary.h"
 #include "journal.h"
 #include "prebuilt.h"
@@ -30,7 +31,11 @@ struct agent {
 	bool busy;
 	char running_id[EXEC_ID_MAX + 1];
 	int cancel_efd;            /* written by a Cancel, read by the running exec's boundary */
-	int connections;           /* counted against SERVE_MAX_CONNECTIONS (serve_conn.c) */
+	int connections;           /* verified ones, counted against SERVE_MAX_CONNECTIONS (serve_conn.c) */
+	/* Connections still in their handshake (serve_conn.c): whoever reaches the listener (a pod
+	 * network without an enforcing NetworkPolicy) holds only these, the oldest shut down for a
+	 * newer one, never a verified connection's room. Set up by serve_conn_init. */
+	struct handshake_slots handshakes;
 	/* Policy `proxy` over the agent's own link (serve_net.c): the listeners on this network's
 	 * 127.0.0.1:SERVE_NET_PORT_FIRST + i (-1: none yet) and the connections turned into
 	 * tunnels, which count against SERVE_NET_CONNECTIONS_MAX instead. */
@@ -38,6 +43,8 @@ struct agent {
 	int net_connections;
 };
 
+/* The connection bounds' state (serve_conn.c), before the listener accepts. */
+void serve_conn_init(struct agent *a);
 /* Serve the accepted connection fd on a thread of its own (serve_conn.c); fd is consumed. */
 void serve_conn_start(struct agent *a, int fd);
 /* --net-socket unix:PATH (serve_netsock.c): a thread handing the manager listeners on this network

@@ -11,8 +11,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +22,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "control.h"
+#include "handshake_slots.h"
 #include "log.h"
 #include "manager.h"
 #include "sock.h"
@@ -35,63 +34,16 @@ static struct {
 	struct principals ps;
 	unsigned *open;              /* open connections of each principal, by index in ps.p */
 	struct deny_list *deny;
-	/* The handshakes in flight: a peer is unauthenticated until its certificate verified, so these
-	 * are the only slots such a peer can hold. When all are taken, the oldest is shut down for the
-	 * newcomer (N1): idle connections can no longer keep a verified client out, a flood has to
-	 * outpace every handshake to delay one. */
-	struct pending {
-		int fd;
-		uint64_t seq; /* 0: free */
-	} pending[CONTROL_TLS_HANDSHAKES_MAX];
-	uint64_t seq;
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The handshakes in flight, the only slots a peer holds before its certificate verified (N1). */
+static struct handshake_slots pending = HANDSHAKE_SLOTS_INIT(CONTROL_TLS_HANDSHAKES_MAX);
 
 struct handshake {
 	struct manager *m;
 	int fd;
-	unsigned slot;
-	uint64_t seq;
+	struct handshake_ticket ticket;
 };
-
-/* Take a slot for a new handshake on fd: a free one, else the oldest's, whose connection is shut down
- * (its thread's read fails at once, and it finds its slot gone). The fd of a slot stays open while
- * the slot is its own (pending_give comes before any close), so shutting it down here under the lock
- * never reaches a descriptor number that was reused. */
-static void pending_take(struct handshake *h)
-{
-	unsigned i, oldest = 0;
-
-	pthread_mutex_lock(&T.lock);
-	for (i = 0; i < CONTROL_TLS_HANDSHAKES_MAX; i++) {
-		if (T.pending[i].seq == 0)
-			break;
-		if (T.pending[i].seq < T.pending[oldest].seq)
-			oldest = i;
-	}
-	if (i == CONTROL_TLS_HANDSHAKES_MAX) {
-		i = oldest;
-		(void)shutdown(T.pending[i].fd, SHUT_RDWR);
-	}
-	T.pending[i].fd = h->fd;
-	T.pending[i].seq = ++T.seq;
-	h->slot = i;
-	h->seq = T.seq;
-	pthread_mutex_unlock(&T.lock);
-}
-
-/* Leave the handshake table; false when the slot had been given to a newer connection (this one was
- * shut down: it must not be served even if its handshake had just completed). */
-static bool pending_give(const struct handshake *h)
-{
-	bool ours;
-
-	pthread_mutex_lock(&T.lock);
-	ours = T.pending[h->slot].seq == h->seq;
-	if (ours)
-		T.pending[h->slot].seq = 0;
-	pthread_mutex_unlock(&T.lock);
-	return ours;
-}
 
 /* The server certificate: the operator's, or one the manager's CA issues for the advertised names
  * at every start (short-lived, as the agent link's). */
@@ -276,7 +228,7 @@ static void *handshake_thread(void *arg)
 
 	sb_err_clear(&err);
 	rc = tls_session_open(T.config, h->fd, tls_deadline_after(CONTROL_TLS_HANDSHAKE_MS), &s, &err);
-	if (!pending_give(h)) {
+	if (!handshake_slots_give(&pending, &h->ticket)) {
 		sb_warn("closed a TLS control connection still in its handshake: the oldest of %u in flight, "
 			"for a newer one", CONTROL_TLS_HANDSHAKES_MAX);
 		tls_session_free(s);
@@ -310,10 +262,10 @@ void control_tls_accept(struct manager *m, int lfd)
 	}
 	h->m = m;
 	h->fd = fd;
-	pending_take(h);
+	handshake_slots_take(&pending, fd, &h->ticket);
 	if (sb_thread_detached(handshake_thread, h, &err) == 0)
 		return;
-	(void)pending_give(h);
+	(void)handshake_slots_give(&pending, &h->ticket);
 	close(fd);
 	free(h);
 }

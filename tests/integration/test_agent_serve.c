@@ -759,6 +759,34 @@ static void test_handshake_matrix(void **state)
 	still_serving(f);
 }
 
+/* N1 on the agent's listener: whoever reaches it (another pod, where the network enforces no
+ * NetworkPolicy) holds only handshake slots. 24 connections that never start a handshake are more
+ * than the 16 slots: the manager still gets in at once (each newer connection shut the oldest down),
+ * and at least 9 of the stallers (8 for their surplus, 1 for the manager's) were closed for it.
+ * Before, every connection counted against the 16 the manager's calls need, for 10 s each. */
+static void test_stalled_handshakes_do_not_keep_the_manager_out(void **state)
+{
+	struct fixture *f = *state;
+	int fds[24], closed = 0;
+	char byte;
+
+	for (size_t i = 0; i < 24; i++) {
+		fds[i] = unix_connect(f->sock);
+		assert_true(fds[i] >= 0);
+	}
+	still_serving(f);
+	for (size_t i = 0; i < 24; i++) {
+		struct pollfd p = { .fd = fds[i], .events = POLLIN };
+
+		/* a shut-down connection reads its end at once; a held one stays silent */
+		if (poll(&p, 1, 0) == 1 && recv(fds[i], &byte, 1, MSG_DONTWAIT) <= 0)
+			closed++;
+		close(fds[i]);
+	}
+	assert_true(closed >= 9);
+	log_expect(f, "closed a connection still in its handshake");
+}
+
 static void test_client_refuses_wrong_server_name(void **state)
 {
 	struct fixture *f = *state;
@@ -1766,6 +1794,7 @@ int main(void)
 		cmocka_unit_test(test_net_accept_port_refused),
 		cmocka_unit_test(test_net_relay_round_trip),
 		cmocka_unit_test(test_handshake_matrix),
+		cmocka_unit_test(test_stalled_handshakes_do_not_keep_the_manager_out),
 		cmocka_unit_test(test_client_refuses_wrong_server_name),
 		cmocka_unit_test(test_exec_wrong_generation),
 		cmocka_unit_test(test_exec_output_limit_over),
