@@ -19,6 +19,7 @@
 #define DEFAULT_TIMEOUT 120
 #define MAX_TIMEOUT 600
 #define IDLE_SECONDS 900
+#define SANDBOXES_PER_IDENTITY 32
 /* Under systemd's default TimeoutStopSec (90 s) with room for the cancel's evidence after it. */
 #define STOP_GRACE_SECONDS 30
 #define OUTPUT_LIMIT (1024 * 1024)
@@ -134,6 +135,7 @@ static int defaults(struct config *c, struct sb_err *err)
 	c->default_timeout = DEFAULT_TIMEOUT;
 	c->max_timeout = MAX_TIMEOUT;
 	c->idle_seconds = IDLE_SECONDS;
+	c->sandboxes_per_identity = SANDBOXES_PER_IDENTITY;
 	c->stop_grace_seconds = STOP_GRACE_SECONDS;
 	c->output_limit = OUTPUT_LIMIT;
 	c->record_output_limit = RECORD_OUTPUT_LIMIT;
@@ -236,6 +238,12 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		if (uint_set(&v, value, 1, 86400, key, err) < 0)
 			return -1;
 		*(key[0] == 'd' ? &c->default_timeout : key[0] == 'm' ? &c->max_timeout : &c->idle_seconds) = (unsigned)v;
+		return 0;
+	}
+	if (strcmp(key, "sandboxes-per-identity") == 0) {
+		if (uint_set(&v, value, 1, 4096, key, err) < 0)
+			return -1;
+		c->sandboxes_per_identity = (unsigned)v;
 		return 0;
 	}
 	if (strcmp(key, "stop-grace-seconds") == 0) {
@@ -382,6 +390,8 @@ void config_usage(FILE *f)
 	      "  --default-timeout-seconds N    a call's timeout when it names none (default 120)\n"
 	      "  --max-timeout-seconds N        a call asking for more is refused (default 600)\n"
 	      "  --idle-seconds N               an idle sandbox is retired after N seconds (default 900)\n"
+	      "  --sandboxes-per-identity N     live sandboxes of one identity here; at the bound its least\n"
+	      "                                 recently used idle one is retired for a new one (default 32)\n"
 	      "  --output-limit BYTES           per stream of a call's answer (default 1 MiB)\n"
 	      "  --record-output-limit BYTES    per stream kept in an exec's record (default 64 KiB)\n"
 	      "  --tmp-size BYTES               each sandbox's /tmp (K, M or G suffix; default 256M)\n"
@@ -430,6 +440,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "socket", 1, NULL, 0 }, { "backend", 1, NULL, 0 },   { "podman-socket", 1, NULL, 0 },
 		{ "image", 1, NULL, 0 },  { "agent", 1, NULL, 0 },     { "default-timeout-seconds", 1, NULL, 0 },
 		{ "max-timeout-seconds", 1, NULL, 0 }, { "idle-seconds", 1, NULL, 0 },
+		{ "sandboxes-per-identity", 1, NULL, 0 },
 		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { "sandbox-uid", 1, NULL, 0 },
 		{ "sandbox-gid", 1, NULL, 0 },  { "sandbox-ids", 1, NULL, 0 },  { "podman-seccomp", 1, NULL, 0 }, { "podman-network", 1, NULL, 0 },
 		{ "sandbox-cpus", 1, NULL, 0 }, { "sandbox-memory-mib", 1, NULL, 0 }, { "sandbox-pids", 1, NULL, 0 },

@@ -38,6 +38,7 @@ struct config {
 	unsigned default_timeout;   /* seconds, when a call names none */
 	unsigned max_timeout;       /* a call over it is refused */
 	unsigned idle_seconds;      /* an idle sandbox is retired after this; the workspace stays */
+	unsigned sandboxes_per_identity; /* live sandboxes of one identity on this manager (sandbox.c) */
 	unsigned stop_grace_seconds; /* at SIGTERM: how long running calls may finish before they are cancelled */
 	unsigned long output_limit; /* per stream, bytes */
 	unsigned long record_output_limit; /* per stream, bytes kept in an exec's record (invariant 13) */

@@ -82,6 +82,7 @@ struct live_sandbox {
 	struct workspace_owner ids;    /* the identity's uid and gid: the sandbox's (identity_ids.h) */
 	char repo_dir[PATH_MAX];       /* the base clone, swept after each call (execpath.c call_sweep) */
 	char worktree_name[65];        /* the session's worktrees/<name>/ in it */
+	struct live_sandbox *starting_next; /* in m->starting while it is being prepared (sandbox.c) */
 };
 
 /* A tagged cancel that came before its call ran (cancel.c): kept for the call, which takes it when
@@ -129,6 +130,7 @@ struct manager {
 	char tls_dir[PATH_MAX];        /* the manager's client certificate and the CA certificate */
 	pthread_mutex_t lock;
 	struct live_sandbox *live;
+	struct live_sandbox *starting; /* being prepared: counted against the identity's bound (sandbox.c) */
 	/* The stop (stop.c daemon_stop), under `lock`: its phase; the control requests being
 	 * answered (it waits for them); the sandboxes whose end could not be proven (sandbox.c). */
 	enum stop_phase { STOP_NONE, STOP_REFUSING, STOP_CANCELLING } stop_phase;

@@ -80,6 +80,22 @@ uint64_t queue_enter(struct queue *q, const char *session)
 	return ticket;
 }
 
+int queue_try_enter(struct queue *q, const char *session)
+{
+	int taken;
+
+	pthread_mutex_lock(&q->lock);
+	taken = lane_find(q, session, 0) == NULL;
+	if (taken) {
+		struct lane *l = lane_find(q, session, 1);
+
+		l->next_ticket++;
+		l->users++;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return taken;
+}
+
 static void lane_drop(struct queue *q, struct lane *gone)
 {
 	struct lane **p;

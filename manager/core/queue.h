@@ -13,6 +13,9 @@ void queue_free(struct queue *q);
 
 /* Block until every earlier call of this session has left; returns the caller's ticket. */
 uint64_t queue_enter(struct queue *q, const char *session);
+/* Take the session's turn only if nobody holds or waits for it: 1 with the turn held, else 0.
+ * Never blocks, so a caller holding another session's turn cannot deadlock on this one. */
+int queue_try_enter(struct queue *q, const char *session);
 /* Let the next call of this session run. */
 void queue_leave(struct queue *q, const char *session);
 /* How many calls of the session are in the queue or running (for `session show`). */

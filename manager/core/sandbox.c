@@ -554,6 +554,89 @@ static bool credentials_expiring(const struct live_sandbox *l, int64_t now)
 	return l->credentials_expire_ms != 0 && now >= l->credentials_expire_ms - CREDENTIAL_MARGIN_MS;
 }
 
+/* ---- the bound on an identity's sandboxes (on this manager) ----
+ *
+ * One identity's sessions must not take the host's capacity from the others': an identity holds at
+ * most cfg.sandboxes_per_identity sandboxes here, those being prepared included. At the bound, its
+ * least recently used sandbox that no call holds or waits for is retired (with evidence, as every
+ * retire; its workspace stays, and its session's next call gets a new one); when every one of them
+ * is running a call, the new call is refused before anything of it is recorded beyond the refusal. */
+
+static unsigned identity_sandboxes(const struct manager *m, const char *identity) /* under m->lock */
+{
+	unsigned n = 0;
+
+	for (const struct live_sandbox *l = m->live; l != NULL; l = l->next)
+		n += strcmp(l->identity, identity) == 0;
+	for (const struct live_sandbox *l = m->starting; l != NULL; l = l->starting_next)
+		n += strcmp(l->identity, identity) == 0;
+	return n;
+}
+
+/* The identity's least recently used sandbox that no call holds or waits for (under m->lock). */
+static const struct live_sandbox *identity_idle_oldest(struct manager *m, const char *identity)
+{
+	const struct live_sandbox *best = NULL;
+
+	for (const struct live_sandbox *l = m->live; l != NULL; l = l->next)
+		if (strcmp(l->identity, identity) == 0 && !l->busy && queue_depth(m->queue, l->session) == 0 &&
+		    (best == NULL || l->last_used_ms < best->last_used_ms))
+			best = l;
+	return best;
+}
+
+static void starting_drop(struct manager *m, struct live_sandbox *l) /* under m->lock */
+{
+	for (struct live_sandbox **p = &m->starting; *p != NULL; p = &(*p)->starting_next)
+		if (*p == l) {
+			*p = l->starting_next;
+			return;
+		}
+}
+
+/* Room for l (its identity set) among its identity's sandboxes: 0 with l counted in m->starting,
+ * or -1 (err: unavailable) when every one of them is running a call. Called with l's session's
+ * turn held; another session's turn is only ever tried, never waited for. */
+static int identity_room(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+{
+	unsigned bound = m->cfg.sandboxes_per_identity;
+
+	for (int tries = 0; tries < 8; tries++) {
+		const struct live_sandbox *v;
+		struct live_sandbox *victim;
+		char session[65] = "";
+		struct sb_err rerr;
+
+		pthread_mutex_lock(&m->lock);
+		if (identity_sandboxes(m, l->identity) < bound) {
+			l->starting_next = m->starting;
+			m->starting = l;
+			pthread_mutex_unlock(&m->lock);
+			return 0;
+		}
+		v = identity_idle_oldest(m, l->identity);
+		if (v != NULL)
+			snprintf(session, sizeof session, "%s", v->session);
+		pthread_mutex_unlock(&m->lock);
+		if (session[0] == '\0')
+			break;
+		if (!queue_try_enter(m->queue, session))
+			continue; /* a call of it came meanwhile: look again */
+		victim = sandbox_find(m, session);
+		if (victim != NULL && !victim->busy) {
+			sb_info("session %s: its sandbox is retired for a new one of session %s (identity %s is at its "
+				"bound of %u sandboxes)", session, l->session, l->identity, bound);
+			if (sandbox_retire(m, victim, "its identity's bound of sandboxes, for another session's call",
+					   &rerr) < 0)
+				sb_warn("session %s: %s", session, rerr.msg);
+		}
+		queue_leave(m->queue, session);
+	}
+	return sb_fail(err, EAGAIN, "identity %s has %u sandboxes on this manager, each running a call (its bound, "
+		       "sandboxes-per-identity): this call never ran; run it again when one of them ended",
+		       l->identity, bound);
+}
+
 int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err)
 {
 	const char *session = s->id;
@@ -583,6 +666,11 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 		return sb_invalid(err, "session %s records the network policy '%.15s', neither open, none nor proxy",
 				  session, s->network);
 	}
+	snprintf(l->identity, sizeof l->identity, "%s", s->identity);
+	if (identity_room(m, l, err) < 0) {
+		free(l);
+		return -1;
+	}
 	/* A new sandbox is a new generation: results of any older one are refused from now on. */
 	rc = records_session_bump_generation(m->rec, session, &l->generation, err);
 	if (rc == 0)
@@ -594,11 +682,15 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 		/* The workspace's refusal says what to do about it, as before the keys went beside it. */
 		if (!ws_failed)
 			sb_err_prefix(err, "preparing the sandbox of session %s", session);
+		pthread_mutex_lock(&m->lock);
+		starting_drop(m, l);
+		pthread_mutex_unlock(&m->lock);
 		prepare_failed(m, l, &stage);
 		return -1;
 	}
 	l->last_used_ms = clock_real_ms();
 	pthread_mutex_lock(&m->lock);
+	starting_drop(m, l);
 	l->next = m->live;
 	m->live = l;
 	pthread_mutex_unlock(&m->lock);

@@ -471,3 +471,54 @@ test_manager_many_clients() {
 	kill -0 "$MGR_PID" 2>/dev/null || bad "the manager did not survive 250 clients"
 }
 t manager_many_clients test_manager_many_clients
+
+# One identity cannot take the host's sandboxes from another (a bound per tenant): with
+# --sandboxes-per-identity 2, alice's third session's first call retires her least recently used
+# idle sandbox (its session's next call gets a new one, nothing lost); with both her sandboxes
+# running calls, a fourth session's call is refused before it runs, recorded refused with the
+# reason; bob, meanwhile, is not held up by her bound.
+test_manager_sandboxes_per_identity() {
+	local a1 a2 a3 a4 b1 i
+	mgr_repo && mgr_start --sandboxes-per-identity 2 || return
+	mgr_session && a1=$SID
+	mgr_session && a2=$SID
+	mgr_session && a3=$SID
+	mgr_session && a4=$SID
+	mgr exec --session "$a1" -- true
+	assert_eq "alice's first session" 0 "$RC"
+	mgr exec --session "$a2" -- true
+	assert_eq "alice's second session" 0 "$RC"
+	# at the bound: a3's call retires a1's sandbox (the least recently used, idle)
+	mgr exec --session "$a3" -- 'echo a3 ran'
+	assert_eq "alice's third session, at the bound (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" "a3 ran" "$(cat "$OUT")"
+	mgr session show --session "$a1"
+	assert_json '.sandbox' 'null'
+	mgr session show --session "$a2"
+	assert_json '.sandbox.state' '"running"'
+	# a2 and a3 each run a call: a4's call finds no idle sandbox of alice's
+	mgr_bg_exec busy2 "sleep 4" "$a2"
+	mgr_bg_exec busy3 "sleep 4" "$a3"
+	for i in $(seq 1 50); do [ "$(pgrep -fc '^sleep 4$')" -ge 2 ] && break; sleep 0.1; done
+	mgr exec --session "$a4" -- 'echo must-not-run > "$TMPDIR/a4"'
+	assert_eq "alice's fourth session while two calls run" 125 "$RC"
+	assert_match "the refusal names the bound" "identity alice has 2 sandboxes on this manager, each running a call" \
+		"$(cat "$ERR")"
+	mgr records --session "$a4"
+	assert_json '[.records[].state]' '["refused"]'
+	# bob is not held up by alice's bound
+	mgr session create --identity bob --repo "$REPO"
+	b1=$(jr .session)
+	mgr exec --session "$b1" -- 'echo bob ran'
+	assert_eq "bob meanwhile (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	wait_bg_execs
+	# once a call ended, a4 runs (its sandbox retires an idle one of alice's), and a1 goes on
+	mgr exec --session "$a4" -- 'echo a4 ran'
+	assert_eq "alice's fourth session after the calls ended" "a4 ran" "$(cat "$OUT")"
+	mgr exec --session "$a1" -- 'echo a1 again'
+	assert_eq "alice's first session on a new sandbox" "a1 again" "$(cat "$OUT")"
+	mgr session show --session "$a1"
+	assert_json '.generation' 2
+	[ ! -e "$WT/.sandbox-tmp/a4" ] || bad "the refused call ran"
+}
+t manager_sandboxes_per_identity test_manager_sandboxes_per_identity

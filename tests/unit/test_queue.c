@@ -87,11 +87,33 @@ static void test_sessions_do_not_wait_for_each_other(void **state)
 	queue_free(q);
 }
 
+/* queue_try_enter takes a free turn and never waits for a held or awaited one (sandbox.c takes
+ * another session's turn only so, while holding its own). */
+static void test_try_enter_only_a_free_turn(void **state)
+{
+	struct queue *tq = queue_new();
+
+	(void)state;
+	assert_int_equal(queue_try_enter(tq, "s1"), 1);
+	assert_int_equal(queue_depth(tq, "s1"), 1);
+	assert_int_equal(queue_try_enter(tq, "s1"), 0); /* held: not taken, not queued */
+	assert_int_equal(queue_depth(tq, "s1"), 1);
+	assert_int_equal(queue_try_enter(tq, "s2"), 1); /* another session's turn is its own */
+	queue_leave(tq, "s1");
+	queue_leave(tq, "s2");
+	assert_int_equal(queue_depth(tq, "s1"), 0);
+	queue_enter(tq, "s1"); /* the lane was freed and made again: the ticket order still holds */
+	assert_int_equal(queue_try_enter(tq, "s1"), 0);
+	queue_leave(tq, "s1");
+	queue_free(tq);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fifo_without_overlap),
 		cmocka_unit_test(test_sessions_do_not_wait_for_each_other),
+		cmocka_unit_test(test_try_enter_only_a_free_turn),
 	};
 	return cmocka_run_group_tests_name("queue", tests, NULL, NULL);
 }
