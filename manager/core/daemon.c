@@ -221,12 +221,42 @@ static int resources_check(const struct manager *m, struct sb_err *err)
 	return rc;
 }
 
+/* Descriptors are shared by every identity: each sandbox holds some (its agent connection, pidfd,
+ * egress and edge connections, followers), within its identity's bounds (sandboxes-per-identity,
+ * the per-sandbox connection bounds). Under the usual soft limit (1024, systemd's and a login's) a
+ * few identities' sandboxes at their bounds would take them all, and every other identity's calls
+ * would fail to open anything. The hard limit is the operator's word; the manager takes it, up to
+ * NOFILE_WANTED (it polls, never select()s). What its children inherit is no more than they could
+ * take themselves: a soft limit is raised by anyone up to the hard one. */
+#define NOFILE_WANTED 65536u
+
+static void nofile_raise(void)
+{
+	struct rlimit rl;
+	rlim_t want;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > NOFILE_WANTED ? NOFILE_WANTED : rl.rlim_max;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			sb_warn("could not raise the descriptor limit to %llu: %s", (unsigned long long)want,
+				strerror(errno));
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096)
+		sb_warn("the descriptor limit is %llu (hard): every identity's sandboxes share it, so a few at their "
+			"bounds could take them all; raise it (systemd: LimitNOFILE=65536, the unit's default)",
+			(unsigned long long)rl.rlim_cur);
+}
+
 static int manager_start(struct manager *m, struct sb_err *err)
 {
 	char db[PATH_MAX + 16];
 
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->claim_lock, NULL);
+	nofile_raise();
 	if (resources_check(m, err) < 0)
 		return -1;
 	/* 0711: sandboxes walk through it to their worktree; nobody lists it (rule N3). */

@@ -522,3 +522,31 @@ test_manager_sandboxes_per_identity() {
 	[ ! -e "$WT/.sandbox-tmp/a4" ] || bad "the refused call ran"
 }
 t manager_sandboxes_per_identity test_manager_sandboxes_per_identity
+
+# Descriptors are shared by every identity's sandboxes: the manager takes its hard limit (up to
+# 65536) at start, so the usual soft 1024 does not let a few identities at their bounds take every
+# descriptor from the rest; it says so when even the hard limit is low.
+test_manager_nofile_raised() {
+	local pid lim p
+	mgr_repo || return
+	MGR_WRAP=(prlimit --nofile=1024:8192)
+	mgr_start || return
+	MGR_WRAP=()
+	# the daemon (its namespace's holder, sbm-userns under subuid, is started before the raise)
+	pid=$MGR_PID
+	for p in $(pgrep -f -- "serve --state-dir $MSTATE"); do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = sandbox-manager ] && pid=$p
+	done
+	lim=$(awk '/^Max open files/ { print $4 " " $5 }' "/proc/$pid/limits")
+	assert_eq "the daemon's descriptor limits (soft hard)" "8192 8192" "$lim"
+	mgr_session
+	mgr exec --session "$SID" -- 'ulimit -Hn'
+	assert_eq "a command's hard limit is the one it had" 8192 "$(cat "$OUT")"
+	mgr_cleanup
+	MSTATE=""
+	MGR_WRAP=(prlimit --nofile=1024:2048)
+	mgr_start || return
+	MGR_WRAP=()
+	assert_match "a low hard limit is warned about" "the descriptor limit is 2048 \\(hard\\)" "$(cat "$TD/manager.log")"
+}
+t manager_nofile_raised test_manager_nofile_raised
