@@ -835,7 +835,9 @@ int sandbox_forget_stale(struct manager *m, struct live_sandbox *l, struct sb_er
 
 /* ---- idle eviction ---- */
 
-static struct live_sandbox *idle_pick(struct manager *m, int64_t now)
+/* The session of a sandbox to evict now, copied under the lock (the sandbox itself may be retired
+ * by a call the moment the lock is left): 1, or 0 when there is none. */
+static int idle_pick(struct manager *m, int64_t now, char session[65])
 {
 	struct live_sandbox *l;
 
@@ -844,8 +846,10 @@ static struct live_sandbox *idle_pick(struct manager *m, int64_t now)
 		if (!l->busy && queue_depth(m->queue, l->session) == 0 &&
 		    (now - l->last_used_ms > (int64_t)m->cfg.idle_seconds * 1000 || credentials_expiring(l, now)))
 			break;
+	if (l != NULL)
+		snprintf(session, 65, "%s", l->session);
 	pthread_mutex_unlock(&m->lock);
-	return l;
+	return l != NULL;
 }
 
 void *sandbox_evictor(void *arg)
@@ -858,10 +862,12 @@ void *sandbox_evictor(void *arg)
 		char session[65];
 
 		sleep(1);
-		while ((l = idle_pick(m, clock_real_ms())) != NULL) {
-			/* Take the session's turn, so no call can start on it while it goes. */
-			snprintf(session, sizeof session, "%s", l->session);
-			queue_enter(m->queue, session);
+		while (idle_pick(m, clock_real_ms(), session)) {
+			/* Take the session's turn, so no call can start on it while it goes; only if it is
+			 * free: a call that came since the pick may hold it for its whole timeout, and the
+			 * evictor serves every session (the next pass looks again). */
+			if (!queue_try_enter(m->queue, session))
+				break;
 			l = sandbox_find(m, session);
 			if (l != NULL && !l->busy && credentials_expiring(l, clock_real_ms()))
 				sandbox_retire(m, l, "credentials expiring", &err);
