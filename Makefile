@@ -185,16 +185,18 @@ test-integration: test-setup
 	$(MAKE) --no-print-directory all failpoints $(ITEST_BIN) $(ESCAPE_BIN)
 	$(run_integration)
 
-# The sanitizer pass: every unit program, the C integration programs, and a named set of integration
-# files: the agent's whole isolation path and the manager's own C paths (calls, faults, recovery, the
-# stores, egress, TLS, MCP, several managers). Left to the plain pass, where the C under them is the
-# same code these run: the agent frameworks' cases (manager_claude, manager_codex: their minutes go to
-# Node), the podman and cluster backends' (manager_podman, manager_runtime_faults, cluster_smoke) and
-# the installer's and backup's shell steps; the suite grew past CI's 70 minutes with all of them twice.
-ASAN_IT_FILES := setup_* agent_* manager_session manager_cli manager_cancel manager_stop manager_status \
-	manager_faults manager_recovery manager_records manager_evidence manager_lock manager_resources \
-	manager_network manager_ids manager_grants manager_brokers manager_egress manager_egress_edge \
-	manager_tls manager_mcp manager_mcp_conn manager_multi manager_store manager_git manager_binary
+# The sanitizer pass: every unit program, the C integration programs, and a named representative set
+# of integration files: the agent's whole isolation path (setup_*, agent_*) and one file for each of
+# the manager's own C paths: calls (manager_session), faults and recovery (manager_faults,
+# manager_recovery), records and both stores (manager_records, manager_store), egress and its edge
+# (manager_egress, manager_egress_edge), the control API over TLS (manager_tls), MCP (manager_mcp),
+# bounds and load (manager_resources). Left to the plain pass, where the C under them is the same
+# code these run: the CLI's and the remaining manager files (cli, cancel, stop, status, evidence,
+# lock, network, ids, grants, brokers, mcp_conn, multi, git, binary), the agent frameworks' cases
+# (their minutes go to Node), the podman and cluster backends', the installer's and backup's shell
+# steps. CI's 70 minutes do not hold the whole suite twice.
+ASAN_IT_FILES := setup_* agent_* manager_session manager_faults manager_recovery manager_records \
+	manager_store manager_egress manager_egress_edge manager_tls manager_mcp manager_resources
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=1 IT_FILES="$(ASAN_IT_FILES)" test
 
