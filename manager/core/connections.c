@@ -361,7 +361,10 @@ static void *conn_thread(void *arg)
 
 /* A TLS connection takes a slot of the same cap as the unix socket's, once verified (control_tls.c
  * bounds it per principal first), and is served on the handshake's thread. Its requests carry the
- * manager's uid where an op records one (resolve: the principal goes into the note). */
+ * manager's uid where an op records one (resolve: the principal goes into the note). TLS clients
+ * together never take the last eighth of the cap: each principal within its own bound, many of them
+ * could otherwise fill it and keep the unix socket's peers (the operator's status and resolve, the
+ * host's own clients) out. */
 int conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struct principal *p,
 		   struct deny_list *deny)
 {
@@ -372,7 +375,7 @@ int conn_serve_tls(struct manager *m, int fd, struct tls_session *s, const struc
 	pthread_mutex_lock(&conn_lock);
 	if (conn_max == 0)
 		conn_max = conn_limit();
-	over = conn_open >= conn_max;
+	over = conn_open >= conn_max - conn_max / 8;
 	if (!over)
 		conn_open++;
 	pthread_mutex_unlock(&conn_lock);

@@ -17,11 +17,13 @@
   control_tls.py stall PORT N SECONDS
       N TCP connections that never start a handshake, held SECONDS; prints "open N" once made, then
       "closed K": how many of them the manager had closed by then.
-  control_tls.py idle PORT CA CERT KEY SECONDS
-      one verified connection that sends nothing, held SECONDS; prints "held" once verified.
+  control_tls.py idle PORT CA CERT KEY SECONDS [N]
+      one verified connection that sends nothing, held SECONDS; prints "held" once verified. With N:
+      N of them, and "held H refused R": how many the manager answered at once (refused) or not.
 The manager's certificate is verified against CA; its name (an address) is the CLI's business.
 """
 import json
+import select
 import socket
 import ssl
 import struct
@@ -125,8 +127,14 @@ def main():
         print("closed %d" % closed, flush=True)
     elif mode == "idle":
         port, ca, cert, key, secs = sys.argv[2:7]
-        s = connect(port, ca, cert, key)
-        print("held", flush=True)
+        n = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+        held = [connect(port, ca, cert, key) for _ in range(n)]
+        if n == 1:
+            print("held", flush=True)
+        else:
+            time.sleep(0.5)  # a refusal comes at once, after the handshake
+            refused = len([s for s in held if select.select([s], [], [], 0)[0]])
+            print("held %d refused %d" % (n - refused, refused), flush=True)
         time.sleep(float(secs))
     elif mode == "ask":
         port, ca, cert, key, session = sys.argv[2:7]

@@ -16,11 +16,12 @@ tls_setup() {
 	as_user mkdir -p "$WD/certs"
 	as_user sh -c "echo '# revoked certificates' > '$TLS_DENY'"
 	jq -n --arg repo "$TD/repo" '{"alice-ci": {identities: ["alice"], repos: [$repo]},
-		"bob-ci": {identities: ["bob"], max_connections: 1}, ops: {operator: true}}' >"$TD/principals.json" &&
+		"bob-ci": {identities: ["bob"], max_connections: 1}, ops: {operator: true},
+		"many-ci": {identities: ["alice"], max_connections: 256}}' >"$TD/principals.json" &&
 		as_user cp "$TD/principals.json" "$WD/principals.json"
 	mgr_repo && mgr_start --listen "tls:127.0.0.1:$TLS_PORT" --tls-name "${TLS_NAME:-127.0.0.1}" \
 		--tls-principals "$WD/principals.json" --tls-deny "$TLS_DENY" || return 1
-	for p in alice-ci bob-ci ops; do
+	for p in alice-ci bob-ci ops many-ci; do
 		as_user "$MANAGER" ca issue --principal "$p" --out "$WD/certs/$p" --state-dir "$MSTATE" >"$WD/certs-$p.json" ||
 			bad "ca issue $p failed"
 	done
@@ -267,3 +268,25 @@ test_manager_tls_bounds() {
 	wait "$pid" 2>/dev/null
 }
 t manager_tls_bounds test_manager_tls_bounds
+
+# TLS clients together never take the last eighth of the control connections' cap: the unix
+# socket's peers (the operator's status and resolve) keep room. Under a descriptor limit of 128 the
+# cap is 64, so TLS holds at most 56: of 70 verified idle connections (one principal, within its
+# own bound of 256), 14 are refused, and `status` over the unix socket answers meanwhile. Before,
+# TLS took all 64 and the operator was refused.
+test_manager_tls_unix_room() {
+	local pid i
+	MGR_WRAP=(prlimit --nofile=128:128)
+	tls_setup || return
+	MGR_WRAP=()
+	as_user python3 "$TLS_PY" idle "$TLS_PORT" "$WD/certs/many-ci/ca.crt" "$WD/certs/many-ci/many-ci.crt" \
+		"$WD/certs/many-ci/many-ci.key" 8 70 >"$WD/many.out" &
+	pid=$!
+	for i in $(seq 1 100); do grep -q held "$WD/many.out" 2>/dev/null && break; sleep 0.1; done
+	assert_eq "70 TLS connections of one principal" "held 56 refused 14" "$(cat "$WD/many.out")"
+	mgr status
+	assert_eq "status over the unix socket meanwhile (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+}
+t manager_tls_unix_room test_manager_tls_unix_room
