@@ -237,7 +237,7 @@ echo
 echo "  the agent's steps on those calls (SANDBOX_AGENT_TIMING=1, means, us; each since the previous one):"
 echo "   ${agent_steps:- (no timing lines: the agent log was not found)}"
 
-# --- 1b. 16 sessions in parallel against 16 parallel bare loops -----------------------------------
+# --- 1b. 16 sessions in parallel against 16 parallel loops of the floor ------------------------------
 par=${BENCH_PARALLEL:-16}
 psecs=${BENCH_PARALLEL_SECONDS:-5}
 # par_rate CMD_KIND: calls/s of PAR loops in parallel for PSECS seconds; floor loops run the floor
