@@ -117,8 +117,10 @@ __attribute__((noreturn)) static void command_main(const struct init_context *ct
 	 * command starts with exactly stdin, stdout and stderr. */
 	if (spawn_fds_cloexec_above_stdio(&err) < 0)
 		die_report(ctx->error_fd, "command", &err);
-	/* Seccomp last: it denies calls that the steps above make. */
-	if (seccomp_load_prog(b->seccomp, &err) < 0)
+	/* Seccomp last: it denies calls that the steps above make. A prebuilt init loaded the same
+	 * program into itself before its call existed (init_main()); the command inherited it with the
+	 * clone, and loading it again would only stack a second copy. */
+	if (!ctx->prebuilt && seccomp_load_prog(b->seccomp, &err) < 0)
 		die_report(ctx->error_fd, "command", &err);
 	steptime_mark(STEP_CMD_EXEC);
 	execve(ctx->argv[0], ctx->argv, ctx->envp);
@@ -266,8 +268,20 @@ void init_main(const struct init_context *ctx)
 	parent_death_arm(ctx);
 	steptime_mark(STEP_INIT_DROPPED);
 	/* Prebuilt (prebuilt.h): from here on init holds nothing a call could change but its command
-	 * and environment, which it waits for, unprivileged, with what it bound reported first. */
+	 * and environment, which it waits for, unprivileged, with what it bound reported first.
+	 * It loads the command's seccomp filter into itself first (docs/isolation.md, "The prebuilt
+	 * init loads the command's filter"): the same program the command would load, inherited by
+	 * the command through the clone, never removable; init's own remaining calls (read, write,
+	 * close, clone without CLONE_NEWUSER, wait4, openat, exit_group) are none that it denies. So
+	 * the load is off the call's path, and init itself is under the filter too. no_new_privs is
+	 * what allows the load without privilege (the command sets it again; it stays set). */
 	if (ctx->prebuilt) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+			sb_fail_errno(&err, "setting no_new_privs");
+			die_report(ctx->error_fd, "init", &err);
+		}
+		if (seccomp_load_prog(ctx->b->seccomp, &err) < 0)
+			die_report(ctx->error_fd, "init", &err);
 		if (fd_write_all(ctx->report_fd, &bound, sizeof bound) < 0 || call_receive(ctx, &run) < 0)
 			_exit(INIT_EXIT_SETUP_FAILED);
 		close(ctx->go_fd);

@@ -1,5 +1,7 @@
 /* The command's syscall filter (see seccomp.h). A deny list on top of the other layers: each
- * rule says what it closes. The filter never applies to the agent or init, only to commands. */
+ * rule says what it closes. The filter never applies to the agent, nor to a fresh init; a prebuilt
+ * init (serve's warm path) loads it into itself once it holds no privilege, before its call exists, so
+ * that its command inherits it (init.c init_main(), docs/isolation.md). */
 #include "seccomp.h"
 
 #include <errno.h>

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The agent part of `make bench` (called by scripts/bench.sh): a timing report, not a test.
-#   1. per call: `sandbox-agent exec -- true` beside bare `bash -c true`, in interleaved blocks (the
-#      machine is shared: load hits both alike), wall time and CPU time (user + sys of the children);
+#   1. per call: `sandbox-agent exec -- true` beside bare `bash -c true`, the kernel's floor
+#      (scripts/bench-nsfloor.c) and two anchors, `unshare -Urpf --mount-proc` and bubblewrap with user
+#      and PID namespaces (Codex's per-command sandbox; when bwrap is installed), in interleaved blocks
+#      (the machine is shared: load hits all alike), wall time and CPU time (user + sys of the children);
+#      issue 32's targets are ratios to the floor of this run;
 #   2. where one call goes: the boundary's steps, from the timestamps the agent records
 #      (SANDBOX_AGENT_TIMING=1, sandbox-agent/steptime.h), mean of the calls;
 #   3. memory: the agent's peak RSS (VmHWM) while 1 GiB of output goes through it, by `exec` and by
@@ -67,6 +70,10 @@ block() {
 		bare) for ((i = 0; i < n; i++)); do bash -c true; done ;;
 		agent) for ((i = 0; i < n; i++)); do "$agent" exec --receipt-dir "$rdir" -- true >/dev/null || exit 1; done ;;
 		floor) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor" true || exit 1; done ;;
+		unshare) for ((i = 0; i < n; i++)); do unshare -Urpf --mount-proc bash -c true || exit 1; done ;;
+		bwrap) for ((i = 0; i < n; i++)); do
+			bwrap --unshare-user --unshare-pid --die-with-parent --ro-bind / / --dev /dev --proc /proc \
+				--bind "$PWD" "$PWD" bash -c true || exit 1; done ;;
 		esac
 		e=${EPOCHREALTIME/./}
 		# times: line 2 is the children, "XmY.YYYs XmY.YYYs" (user, sys); into a file, since in a
@@ -83,6 +90,13 @@ echo "sandbox-agent bench: $(uname -r), $(nproc) cores, uid $(id -u), load $(cut
 block bare 10 "" >/dev/null
 block agent 10 "$shm" >/dev/null || { echo "bench-agent: sandbox-agent exec failed:" >&2; "$agent" exec --receipt-dir "$shm" -- true >&2; exit 1; }
 block floor 10 "" >/dev/null || { echo "bench-agent: bench-nsfloor failed:" >&2; "$work/bin/bench-nsfloor" true; exit 1; }
+# The anchors: each one only where it runs here (bwrap may be missing; unshare -U may be refused).
+anchors=()
+for a in unshare bwrap; do
+	block "$a" 2 "" >/dev/null 2>&1 && anchors+=("$a")
+done
+declare -A aw_ ac_
+for a in "${anchors[@]}"; do aw_[$a]=0 ac_[$a]=0; done
 bw=0 bc=0 aw=0 ac=0 dw=0 fw=0 fc=0
 for ((k = 0; k < blocks; k++)); do
 	read -r w c < <(block bare "$runs" "")
@@ -91,9 +105,14 @@ for ((k = 0; k < blocks; k++)); do
 	aw=$((aw + w)) ac=$((ac + c))
 	read -r w c < <(block floor "$runs" "")
 	fw=$((fw + w)) fc=$((fc + c))
+	for a in "${anchors[@]}"; do
+		read -r w c < <(block "$a" "$runs" "")
+		aw_[$a]=$((aw_[$a] + w)) ac_[$a]=$((ac_[$a] + c))
+	done
 done
 read -r dw _ < <(block agent "$runs" "$work/receipts")
 bw=$((bw / blocks)) bc=$((bc / blocks)) aw=$((aw / blocks)) ac=$((ac / blocks)) fw=$((fw / blocks)) fc=$((fc / blocks))
+for a in "${anchors[@]}"; do aw_[$a]=$((aw_[$a] / blocks)) ac_[$a]=$((ac_[$a] / blocks)); done
 echo
 echo "per call ($blocks interleaved blocks of $runs calls; wall and CPU = user + sys of the children):"
 printf '  bash -c true                        wall %6d us   CPU %6d us\n' "$bw" "$bc"
@@ -103,8 +122,23 @@ printf '  sandbox-agent exec -- true          wall %6d us                (x%s wa
 	"$dw" "$(ratio "$dw" "$bw")" "$(df --output=fstype "$work" | tail -1 | tr -d ' ')"
 printf '  the namespaces alone (floor)       wall %6d us   CPU %6d us   (x%s wall, x%s CPU; scripts/bench-nsfloor.c: user, PID, mount ns, /proc)\n' \
 	"$fw" "$fc" "$(ratio "$fw" "$bw")" "$(ratio "$fc" "$bc")"
-r=$(ratio "$aw" "$bw")
-row '`sandbox-agent exec -- true` (receipts on tmpfs)' "x$r wall, x$(ratio "$ac" "$bc") CPU (the namespaces alone: x$(ratio "$fw" "$bw"))" "<= x1.5" "$(met "$r" 1.5)"
+declare -A aname=([unshare]='unshare -Urpf --mount-proc bash -c true' [bwrap]='bwrap (user+PID ns, ro /) bash -c true')
+for a in "${anchors[@]}"; do
+	printf '  %-35s wall %6d us   CPU %6d us   (x%s of the floor wall, x%s CPU; an anchor)\n' \
+		"${aname[$a]}" "${aw_[$a]}" "${ac_[$a]}" "$(ratio "${aw_[$a]}" "$fw")" "$(ratio "${ac_[$a]}" "$fc")"
+done
+# Issue 32's rows: ratios to the floor of this run (the floor's own row carries bare bash).
+r=$(ratio "$aw" "$fw")
+row 'the floor: `bench-nsfloor true` (user, PID, mount ns, /proc; scripts/bench-nsfloor.c)' \
+	"$((fw / 1000)).$(printf %02d $((fw % 1000 / 10))) ms wall, $((fc / 1000)).$(printf %02d $((fc % 1000 / 10))) ms CPU (x$(ratio "$fw" "$bw") / x$(ratio "$fc" "$bc") of bare \`bash -c true\`)" "(the unit)" "-"
+row '`sandbox-agent exec -- true` (cold, one-shot; receipts on tmpfs)' \
+	"x$r of the floor wall, x$(ratio "$ac" "$fc") CPU" "<= x1.2" "$(met "$r" 1.2)"
+for a in "${anchors[@]}"; do
+	# Wall only: bwrap's process inside the PID namespace is not a waited child of the shell, so its
+	# CPU is not in the shell's children's times.
+	row "anchor: ${aname[$a]}" "x$(ratio "${aw_[$a]}" "$fw") of the floor wall" "(anchor)" "-"
+done
+[ "${#anchors[@]}" = 2 ] || row "anchor: bubblewrap or unshare" "not run here (not installed, or refused)" "(anchor)" "-"
 
 # --- 2. where one call goes ------------------------------------------------------------------------
 echo

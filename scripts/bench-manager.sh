@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The manager part of `make bench` (called by scripts/bench.sh): a timing report, not a test.
-#   1. per call, bare and boxed interleaved (BENCH_ROUNDS blocks each): bare `bash -c true`,
+#   1. per call, bare and boxed interleaved (BENCH_ROUNDS blocks each): bare `bash -c true`, the
+#      kernel's floor (scripts/bench-nsfloor.c: issue 32's targets are ratios to it),
 #      `sandbox-manager version` (the client's start alone), `sandbox-manager exec -- true` on a warm
 #      sandbox, and a warm MCP `bash` call (scripts/bench-mcp.py: one client of `sandbox-manager mcp`,
 #      sequential calls); wall time and CPU time (user+sys of the client, the daemon and the session's
 #      agent, which reaps the command); then where a call's time goes inside the daemon (its step
 #      clock, sandbox_manager_call_step_seconds) and the agent's own measure (the records);
-#   1b. BENCH_PARALLEL (16) sessions in parallel beside as many parallel loops of bare `bash -c true`
-#      (bare, boxed, bare), calls/s each; then the rows of issue 18's table in its form,
+#   1b. BENCH_PARALLEL (16) sessions in parallel beside as many parallel loops of the floor program
+#      (floor, boxed, floor), calls/s each; then the rows of issue 32's table in its form,
 #      "| path | measured | target | met? |", and as "path|measured|target|met" lines appended to
 #      $BENCH_TABLE when it is set (scripts/bench.sh prints one table of every part's rows);
 #   2. throughput: 1, 8 and 64 sessions in parallel, each created beforehand and warmed with one call,
@@ -70,6 +71,10 @@ cpu_snap() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5 + $6
 mkdir -p "$STATE"
 chmod 700 "$STATE"
 bench_repo "$work/repo"
+# The kernel's floor (scripts/bench-nsfloor.c), the unit of issue 32's targets.
+cc -O2 -static -Wall -Wextra -Werror -o "$work/bench-nsfloor" "$here/scripts/bench-nsfloor.c" ||
+	die "cannot build scripts/bench-nsfloor.c"
+floor=$work/bench-nsfloor
 
 # The agents' step clock on (SANDBOX_AGENT_TIMING=1, passed on by the manager): one line per exec in
 # each agent's log, timestamps only, for "the agent's steps" below.
@@ -151,12 +156,15 @@ python3 "$here/scripts/bench-mcp.py" "$manager" "$s" 3 >/dev/null || die "the MC
 rounds=${BENCH_ROUNDS:-4}
 per=$(((runs + rounds - 1) / rounds))
 declare -A wall cpu
-for k in bare version cli mcp; do wall[$k]=0 cpu[$k]=0; done
+for k in bare floor version cli mcp; do wall[$k]=0 cpu[$k]=0; done
 steps0=$(mgr metrics)
 for ((r = 0; r < rounds; r++)); do
 	read -r w c <<<"$(loop_cpu "$bound" "$per" bash -c true)"
 	[ "$w" != fail ] || die "bash -c true failed"
 	wall[bare]=$((wall[bare] + w)) cpu[bare]=$((cpu[bare] + c))
+	read -r w c <<<"$(loop_cpu "$bound" "$per" "$floor" true)"
+	[ "$w" != fail ] || die "bench-nsfloor failed"
+	wall[floor]=$((wall[floor] + w)) cpu[floor]=$((cpu[floor] + c))
 	read -r w c <<<"$(loop_cpu "$bound" "$per" "$manager" version)"
 	[ "$w" != fail ] || die "sandbox-manager version failed"
 	wall[version]=$((wall[version] + w)) cpu[version]=$((cpu[version] + c))
@@ -170,17 +178,19 @@ for ((r = 0; r < rounds; r++)); do
 	wall[mcp]=$((wall[mcp] + w)) cpu[mcp]=$((cpu[mcp] + c + o))
 done
 steps1=$(mgr metrics)
-for k in bare version cli mcp; do wall[$k]=$((wall[$k] / rounds)) cpu[$k]=$((cpu[$k] / rounds)); done
+for k in bare floor version cli mcp; do wall[$k]=$((wall[$k] / rounds)) cpu[$k]=$((cpu[$k] / rounds)); done
 ncalls=$((rounds * per * 2))
 echo
 echo "per call (mean of $rounds interleaved rounds of $per calls; wall, and CPU = user+sys of client, daemon and agent):"
 printf '  %-44s %7d us wall %7d us CPU\n' "bash -c true" "${wall[bare]}" "${cpu[bare]}"
+printf '  %-44s %7d us wall %7d us CPU   (x%s wall: the unit of issue 32'"'"'s targets)\n' "the floor (bench-nsfloor true)" \
+	"${wall[floor]}" "${cpu[floor]}" "$(ratio "${wall[floor]}" "${wall[bare]}")"
 printf '  %-44s %7d us wall %7d us CPU   (x%s wall: the client'"'"'s start)\n' "sandbox-manager version" \
 	"${wall[version]}" "${cpu[version]}" "$(ratio "${wall[version]}" "${wall[bare]}")"
-printf '  %-44s %7d us wall %7d us CPU   (x%s wall, x%s CPU)\n' "sandbox-manager exec -- true (warm)" \
-	"${wall[cli]}" "${cpu[cli]}" "$(ratio "${wall[cli]}" "${wall[bare]}")" "$(ratio "${cpu[cli]}" "${cpu[bare]}")"
-printf '  %-44s %7d us wall %7d us CPU   (x%s wall, x%s CPU)\n' "MCP bash {\"command\":\"true\"} (warm)" \
-	"${wall[mcp]}" "${cpu[mcp]}" "$(ratio "${wall[mcp]}" "${wall[bare]}")" "$(ratio "${cpu[mcp]}" "${cpu[bare]}")"
+printf '  %-44s %7d us wall %7d us CPU   (x%s wall, x%s CPU of the floor)\n' "sandbox-manager exec -- true (warm)" \
+	"${wall[cli]}" "${cpu[cli]}" "$(ratio "${wall[cli]}" "${wall[floor]}")" "$(ratio "${cpu[cli]}" "${cpu[floor]}")"
+printf '  %-44s %7d us wall %7d us CPU   (x%s wall, x%s CPU of the floor)\n' "MCP bash {\"command\":\"true\"} (warm)" \
+	"${wall[mcp]}" "${cpu[mcp]}" "$(ratio "${wall[mcp]}" "${wall[floor]}")" "$(ratio "${cpu[mcp]}" "${cpu[floor]}")"
 printf '  %-44s %7d us   (starts the sandbox: %s ms, target <= 20 ms, issue 32; one call: bench-agent.sh takes the median)\n' \
 	"sandbox-manager exec -- true (first, cold)" "$cold" "$(awk -v c="$cold" 'BEGIN { printf "%.1f", c / 1000 }')"
 # Where a warm call's time goes, inside the daemon: its step clock (metrics.c, microseconds) over
@@ -227,11 +237,11 @@ echo
 echo "  the agent's steps on those calls (SANDBOX_AGENT_TIMING=1, means, us; each since the previous one):"
 echo "   ${agent_steps:- (no timing lines: the agent log was not found)}"
 
-# --- 1b. 16 sessions in parallel against 16 parallel bare loops -----------------------------------
+# --- 1b. 16 sessions in parallel against 16 parallel loops of the floor ------------------------------
 par=${BENCH_PARALLEL:-16}
 psecs=${BENCH_PARALLEL_SECONDS:-5}
-# par_rate CMD_KIND: calls/s of PAR loops in parallel for PSECS seconds; bare loops run bash -c true,
-# boxed ones each call their own session.
+# par_rate CMD_KIND: calls/s of PAR loops in parallel for PSECS seconds; floor loops run the floor
+# program (bench-nsfloor true), boxed ones each call their own session.
 par_rate() {
 	local kind=$1 i p start until n=0 pids=() dir
 	dir=$work/par-$kind
@@ -240,8 +250,8 @@ par_rate() {
 	until=$((start + psecs * 1000000))
 	for ((i = 0; i < par; i++)); do
 		: >"$dir/$i"
-		if [ "$kind" = bare ]; then
-			set -- bash -c true
+		if [ "$kind" = floor ]; then
+			set -- "$floor" true
 		else
 			set -- "$manager" exec --session "${sessions[i]}" -- true
 		fi
@@ -260,29 +270,31 @@ par_rate() {
 	awk -v n="$n" -v us=$(($(now_us) - start)) 'BEGIN { printf "%.1f", n / (us / 1e6) }'
 }
 echo
-echo "$par sessions in parallel, calls of true back to back for $psecs s, beside $par parallel loops of bash -c true:"
+echo "$par sessions in parallel, calls of true back to back for $psecs s, beside $par parallel loops of the floor (bench-nsfloor true):"
 new_sessions "$par"
-r_bare1=$(par_rate bare)
+r_floor1=$(par_rate floor)
 r_box=$(par_rate boxed)
-r_bare2=$(par_rate bare)
-r_bare=$(awk -v a="$r_bare1" -v b="$r_bare2" 'BEGIN { printf "%.1f", (a + b) / 2 }')
-printf '  bare: %s and %s calls/s; sandbox-manager exec: %s calls/s (%s of bare)\n' "$r_bare1" "$r_bare2" "$r_box" \
-	"$(awk -v a="$r_box" -v b="$r_bare" 'BEGIN { printf "%.2f", a / b }')"
+r_floor2=$(par_rate floor)
+r_floor=$(awk -v a="$r_floor1" -v b="$r_floor2" 'BEGIN { printf "%.1f", (a + b) / 2 }')
+printf '  floor: %s and %s calls/s; sandbox-manager exec: %s calls/s (%s of the floor)\n' "$r_floor1" "$r_floor2" "$r_box" \
+	"$(awk -v a="$r_box" -v b="$r_floor" 'BEGIN { printf "%.2f", a / b }')"
 
-# --- the table (scripts/bench.sh prints one for every row of issue 18) ------------------------------
+# --- the table (scripts/bench.sh prints one for every row of issue 32) ------------------------------
 row() { # row PATH MEASURED TARGET OK: one "path|measured|target|met" line
 	printf '%s|%s|%s|%s\n' "$1" "$2" "$3" "$( [ "$4" = 1 ] && echo yes || echo no)"
 }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }' && echo 1 || echo 0; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }' && echo 1 || echo 0; }
-x_mcp=$(ratio "${wall[mcp]}" "${wall[bare]}") x_cli=$(ratio "${wall[cli]}" "${wall[bare]}")
-x_par=$(awk -v a="$r_box" -v b="$r_bare" 'BEGIN { printf "%.2f", a / b }')
+# Issue 32's rows: ratios to the floor measured in the same interleaved rounds.
+x_mcp=$(ratio "${wall[mcp]}" "${wall[floor]}") x_cli=$(ratio "${wall[cli]}" "${wall[floor]}")
+x_par=$(awk -v a="$r_box" -v b="$r_floor" 'BEGIN { printf "%.2f", a / b }')
+ms() { echo "$(($1 / 1000)).$(printf %03d $(($1 % 1000))) ms"; }
 rows=$(
 	row 'a warm MCP `bash` call (`sandbox-manager mcp`, one client, sequential calls)' \
-		"x$x_mcp ($((wall[mcp] / 1000)).$(printf %03d $((wall[mcp] % 1000))) ms; CPU x$(ratio "${cpu[mcp]}" "${cpu[bare]}"))" '<= x1.5' "$(le "$x_mcp" 1.5)"
+		"x$x_mcp of the floor ($(ms "${wall[mcp]}") vs $(ms "${wall[floor]}"); CPU x$(ratio "${cpu[mcp]}" "${cpu[floor]}"))" '<= x1.25' "$(le "$x_mcp" 1.25)"
 	row 'a warm `sandbox-manager exec` (CLI)' \
-		"x$x_cli ($((wall[cli] / 1000)).$(printf %03d $((wall[cli] % 1000))) ms; CPU x$(ratio "${cpu[cli]}" "${cpu[bare]}"))" '<= x2.5' "$(le "$x_cli" 2.5)"
-	row "$par sessions in parallel, calls/s vs $par parallel bare loops" "$x_par ($r_box vs $r_bare calls/s)" '>= 0.6' "$(ge "$x_par" 0.6)"
+		"x$x_cli of the floor ($(ms "${wall[cli]}"); CPU x$(ratio "${cpu[cli]}" "${cpu[floor]}"))" '<= x1.5' "$(le "$x_cli" 1.5)"
+	row "$par sessions in parallel, calls/s vs $par parallel loops of the floor" "$x_par ($r_box vs $r_floor calls/s)" '>= 0.8' "$(ge "$x_par" 0.8)"
 )
 echo
 echo "| path | measured | target | met? |"

@@ -10,6 +10,8 @@
 # `open` of the process backend's sandboxes (manager/backend/process_net.c).
 # python3-yaml: test_backend_kubernetes reads deploy/kubernetes/*.yaml (the NetworkPolicy's selectors
 # against the labels the backend sets).
+# bubblewrap: an anchor of `make bench` only (bubblewrap with user and PID namespaces, beside the
+# kernel's floor; scripts/bench-agent.sh), never used by the project itself.
 # libmicrohttpd-dev: the manager's HTTP listeners (the metrics listener, manager/core/metrics_http.c;
 # `mcp --http`, manager/front/mcp_http.c; issue 28's egress proxy), linked into the daemon only.
 set -euo pipefail
@@ -20,7 +22,7 @@ packages=(
 	libcurl4-openssl-dev libsqlite3-dev libpq-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
 	git jq util-linux procps passwd iproute2 nodejs python3 python3-yaml openssl
 	podman runc uidmap debootstrap curl
-	sqlite3 systemd postgresql-15 slirp4netns
+	sqlite3 systemd postgresql-15 slirp4netns bubblewrap
 )
 
 missing=()

@@ -1732,6 +1732,81 @@ static void test_prebuilt_cwd_replaced(void **state)
 	agent_close(c);
 }
 
+/* "Seccomp:" and "Seccomp_filters:" of /proc/PID/status, or -1 each when the line is missing. */
+static void seccomp_status(pid_t pid, int *mode, int *filters)
+{
+	char path[64], text[4096], *p;
+	ssize_t n;
+	int fd;
+
+	*mode = *filters = -1;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	n = read(fd, text, sizeof text - 1);
+	close(fd);
+	assert_true(n > 0);
+	text[n] = '\0';
+	if ((p = strstr(text, "\nSeccomp:")) != NULL)
+		*mode = atoi(p + strlen("\nSeccomp:"));
+	if ((p = strstr(text, "\nSeccomp_filters:")) != NULL)
+		*filters = atoi(p + strlen("\nSeccomp_filters:"));
+}
+
+/* The prebuilt init loads the command's filter into itself before its call exists (init.c, docs/isolation.md):
+ * the waiting init is already filtered, and the command it starts runs under exactly that one filter, which
+ * still denies what it denies (a nested user namespace, ptrace of init). Fails if init stops loading it
+ * while the command skips its own load (the command unfiltered), or if both load it (two filters). */
+static void test_prebuilt_filtered_before_call(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	int mode, filters;
+	pid_t init;
+
+	assert_string_equal(exec_in(f, c, "pb-filter-1", f->work, "true"), "");
+	init = prebuilt_wait(f);
+	seccomp_status(init, &mode, &filters);
+	assert_int_equal(mode, 2);
+	assert_int_equal(filters, 1);
+	assert_string_equal(exec_in(f, c, "pb-filter-2", f->work,
+				    "grep -E '^Seccomp(_filters)?:' /proc/self/status | tr -d '\\t'; "
+				    "unshare -U true 2>/dev/null && echo userns; "
+				    "grep -q '^Seccomp:.*2' /proc/1/status && echo init-filtered"),
+			    "Seccomp:2\nSeccomp_filters:1\ninit-filtered\n");
+	log_expect(f, "exec pb-filter-2: on the prebuilt init");
+	agent_close(c);
+}
+
+/* The escape programs against a prebuilt init, whose filter was loaded before its call (agent_prebuilt.sh
+ * passes ESCAPE_DIR and ESCAPE_GUARD; agent_boundary.sh runs the same programs through one-shot exec):
+ * init's signals, ptrace, /proc files, scheduling and limits, and the denied syscalls, each probe as
+ * there. Their last line counts the probes that did not hold. */
+static void test_prebuilt_escapes(void **state)
+{
+	struct fixture *f = *state;
+	const char *dir = getenv("ESCAPE_DIR"), *guard = getenv("ESCAPE_GUARD");
+	static const char *const programs[] = { "attack_init", "attack_syscalls" };
+	struct agent_conn *c;
+
+	if (dir == NULL || guard == NULL || dir[0] == '\0')
+		skip();
+	c = conn_open(f);
+	assert_string_equal(exec_in(f, c, "pb-esc-0", f->work, "true"), "");
+	for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+		char cmd[1024], id[32], want[96];
+
+		prebuilt_wait(f);
+		snprintf(id, sizeof id, "pb-esc-%zu", i + 1);
+		snprintf(cmd, sizeof cmd, "%s/%s %s | tail -n 1", dir, programs[i], guard);
+		snprintf(want, sizeof want, "%s failures=0\n", programs[i]);
+		assert_string_equal(exec_in(f, c, id, f->work, cmd), want);
+		snprintf(want, sizeof want, "exec %s: on the prebuilt init", id);
+		log_expect(f, want);
+	}
+	agent_close(c);
+}
+
 /* The prebuilt init killed while it waits: the next call builds afresh, says so, and succeeds. */
 static void test_prebuilt_killed(void **state)
 {
@@ -1813,6 +1888,8 @@ int main(void)
 		cmocka_unit_test(test_prebuilt_fresh_each_call),
 		cmocka_unit_test(test_prebuilt_cwd_changed),
 		cmocka_unit_test(test_prebuilt_cwd_replaced),
+		cmocka_unit_test(test_prebuilt_filtered_before_call),
+		cmocka_unit_test(test_prebuilt_escapes),
 		cmocka_unit_test(test_prebuilt_killed),
 		cmocka_unit_test(test_prebuilt_mounts_between_calls),
 	};
