@@ -17,7 +17,7 @@
 #   5. the pause image from build/pause/linux/pause.c (static), as a docker-archive tarball.
 #   6. kube-proxy (cmd/kube-proxy, static), under its OWN stamp (.kube-proxy-$proxy_recipe): a cache
 #      that already holds the four binaries above (stamp .complete-$recipe) gets only this one built
-#      (the source is fetched again, about 3 min); a fresh cache gets all five from one source tree.
+#      (the source is fetched again, about 4 min); a fresh cache gets all five from one source tree.
 #      It runs in iptables mode inside the node (scripts/cluster/node.sh), with the host's iptables
 #      and conntrack (Debian packages iptables, conntrack).
 # Root only. Prints the cache directory on its last line.
@@ -137,7 +137,7 @@ sed -i 's#^github.com/modern-go/reflect2 v1.0.1$#github.com/modern-go/reflect2 v
 sed -i 's#github.com/modern-go/reflect2 v1.0.1#github.com/modern-go/reflect2 v1.0.2#' "$src/go.mod"
 
 # ---- 4. (and 6.) build ----
-echo "cluster-build: building ${bins[*]} (about 5 min for all, 3 for kube-proxy alone)" >&2
+echo "cluster-build: building ${bins[*]} (about 5 min for all, 4 for kube-proxy alone)" >&2
 what=
 for b in "${bins[@]}"; do what+=" cmd/$b"; done
 t_make=$(date +%s)
