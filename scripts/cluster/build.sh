@@ -15,6 +15,11 @@
 #   4. make WHAT="cmd/kube-apiserver cmd/kubelet cmd/kube-scheduler cmd/kube-controller-manager",
 #      static (CGO_ENABLED=0); about 4.5 min on 2 cores, 2.7 GB of scratch, removed afterwards.
 #   5. the pause image from build/pause/linux/pause.c (static), as a docker-archive tarball.
+#   6. kube-proxy (cmd/kube-proxy, static), under its OWN stamp (.kube-proxy-$proxy_recipe): a cache
+#      that already holds the four binaries above (stamp .complete-$recipe) gets only this one built
+#      (the source is fetched again, about 4 min); a fresh cache gets all five from one source tree.
+#      It runs in iptables mode inside the node (scripts/cluster/node.sh), with the host's iptables
+#      and conntrack (Debian packages iptables, conntrack).
 # Root only. Prints the cache directory on its last line.
 set -euo pipefail
 
@@ -32,7 +37,9 @@ die() {
 [ "$(id -u)" -eq 0 ] || die "must run as root (it installs Debian packages and writes $cache); run: sudo make cluster"
 
 stamp=$cache/.complete-$recipe
-if [ -f "$stamp" ]; then
+proxy_recipe=1 # bump when step 6 changes
+proxy_stamp=$cache/.kube-proxy-$proxy_recipe
+if [ -f "$stamp" ] && [ -f "$proxy_stamp" ]; then
 	echo "$cache"
 	exit 0
 fi
@@ -41,10 +48,16 @@ mkdir -p "$cache"
 # One build at a time per cache (two clones running `make cluster` at once).
 exec 9>"$cache/.lock"
 flock 9
-if [ -f "$stamp" ]; then
+if [ -f "$stamp" ] && [ -f "$proxy_stamp" ]; then
 	echo "$cache"
 	exit 0
 fi
+# What this run builds: the four binaries (and etcd, containerd, pause) unless their stamp is there,
+# kube-proxy unless its own stamp is.
+main_bins=(kube-apiserver kubelet kube-scheduler kube-controller-manager)
+bins=()
+[ -f "$stamp" ] || bins+=("${main_bins[@]}")
+[ -f "$proxy_stamp" ] || bins+=(kube-proxy)
 
 export DEBIAN_FRONTEND=noninteractive
 t0=$(date +%s)
@@ -55,7 +68,7 @@ for p in golang-go dpkg-dev gcc libc6-dev rsync curl util-linux; do
 	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
 	[ "$status" = installed ] || need+=("$p")
 done
-for p in runc containernetworking-plugins; do
+for p in runc containernetworking-plugins iptables conntrack; do
 	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
 	[ "$status" = installed ] || need+=("$p")
 done
@@ -90,16 +103,19 @@ apt-get "${papt[@]}" update -qq
 
 # ---- daemons and sources that are unpacked, not installed ----
 cd "$work"
-apt-get "${papt[@]}" download etcd-server containerd golang-github-modern-go-reflect2-dev >/dev/null
-mkdir -p "$work/root"
-for deb in etcd-server_*.deb containerd_*.deb golang-github-modern-go-reflect2-dev_*.deb; do
-	dpkg -x "$deb" "$work/root"
-done
-mkdir -p "$cache/bin"
-install -m 0755 "$work/root/usr/bin/etcd" "$cache/bin/etcd"
-for b in containerd containerd-shim-runc-v2 ctr; do
-	install -m 0755 "$work/root/usr/bin/$b" "$cache/bin/$b"
-done
+mkdir -p "$work/root" "$cache/bin"
+apt-get "${papt[@]}" download golang-github-modern-go-reflect2-dev >/dev/null
+dpkg -x golang-github-modern-go-reflect2-dev_*.deb "$work/root"
+if [ ! -f "$stamp" ]; then
+	apt-get "${papt[@]}" download etcd-server containerd >/dev/null
+	for deb in etcd-server_*.deb containerd_*.deb; do
+		dpkg -x "$deb" "$work/root"
+	done
+	install -m 0755 "$work/root/usr/bin/etcd" "$cache/bin/etcd"
+	for b in containerd containerd-shim-runc-v2 ctr; do
+		install -m 0755 "$work/root/usr/bin/$b" "$cache/bin/$b"
+	done
+fi
 
 # ---- 2. the kubernetes source ----
 echo "cluster-build: apt-get source kubernetes" >&2
@@ -120,30 +136,37 @@ sed -i 's#^github.com/modern-go/reflect2 v1.0.1$#github.com/modern-go/reflect2 v
 	"$src/vendor/modules.txt"
 sed -i 's#github.com/modern-go/reflect2 v1.0.1#github.com/modern-go/reflect2 v1.0.2#' "$src/go.mod"
 
-# ---- 4. build ----
-echo "cluster-build: building kube-apiserver kubelet kube-scheduler kube-controller-manager (about 5 min)" >&2
+# ---- 4. (and 6.) build ----
+echo "cluster-build: building ${bins[*]} (about 5 min for all, 4 for kube-proxy alone)" >&2
+what=
+for b in "${bins[@]}"; do what+=" cmd/$b"; done
+t_make=$(date +%s)
 (
 	cd "$src"
 	export GOPATH=$src/.go GOCACHE=$work/gocache CGO_ENABLED=0
-	make WHAT="cmd/kube-apiserver cmd/kubelet cmd/kube-scheduler cmd/kube-controller-manager"
+	make WHAT="${what# }"
 ) >"$work/make.log" 2>&1 || {
 	tail -n 40 "$work/make.log" >&2
 	die "the Kubernetes build failed"
 }
-for b in kube-apiserver kubelet kube-scheduler kube-controller-manager; do
+echo "cluster-build: make took $(($(date +%s) - t_make)) s" >&2
+for b in "${bins[@]}"; do
 	f=$(find "$src/_output" -type f -name "$b" -perm -u+x | head -n1)
 	[ -n "$f" ] || die "the build produced no $b"
 	install -m 0755 "$f" "$cache/bin/$b"
 done
 
 # ---- 5. the pause image ----
-pause_dir=$work/pause
-mkdir -p "$pause_dir/rootfs"
-gcc -Os -static -DVERSION=v3.4-infra-sandbox -o "$pause_dir/rootfs/pause" "$src/build/pause/linux/pause.c"
-strip "$pause_dir/rootfs/pause" 2>/dev/null || true
-cp "$src/build/pause/linux/pause.c" "$cache/pause.c"
-echo "$k8s_version" >"$cache/version"
+if [ ! -f "$stamp" ]; then
+	pause_dir=$work/pause
+	mkdir -p "$pause_dir/rootfs"
+	gcc -Os -static -DVERSION=v3.4-infra-sandbox -o "$pause_dir/rootfs/pause" "$src/build/pause/linux/pause.c"
+	strip "$pause_dir/rootfs/pause" 2>/dev/null || true
+	cp "$src/build/pause/linux/pause.c" "$cache/pause.c"
+	echo "$k8s_version" >"$cache/version"
+	install -m 0755 "$pause_dir/rootfs/pause" "$cache/bin/pause"
+	touch "$stamp"
+fi
 echo "cluster-build: built in $(($(date +%s) - t0)) s" >&2
-install -m 0755 "$pause_dir/rootfs/pause" "$cache/bin/pause"
-touch "$stamp"
+touch "$proxy_stamp"
 echo "$cache"

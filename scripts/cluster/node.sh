@@ -75,7 +75,7 @@ wait_for etcd 30 curl -sf http://127.0.0.1:2379/health
 
 start kube-apiserver kube-apiserver \
 	--etcd-servers=http://127.0.0.1:2379 \
-	--bind-address=127.0.0.1 --secure-port=6443 --insecure-port=0 --advertise-address=10.250.0.1 \
+	--bind-address=0.0.0.0 --secure-port=6443 --insecure-port=0 --advertise-address=10.250.0.1 \
 	--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
 	--client-ca-file="$pki/ca.crt" \
 	--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
@@ -126,6 +126,11 @@ start kubelet kubelet \
 	--hostname-override=localhost --node-ip=10.250.0.1 \
 	--pod-infra-container-image=infra-sandbox/pause:3.4 \
 	--feature-gates=ProcMountType=true
+
+# kube-proxy (iptables mode): the Services' rules in THIS network namespace's nat table only (the
+# host's tables are another namespace's), so that a pod reaches a Service's cluster IP, the
+# `kubernetes` Service (10.0.0.1:443 -> the API server at 10.250.0.1:6443) among them.
+start kube-proxy kube-proxy --config="$state/kube-proxy.yaml"
 
 echo ready >"$state/node.ready"
 # PID 1 reaps what is reparented to it (the shims) until SIGTERM.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `make cluster`: a real single-node Kubernetes (1.20.2, Debian's source) on this machine, for the
 # Kubernetes backend's tests. etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd
-# (CRI, runc) and the kubelet all run in the cluster's OWN network namespace ($CLUSTER_NETNS): the API
-# server listens on 127.0.0.1 of that namespace, the pods' CNI bridge lives there, nothing is bound to
-# or routed from a host address. They also run in a private mount namespace and their own PID
+# (CRI, runc), the kubelet and kube-proxy all run in the cluster's OWN network namespace
+# ($CLUSTER_NETNS): the API server listens on that namespace's addresses (127.0.0.1 for the
+# kubeconfigs, the node's 10.250.0.1 for pods, through the `kubernetes` Service 10.0.0.1:443 that
+# kube-proxy's iptables rules in the namespace route), the pods' CNI bridge lives there, nothing is
+# bound to or routed from a host address. They also run in a private mount namespace and their own PID
 # namespace, so `make cluster-down` (scripts/cluster/down.sh) ends all of them, the shims and the pods
 # by ending the one PID it recorded.
 #
@@ -38,6 +40,10 @@ cache=$(bash "$repo/scripts/cluster/build.sh" | tail -n1)
 
 command -v podman >/dev/null || die "podman is missing (the sandbox image lives in root's podman storage): scripts/deps.sh"
 command -v jq >/dev/null || die "jq is missing: scripts/deps.sh"
+# kube-proxy's tools (build.sh installs them with the binaries)
+for t in iptables iptables-restore conntrack; do
+	command -v "$t" >/dev/null || die "$t is missing (kube-proxy needs it): apt-get install iptables conntrack"
+done
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$repo/tests/podman/containers.conf}
 if ! podman image exists "$image"; then
 	echo "cluster: $image is not in root's podman storage; building it (make image)" >&2
@@ -89,6 +95,8 @@ cert apiserver-kubelet kube-apiserver-kubelet-client system:masters
 cert kubelet system:node:localhost system:nodes
 cert controller-manager system:kube-controller-manager ""
 cert scheduler system:kube-scheduler ""
+# kube-proxy's user: the default ClusterRoleBinding system:node-proxier names it
+cert kube-proxy system:kube-proxy ""
 ossl genrsa -out "$pki/sa.key" 2048
 ossl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
 chmod 0600 "$pki"/*.key
@@ -120,6 +128,7 @@ kubeconfig "$state/admin.kubeconfig" admin
 kubeconfig "$state/kubelet.kubeconfig" kubelet
 kubeconfig "$state/controller-manager.kubeconfig" controller-manager
 kubeconfig "$state/scheduler.kubeconfig" scheduler
+kubeconfig "$state/kube-proxy.kubeconfig" kube-proxy
 
 # ---- images: docker-archive tarballs for `ctr images import` ----
 podman save --quiet --format docker-archive -o "$state/images/agent.tar" "$image"
@@ -231,6 +240,34 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 EOF
 
+# kube-proxy: iptables mode in the cluster's namespace. masqueradeAll: a pod's connection to a
+# Service whose endpoint is a pod on the same bridge is SNATed to the bridge's address, so that the
+# answer comes back through the namespace's conntrack (and not straight over the bridge, which would
+# need br_netfilter's bridge-nf-call-iptables). No conntrack sysctls (0s: left as they are: some are
+# the host's), no OOM score change (the machine lacks CAP_SYS_RESOURCE), its ports on 127.0.0.1.
+cat >"$state/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: "$state/kube-proxy.kubeconfig"
+mode: iptables
+hostnameOverride: localhost
+bindAddress: 10.250.0.1
+clusterCIDR: 10.251.0.0/24
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+oomScoreAdj: 0
+iptables:
+  masqueradeAll: true
+  syncPeriod: 30s
+  minSyncPeriod: 0s
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+EOF
+
 # ---- the network namespace: loopback, and an interface for the node IP (the kubelet refuses a
 # loopback one). Nothing connects it to the host. ----
 ip netns add "$netns"
@@ -240,6 +277,9 @@ ip netns exec "$netns" ip link add node0 type veth peer name node1
 ip netns exec "$netns" ip addr add 10.250.0.1/24 dev node0
 ip netns exec "$netns" ip link set node1 up
 ip netns exec "$netns" ip link set node0 up
+# The Service range (10.0.0.0/24) via the node's interface: the namespace's own connections to a
+# cluster IP need a route before kube-proxy's OUTPUT rules rewrite them (pods route by their gateway).
+ip netns exec "$netns" ip route add 10.0.0.0/24 dev node0
 
 # ---- start: PID 1 of a new PID namespace, inside the netns and a private mount namespace ----
 setsid nsenter --net="/run/netns/$netns" unshare --pid --fork --mount --propagation private --mount-proc \
@@ -271,7 +311,11 @@ api() { ip netns exec "$netns" curl -sf --cacert "$pki/ca.crt" --cert "$pki/admi
 ok=
 for _ in $(seq 1 120); do
 	ready=$(api /api/v1/nodes/localhost 2>/dev/null | jq -r '.status.conditions[]? | select(.type=="Ready") | .status' || true)
-	if [ "$ready" = True ] && api /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1; then
+	# ... and the `kubernetes` Service routes (kube-proxy's rules: the namespace's own connections
+	# pass the same nat rules as the pods')
+	if [ "$ready" = True ] && api /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1 &&
+		ip netns exec "$netns" curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+			https://10.0.0.1:443/readyz >/dev/null 2>&1; then
 		ok=1
 		break
 	fi

@@ -98,4 +98,8 @@ t kubernetes_pod_deleted test_kubernetes_pod_deleted
 t kubernetes_container_killed test_kubernetes_container_killed
 t kubernetes_agent_unreachable test_kubernetes_agent_unreachable
 t kubernetes_idle test_kubernetes_idle
+# Two managers from deploy/kubernetes behind their Service, their pod deleted and killed mid-call
+# (manager_kubernetes_managers.sh); the images are built from this run's binaries (about a minute
+# with the root filesystems cached in build/image/).
+IT_TEST_DEADLINE=600 t kubernetes_managers test_kubernetes_managers
 t cluster_down test_cluster_down
