@@ -238,6 +238,9 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+# A changed ConfigMap or Secret reaches its pods at a pod's next sync (kubernetes_managers revokes a
+# certificate through the deny list's ConfigMap): every 10 s here, 1 min by default.
+syncFrequency: 10s
 EOF
 
 # kube-proxy: iptables mode in the cluster's namespace. masqueradeAll: a pod's connection to a

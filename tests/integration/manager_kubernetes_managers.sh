@@ -10,8 +10,9 @@
 # deleted with --grace-period=0 --force mid-call, and (second case) the owner's process killed with
 # SIGKILL mid-call: the call ends exited or uncertain, ran once (a marker file in the worktree counts
 # the runs), the session goes on on a new sandbox pod, the old one proven gone by its UID, the records
-# neither lost nor duplicated; a client without a certificate, with another CA's or with a principal
-# of another identity is refused through the Service, and nothing is recorded. Root only, through
+# neither lost nor duplicated; a client without a certificate, with another CA's, with a principal
+# of another identity or (at the end) revoked by the deny list is refused through the Service, and
+# nothing is recorded. Root only, through
 # CLUSTER_NET (manager_kubernetes.sh's k8s_cluster); registered in cluster_smoke.sh. Everything is in
 # the namespace kmgr-<pid> and the PersistentVolume of the same name, both deleted at the end.
 
@@ -370,5 +371,35 @@ test_kubernetes_managers() {
 		assert_eq "records of $sid at the end" "$n" "$(jr '.records | length')"
 		assert_eq "distinct records of $sid" "$n" "$(jr '[.records[] | .exec_id] | unique | length')"
 	done
+
+	# a revoked certificate: the deny list changed as an operator does (certs.sh again, with
+	# OUTDIR/deny), the ConfigMap reaches the pods at the kubelet's next sync (the test cluster's is
+	# 10 s), each manager reloads the list within a second: alice-ci is refused through the Service,
+	# and nothing is recorded
+	km_revoke "$s1" || return
 	echo "kubernetes_managers: $((SECONDS - t_all)) s in all"
+}
+
+# km_revoke SESSION: alice-ci revoked by principal; her next call refused within 120 s, unrecorded.
+km_revoke() {
+	local n_before i
+	km_client ops "$KM_SVC" records --session "$1" --limit 100
+	n_before=$(jr '.records | length')
+	echo "principal alice-ci" >>"$TD/certs/deny"
+	NAMESPACE=$KM_NS KUBECTL="${K8S_NET_CMD[*]} kubectl --kubeconfig $K8S_KUBECONFIG" SANDBOX_MANAGER=$MANAGER \
+		bash "$KM_DEPLOY/certs.sh" "$TD/principals.json" "$TD/certs" >>"$TD/certs.log" 2>&1 ||
+		{ bad "certs.sh with the deny list: $(tail -n 3 "$TD/certs.log")"; return 1; }
+	for i in $(seq 1 60); do
+		km_client alice "$KM_SVC" session show --session "$1"
+		[ "$RC" -ne 0 ] && break
+		sleep 2
+	done
+	assert_match "alice-ci after the revocation (after $((i * 2)) s)" "revoked" "$(cat "$ERR")"
+	km_client alice "$KM_SVC" exec --session "$1" -- 'echo revoked-ran >> revoked-marker'
+	assert_eq "exec with the revoked certificate: exit code" 125 "$RC"
+	km_client ops "$KM_SVC" records --session "$1" --limit 100
+	assert_eq "records of $1 after the revoked client" "$n_before" "$(jr '.records | length')"
+	km_host_wt "$1"
+	[ -e "$KM_WT/revoked-marker" ] && bad "a revoked client's call ran"
+	return 0
 }
