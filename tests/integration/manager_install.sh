@@ -130,15 +130,16 @@ t manager_install test_manager_install
 
 # The system unit's [Service] keys: the ones test_manager_unit_sandbox replays or that need no
 # replay. A key added to the unit fails this test until it is replayed (or argued) here.
-UNIT_KEYS="Delegate ExecStart KillMode NoNewPrivileges PrivateTmp ProtectHome ProtectSystem Restart
-RestartPreventExitStatus RestartSec RuntimeDirectory RuntimeDirectoryMode StateDirectory StateDirectoryMode
-TimeoutStopSec Type"
+UNIT_KEYS="Delegate ExecStart KillMode LimitNOFILE NoNewPrivileges PrivateTmp ProtectHome ProtectSystem
+Restart RestartPreventExitStatus RestartSec RuntimeDirectory RuntimeDirectoryMode StateDirectory
+StateDirectoryMode TimeoutStopSec Type"
 
 # unit_ns_script FILE: the namespace's set-up, run by unshare -m as root: every mount read-only but
 # /dev, /proc and /sys (ProtectSystem=strict; ProtectHome=read-only comes with it), the writable
 # directories given ($UNIT_RW: StateDirectory=, RuntimeDirectory=) bound writable again, a tmpfs on
 # /tmp (PrivateTmp=; the test's files are in /var/tmp, which systemd would make private too), then
-# no_new_privs (NoNewPrivileges=) for the command. $UNIT_EXTRA: more mount commands.
+# the descriptor limit (LimitNOFILE=) and no_new_privs (NoNewPrivileges=) for the command.
+# $UNIT_EXTRA: more mount commands.
 unit_ns_script() {
 	cat >"$1" <<'SCRIPT'
 set -u
@@ -152,7 +153,10 @@ for d in $UNIT_RW; do
 done
 mount -t tmpfs -o mode=1777 tmpfs /tmp || echo "unit-ns: no private /tmp" >&2
 eval "${UNIT_EXTRA:-}"
-exec setpriv --no-new-privs "$@"
+# LimitNOFILE=65536, as far as this process may raise its hard limit (systemd can; a test run may not)
+n=$(ulimit -Hn)
+[ "$n" = unlimited ] || [ "$n" -gt 65536 ] && n=65536
+exec prlimit --nofile="$n:$n" setpriv --no-new-privs "$@"
 SCRIPT
 }
 
@@ -173,7 +177,7 @@ test_manager_unit_sandbox() {
 	# shellcheck disable=SC2086 # the list is split into its words on purpose
 	assert_eq "the unit's [Service] keys" "$(printf '%s\n' $UNIT_KEYS | LC_ALL=C sort | tr '\n' ' ')" "$keys"
 	for kv in ProtectSystem=strict ProtectHome=read-only PrivateTmp=yes NoNewPrivileges=yes \
-		StateDirectory=infra-sandbox RuntimeDirectory=infra-sandbox KillMode=mixed; do
+		StateDirectory=infra-sandbox RuntimeDirectory=infra-sandbox KillMode=mixed LimitNOFILE=65536; do
 		grep -qx "$kv" "$unit" || bad "the unit does not set $kv"
 	done
 
