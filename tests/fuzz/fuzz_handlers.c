@@ -3,8 +3,8 @@
  * never run a command. Query, Cancel, Ping and unexpected messages go through conn_dispatch with
  * a journal in a private temporary directory, and each answer is written to a memory stream.
  *
- * serve_conn.c keeps its handlers static, so this file includes it (renaming its one exported
- * symbol); the refactor that would make this unnecessary is a small sandbox-agent/serve_handlers.h. */
+ * serve_conn.c keeps its handlers static, so this file includes it (renaming its two exported
+ * symbols); the refactor that would make this unnecessary is a small sandbox-agent/serve_handlers.h. */
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define serve_conn_start fuzz_unused_serve_conn_start
+#define serve_conn_init fuzz_unused_serve_conn_init
 #include "../../sandbox-agent/serve_conn.c"
 #undef serve_conn_start
 
