@@ -189,14 +189,14 @@ test-integration: test-setup
 # of integration files: the agent's whole isolation path (setup_*, agent_*) and one file for each of
 # the manager's own C paths: calls (manager_session), faults and recovery (manager_faults,
 # manager_recovery), records and both stores (manager_records, manager_store), egress and its edge
-# (manager_egress, manager_egress_edge), the control API over TLS (manager_tls), MCP (manager_mcp),
-# bounds and load (manager_resources). Left to the plain pass, where the C under them is the same
-# code these run: the CLI's and the remaining manager files (cli, cancel, stop, status, evidence,
-# lock, network, ids, grants, brokers, mcp_conn, multi, git, binary), the agent frameworks' cases
+# (manager_egress, manager_egress_edge), the control API over TLS (manager_tls), MCP (manager_mcp).
+# Left to the plain pass, where the C under them is the same code these run: the CLI's and the
+# remaining manager files (cli, cancel, stop, status, evidence, lock, network, ids, grants, brokers,
+# mcp_conn, multi, git, binary; resources: 188 s under the sanitizers), the agent frameworks' cases
 # (their minutes go to Node), the podman and cluster backends', the installer's and backup's shell
 # steps. CI's 70 minutes do not hold the whole suite twice.
 ASAN_IT_FILES := setup_* agent_* manager_session manager_faults manager_recovery manager_records \
-	manager_store manager_egress manager_egress_edge manager_tls manager_mcp manager_resources
+	manager_store manager_egress manager_egress_edge manager_tls manager_mcp
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=1 IT_FILES="$(ASAN_IT_FILES)" test
 
