@@ -186,17 +186,21 @@ test-integration: test-setup
 	$(run_integration)
 
 # The sanitizer pass: every unit program, the C integration programs, and a named representative set
-# of integration files: the agent's whole isolation path (setup_*, agent_*) and one file for each of
-# the manager's own C paths: calls (manager_session), faults and recovery (manager_faults,
+# of integration files: the agent's isolation path (setup_*, agent_* but agent_output) and one file
+# for each of the manager's own C paths: calls (manager_session), faults and recovery (manager_faults,
 # manager_recovery), records and both stores (manager_records, manager_store), egress and its edge
 # (manager_egress, manager_egress_edge), the control API over TLS (manager_tls), MCP (manager_mcp).
 # Left to the plain pass, where the C under them is the same code these run: the CLI's and the
 # remaining manager files (cli, cancel, stop, status, evidence, lock, network, ids, grants, brokers,
 # mcp_conn, multi, git, binary; resources: 188 s under the sanitizers), the agent frameworks' cases
 # (their minutes go to Node), the podman and cluster backends', the installer's and backup's shell
-# steps. CI's 70 minutes do not hold the whole suite twice.
-ASAN_IT_FILES := setup_* agent_* manager_session manager_faults manager_recovery manager_records \
-	manager_store manager_egress manager_egress_edge manager_tls manager_mcp
+# steps; and agent_output (287 s under the sanitizers, most of it 1 GiB floods through the same
+# output.c that test_output and the other agent_* files run here). CI's 70 minutes do not hold the
+# whole suite twice.
+ASAN_IT_FILES := setup_* agent_alias agent_basic agent_boundary agent_cleanup agent_image agent_kernelfs \
+	agent_lifecycle agent_net agent_prebuilt agent_receipt agent_sealed agent_uncertain agent_world \
+	manager_session manager_faults manager_recovery manager_records manager_store manager_egress \
+	manager_egress_edge manager_tls manager_mcp
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=1 IT_FILES="$(ASAN_IT_FILES)" test
 
