@@ -51,6 +51,8 @@ struct journal {
 	struct journal_slot slot[2];
 	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
 	char boot[BOOT_ID_LEN + 1];  /* this boot's id, read once at open */
+	pthread_mutex_t spare_lock; /* spare_fd: made after a result, taken by the next end */
+	int spare_fd;             /* dir/.spare.entry, empty, made ahead (journal_spare_make); -1: none */
 	bool doubt;               /* opened under another boot than its unsynced records': journal_open */
 	char doubt_why[160];      /* why, for the answers it makes uncertain */
 };
@@ -69,6 +71,13 @@ struct journal_entry {
  * uncertain: that agent died with the exec in flight, and nobody can say how it ended. Starts the
  * thread that syncs the ends' files. */
 int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err);
+
+/* The next finished entry's file, made while no exec needs it (serve: after each result), so that
+ * journal_end writes into it and renames it (never over a name) instead of paying a new file's
+ * inode allocation on the call's path (issue 32; docs/performance.md, "The receipt's room made
+ * ahead"). Its name, .spare.entry, is no entry's (names.h: no exec id has a leading dot; the
+ * prune and the open skip it). One spare; a spare left by an earlier life is removed first. */
+int journal_spare_make(struct journal *j, struct sb_err *err);
 
 /* journal_open under a given boot id (BOOT_ID_LEN characters): for tests, which simulate a restart
  * of the machine with another id; journal_open reads the kernel's (journal_boot_id). The journal

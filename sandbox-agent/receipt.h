@@ -7,6 +7,7 @@
 #define SB_RECEIPT_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "boundary.h"
@@ -34,6 +35,24 @@ struct receipt_info {
  * no room now; the exec is refused before it runs); info is then as it was. */
 #define RECEIPT_ROOM_BYTES 8192
 int receipt_room_take(const struct privdir *dir, const char *exec_id, struct receipt_info *info, struct sb_err *err);
+
+/* The next exec's room, made while no exec needs it (serve: at start and after each result),
+ * so that receipt_room_take pays a rename instead of a new file's inode and block allocation
+ * (issue 32; docs/performance.md, "The receipt's room made ahead"). Its name, .spare.room, is one
+ * no exec id can take (names.h: never a leading dot). One spare per directory; the lock keeps a
+ * take on another connection from racing the make, and a take that finds it busy makes its own. */
+struct receipt_spare {
+	pthread_mutex_t lock;
+	int fd; /* the spare's file, RECEIPT_ROOM_BYTES allocated; -1 when none */
+};
+void receipt_spare_init(struct receipt_spare *sp);
+/* Makes the spare when there is none. A spare left by an earlier life of the agent is removed
+ * first, never used: its blocks are not known to be allocated. */
+int receipt_spare_make(struct receipt_spare *sp, const struct privdir *dir, struct sb_err *err);
+/* receipt_room_take through the spare when one is there (renamed to the exec's room, never over an
+ * existing name), else as receipt_room_take. */
+int receipt_room_take_spare(struct receipt_spare *sp, const struct privdir *dir, const char *exec_id,
+			    struct receipt_info *info, struct sb_err *err);
 
 /* A room that was not used (the exec ended without a receipt, or was refused): removed. */
 void receipt_room_drop(const struct privdir *dir, const char *exec_id, struct receipt_info *info);

@@ -106,6 +106,18 @@ static int hidden_add_dirname(const char *path, bool follow, struct boundary_opt
 	return 0;
 }
 
+void serve_spare_make(struct agent *a)
+{
+	struct sb_err err;
+
+	/* Without it (a full disk, say) the exec makes its own room, and is refused there when none is
+	 * left (rule N4): nothing else depends on the spare. */
+	if (receipt_spare_make(&a->spare, &a->receipts, &err) < 0)
+		sb_info("no spare receipt room: %s (the next exec makes its own)", err.msg);
+	if (journal_spare_make(&a->journal, &err) < 0)
+		sb_info("no spare journal entry: %s (the next exec writes a new file)", err.msg);
+}
+
 static int agent_paths(struct agent *a, const struct serve_config *cfg, struct sb_err *err)
 {
 	char real[PATH_MAX];
@@ -120,7 +132,12 @@ static int agent_paths(struct agent *a, const struct serve_config *cfg, struct s
 	    privdir_open_at(&a->receipts, &a->state, "receipts", true, 077, err) < 0 ||
 	    privdir_open_at(&a->journal_dir, &a->state, "journal", true, 077, err) < 0)
 		return -1;
-	return journal_open(&a->journal, &a->journal_dir, &a->receipts, err);
+	if (journal_open(&a->journal, &a->journal_dir, &a->receipts, err) < 0)
+		return -1;
+	/* The first exec's room made ahead too; without it (a full disk) each exec makes its own. */
+	receipt_spare_init(&a->spare);
+	serve_spare_make(a);
+	return 0;
 }
 
 static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)

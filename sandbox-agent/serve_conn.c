@@ -343,7 +343,7 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	 * before anything runs (a receipt that exists already means this id ran). The receipt's room
 	 * before the begin: a begin is never left for an exec refused for want of room (rule N4). */
 	if (receipt_reserve_check(&a->receipts, e->exec_id, &err) < 0 ||
-	    receipt_room_take(&a->receipts, e->exec_id, &info, &err) < 0 ||
+	    receipt_room_take_spare(&a->spare, &a->receipts, e->exec_id, &info, &err) < 0 ||
 	    journal_begin(&a->journal, e->exec_id, e->generation, &err) < 0) {
 		receipt_room_drop(&a->receipts, e->exec_id, &info);
 		exec_release(a);
@@ -379,6 +379,8 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	rc = result ? send_result(c, e->exec_id, e->generation, result, receipt) : -1;
 	steptime_mark(STEP_END);
 	steptime_report("serve exec");
+	/* Both after the result, off the call's path: the next exec's receipt room, and its init. */
+	serve_spare_make(a);
 	prebuilt_idle(&a->pre);
 	free(result);
 	free(receipt);

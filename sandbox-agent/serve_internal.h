@@ -12,6 +12,7 @@
 #include "journal.h"
 #include "prebuilt.h"
 #include "privdir.h"
+#include "receipt.h"
 #include "tls.h"
 
 #define SERVE_NET_PORT_FIRST 3128 /* the egress proxy's port, then the edges' (manager/egress/) */
@@ -24,6 +25,7 @@ struct agent {
 	struct secrets *sec;
 	struct tls_config *tls;
 	struct privdir state, receipts, journal_dir; /* held from start (R1): every write goes through them */
+	struct receipt_spare spare;                  /* the next exec's receipt room, made ahead */
 	struct journal journal;
 	uint64_t generation;
 	char *features_json;
@@ -43,6 +45,8 @@ struct agent {
 	int net_connections;
 };
 
+/* The next exec's receipt room made ahead (receipt.h, serve.c): at start and after each result. */
+void serve_spare_make(struct agent *a);
 /* The connection bounds' state (serve_conn.c), before the listener accepts. */
 void serve_conn_init(struct agent *a);
 /* Serve the accepted connection fd on a thread of its own (serve_conn.c); fd is consumed. */

@@ -6,7 +6,8 @@
  * that never started; a slot whose exec has not finished is never overwritten. The ends: an end
  * durable in its slot is the outcome, its files made whole from it by a restart (a power loss
  * before the settler synced them); a torn or half-written end is an exec closed as uncertain, never
- * a result; an end a reused slot left behind is never read as the new exec's. The boot (issue 32:
+ * a result; an end a reused slot left behind is never read as the new exec's; an end written through
+ * the spare file made ahead is exactly the end's, even over a spare an earlier life left. The boot (issue 32:
  * the begin and the end are not synced): a journal opened under another boot id than the one it
  * was written under is in doubt: an exec with no record (its begin lost with the machine) is
  * JOURNAL_IN_DOUBT, never unknown, a whole record still reads as it was, no exec is accepted, and
@@ -535,6 +536,42 @@ static void test_end_restores_lost_files(void **state)
 	expect_a_finished(f);
 }
 
+/* The end through the spare made ahead (issue 32): the entry lands under its own name, the spare is
+ * used up, and the next spare is made anew. A spare an earlier life left with other bytes in it is
+ * removed, never written over: the entry read back is exactly the end's, with nothing after it. */
+static void test_end_through_the_spare(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+	json_t *disk;
+	char *left;
+
+	file_put(f->dir, ".spare.entry", "{\"exec_id\":\"zz\",\"state\":\"finished\",\"stale\":\"bytes after the entry\"}");
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	left = file_get(f->dir, ".spare.entry");
+	assert_non_null(left);
+	assert_string_equal(left, "");
+	free(left);
+	end_a(f);
+	assert_null(file_get(f->dir, ".spare.entry"));
+	disk = entry_on_disk(f, "a.json");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
+	json_decref(disk);
+	expect_a_finished(f);
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	left = file_get(f->dir, ".spare.entry");
+	assert_non_null(left);
+	free(left);
+	/* A restart neither reads the spare as an exec nor minds it. */
+	journal_settle_wait(&f->journal);
+	reopen(f);
+	expect_a_finished(f);
+	left = file_get(f->dir, ".spare.entry");
+	assert_non_null(left);
+	assert_string_equal(left, "");
+	free(left);
+}
+
 /* A kill -9 or power loss between the end's write and its sync: a torn end (its digest disagrees)
  * or half of it written (the rest what the slot held). Never the result: closed as uncertain. */
 static void test_torn_end_is_uncertain(void **state)
@@ -658,6 +695,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prune_spares_the_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_in_slot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_restores_lost_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_end_through_the_spare, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_end_is_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_half_end_is_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_end_never_read, setup, teardown),
