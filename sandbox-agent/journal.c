@@ -290,7 +290,7 @@ int journal_begin(struct journal *j, const char *exec_id, uint64_t generation, s
 
 struct entry_stat {
 	char name[256];
-	time_t mtime;
+	struct timespec mtime; /* to the nanosecond: a second holds hundreds of calls */
 	off_t size;
 };
 
@@ -298,12 +298,16 @@ static int by_mtime(const void *a, const void *b)
 {
 	const struct entry_stat *x = a, *y = b;
 
-	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return (x->mtime.tv_sec > y->mtime.tv_sec) - (x->mtime.tv_sec < y->mtime.tv_sec);
+	return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
 }
 
 /* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep and
  * those of the execs in the slots: a slot whose entry was gone would read, after a restart, as an
- * exec that never finished. */
+ * exec that never finished. Down to JOURNAL_PRUNE_TO, a quarter below the cap: the next scan of
+ * the directory is then 16 MiB of entries away, not on every call once the cap is reached (a
+ * session of small calls has some 50 000 entries there: a scan per call was tens of ms). */
 static void journal_prune(struct journal *j, const char *keep)
 {
 	/* Counted up by every write (a replaced entry twice: never under the real total), so the
@@ -338,13 +342,13 @@ static void journal_prune(struct journal *j, const char *keep)
 			all = grown;
 		}
 		snprintf(all[n].name, sizeof all[n].name, "%s", d->d_name);
-		all[n].mtime = st.st_mtime;
+		all[n].mtime = st.st_mtim;
 		all[n].size = st.st_size;
 		total += st.st_size;
 		n++;
 	}
 	qsort(all, n, sizeof *all, by_mtime);
-	for (size_t i = 0; i < n && total > (off_t)JOURNAL_MAX_BYTES; i++) {
+	for (size_t i = 0; i < n && total > (off_t)JOURNAL_PRUNE_TO; i++) {
 		char id[sizeof all->name];
 		size_t n_id = strlen(all[i].name);
 		bool held;

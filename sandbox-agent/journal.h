@@ -24,6 +24,7 @@
 #include "privdir.h"
 
 #define JOURNAL_MAX_BYTES (64u * 1024u * 1024u)
+#define JOURNAL_PRUNE_TO (JOURNAL_MAX_BYTES / 4 * 3) /* what a prune leaves, at most (journal.c) */
 
 /* JOURNAL_IN_DOUBT: no record, in a journal from another boot (the record may have been lost). */
 enum journal_state { JOURNAL_UNKNOWN, JOURNAL_RUNNING, JOURNAL_FINISHED, JOURNAL_IN_DOUBT };

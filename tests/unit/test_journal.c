@@ -1,15 +1,16 @@
-/* Unit tests for sandbox-agent/journal.c: a finished entry, built around the result's own text
- * (no parse of it), reads back as the same result and receipt, is valid JSON with no duplicate
- * member, and a result that is not a JSON object is refused before anything is written. The
- * begin slots: a begin is found running without a file of its own; a journal opened again (the
- * agent restarted) closes a begun exec as uncertain and refuses its id; a torn slot is an exec
- * that never started; a slot whose exec has not finished is never overwritten. The ends: an end
- * durable in its slot is the outcome, its files made whole from it by a restart (a power loss
- * before the settler synced them); a torn or half-written end is an exec closed as uncertain, never
- * a result; an end a reused slot left behind is never read as the new exec's; an end written through
- * the spare file made ahead is exactly the end's, even over a spare an earlier life left. The boot (issue 32:
- * the begin and the end are not synced): a journal opened under another boot id than the one it
- * was written under is in doubt: an exec with no record (its begin lost with the machine) is
+/* Unit tests for sandbox-agent/journal.c: a finished entry, built around the result's own text (no
+ * parse of it), reads back as the same result and receipt, is valid JSON with no duplicate member,
+ * and a result that is not a JSON object is refused before anything is written. The begin slots: a
+ * begin is found running without a file of its own; a journal opened again (the agent restarted)
+ * closes a begun exec as uncertain and refuses its id; a torn slot is an exec that never started;
+ * a slot whose exec has not finished is never overwritten; a prune leaves a quarter of the cap
+ * free, the oldest entries gone first. The ends: an end durable in its slot is
+ * the outcome, its files made whole from it by a restart (a power loss before the settler synced
+ * them); a torn or half-written end is an exec closed as uncertain, never a result; an end a
+ * reused slot left behind is never read as the new exec's; an end written through the spare file
+ * made ahead is exactly the end's, even over a spare an earlier life left. The boot (issue 32: the
+ * begin and the end are not synced): a journal opened under another boot id than the one it was
+ * written under is in doubt: an exec with no record (its begin lost with the machine) is
  * JOURNAL_IN_DOUBT, never unknown, a whole record still reads as it was, no exec is accepted, and
  * the doubt stays across further opens; a damaged boot mark is doubt too. */
 #include <dirent.h>
@@ -426,6 +427,34 @@ static void test_prune_spares_the_slots(void **state)
 	assert_true(entry_file(f, "c.json"));
 }
 
+/* A prune leaves at most JOURNAL_PRUNE_TO, the oldest entries gone first: nine entries of just
+ * under 8 MiB pass the cap at the ninth, which leaves six (the newest), not eight, so the next scan
+ * of the directory is three entries away instead of at the next call. */
+static void test_prune_leaves_room(void **state)
+{
+	struct fixture *f = *state;
+	size_t big = (8u << 20) - 4096; /* with its entry's own members, just under 8 MiB */
+	char *result = malloc(big + 16);
+	struct sb_err err;
+	char id[8], name[16];
+
+	assert_non_null(result);
+	memset(result, 'x', big + 16);
+	memcpy(result, "{\"o\":\"", 6);
+	memcpy(result + big, "\"}", 3);
+	for (int i = 0; i < 9; i++) {
+		snprintf(id, sizeof id, "e%d", i);
+		assert_int_equal(journal_begin(&f->journal, id, 1, &err), 0);
+		assert_int_equal(journal_finish(&f->journal, id, 1, result, NULL, &err), 0);
+	}
+	free(result);
+	assert_true(f->journal.bytes <= JOURNAL_PRUNE_TO);
+	for (int i = 0; i < 9; i++) {
+		snprintf(name, sizeof name, "e%d.json", i);
+		assert_int_equal(entry_file(f, name), i >= 3);
+	}
+}
+
 /* ---- the ends ---- */
 
 #define END_RESULT "{\"exec_id\":\"a\",\"status\":\"exited\",\"exit_code\":3,\"stdout\":\"out\\n\"}"
@@ -546,7 +575,8 @@ static void test_end_through_the_spare(void **state)
 	json_t *disk;
 	char *left;
 
-	file_put(f->dir, ".spare.entry", "{\"exec_id\":\"zz\",\"state\":\"finished\",\"stale\":\"bytes after the entry\"}");
+	file_put(f->dir, ".spare.entry",
+		 "{\"exec_id\":\"zz\",\"state\":\"finished\",\"stale\":\"bytes after the entry\"}");
 	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
 	left = file_get(f->dir, ".spare.entry");
 	assert_non_null(left);
@@ -693,6 +723,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_slots_never_overwritten, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fallback_finished_when_synced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_spares_the_slots, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_leaves_room, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_in_slot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_restores_lost_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_through_the_spare, setup, teardown),
