@@ -307,7 +307,8 @@ static int by_mtime(const void *a, const void *b)
  * those of the execs in the slots: a slot whose entry was gone would read, after a restart, as an
  * exec that never finished. Down to JOURNAL_PRUNE_TO, a quarter below the cap: the next scan of
  * the directory is then 16 MiB of entries away, not on every call once the cap is reached (a
- * session of small calls has some 50 000 entries there: a scan per call was tens of ms). */
+ * session of small calls has some 50 000 entries there, and reading their sizes and times took
+ * 0.17 s on the machine of docs/performance.md: each call's, past the cap). */
 static void journal_prune(struct journal *j, const char *keep)
 {
 	/* Counted up by every write (a replaced entry twice: never under the real total), so the
