@@ -106,18 +106,6 @@ static int hidden_add_dirname(const char *path, bool follow, struct boundary_opt
 	return 0;
 }
 
-void serve_spare_make(struct agent *a)
-{
-	struct sb_err err;
-
-	/* Without it (a full disk, say) the exec makes its own room, and is refused there when none is
-	 * left (rule N4): nothing else depends on the spare. */
-	if (receipt_spare_make(&a->spare, &a->receipts, &err) < 0)
-		sb_info("no spare receipt room: %s (the next exec makes its own)", err.msg);
-	if (journal_spare_make(&a->journal, &err) < 0)
-		sb_info("no spare journal entry: %s (the next exec writes a new file)", err.msg);
-}
-
 static int agent_paths(struct agent *a, const struct serve_config *cfg, struct sb_err *err)
 {
 	char real[PATH_MAX];

@@ -318,6 +318,18 @@ static int send_output(void *ctx, enum live_stream stream, uint64_t offset, cons
 	return rc;
 }
 
+void serve_spare_make(struct agent *a)
+{
+	struct sb_err err;
+
+	/* Without it (a full disk, say) the exec makes its own room, and is refused there when none is
+	 * left (rule N4): nothing else depends on the spare. */
+	if (receipt_spare_make(&a->spare, &a->receipts, &err) < 0)
+		sb_info("no spare receipt room: %s (the next exec makes its own)", err.msg);
+	if (journal_spare_make(&a->journal, &err) < 0)
+		sb_info("no spare journal entry: %s (the next exec writes a new file)", err.msg);
+}
+
 static int handle_exec(struct conn *c, Sandbox__Exec *e)
 {
 	/* One exec at a time (exec_claim), so one store serves them all. */

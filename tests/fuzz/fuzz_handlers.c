@@ -3,7 +3,7 @@
  * never run a command. Query, Cancel, Ping and unexpected messages go through conn_dispatch with
  * a journal in a private temporary directory, and each answer is written to a memory stream.
  *
- * serve_conn.c keeps its handlers static, so this file includes it (renaming its two exported
+ * serve_conn.c keeps its handlers static, so this file includes it (renaming its three exported
  * symbols); the refactor that would make this unnecessary is a small sandbox-agent/serve_handlers.h. */
 #include <ftw.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 
 #define serve_conn_start fuzz_unused_serve_conn_start
 #define serve_conn_init fuzz_unused_serve_conn_init
+#define serve_spare_make fuzz_unused_serve_spare_make
 #include "../../sandbox-agent/serve_conn.c"
 #undef serve_conn_start
 
