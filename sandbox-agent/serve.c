@@ -123,40 +123,37 @@ static int agent_paths(struct agent *a, const struct serve_config *cfg, struct s
 	return journal_open(&a->journal, &a->journal_dir, &a->receipts, err);
 }
 
-static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)
+/* The agent's state (journal, receipts), the directories to hide, its keys and its TLS config. */
+static int agent_keys(struct agent *a, struct serve_config *cfg, struct boundary_options *bo, uint16_t *port,
+		      struct sb_err *err)
 {
-	static struct boundary_options bo;
-	bool ok;
-	json_t *features;
-	uint16_t port = 0;
-
 	a->generation = cfg->generation;
-	bo.block_ports = cfg->ports;
+	bo->block_ports = cfg->ports;
 	if (agent_paths(a, cfg, err) < 0)
 		return -1;
-	hidden_dir_from_privdir(&bo.hidden[bo.n_hidden++], &a->state);
-	if (hidden_add_dirname(cfg->key, true, &bo, err) < 0 ||
-	    (cfg->receipt_key != NULL && hidden_add_dirname(cfg->receipt_key, true, &bo, err) < 0) ||
+	hidden_dir_from_privdir(&bo->hidden[bo->n_hidden++], &a->state);
+	if (hidden_add_dirname(cfg->key, true, bo, err) < 0 ||
+	    (cfg->receipt_key != NULL && hidden_add_dirname(cfg->receipt_key, true, bo, err) < 0) ||
 	    /* The net socket makes listeners on request: out of every command's reach. */
 	    (cfg->net_socket != NULL && strncmp(cfg->net_socket, "unix:", 5) == 0 &&
-	     hidden_add_dirname(cfg->net_socket + 5, false, &bo, err) < 0))
+	     hidden_add_dirname(cfg->net_socket + 5, false, bo, err) < 0))
 		return -1;
 	if (strncmp(cfg->listen, "unix:", 5) == 0) {
-		if (hidden_add_dirname(cfg->listen + 5, false, &bo, err) < 0)
+		if (hidden_add_dirname(cfg->listen + 5, false, bo, err) < 0)
 			return -1;
 	} else {
 		struct sockaddr_storage ss;
 		socklen_t len;
 
-		if (sock_hostport_parse(cfg->listen, &ss, &len, &port, err) < 0) {
+		if (sock_hostport_parse(cfg->listen, &ss, &len, port, err) < 0) {
 			sb_err_prefix(err, "--listen");
 			return -1;
 		}
 		/* The agent's own port is always out of the commands' reach. */
 		if (cfg->n_ports < BOUNDARY_MAX_PORTS)
-			cfg->ports[cfg->n_ports++] = port;
+			cfg->ports[cfg->n_ports++] = *port;
 	}
-	bo.n_block_ports = cfg->n_ports;
+	bo->n_block_ports = cfg->n_ports;
 	a->sec = secrets_alloc(err);
 	/* --receipt-key: the manager's copy (a Secret on Kubernetes); else state/receipt.key. */
 	if (a->sec == NULL || (cfg->receipt_key != NULL ? secrets_key_load_file(a->sec, cfg->receipt_key, err) :
@@ -165,9 +162,63 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	if (tls_config_server(&a->tls, cfg->cert, cfg->key, cfg->ca, cfg->manager_name, err) < 0)
 		return -1;
 	tls_config_set_peer_label(a->tls, "manager");
-	features = check_report(&ok);
+	return 0;
+}
+
+/* `sandbox-agent check`'s probes (forks into new namespaces, a seccomp load, Landlock's ABI): a few
+ * ms of waiting on the kernel, run on a thread of their own while the main one opens the journal
+ * and loads the keys (docs/performance.md). The thread touches nothing of the agent's; it is joined
+ * before the boundary restricts the agent (Landlock binds the calling thread and those it makes
+ * after) and before the agent listens, so the order a caller sees is unchanged. */
+struct check_run {
+	pthread_t thread;
+	bool started, ok;
+	json_t *features;
+};
+
+static void *check_thread(void *arg)
+{
+	struct check_run *c = arg;
+
+	c->features = check_report(&c->ok);
+	return NULL;
+}
+
+static void check_begin(struct check_run *c)
+{
+	c->ok = false;
+	c->features = NULL;
+	c->started = pthread_create(&c->thread, NULL, check_thread, c) == 0;
+}
+
+/* The report, once: the thread's, or (it could not start) run here. */
+static json_t *check_end(struct check_run *c, bool *ok)
+{
+	if (c->started)
+		pthread_join(c->thread, NULL);
+	else
+		c->features = check_report(&c->ok);
+	c->started = false;
+	*ok = c->ok;
+	return c->features;
+}
+
+static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)
+{
+	static struct boundary_options bo;
+	struct check_run check;
+	bool ok;
+	json_t *features;
+	uint16_t port = 0;
+	int rc;
+
+	check_begin(&check);
+	rc = agent_keys(a, cfg, &bo, &port, err);
+	features = check_end(&check, &ok);
 	a->features_json = features ? json_dumps(features, JSON_COMPACT) : NULL;
 	json_decref(features);
+	if (rc < 0)
+		return -1;
 	if (!ok)
 		return sb_fail(err, EOPNOTSUPP, "the boundary cannot be established here: run `sandbox-agent check`");
 	a->cancel_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
