@@ -520,6 +520,40 @@ static void test_agent_fails(void **state)
 	assert_contains(err.msg, "not writable by group or others");
 }
 
+/* An agent whose TLS configuration fails (made on a thread beside its journal since issue 32) exits
+ * before it listens, with the loader's words: prepare() fails and says them, and nothing is left. */
+static void test_agent_tls_fails(void **state)
+{
+	struct sandbox_spec spec = F.spec;
+	struct sandbox_handle h;
+	struct sb_err err;
+	char priv[160], dir[200], path[240], needle[260];
+	static const char *const files[] = { "agent.crt", "agent.key", "ca.crt" };
+
+	(void)state;
+	snprintf(priv, sizeof priv, "%s/priv-badtls", F.base);
+	dir_make(priv);
+	snprintf(dir, sizeof dir, "%s/tls", priv);
+	dir_make(dir);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs("not a PEM file\n", f);
+		fclose(f);
+		assert_int_equal(chmod(path, 0644), 0);
+	}
+	spec.private_dir = priv;
+	assert_int_equal(F.be->ops->prepare(F.be, &spec, &h, &err), -1);
+	assert_contains(err.msg, "the agent exited with status");
+	assert_contains(err.msg, "loading certificate");
+	assert_int_equal(PH(&h)->pidfd, -1);
+	snprintf(needle, sizeof needle, "--listen unix:%s/sock/agent.sock", priv);
+	assert_int_equal(process_with(needle), 0);
+}
+
 /* A failed step inside sandbox init reaches prepare() as it is. */
 static void test_setup_fails(void **state)
 {
@@ -895,6 +929,7 @@ int main(void)
 		cmocka_unit_test(test_adopt_live),
 		cmocka_unit_test(test_adopt_reused_pid),
 		cmocka_unit_test(test_agent_fails),
+		cmocka_unit_test(test_agent_tls_fails),
 		cmocka_unit_test(test_setup_fails),
 		cmocka_unit_test(test_no_root_inside),
 		cmocka_unit_test(test_tmpfs_sized),
