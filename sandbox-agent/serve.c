@@ -128,51 +128,150 @@ static int agent_paths(struct agent *a, const struct serve_config *cfg, struct s
 	return 0;
 }
 
-static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)
+/* The agent's state (journal, receipts), the directories to hide, its receipt key. */
+static int agent_keys(struct agent *a, struct serve_config *cfg, struct boundary_options *bo, uint16_t *port,
+		      struct sb_err *err)
 {
-	static struct boundary_options bo;
-	bool ok;
-	json_t *features;
-	uint16_t port = 0;
-
 	a->generation = cfg->generation;
-	bo.block_ports = cfg->ports;
+	bo->block_ports = cfg->ports;
 	if (agent_paths(a, cfg, err) < 0)
 		return -1;
-	hidden_dir_from_privdir(&bo.hidden[bo.n_hidden++], &a->state);
-	if (hidden_add_dirname(cfg->key, true, &bo, err) < 0 ||
-	    (cfg->receipt_key != NULL && hidden_add_dirname(cfg->receipt_key, true, &bo, err) < 0) ||
+	hidden_dir_from_privdir(&bo->hidden[bo->n_hidden++], &a->state);
+	if (hidden_add_dirname(cfg->key, true, bo, err) < 0 ||
+	    (cfg->receipt_key != NULL && hidden_add_dirname(cfg->receipt_key, true, bo, err) < 0) ||
 	    /* The net socket makes listeners on request: out of every command's reach. */
 	    (cfg->net_socket != NULL && strncmp(cfg->net_socket, "unix:", 5) == 0 &&
-	     hidden_add_dirname(cfg->net_socket + 5, false, &bo, err) < 0))
+	     hidden_add_dirname(cfg->net_socket + 5, false, bo, err) < 0))
 		return -1;
 	if (strncmp(cfg->listen, "unix:", 5) == 0) {
-		if (hidden_add_dirname(cfg->listen + 5, false, &bo, err) < 0)
+		if (hidden_add_dirname(cfg->listen + 5, false, bo, err) < 0)
 			return -1;
 	} else {
 		struct sockaddr_storage ss;
 		socklen_t len;
 
-		if (sock_hostport_parse(cfg->listen, &ss, &len, &port, err) < 0) {
+		if (sock_hostport_parse(cfg->listen, &ss, &len, port, err) < 0) {
 			sb_err_prefix(err, "--listen");
 			return -1;
 		}
 		/* The agent's own port is always out of the commands' reach. */
 		if (cfg->n_ports < BOUNDARY_MAX_PORTS)
-			cfg->ports[cfg->n_ports++] = port;
+			cfg->ports[cfg->n_ports++] = *port;
 	}
-	bo.n_block_ports = cfg->n_ports;
+	bo->n_block_ports = cfg->n_ports;
 	a->sec = secrets_alloc(err);
 	/* --receipt-key: the manager's copy (a Secret on Kubernetes); else state/receipt.key. */
 	if (a->sec == NULL || (cfg->receipt_key != NULL ? secrets_key_load_file(a->sec, cfg->receipt_key, err) :
 			       secrets_key_load(a->sec, &a->state, err)) < 0)
 		return -1;
-	if (tls_config_server(&a->tls, cfg->cert, cfg->key, cfg->ca, cfg->manager_name, err) < 0)
-		return -1;
-	tls_config_set_peer_label(a->tls, "manager");
-	features = check_report(&ok);
+	return 0;
+}
+
+/* The agent's TLS configuration: its key, certificate and CA parsed and the key checked against the
+ * certificate (a P-256 multiplication, ~1.8 ms), made on a thread of its own while the main one
+ * creates the state directories and opens the journal, whose boot mark waits on the disk
+ * (docs/performance.md). It reads only the paths and the manager's name of cfg, which nothing
+ * changes, and is joined before anything uses it and before the agent listens. */
+struct tls_run {
+	pthread_t thread;
+	bool started;
+	const char *cert, *key, *ca, *manager_name;
+	struct tls_config *tls;
+	struct sb_err err;
+	int rc;
+};
+
+static void *tls_thread(void *arg)
+{
+	struct tls_run *t = arg;
+
+	sb_err_clear(&t->err);
+	t->rc = tls_config_server(&t->tls, t->cert, t->key, t->ca, t->manager_name, &t->err);
+	return NULL;
+}
+
+static void tls_begin(struct tls_run *t, const struct serve_config *cfg)
+{
+	*t = (struct tls_run){ .cert = cfg->cert, .key = cfg->key, .ca = cfg->ca, .manager_name = cfg->manager_name,
+			       .rc = -1 };
+	t->started = pthread_create(&t->thread, NULL, tls_thread, t) == 0;
+}
+
+/* The configuration into a, once: the thread's, or (it could not start) made here. 0, or -1 with t->err. */
+static int tls_end(struct tls_run *t, struct agent *a)
+{
+	if (t->started)
+		pthread_join(t->thread, NULL);
+	else
+		tls_thread(t);
+	t->started = false;
+	a->tls = t->tls;
+	if (t->rc == 0)
+		tls_config_set_peer_label(a->tls, "manager");
+	return t->rc;
+}
+
+/* `sandbox-agent check`'s probes (forks into new namespaces, a seccomp load, Landlock's ABI): a few
+ * ms of waiting on the kernel, run on a thread of their own while the main one opens the journal
+ * and loads the keys (docs/performance.md). The thread touches nothing of the agent's; it is joined
+ * before the boundary restricts the agent (Landlock binds the calling thread and those it makes
+ * after) and before the agent listens, so the order a caller sees is unchanged. */
+struct check_run {
+	pthread_t thread;
+	bool started, ok;
+	json_t *features;
+};
+
+static void *check_thread(void *arg)
+{
+	struct check_run *c = arg;
+
+	c->features = check_report(&c->ok);
+	return NULL;
+}
+
+static void check_begin(struct check_run *c)
+{
+	c->ok = false;
+	c->features = NULL;
+	c->started = pthread_create(&c->thread, NULL, check_thread, c) == 0;
+}
+
+/* The report, once: the thread's, or (it could not start) run here. */
+static json_t *check_end(struct check_run *c, bool *ok)
+{
+	if (c->started)
+		pthread_join(c->thread, NULL);
+	else
+		c->features = check_report(&c->ok);
+	c->started = false;
+	*ok = c->ok;
+	return c->features;
+}
+
+static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)
+{
+	static struct boundary_options bo;
+	struct check_run check;
+	struct tls_run tls;
+	bool ok;
+	json_t *features;
+	uint16_t port = 0;
+	int rc;
+
+	check_begin(&check);
+	tls_begin(&tls, cfg);
+	rc = agent_keys(a, cfg, &bo, &port, err);
+	/* The first failure in the old order: the state and keys, then TLS, then the check. */
+	if (tls_end(&tls, a) < 0 && rc == 0) {
+		*err = tls.err;
+		rc = -1;
+	}
+	features = check_end(&check, &ok);
 	a->features_json = features ? json_dumps(features, JSON_COMPACT) : NULL;
 	json_decref(features);
+	if (rc < 0)
+		return -1;
 	if (!ok)
 		return sb_fail(err, EOPNOTSUPP, "the boundary cannot be established here: run `sandbox-agent check`");
 	a->cancel_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -93,6 +93,15 @@ int process_launch(struct process *p, const struct sandbox_spec *spec, struct sa
 int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
 		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err);
 
+/* process_net_attach in two halves, so that the wait for slirp4netns's ready overlaps sandbox init's
+ * setup and the agent's start (process_launch.c): start spawns it (on a sandbox not yet released)
+ * and gives the read end of its ready pipe (-1 when the policy needs no helper); ready waits for
+ * its ready (bounded) and closes the pipe. The launch calls ready before prepare() returns, so no
+ * call, and so no command, ever runs before the network is configured. 0, or -1 with err. */
+int process_net_start(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
+		      int init_pidfd, int log_fd, pid_t *net_pid, int *ready_fd, struct sb_err *err);
+int process_net_ready(const struct process_settings *set, int *ready_fd, struct sb_err *err);
+
 /* backend_ops.net_listen: a TCP socket bound and listening on 127.0.0.1:port inside the sandbox's
  * network namespace, made by a short-lived child of the manager that joins that namespace, and
  * handed to the manager (close-on-exec) over SCM_RIGHTS; nothing inside the sandbox ever holds it. */

@@ -37,6 +37,7 @@ struct launch {
 	off_t log_start;                /* agent.log's size before this launch: its tail is ours */
 	int go[2], error[2];            /* [0] read, [1] write; go: manager -> init, error: init -> manager */
 	int log_fd, null_fd;
+	int net_ready;                  /* slirp4netns's ready pipe until it said ready, -1 when none */
 	int cgroup_fd;                  /* the sandbox's own cgroup, -1 when none */
 	char cgroup_name[CGROUP_NAME_MAX]; /* its name under the delegated parent, "" when none */
 	bool groups_drop;               /* a root manager: init drops the supplementary groups it inherited */
@@ -64,6 +65,7 @@ static void launch_free(struct launch **lp)
 	fd_close(&l->log_fd);
 	fd_close(&l->null_fd);
 	fd_close(&l->cgroup_fd);
+	fd_close(&l->net_ready);
 	free(l);
 }
 
@@ -323,8 +325,11 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 		sandbox_abort(h, err);
 		return -1;
 	}
-	/* The network before init goes on: no step of the sandbox, and no command, runs without it. */
-	if (process_net_attach(l->set, l->network, pid, ph->pidfd, l->log_fd, &ph->net_pid, err) < 0) {
+	/* The network's helper before init goes on; its ready is waited for below, after the agent's,
+	 * so that slirp4netns configures the device while init builds the root and the agent starts
+	 * (docs/performance.md). Neither needs the network, and no command runs before prepare()
+	 * returns: the agent runs one only on a call, and calls come after the ready below. */
+	if (process_net_start(l->set, l->network, pid, ph->pidfd, l->log_fd, &ph->net_pid, &l->net_ready, err) < 0) {
 		sandbox_abort(h, err);
 		return -1;
 	}
@@ -335,7 +340,7 @@ static int sandbox_start(struct launch *l, struct sandbox_handle *h, struct sb_e
 		return -1;
 	}
 	fd_close(&l->go[1]);
-	if (setup_wait(l, err) < 0 || ready_wait(l, h, err) < 0) {
+	if (setup_wait(l, err) < 0 || ready_wait(l, h, err) < 0 || process_net_ready(l->set, &l->net_ready, err) < 0) {
 		sandbox_abort(h, err);
 		return -1;
 	}
@@ -369,7 +374,7 @@ int process_launch(struct process *p, const struct sandbox_spec *spec, struct sa
 		return sb_fail(err, ENOMEM, "preparing a launch");
 	l->set = &p->set;
 	l->groups_drop = geteuid() == 0;
-	l->go[0] = l->go[1] = l->error[0] = l->error[1] = l->log_fd = l->null_fd = l->cgroup_fd = -1;
+	l->go[0] = l->go[1] = l->error[0] = l->error[1] = l->log_fd = l->null_fd = l->cgroup_fd = l->net_ready = -1;
 	rc = launch_paths(l, spec, err) < 0 || root_plan(&l->steps, spec, &l->d, l->agent, l->set, err) < 0 ||
 	     launch_command(l, spec) < 0 || launch_fds(l, err) < 0 ||
 	     cgroup_make(p, spec, l->cgroup_name, &l->cgroup_fd, err) < 0 ? -1 : 0;

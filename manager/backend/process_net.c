@@ -161,24 +161,51 @@ void process_net_reap(pid_t *net_pid)
 	*net_pid = 0;
 }
 
-int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
-		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err)
+int process_net_start(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
+		      int init_pidfd, int log_fd, pid_t *net_pid, int *ready_fd, struct sb_err *err)
 {
 	const char *path = set->slirp4netns[0] != '\0' ? set->slirp4netns : SLIRP_DEFAULT;
 	int ready[2], rc;
 
+	*ready_fd = -1;
 	if (network == SANDBOX_NETWORK_NONE || network == SANDBOX_NETWORK_PROXY)
 		return 0; /* loopback only: sandbox init brings it up (proxy: the core adds the listener) */
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		return sb_fail_errno(err, "creating the network's ready pipe");
 	rc = slirp_spawn(path, init_pid, init_pidfd, ready[1], log_fd, net_pid, err);
 	close(ready[1]); /* ours: the end of file then means slirp4netns is gone */
-	if (rc == 0)
-		rc = slirp_ready(ready[0], path, err);
-	close(ready[0]);
+	if (rc < 0) {
+		close(ready[0]);
+		sb_err_prefix(err, "the sandbox's network (policy open)");
+		return -1;
+	}
+	*ready_fd = ready[0];
+	return 0;
+}
+
+int process_net_ready(const struct process_settings *set, int *ready_fd, struct sb_err *err)
+{
+	const char *path = set->slirp4netns[0] != '\0' ? set->slirp4netns : SLIRP_DEFAULT;
+	int rc;
+
+	if (*ready_fd < 0)
+		return 0;
+	rc = slirp_ready(*ready_fd, path, err);
+	close(*ready_fd);
+	*ready_fd = -1;
 	if (rc < 0)
 		sb_err_prefix(err, "the sandbox's network (policy open)");
 	return rc;
+}
+
+int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
+		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err)
+{
+	int ready_fd;
+
+	if (process_net_start(set, network, init_pid, init_pidfd, log_fd, net_pid, &ready_fd, err) < 0)
+		return -1;
+	return process_net_ready(set, &ready_fd, err);
 }
 
 /* ---- the egress proxy's listener inside the sandbox's network namespace (policy `proxy`) ---- */

@@ -520,6 +520,40 @@ static void test_agent_fails(void **state)
 	assert_contains(err.msg, "not writable by group or others");
 }
 
+/* An agent whose TLS configuration fails (made on a thread beside its journal since issue 32) exits
+ * before it listens, with the loader's words: prepare() fails and says them, and nothing is left. */
+static void test_agent_tls_fails(void **state)
+{
+	struct sandbox_spec spec = F.spec;
+	struct sandbox_handle h;
+	struct sb_err err;
+	char priv[160], dir[200], path[240], needle[260];
+	static const char *const files[] = { "agent.crt", "agent.key", "ca.crt" };
+
+	(void)state;
+	snprintf(priv, sizeof priv, "%s/priv-badtls", F.base);
+	dir_make(priv);
+	snprintf(dir, sizeof dir, "%s/tls", priv);
+	dir_make(dir);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs("not a PEM file\n", f);
+		fclose(f);
+		assert_int_equal(chmod(path, 0644), 0);
+	}
+	spec.private_dir = priv;
+	assert_int_equal(F.be->ops->prepare(F.be, &spec, &h, &err), -1);
+	assert_contains(err.msg, "the agent exited with status");
+	assert_contains(err.msg, "loading certificate");
+	assert_int_equal(PH(&h)->pidfd, -1);
+	snprintf(needle, sizeof needle, "--listen unix:%s/sock/agent.sock", priv);
+	assert_int_equal(process_with(needle), 0);
+}
+
 /* A failed step inside sandbox init reaches prepare() as it is. */
 static void test_setup_fails(void **state)
 {
@@ -826,6 +860,67 @@ static void test_cgroup_placement(void **state)
 	cg_parent[0] = '\0';
 }
 
+/* ---------- issue 32: the network's helper starts before init goes on; its ready is waited for
+ * while init builds the root and the agent starts, and before prepare() returns ---------- */
+
+/* A slirp4netns that takes its time: SECONDS before the real one (or, FAIL, an exit without a ready). */
+static struct backend *slow_net_backend(const char *name, const char *body)
+{
+	struct process_settings set = { 0 };
+	struct backend *be = NULL;
+	struct sb_err err;
+	FILE *f;
+
+	snprintf(set.slirp4netns, sizeof set.slirp4netns, "%s/%s", F.base, name);
+	f = fopen(set.slirp4netns, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\n%s", body);
+	fclose(f);
+	assert_int_equal(chmod(set.slirp4netns, 0755), 0);
+	must(backend_process_create_with(&be, &set, &err), &err, "backend_process_create_with");
+	return be;
+}
+
+/* A helper that configures the device 400 ms after a launch that takes some 20: prepare() returns
+ * only once it is ready, so the first command already sees tap0 (its route). Without the wait the
+ * command would run on a namespace with no device yet. */
+static void test_network_ready_before_first_call(void **state)
+{
+	struct backend *be = slow_net_backend("slow-slirp", "sleep 0.4\nexec /usr/bin/slirp4netns \"$@\"\n");
+	struct sandbox_handle h;
+	struct sb_err err;
+	struct run r;
+	pid_t pid;
+
+	(void)state;
+	must(be->ops->prepare(be, &F.spec, &h, &err), &err, "prepare");
+	pid = PH(&h)->pid;
+	expect_ok(&h, "grep -c tap0 /proc/net/route", &r);
+	assert_string_equal(r.out, "2\n"); /* the default route and the subnet's, through tap0 */
+	must(be->ops->stop(be, &h, &err), &err, "stop");
+	must(be->ops->evidence(be, &h, EVIDENCE_MS, &err), &err, "evidence");
+	assert_false(pid_alive(pid));
+	be->ops->destroy(be);
+}
+
+/* A helper that fails after init was released: prepare() fails, says why, and leaves nothing running. */
+static void test_network_fails_after_release(void **state)
+{
+	struct backend *be = slow_net_backend("failing-slirp", "sleep 0.2\nexit 1\n");
+	struct sandbox_handle h;
+	struct sb_err err;
+	char needle[200];
+
+	(void)state;
+	assert_int_equal(be->ops->prepare(be, &F.spec, &h, &err), -1);
+	assert_contains(err.msg, "the sandbox's network (policy open)");
+	assert_contains(err.msg, "failed to configure the sandbox's network");
+	assert_int_equal(PH(&h)->pidfd, -1);
+	snprintf(needle, sizeof needle, "--listen unix:%s/sock/agent.sock", F.priv);
+	assert_int_equal(process_with(needle), 0);
+	be->ops->destroy(be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -834,12 +929,15 @@ int main(void)
 		cmocka_unit_test(test_adopt_live),
 		cmocka_unit_test(test_adopt_reused_pid),
 		cmocka_unit_test(test_agent_fails),
+		cmocka_unit_test(test_agent_tls_fails),
 		cmocka_unit_test(test_setup_fails),
 		cmocka_unit_test(test_no_root_inside),
 		cmocka_unit_test(test_tmpfs_sized),
 		cmocka_unit_test(test_private_paths_anchored),
 		cmocka_unit_test(test_nested_target_anchored),
 		cmocka_unit_test(test_cgroup_placement),
+		cmocka_unit_test(test_network_ready_before_first_call),
+		cmocka_unit_test(test_network_fails_after_release),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
