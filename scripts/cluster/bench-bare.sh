@@ -3,7 +3,7 @@
 # (no volume, no Secret, no security context: `sleep 30`), each created with kubectl and timed from
 # the create to the API server's word that its container runs (a watch on the pod); the median, in
 # ms. What the Kubernetes backend's first call cannot go below on this cluster. Root only; a timing
-# report, never a test.
+# report, never a test. Usage: bash scripts/cluster/bench-bare.sh.
 set -euo pipefail
 runs=${BENCH_CLUSTER_RUNS:-7}
 kc=${KUBECONFIG_FILE:-/var/lib/infra-sandbox/cluster/admin.kubeconfig}

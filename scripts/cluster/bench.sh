@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The Kubernetes backend's first call (issue 32's row; not part of `make bench`: it needs the test
-# cluster, `make cluster`). A manager of the kubernetes backend inside the cluster's network
-# namespace, on a temporary state directory; BENCH_CLUSTER_RUNS sessions (default 7), each created and
-# then its first `exec -- true` timed (the pod is made at the first call); the median and each
-# figure, in ms. Then, with BENCH_CLUSTER_BARE=1, bare pods of the same image (the kubelet's floor:
-# create to Running). Root only. A timing report, never a test.
+# The Kubernetes backend's first call on the test cluster (issue 32's row; not part of `make bench`: it
+# needs `make cluster`). Usage: bash scripts/cluster/bench.sh [BUILD]. A manager of the kubernetes
+# backend (BUILD's sandbox-manager) inside the cluster's network namespace, on a temporary state
+# directory; BENCH_CLUSTER_RUNS sessions (default 7), each created and then its first `exec -- true`
+# timed (the pod is made by that call; each line says when the call began, epoch ms, to join with the
+# cluster's logs); the median and every figure, in ms. scripts/cluster/bench-bare.sh measures the
+# kubelet's floor. BENCH_CLUSTER_KEEP=1 keeps the work directory (the manager's log). Root only; a
+# timing report, never a test (docs/performance.md, "The Kubernetes backend's first call").
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 manager=$build/sandbox-manager
 runs=${BENCH_CLUSTER_RUNS:-7}
 ready=${K8S_READY:-}
