@@ -273,31 +273,85 @@ static void pending_say(json_t *pod, char *out, size_t len)
 		}
 }
 
-/* Read back, the boundary checked; then until the agent serves at the pod's IP, or the pod ends. */
+/* The object of the pod's first change (ADDED, MODIFIED), or nothing when it was deleted: then the
+ * next read says it is gone. */
+static int changed_event(void *user, const char *type, json_t *pod)
+{
+	json_t **next = user;
+
+	if (strcmp(type, "DELETED") == 0)
+		return 1;
+	if (strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0)
+		return 0;
+	*next = json_incref(pod);
+	return 1;
+}
+
+/* Until the pod of that name changes after resourceVersion rv (a watch: the kubelet's status
+ * arrives as an event, not at the next tick of a poll), at most bound_ms; the changed object (a new
+ * reference), or NULL when the next state is to be read (deleted, or no event). A watch the server
+ * refuses, or one that ends at once, costs a pause of POLL_MS instead (never a loop of asks). */
+static json_t *pod_change_wait(const struct kube *k, const char *name, const char *rv, long bound_ms)
+{
+	char path[600];
+	struct sb_err ignored;
+	int64_t started = clock_mono_ms();
+	json_t *next = NULL;
+	int got = -1;
+
+	if (rv != NULL && rv[0] != '\0' && strlen(rv) < 64 && strspn(rv, "0123456789") == strlen(rv)) {
+		snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?fieldSelector=metadata.name%%3D%s&watch=1"
+			 "&resourceVersion=%s&timeoutSeconds=%ld", k->ns, name, rv, (bound_ms + 999) / 1000);
+		got = k8s_watch(&k->conn, path, bound_ms, changed_event, &next, &ignored);
+	}
+	if (got != K8S_WATCH_DECIDED && clock_mono_ms() - started < POLL_MS)
+		usleep(POLL_MS * 1000);
+	return next;
+}
+
+/* Read back, the boundary checked; then until the agent serves at the pod's IP, or the pod ends.
+ * Between two reads: a watch for the pod's next change, whose object is the next read while it has no running container and IP
+ * (scheduling, volumes, sandbox, container: each ends in a status the kubelet writes); once it has
+ * both, the agent's port is asked again after 5, 10, 20 ... ms (its start, 10-20 ms, writes no
+ * status), up to POLL_MS apart. */
 static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t iplen, struct sb_err *err)
 {
 	const struct k8s_pod_target t = pod_target(k);
 	int64_t deadline = clock_mono_ms() + READY_MS;
 	bool checked = false;
 	char waiting[400] = "";
+	long probe_ms = 5;
+	json_t *next = NULL; /* the watched change: judged as a GET's reply is */
 
 	for (;;) {
 		struct rest_reply r;
-		json_t *cs, *st;
+		json_t *pod, *cs, *st;
 		const char *pod_ip, *uid, *cid;
+		char rv[64] = "";
+		bool started = false;
 		int rc = 0;
 
-		if (pod_get(k, id->name, REQUEST_MS, &r, err) < 0)
-			return -1;
-		uid = json_string_value(json_object_get(json_object_get(r.body, "metadata"), "uid"));
-		if (r.status == 404 || uid == NULL || strcmp(uid, id->uid) != 0)
+		if (next != NULL) {
+			pod = next;
+			next = NULL;
+		} else {
+			if (pod_get(k, id->name, REQUEST_MS, &r, err) < 0)
+				return -1;
+			/* a 404 (or a body that is no object) holds no UID: gone */
+			pod = r.status == 404 || r.body == NULL ? json_object() : json_incref(r.body);
+			rest_reply_free(&r);
+			if (pod == NULL)
+				return sb_fail(err, ENOMEM, "reading pod %s", id->name);
+		}
+		uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+		if (uid == NULL || strcmp(uid, id->uid) != 0)
 			rc = sb_fail(err, ENOENT, "pod %s (UID %s) is gone before its agent served", id->name, id->uid);
-		else if (!checked && (rc = k8s_pod_check(&t, r.body, err)) == 0)
+		else if (!checked && (rc = k8s_pod_check(&t, pod, err)) == 0)
 			checked = true;
-		cs = k8s_agent_container(r.body, "containerStatuses");
+		cs = k8s_agent_container(pod, "containerStatuses");
 		st = json_object_get(cs, "state");
 		cid = json_string_value(json_object_get(cs, "containerID"));
-		pod_ip = json_string_value(json_object_get(json_object_get(r.body, "status"), "podIP"));
+		pod_ip = json_string_value(json_object_get(json_object_get(pod, "status"), "podIP"));
 		if (rc == 0 && json_object_get(st, "terminated") != NULL)
 			rc = sb_fail(err, ECHILD, "the pod's container ended (%s: %s) before its agent served",
 				     json_string_value(json_object_get(json_object_get(st, "terminated"), "reason")) ?: "?",
@@ -308,25 +362,35 @@ static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t ip
 				 json_string_value(json_object_get(json_object_get(st, "waiting"), "reason")) ?: "",
 				 json_string_value(json_object_get(json_object_get(st, "waiting"), "message")) ?: "");
 		else if (rc == 0 && cs == NULL)
-			pending_say(r.body, waiting, sizeof waiting);
+			pending_say(pod, waiting, sizeof waiting);
 		if (rc == 0 && json_object_get(st, "running") != NULL && cid != NULL && cid_valid(cid) && pod_ip != NULL) {
+			started = true;
 			if (strchr(pod_ip, ':') != NULL)
 				rc = sb_fail(err, EAFNOSUPPORT, "pod %s has an IPv6 address (%s): this build reaches agents "
 					     "over IPv4 only", id->name, pod_ip);
 			else if (agent_serving_inet(pod_ip, KUBERNETES_AGENT_PORT, clock_mono_ms() + 1000) == 1) {
 				snprintf(id->cid, sizeof id->cid, "%s", cid);
 				snprintf(ip, iplen, "%s", pod_ip);
-				rest_reply_free(&r);
+				json_decref(pod);
 				return 0;
 			}
 		}
-		rest_reply_free(&r);
+		snprintf(rv, sizeof rv, "%s", json_string_value(json_object_get(json_object_get(pod, "metadata"),
+									      "resourceVersion")) ?: "");
+		json_decref(pod);
 		if (rc < 0)
 			return -1;
 		if (clock_remaining_ms(deadline) == 0)
 			return sb_fail(err, ETIMEDOUT, "the agent of pod %s did not serve at its IP within %d ms%s", id->name,
 				       READY_MS, waiting);
-		usleep(POLL_MS * 1000);
+		if (started) {
+			usleep((useconds_t)probe_ms * 1000);
+			probe_ms = probe_ms * 2 > POLL_MS ? POLL_MS : probe_ms * 2;
+		} else {
+			long left = clock_remaining_ms(deadline);
+
+			next = pod_change_wait(k, id->name, rv, left < WATCH_MS ? left : WATCH_MS);
+		}
 	}
 }
 

@@ -3,6 +3,9 @@
 drops a field it does not know: it removes securityContext.procMount from every pod in its replies
 (a create, a get, a list's items, each watch event's object), as a server without the ProcMountType
 feature gate does. Used by manager_kubernetes_faults.sh (kubernetes_drops_procmount) only.
+With KD_PROXY_MODE=refuse-watch it drops nothing and refuses every watch instead (HTTP 403, a Status,
+logged "watch refused: PATH"), as a server or an RBAC that allows get and list but not watch does
+(kubernetes_watch_refused).
 
 Usage: k8s_dropping_proxy.py PORTFILE CERT KEY UPSTREAM_URL UPSTREAM_CA CLIENT_CERT CLIENT_KEY
 It listens on 127.0.0.1 (a free port, written to PORTFILE when it serves), serves TLS with CERT/KEY,
@@ -21,9 +24,12 @@ portfile, cert, key, upstream, upstream_ca, client_cert, client_key = sys.argv[1
 up = urllib.parse.urlsplit(upstream)
 up_ctx = ssl.create_default_context(cafile=upstream_ca)
 up_ctx.load_cert_chain(client_cert, client_key)
+refuse_watch = os.environ.get("KD_PROXY_MODE") == "refuse-watch"
 
 
 def drop_pod(pod):
+    if refuse_watch:
+        return
     if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
         return
     changed = False
@@ -58,6 +64,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def forward(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else None
+        if refuse_watch and ("watch=1" in self.path or "watch=true" in self.path):
+            data = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
+                               "reason": "Forbidden", "message": "watch refused by the test's proxy"}).encode()
+            sys.stderr.write("watch refused: %s\n" % self.path)
+            sys.stderr.flush()
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         headers = {h: self.headers[h] for h in ("Accept", "Content-Type") if self.headers.get(h)}
         conn = http.client.HTTPSConnection(up.hostname, up.port, context=up_ctx, timeout=120)
         conn.request(self.command, self.path, body=body, headers=headers)

@@ -27,8 +27,9 @@ kd_setup() {
 
 kd_cleanup() {
 	local ns d p
-	[ -n "${MSTATE:-}" ] && k8s_cleanup
+	# the proxies first: k8s_cleanup (mgr_cleanup) waits for every child of the test
 	for p in "${KD_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	[ -n "${MSTATE:-}" ] && k8s_cleanup
 	for ns in "${KD_NAMESPACES[@]}"; do kd delete namespace "$ns" --wait=false >/dev/null 2>&1; done
 	for d in "${KD_RMDIRS[@]}"; do rmdir "$d" 2>/dev/null; done
 	[ "${#KD_REJECT[@]}" -gt 0 ] && "${K8S_NET_CMD[@]}" iptables -D "${KD_REJECT[@]}" 2>/dev/null
@@ -354,14 +355,12 @@ EOF
 		"$(cat "$TD/manager.log")"
 }
 
-# ---------------------------------------------------------------- a server that drops procMount
+# ---------------------------------------------------------------- a server that drops procMount, or refuses watches
 
-# An API server that silently drops procMount (k8s_dropping_proxy.py in front of the real one, as a
-# server without the ProcMountType gate does): the manager refuses the pod naming procMount, deletes
-# it, proves its end through the same server (its watch included), and does not serve.
-test_kubernetes_drops_procmount() {
-	kd_setup
-	local pki=$TD/proxy-pki kc=$TD/proxy.kubeconfig port pods sess rc
+# kd_proxy MODE: k8s_dropping_proxy.py in front of the real API server (KD_PROXY_MODE=MODE), its log
+# $TD/proxy.log, and $TD/proxy.kubeconfig naming it.
+kd_proxy() {
+	local pki=$TD/proxy-pki port
 	mkdir -p "$pki"
 	printf 'subjectAltName=IP:127.0.0.1\n' >"$pki/ext"
 	if ! openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kdeploy-proxy-ca -keyout "$pki/ca.key" \
@@ -373,13 +372,23 @@ test_kubernetes_drops_procmount() {
 		bad "openssl could not make the proxy's certificates"
 		return 1
 	fi
-	"${K8S_NET_CMD[@]}" python3 "$KD_PROXY" "$TD/proxy.port" "$pki/srv.crt" "$pki/srv.key" "$K8S_SERVER" "$K8S_CA" \
-		"$(dirname "$K8S_ADMIN")/pki/admin.crt" "$(dirname "$K8S_ADMIN")/pki/admin.key" 2>"$TD/proxy.log" &
+	KD_PROXY_MODE=$1 "${K8S_NET_CMD[@]}" python3 "$KD_PROXY" "$TD/proxy.port" "$pki/srv.crt" "$pki/srv.key" \
+		"$K8S_SERVER" "$K8S_CA" "$(dirname "$K8S_ADMIN")/pki/admin.crt" "$(dirname "$K8S_ADMIN")/pki/admin.key" \
+		2>"$TD/proxy.log" &
 	KD_PIDS+=("$!")
 	for _ in $(seq 1 100); do [ -s "$TD/proxy.port" ] && break; sleep 0.1; done
 	port=$(cat "$TD/proxy.port" 2>/dev/null)
 	[ -n "$port" ] || { bad "the proxy did not start: $(cat "$TD/proxy.log")"; return 1; }
-	kd_kubeconfig "$kc" "https://127.0.0.1:$port" "$pki/ca.crt" via-proxy
+	kd_kubeconfig "$TD/proxy.kubeconfig" "https://127.0.0.1:$port" "$pki/ca.crt" via-proxy
+}
+
+# An API server that silently drops procMount (k8s_dropping_proxy.py in front of the real one, as a
+# server without the ProcMountType gate does): the manager refuses the pod naming procMount, deletes
+# it, proves its end through the same server (its watch included), and does not serve.
+test_kubernetes_drops_procmount() {
+	kd_setup
+	local kc=$TD/proxy.kubeconfig pods sess rc
+	kd_proxy drop-procmount || return 1
 	MSTATE=$(mktemp -d /tmp/sbm.XXXXXX)
 	chmod 0711 "$MSTATE" "$TD"
 	timeout 150 "${K8S_NET_CMD[@]}" "$MANAGER" serve --state-dir "$MSTATE" --backend kubernetes --kubeconfig "$kc" \
@@ -407,6 +416,27 @@ test_kubernetes_drops_procmount() {
 		bad "no watch event of sandbox-$sess-1 passed the proxy: $(tail -n 5 "$TD/proxy.log")"
 	rm -rf "$MSTATE"
 	MSTATE=
+}
+
+# A server that allows get and list but refuses every watch (the proxy's refuse-watch mode): the
+# pod's readiness waits on a watch of its next change (backend_kubernetes.c, pod_change_wait), and a
+# refused one is a pause and another read, never a failure: the manager starts (its volume probe is a
+# pod), a session's first call runs, and the pod's end is proven at stop, all through that server.
+test_kubernetes_watch_refused() {
+	kd_setup
+	kd_proxy refuse-watch || return 1
+	mgr_repo
+	kd_mgr_start --kubeconfig "$TD/proxy.kubeconfig" || return 1
+	mgr_session
+	mgr exec --session "$SID" -- 'echo first-call'
+	assert_eq "the first call's exit code (stderr: $(head -c 400 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" 0 "$RC"
+	assert_eq "the first call's output" first-call "$(cat "$OUT")"
+	grep -q "^watch refused: .*fieldSelector=metadata.name%3Dsandbox-$SID-1&watch=1" "$TD/proxy.log" ||
+		bad "no watch of the session's pod was refused: $(tail -n 5 "$TD/proxy.log")"
+	kill -TERM "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	assert_match "the stop proved the pod's end" "sandbox-$SID-1/[0-9a-f-]{36}/[a-z]+://[0-9a-f]{64} is gone: " \
+		"$(cat "$TD/manager.log")"
 }
 
 # ---------------------------------------------------------------- the pod's life

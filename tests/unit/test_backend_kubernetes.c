@@ -766,6 +766,40 @@ static json_t *mount_of(json_t *podj, const char *path, json_t **volume)
 	return NULL;
 }
 
+/* The pod's readiness waits on a watch of its next change, and the event's object decides as a GET's
+ * reply would (issue 32: the kubelet's status arrives as an event, not at a poll's next tick): the
+ * server's GET says Pending and only the watch from its resourceVersion says Running, so the pod is
+ * ready by the event, read once by GET. */
+static void prepare_ready_from_a_watch_event(void **state)
+{
+	struct backend *be;
+	struct sandbox_handle h;
+	struct sb_err err = { 0 };
+	struct prep p;
+	char *pending = pod(UID, true, "Unmasked", "Pending", "", "");
+	char *running = pod(UID, true, "Unmasked", "Running", RUNNING, "");
+	char *events = NULL;
+
+	(void)state;
+	agent_stand_in();
+	prep_make(&p);
+	route("POST " PODS, 201, pending);
+	route_pod(200, strdup(pending));
+	assert_true(asprintf(&events, "{\"type\":\"MODIFIED\",\"object\":%s}\n", running) > 0);
+	route("GET " PODS "?fieldSelector=metadata.name%3D" NAME "&watch=1&resourceVersion=1234", 200, events);
+	free(events);
+	free(running);
+	free(pending);
+	be = backend_new();
+	if (be->ops->prepare(be, &p.spec, &h, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(h.runtime_id, RID);
+	assert_string_equal(h.address, "127.0.0.1:7443");
+	assert_int_equal(seen("GET " PODS "/" NAME, NULL), 1);
+	assert_int_equal(seen("GET " PODS "?fieldSelector=metadata.name%3D" NAME "&watch=1&resourceVersion=1234", NULL), 1);
+	be->ops->destroy(be);
+}
+
 static void prepare_makes_the_pod(void **state)
 {
 	struct backend *be;
@@ -1541,6 +1575,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(watch_deleted_after_delete_is_evidence, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(watch_deleted_without_our_delete_is_not_evidence, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(watch_gone_lists_again, fake_start, fake_stop),
+		cmocka_unit_test_setup_teardown(prepare_ready_from_a_watch_event, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(watch_error_event_gone_lists_again, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(throttled_then_answered, fake_start, fake_stop),
 		cmocka_unit_test_setup_teardown(unreachable_server_is_not_evidence, fake_start, fake_stop),
