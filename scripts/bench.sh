@@ -28,8 +28,21 @@ echo
 bash "$(dirname "$0")/bench-egress.sh" "$build"
 
 # The Kubernetes backend's first call needs the test cluster (make cluster), which make bench does
-# not start: its row says where it is measured.
-echo "first call of a new session, Kubernetes backend|not measured by make bench: needs make cluster (docs/performance.md)|<= 0.5 s|-" >>"$BENCH_TABLE"
+# not start: measured when one is up and this is root (scripts/cluster/bench.sh), else its row says
+# where it is measured.
+k8s_row="not measured by make bench: needs make cluster, as root (docs/performance.md)|<= 0.5 s|-"
+if [ "$(id -u)" = 0 ] && [ -r /var/lib/infra-sandbox/cluster/admin.kubeconfig ] &&
+	ip netns exec infra-sandbox-cluster true 2>/dev/null; then
+	echo
+	if k8s_out=$(bash "$(dirname "$0")/cluster/bench.sh" "$build" 2>&1); then
+		echo "$k8s_out"
+		median=$(sed -n 's/^first call of a new session, Kubernetes backend: median \([0-9]*\) ms.*/\1/p' <<<"$k8s_out")
+		[ -n "$median" ] && k8s_row="median of $(grep -c '^first call [0-9]' <<<"$k8s_out"): $median ms (scripts/cluster/bench.sh)|<= 0.5 s|$(awk -v m="$median" 'BEGIN { print (m <= 500) ? "yes" : "no" }')"
+	else
+		echo "$k8s_out" | tail -5
+	fi
+fi
+echo "first call of a new session, Kubernetes backend|$k8s_row" >>"$BENCH_TABLE"
 
 # The targets of issue 32, measured in this one run.
 echo
