@@ -436,7 +436,7 @@ static void test_prune_leaves_room(void **state)
 	size_t big = (8u << 20) - 4096; /* with its entry's own members, just under 8 MiB */
 	char *result = malloc(big + 16);
 	struct sb_err err;
-	char id[8], name[16];
+	char id[16], name[32]; /* room for any int: -Wformat-truncation at -O1 */
 
 	assert_non_null(result);
 	memset(result, 'x', big + 16);
