@@ -105,9 +105,9 @@ int journal_open_boot(struct journal *j, const struct privdir *dir, const struct
 	snprintf(j->boot, sizeof j->boot, "%s", boot);
 	j->dir = dir;
 	j->receipts = receipts;
-	j->slots_fd = j->ends_fd = j->spare_fd = -1;
+	j->slots_fd = j->ends_fd = -1;
 	pthread_mutex_init(&j->lock, NULL);
-	pthread_mutex_init(&j->spare_lock, NULL);
+	spare_file_init(&j->spare, ".spare.entry");
 	pthread_cond_init(&j->changed, NULL);
 	if (fixed_open(j, SLOTS_NAME, sizeof buf, &j->slots_fd, err) < 0 ||
 	    fixed_open(j, ENDS_NAME, 2 * END_BYTES, &j->ends_fd, err) < 0 || boot_mark_take(j, err) < 0)
@@ -180,11 +180,9 @@ void journal_close(struct journal *j)
 		close(j->slots_fd);
 	if (j->ends_fd >= 0)
 		close(j->ends_fd);
-	if (j->spare_fd >= 0)
-		close(j->spare_fd);
-	j->slots_fd = j->ends_fd = j->spare_fd = -1;
+	j->slots_fd = j->ends_fd = -1;
+	spare_file_close(&j->spare);
 	pthread_cond_destroy(&j->changed);
-	pthread_mutex_destroy(&j->spare_lock);
 	pthread_mutex_destroy(&j->lock);
 }
 
@@ -400,46 +398,9 @@ static char *entry_finished_text(const char *exec_id, uint64_t generation, const
 	return text;
 }
 
-#define SPARE_ENTRY ".spare.entry"
-
 int journal_spare_make(struct journal *j, struct sb_err *err)
 {
-	int rc = 0;
-
-	pthread_mutex_lock(&j->spare_lock);
-	if (j->spare_fd < 0) {
-		if (unlinkat(j->dir->fd, SPARE_ENTRY, 0) < 0 && errno != ENOENT)
-			rc = sb_fail_errno(err, "removing %s/%s", j->dir->path, SPARE_ENTRY);
-		else
-			j->spare_fd = fd_file_write_new(j->dir->fd, j->dir->path, SPARE_ENTRY, 0600, "", 0, err);
-		if (j->spare_fd < 0)
-			rc = -1;
-	}
-	pthread_mutex_unlock(&j->spare_lock);
-	return rc;
-}
-
-/* The entry through the spare: written whole, then renamed to name, never over one, so a reader
- * sees the whole entry or none. Its descriptor, or -1 (no spare, or it failed: the caller writes
- * a new file the old way, which fails the same way on a name that exists). */
-static int spare_take(struct journal *j, const char *name, const char *text, size_t len)
-{
-	int fd = -1;
-
-	if (pthread_mutex_trylock(&j->spare_lock) != 0)
-		return -1;
-	if (j->spare_fd >= 0) {
-		fd = j->spare_fd;
-		j->spare_fd = -1;
-		if (fd_write_all(fd, text, len) < 0 ||
-		    renameat2(j->dir->fd, SPARE_ENTRY, j->dir->fd, name, RENAME_NOREPLACE) < 0) {
-			close(fd);
-			unlinkat(j->dir->fd, SPARE_ENTRY, 0);
-			fd = -1;
-		}
-	}
-	pthread_mutex_unlock(&j->spare_lock);
-	return fd;
+	return spare_file_make(&j->spare, j->dir, 0, err);
 }
 
 int journal_end(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
@@ -490,7 +451,9 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	/* Kept now (this boot). The file is for the readers of the running agent (a Query, the
 	 * prune); synced by the settler. Until it is written the slot stays open: a Query says running. */
 	j->bytes += len;
-	fd = spare_take(j, name, text, len);
+	/* Through the spare when there is one; else (or it failed) a new file, which fails the same
+	 * way on a name that exists. */
+	fd = spare_file_take(&j->spare, j->dir, name, text, len);
 	if (fd < 0)
 		fd = fd_file_write_new(j->dir->fd, j->dir->path, name, 0600, text, len, err);
 	free(text);

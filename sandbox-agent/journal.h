@@ -22,6 +22,7 @@
 #include "error.h"
 #include "names.h"
 #include "privdir.h"
+#include "spare_file.h"
 
 #define JOURNAL_MAX_BYTES (64u * 1024u * 1024u)
 #define JOURNAL_PRUNE_TO (JOURNAL_MAX_BYTES / 4 * 3) /* what a prune leaves, at most (journal.c) */
@@ -52,8 +53,7 @@ struct journal {
 	struct journal_slot slot[2];
 	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
 	char boot[BOOT_ID_LEN + 1];  /* this boot's id, read once at open */
-	pthread_mutex_t spare_lock; /* spare_fd: made after a result, taken by the next end */
-	int spare_fd;             /* dir/.spare.entry, empty, made ahead (journal_spare_make); -1: none */
+	struct spare_file spare;  /* dir/.spare.entry, empty, made ahead (journal_spare_make) */
 	bool doubt;               /* opened under another boot than its unsynced records': journal_open */
 	char doubt_why[160];      /* why, for the answers it makes uncertain */
 };
@@ -74,10 +74,9 @@ struct journal_entry {
 int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err);
 
 /* The next finished entry's file, made while no exec needs it (serve: after each result), so that
- * journal_end writes into it and renames it (never over a name) instead of paying a new file's
- * inode allocation on the call's path (issue 32; docs/performance.md, "The receipt's room made
- * ahead"). Its name, .spare.entry, is no entry's (names.h: no exec id has a leading dot; the
- * prune and the open skip it). One spare; a spare left by an earlier life is removed first. */
+ * journal_end writes into it and renames it (spare_file.h) instead of making a new file on the
+ * call's path. Its name, .spare.entry, is no entry's: the open reads only *.json, the prune skips
+ * dot names. */
 int journal_spare_make(struct journal *j, struct sb_err *err);
 
 /* journal_open under a given boot id (BOOT_ID_LEN characters): for tests, which simulate a restart

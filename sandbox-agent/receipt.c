@@ -63,71 +63,23 @@ int receipt_room_take(const struct privdir *dir, const char *exec_id, struct rec
 	return 0;
 }
 
-#define SPARE_ROOM ".spare.room"
-
-void receipt_spare_init(struct receipt_spare *sp)
-{
-	pthread_mutex_init(&sp->lock, NULL);
-	sp->fd = -1;
-}
-
-int receipt_spare_make(struct receipt_spare *sp, const struct privdir *dir, struct sb_err *err)
-{
-	int fd, rc = 0;
-
-	pthread_mutex_lock(&sp->lock);
-	if (sp->fd >= 0)
-		goto out;
-	if (unlinkat(dir->fd, SPARE_ROOM, 0) < 0 && errno != ENOENT) {
-		rc = sb_fail_errno(err, "removing %s/%s", dir->path, SPARE_ROOM);
-		goto out;
-	}
-	fd = openat(dir->fd, SPARE_ROOM, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = sb_fail_errno(err, "creating %s/%s", dir->path, SPARE_ROOM);
-		goto out;
-	}
-	rc = posix_fallocate(fd, 0, RECEIPT_ROOM_BYTES);
-	if (rc != 0) {
-		close(fd);
-		unlinkat(dir->fd, SPARE_ROOM, 0);
-		rc = sb_fail(err, rc, "allocating %d bytes in %s/%s", RECEIPT_ROOM_BYTES, dir->path, SPARE_ROOM);
-		goto out;
-	}
-	sp->fd = fd;
-out:
-	pthread_mutex_unlock(&sp->lock);
-	return rc;
-}
-
-int receipt_room_take_spare(struct receipt_spare *sp, const struct privdir *dir, const char *exec_id,
+int receipt_room_take_spare(struct spare_file *spare, const struct privdir *dir, const char *exec_id,
 			    struct receipt_info *info, struct sb_err *err)
 {
 	char name[EXEC_ID_MAX + 8];
+	int fd;
 
 	if (room_name(exec_id, name, sizeof name, err) < 0)
 		return -1;
-	if (pthread_mutex_trylock(&sp->lock) != 0)
-		return receipt_room_take(dir, exec_id, info, err);
-	if (sp->fd >= 0 && renameat2(dir->fd, SPARE_ROOM, dir->fd, name, RENAME_NOREPLACE) == 0) {
-		info->room_fd = sp->fd;
+	fd = spare_file_take(spare, dir, name, NULL, 0);
+	if (fd >= 0) {
+		info->room_fd = fd;
 		info->has_room = true;
-		sp->fd = -1;
-		pthread_mutex_unlock(&sp->lock);
 		return 0;
 	}
-	if (sp->fd >= 0 && errno == EEXIST) {
-		/* Refused as the create would refuse it; the spare stays for the next exec. */
-		pthread_mutex_unlock(&sp->lock);
+	/* Refused as the create below would refuse it; the spare stays for the next exec. */
+	if (errno == EEXIST)
 		return sb_fail(err, EEXIST, "receipt room for exec '%s': %s/%s exists", exec_id, dir->path, name);
-	}
-	/* No spare, or it could not be renamed: what is left of it is dropped (the next make starts
-	 * clean), and the room is made here. */
-	if (sp->fd >= 0) {
-		close(sp->fd);
-		sp->fd = -1;
-	}
-	pthread_mutex_unlock(&sp->lock);
 	return receipt_room_take(dir, exec_id, info, err);
 }
 

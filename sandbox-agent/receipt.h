@@ -7,13 +7,13 @@
 #define SB_RECEIPT_H
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdbool.h>
 
 #include "boundary.h"
 #include "error.h"
 #include "privdir.h"
 #include "secret.h"
+#include "spare_file.h"
 
 struct receipt_info {
 	char path[PATH_MAX];
@@ -36,22 +36,12 @@ struct receipt_info {
 #define RECEIPT_ROOM_BYTES 8192
 int receipt_room_take(const struct privdir *dir, const char *exec_id, struct receipt_info *info, struct sb_err *err);
 
-/* The next exec's room, made while no exec needs it (serve: at start and after each result),
- * so that receipt_room_take pays a rename instead of a new file's inode and block allocation
- * (issue 32; docs/performance.md, "The receipt's room made ahead"). Its name, .spare.room, is one
- * no exec id can take (names.h: never a leading dot). One spare per directory; the lock keeps a
- * take on another connection from racing the make, and a take that finds it busy makes its own. */
-struct receipt_spare {
-	pthread_mutex_t lock;
-	int fd; /* the spare's file, RECEIPT_ROOM_BYTES allocated; -1 when none */
-};
-void receipt_spare_init(struct receipt_spare *sp);
-/* Makes the spare when there is none. A spare left by an earlier life of the agent is removed
- * first, never used: its blocks are not known to be allocated. */
-int receipt_spare_make(struct receipt_spare *sp, const struct privdir *dir, struct sb_err *err);
-/* receipt_room_take through the spare when one is there (renamed to the exec's room, never over an
- * existing name), else as receipt_room_take. */
-int receipt_room_take_spare(struct receipt_spare *sp, const struct privdir *dir, const char *exec_id,
+/* receipt_room_take through the spare made ahead (spare_file.h: RECEIPT_SPARE_NAME in dir, made with
+ * RECEIPT_ROOM_BYTES allocated, at start and after each result), renamed to the exec's room, never
+ * over an existing name (refused then, with EEXIST, as receipt_room_take refuses it); without a
+ * spare, as receipt_room_take. */
+#define RECEIPT_SPARE_NAME ".spare.room"
+int receipt_room_take_spare(struct spare_file *spare, const struct privdir *dir, const char *exec_id,
 			    struct receipt_info *info, struct sb_err *err);
 
 /* A room that was not used (the exec ended without a receipt, or was refused): removed. */

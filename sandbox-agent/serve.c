@@ -122,8 +122,8 @@ static int agent_paths(struct agent *a, const struct serve_config *cfg, struct s
 		return -1;
 	if (journal_open(&a->journal, &a->journal_dir, &a->receipts, err) < 0)
 		return -1;
-	/* The first exec's room made ahead too; without it (a full disk) each exec makes its own. */
-	receipt_spare_init(&a->spare);
+	/* The first exec's room and entry made ahead too; without them (a full disk) it makes its own. */
+	spare_file_init(&a->spare, RECEIPT_SPARE_NAME);
 	serve_spare_make(a);
 	return 0;
 }

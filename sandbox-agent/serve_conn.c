@@ -324,7 +324,7 @@ void serve_spare_make(struct agent *a)
 
 	/* Without it (a full disk, say) the exec makes its own room, and is refused there when none is
 	 * left (rule N4): nothing else depends on the spare. */
-	if (receipt_spare_make(&a->spare, &a->receipts, &err) < 0)
+	if (spare_file_make(&a->spare, &a->receipts, RECEIPT_ROOM_BYTES, &err) < 0)
 		sb_info("no spare receipt room: %s (the next exec makes its own)", err.msg);
 	if (journal_spare_make(&a->journal, &err) < 0)
 		sb_info("no spare journal entry: %s (the next exec writes a new file)", err.msg);
@@ -391,7 +391,8 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	rc = result ? send_result(c, e->exec_id, e->generation, result, receipt) : -1;
 	steptime_mark(STEP_END);
 	steptime_report("serve exec");
-	/* Both after the result, off the call's path: the next exec's receipt room, and its init. */
+	/* After the result, off the call's path: the next exec's receipt room and journal entry, then
+	 * its init. */
 	serve_spare_make(a);
 	prebuilt_idle(&a->pre);
 	free(result);

@@ -25,7 +25,7 @@ struct agent {
 	struct secrets *sec;
 	struct tls_config *tls;
 	struct privdir state, receipts, journal_dir; /* held from start (R1): every write goes through them */
-	struct receipt_spare spare;                  /* the next exec's receipt room, made ahead */
+	struct spare_file spare;                     /* the next exec's receipt room, made ahead */
 	struct journal journal;
 	uint64_t generation;
 	char *features_json;
@@ -45,7 +45,8 @@ struct agent {
 	int net_connections;
 };
 
-/* The next exec's receipt room made ahead (receipt.h, serve.c): at start and after each result. */
+/* The next exec's receipt room and journal entry made ahead (spare_file.h), at start and after
+ * each result (serve_conn.c). */
 void serve_spare_make(struct agent *a);
 /* The connection bounds' state (serve_conn.c), before the listener accepts. */
 void serve_conn_init(struct agent *a);

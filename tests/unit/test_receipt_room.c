@@ -22,7 +22,7 @@
 struct fixture {
 	char dir[64];
 	struct privdir rdir;
-	struct receipt_spare spare;
+	struct spare_file spare;
 };
 
 static int setup(void **state)
@@ -35,7 +35,7 @@ static int setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	assert_int_equal(chmod(f->dir, 0700), 0);
 	assert_int_equal(privdir_open(&f->rdir, f->dir, false, 077, &err), 0);
-	receipt_spare_init(&f->spare);
+	spare_file_init(&f->spare, RECEIPT_SPARE_NAME);
 	*state = f;
 	return 0;
 }
@@ -49,8 +49,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	if (f->spare.fd >= 0)
-		close(f->spare.fd);
+	spare_file_close(&f->spare);
 	rm(f, ".spare.room");
 	rm(f, "e1.room");
 	rm(f, "e2.room");
@@ -92,7 +91,7 @@ static void test_room_through_the_spare(void **state)
 	struct receipt_info info = { 0 };
 	struct sb_err err;
 
-	assert_int_equal(receipt_spare_make(&f->spare, &f->rdir, &err), 0);
+	assert_int_equal(spare_file_make(&f->spare, &f->rdir, RECEIPT_ROOM_BYTES, &err), 0);
 	assert_int_equal(size_of(f, ".spare.room", NULL), RECEIPT_ROOM_BYTES);
 	assert_int_equal(receipt_room_take_spare(&f->spare, &f->rdir, "e1", &info, &err), 0);
 	expect_room(f, "e1.room", &info);
@@ -124,7 +123,7 @@ static void test_stale_spare_replaced(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, RECEIPT_ROOM_BYTES), 0);
 	close(fd);
-	assert_int_equal(receipt_spare_make(&f->spare, &f->rdir, &err), 0);
+	assert_int_equal(spare_file_make(&f->spare, &f->rdir, RECEIPT_ROOM_BYTES, &err), 0);
 	assert_int_equal(size_of(f, ".spare.room", &allocated), RECEIPT_ROOM_BYTES);
 	assert_true(allocated >= RECEIPT_ROOM_BYTES);
 }
@@ -136,7 +135,7 @@ static void test_existing_room_refused(void **state)
 	struct sb_err err;
 
 	assert_int_equal(receipt_room_take(&f->rdir, "e2", &first, &err), 0);
-	assert_int_equal(receipt_spare_make(&f->spare, &f->rdir, &err), 0);
+	assert_int_equal(spare_file_make(&f->spare, &f->rdir, RECEIPT_ROOM_BYTES, &err), 0);
 	assert_int_equal(receipt_room_take_spare(&f->spare, &f->rdir, "e2", &info, &err), -1);
 	assert_false(info.has_room);
 	assert_int_equal(err.errnum, EEXIST);
