@@ -287,6 +287,15 @@ static int changed_event(void *user, const char *type, json_t *pod)
 	return 1;
 }
 
+/* The watch of the pod of that name from resourceVersion rv, for about bound_ms: 0, or -1 (a cut path
+ * would ask for another object). */
+static int pod_watch_path(const struct kube *k, const char *name, const char *rv, long bound_ms, char *path,
+			  size_t len, struct sb_err *err)
+{
+	return path_fmt(path, len, err, "/api/v1/namespaces/%s/pods?fieldSelector=metadata.name%%3D%s&watch=1"
+			"&resourceVersion=%s&timeoutSeconds=%ld", k->ns, name, rv, (bound_ms + 999) / 1000);
+}
+
 /* Until the pod of that name changes after resourceVersion rv (a watch: the kubelet's status
  * arrives as an event, not at the next tick of a poll), at most bound_ms; the changed object (a new
  * reference), or NULL when the next state is to be read (deleted, or no event). A watch the server
@@ -299,21 +308,19 @@ static json_t *pod_change_wait(const struct kube *k, const char *name, const cha
 	json_t *next = NULL;
 	int got = -1;
 
-	if (rv != NULL && rv[0] != '\0' && strlen(rv) < 64 && strspn(rv, "0123456789") == strlen(rv)) {
-		snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?fieldSelector=metadata.name%%3D%s&watch=1"
-			 "&resourceVersion=%s&timeoutSeconds=%ld", k->ns, name, rv, (bound_ms + 999) / 1000);
+	if (rv != NULL && rv[0] != '\0' && strlen(rv) < 64 && strspn(rv, "0123456789") == strlen(rv) &&
+	    pod_watch_path(k, name, rv, bound_ms, path, sizeof path, &ignored) == 0)
 		got = k8s_watch(&k->conn, path, bound_ms, changed_event, &next, &ignored);
-	}
 	if (got != K8S_WATCH_DECIDED && clock_mono_ms() - started < POLL_MS)
 		usleep(POLL_MS * 1000);
 	return next;
 }
 
 /* Read back, the boundary checked; then until the agent serves at the pod's IP, or the pod ends.
- * Between two reads: a watch for the pod's next change, whose object is the next read while it has no running container and IP
- * (scheduling, volumes, sandbox, container: each ends in a status the kubelet writes); once it has
- * both, the agent's port is asked again after 5, 10, 20 ... ms (its start, 10-20 ms, writes no
- * status), up to POLL_MS apart. */
+ * Between two reads, while the pod has no running container and IP (scheduling, volumes, sandbox,
+ * container: each ends in a status the kubelet writes): a watch for its next change, whose object
+ * is the next read. Once it has both, the agent's port is asked again after 5, 10, 20 ... ms (its
+ * start, 10-20 ms, writes no status), up to POLL_MS apart. */
 static int pod_ready(const struct kube *k, struct ident *id, char *ip, size_t iplen, struct sb_err *err)
 {
 	const struct k8s_pod_target t = pod_target(k);
@@ -647,10 +654,9 @@ static int kube_evidence(struct backend *be, struct sandbox_handle *h, int timeo
 			usleep(POLL_MS * 1000);
 			continue;
 		}
-		snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods?fieldSelector=metadata.name%%3D%s&watch=1"
-			 "&resourceVersion=%s&timeoutSeconds=%ld", k->ns, id.name, rv, (left + 999) / 1000);
 		started = clock_mono_ms();
-		got = k8s_watch(&k->conn, path, left < WATCH_MS ? left : WATCH_MS, watch_event, &w, err);
+		got = pod_watch_path(k, id.name, rv, left, path, sizeof path, err) < 0 ? -1 :
+		      k8s_watch(&k->conn, path, left < WATCH_MS ? left : WATCH_MS, watch_event, &w, err);
 		if (got == K8S_WATCH_DECIDED)
 			break;
 		/* Ended, 410 Gone, or refused: list again, from a fresh resourceVersion; not at once

@@ -88,15 +88,11 @@ int process_launch(struct process *p, const struct sandbox_spec *spec, struct sa
 /* ---- process_net.c ---- */
 
 /* The network policy on a sandbox whose init (init_pid, init_pidfd) is cloned into its own network
- * namespace and not yet released: `none`, nothing more; `open`, slirp4netns attached and its device
- * configured (bounded). Its words go to log_fd. 0, or -1 with err. */
-int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
-		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err);
-
-/* process_net_attach in two halves, so that the wait for slirp4netns's ready overlaps sandbox init's
- * setup and the agent's start (process_launch.c): start spawns it (on a sandbox not yet released)
- * and gives the read end of its ready pipe (-1 when the policy needs no helper); ready waits for
- * its ready (bounded) and closes the pipe. The launch calls ready before prepare() returns, so no
+ * namespace and not yet released: `none` (and `proxy`), nothing more; `open`, slirp4netns attached
+ * and its device configured (bounded), its words to log_fd. In two halves, so that the wait for
+ * slirp4netns's ready overlaps sandbox init's setup and the agent's start (process_launch.c): start
+ * spawns it and gives the read end of its ready pipe (-1 when the policy needs no helper); ready
+ * waits for its ready (bounded) and closes the pipe. The launch calls ready before prepare() returns, so no
  * call, and so no command, ever runs before the network is configured. 0, or -1 with err. */
 int process_net_start(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
 		      int init_pidfd, int log_fd, pid_t *net_pid, int *ready_fd, struct sb_err *err);

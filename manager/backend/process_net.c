@@ -198,16 +198,6 @@ int process_net_ready(const struct process_settings *set, int *ready_fd, struct 
 	return rc;
 }
 
-int process_net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
-		       int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err)
-{
-	int ready_fd;
-
-	if (process_net_start(set, network, init_pid, init_pidfd, log_fd, net_pid, &ready_fd, err) < 0)
-		return -1;
-	return process_net_ready(set, &ready_fd, err);
-}
-
 /* ---- the egress proxy's listener inside the sandbox's network namespace (policy `proxy`) ---- */
 
 #define LISTEN_MS 5000              /* the forked child: from fork to its exit */

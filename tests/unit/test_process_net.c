@@ -214,6 +214,17 @@ static bool wait_exec(pid_t pid, const char *prog)
 	return false;
 }
 
+/* The launch's two halves in a row (process_launch.c runs the sandbox's setup between them). */
+static int net_attach(const struct process_settings *set, enum sandbox_network network, pid_t init_pid,
+		      int init_pidfd, int log_fd, pid_t *net_pid, struct sb_err *err)
+{
+	int ready_fd;
+
+	if (process_net_start(set, network, init_pid, init_pidfd, log_fd, net_pid, &ready_fd, err) < 0)
+		return -1;
+	return process_net_ready(set, &ready_fd, err);
+}
+
 /* slirp4netns gets 0-2, its exit descriptor 3 and ready descriptor 4, and nothing else: the copies
  * slirp_exec makes above 9 to shuffle them close at execve (they were F_DUPFD, not close-on-exec,
  * and the helper held a second pidfd, ready pipe and log). */
@@ -243,7 +254,7 @@ static void attach_gives_the_helper_only_its_descriptors(void **state)
 	assert_true(init_pidfd >= 0);
 	log_fd = open(logp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	assert_true(log_fd >= 0);
-	rc = process_net_attach(&set, SANDBOX_NETWORK_OPEN, init, init_pidfd, log_fd, &net, &err);
+	rc = net_attach(&set, SANDBOX_NETWORK_OPEN, init, init_pidfd, log_fd, &net, &err);
 	if (rc == 0) {
 		fds = wait_exec(net, "sleep") ? fds_of(net) : ~0ULL;
 		kill(net, SIGKILL);
@@ -272,7 +283,7 @@ static void attach_none_starts_nothing(void **state)
 
 	(void)state;
 	snprintf(set.slirp4netns, sizeof set.slirp4netns, "/nonexistent/slirp4netns");
-	assert_int_equal(process_net_attach(&set, SANDBOX_NETWORK_NONE, 1, -1, -1, &net, &err), 0);
+	assert_int_equal(net_attach(&set, SANDBOX_NETWORK_NONE, 1, -1, -1, &net, &err), 0);
 	assert_int_equal(net, 0);
 }
 
