@@ -1,4 +1,4 @@
-/* Detached threads (see thread.h). */
+/* Detached threads, and work beside the caller (see thread.h). */
 #include "thread.h"
 
 #include <pthread.h>
@@ -15,4 +15,20 @@ int sb_thread_detached(void *(*fn)(void *), void *arg, struct sb_err *err)
 		rc = pthread_create(&t, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
 	return rc == 0 ? 0 : sb_fail(err, rc, "starting a thread");
+}
+
+void sb_beside_start(struct sb_beside *b, void *(*fn)(void *), void *arg)
+{
+	b->fn = fn;
+	b->arg = arg;
+	b->started = pthread_create(&b->thread, NULL, fn, arg) == 0;
+}
+
+void sb_beside_join(struct sb_beside *b)
+{
+	if (b->started)
+		pthread_join(b->thread, NULL);
+	else
+		b->fn(b->arg);
+	b->started = false;
 }

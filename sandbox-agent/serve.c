@@ -173,8 +173,7 @@ static int agent_keys(struct agent *a, struct serve_config *cfg, struct boundary
  * (docs/performance.md). It reads only the paths and the manager's name of cfg, which nothing
  * changes, and is joined before anything uses it and before the agent listens. */
 struct tls_run {
-	pthread_t thread;
-	bool started;
+	struct sb_beside beside;
 	const char *cert, *key, *ca, *manager_name;
 	struct tls_config *tls;
 	struct sb_err err;
@@ -190,21 +189,10 @@ static void *tls_thread(void *arg)
 	return NULL;
 }
 
-static void tls_begin(struct tls_run *t, const struct serve_config *cfg)
-{
-	*t = (struct tls_run){ .cert = cfg->cert, .key = cfg->key, .ca = cfg->ca, .manager_name = cfg->manager_name,
-			       .rc = -1 };
-	t->started = pthread_create(&t->thread, NULL, tls_thread, t) == 0;
-}
-
-/* The configuration into a, once: the thread's, or (it could not start) made here. 0, or -1 with t->err. */
+/* The configuration into a, once made: 0, or -1 with t->err. */
 static int tls_end(struct tls_run *t, struct agent *a)
 {
-	if (t->started)
-		pthread_join(t->thread, NULL);
-	else
-		tls_thread(t);
-	t->started = false;
+	sb_beside_join(&t->beside);
 	a->tls = t->tls;
 	if (t->rc == 0)
 		tls_config_set_peer_label(a->tls, "manager");
@@ -217,8 +205,8 @@ static int tls_end(struct tls_run *t, struct agent *a)
  * before the boundary restricts the agent (Landlock binds the calling thread and those it makes
  * after) and before the agent listens, so the order a caller sees is unchanged. */
 struct check_run {
-	pthread_t thread;
-	bool started, ok;
+	struct sb_beside beside;
+	bool ok;
 	json_t *features;
 };
 
@@ -228,25 +216,6 @@ static void *check_thread(void *arg)
 
 	c->features = check_report(&c->ok);
 	return NULL;
-}
-
-static void check_begin(struct check_run *c)
-{
-	c->ok = false;
-	c->features = NULL;
-	c->started = pthread_create(&c->thread, NULL, check_thread, c) == 0;
-}
-
-/* The report, once: the thread's, or (it could not start) run here. */
-static json_t *check_end(struct check_run *c, bool *ok)
-{
-	if (c->started)
-		pthread_join(c->thread, NULL);
-	else
-		c->features = check_report(&c->ok);
-	c->started = false;
-	*ok = c->ok;
-	return c->features;
 }
 
 static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_fd, struct sb_err *err)
@@ -259,15 +228,20 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	uint16_t port = 0;
 	int rc;
 
-	check_begin(&check);
-	tls_begin(&tls, cfg);
+	check = (struct check_run){ .ok = false };
+	sb_beside_start(&check.beside, check_thread, &check);
+	tls = (struct tls_run){ .cert = cfg->cert, .key = cfg->key, .ca = cfg->ca, .manager_name = cfg->manager_name,
+				.rc = -1 };
+	sb_beside_start(&tls.beside, tls_thread, &tls);
 	rc = agent_keys(a, cfg, &bo, &port, err);
 	/* The first failure in the old order: the state and keys, then TLS, then the check. */
 	if (tls_end(&tls, a) < 0 && rc == 0) {
 		*err = tls.err;
 		rc = -1;
 	}
-	features = check_end(&check, &ok);
+	sb_beside_join(&check.beside);
+	ok = check.ok;
+	features = check.features;
 	a->features_json = features ? json_dumps(features, JSON_COMPACT) : NULL;
 	json_decref(features);
 	if (rc < 0)

@@ -17,6 +17,7 @@
 #include "egress_log.h"
 #include "egress_proxy.h"
 #include "textesc.h"
+#include "thread.h"
 #include "identity_ids.h"
 #include "log.h"
 #include "pathfmt.h"
@@ -530,15 +531,12 @@ static int keys_and_workspace(struct manager *m, struct live_sandbox *l, const s
 			      struct workspace *ws, bool *ws_failed, struct sb_err *err)
 {
 	struct keys_job job = { .m = m, .l = l, .rc = -1 };
-	pthread_t keys;
-	bool threaded = pthread_create(&keys, NULL, keys_make, &job) == 0;
+	struct sb_beside keys;
 	int rc;
 
-	if (!threaded)
-		keys_make(&job); /* no thread to be had: in series, as before */
+	sb_beside_start(&keys, keys_make, &job); /* no thread to be had: in series, at the join */
 	rc = workspace_open(m->cfg.volume, s->identity, s->id, ws, err);
-	if (threaded)
-		pthread_join(keys, NULL);
+	sb_beside_join(&keys);
 	*ws_failed = rc < 0;
 	if (rc == 0 && job.rc < 0) {
 		*err = job.err;
