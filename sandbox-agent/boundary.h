@@ -158,6 +158,7 @@ struct boundary_init {
 	struct { dev_t dev; ino_t ino; } bound[BOUNDARY_MAX_WRITABLE + 2]; /* init.h struct init_bound */
 	size_t n_bound;
 	char pid_namespace[64];
+	int mnt_ns;                        /* init's mount namespace, held (or -1): see boundary_run_prebuilt */
 };
 
 /* Check the view for cwd as a call would, start init and wait (bounded) until it has built it and
@@ -177,7 +178,9 @@ int boundary_init_check(const struct boundary *b, const struct boundary_init *bi
 			char *why, size_t len, struct sb_err *err);
 
 /* Run req on bi (consumed, used once), as boundary_run. -2: nothing ran (init gone before it took the
- * call, or the call does not fit init's buffers): end bi and run the call afresh. */
+ * call, or the call does not fit init's buffers): end bi and run the call afresh. On 0, bi->mnt_ns is
+ * still held: the caller closes it once the result is sent, and that close is the mount tree's
+ * teardown (prebuilt.c). */
 int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, const struct exec_request *req,
 			  int cancel_fd, struct exec_outcome *out, struct sb_err *err);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "steptime.h"
 #include "thread.h"
 
 /* Under the lock. SIGKILL, reaped within the teardown bound, logged: the same evidence as a call's end.
@@ -33,6 +34,15 @@ static int discard(struct prebuilt *p, const char *why)
 		p->bi.pid_namespace, why, (long long)ms);
 	p->state = PREBUILT_EMPTY;
 	return 0;
+}
+
+/* Under the lock: the last call's mount namespace let go (its tree torn down by this close), on a
+ * path with no next init to build beside it. */
+static void spent_close(struct prebuilt *p)
+{
+	if (p->spent_mnt >= 0)
+		close(p->spent_mnt);
+	p->spent_mnt = -1;
 }
 
 static bool mounts_changed(int fd)
@@ -82,6 +92,7 @@ int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_
 	while (p->state == PREBUILT_BUILDING || p->state == PREBUILT_WANTED)
 		pthread_cond_wait(&p->changed, &p->lock);
 	p->armed = false;
+	spent_close(p);
 	if (p->state == PREBUILT_STUCK && discard(p, "still waiting to be reaped") < 0) {
 		pthread_mutex_unlock(&p->lock);
 		return sb_fail(err, ETIMEDOUT, "a prebuilt init could not be reaped: the boundary is not confirmed");
@@ -102,6 +113,7 @@ int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_
 
 	rc = -2;
 	if (have) {
+		steptime_mark(STEP_VIEW); /* the call's checks, on the prebuilt view */
 		sb_info("exec %s: on the prebuilt init %d (%s)", req->exec_id, (int)bi.pid, bi.pid_namespace);
 		rc = boundary_run_prebuilt(p->b, &bi, req, cancel_fd, out, err);
 		if (rc == -2) {
@@ -124,6 +136,10 @@ int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_
 
 	pthread_mutex_lock(&p->lock);
 	p->state = PREBUILT_EMPTY;
+	/* Reaped or not, its tree is let go only after the result is sent (prebuilt_idle, the builder):
+	 * at most one is held, this call's. */
+	if (have && rc == 0)
+		p->spent_mnt = bi.mnt_ns;
 	/* The next is built only once this call's init is proven gone, and for its working directory. */
 	p->armed = rc == 0 && out->init_reaped &&
 		   snprintf(p->want_cwd, sizeof p->want_cwd, "%s", req->cwd) < (int)sizeof p->want_cwd;
@@ -138,6 +154,8 @@ void prebuilt_idle(struct prebuilt *p)
 		p->armed = false;
 		p->state = PREBUILT_WANTED;
 		pthread_cond_broadcast(&p->changed);
+	} else {
+		spent_close(p);
 	}
 	pthread_mutex_unlock(&p->lock);
 }
@@ -150,13 +168,15 @@ static void *builder(void *arg)
 	for (;;) {
 		struct boundary_init bi;
 		struct sb_err err;
-		int fd, rc;
+		int fd, rc, spent;
 
 		pthread_mutex_lock(&p->lock);
 		while (p->state != PREBUILT_WANTED)
 			pthread_cond_wait(&p->changed, &p->lock);
 		p->state = PREBUILT_BUILDING;
 		memcpy(cwd, p->want_cwd, sizeof cwd);
+		spent = p->spent_mnt;
+		p->spent_mnt = -1;
 		pthread_mutex_unlock(&p->lock);
 
 		/* Opened before the view is read: any change of the mount table from here on shows. */
@@ -178,6 +198,11 @@ static void *builder(void *arg)
 		}
 		pthread_cond_broadcast(&p->changed);
 		pthread_mutex_unlock(&p->lock);
+		/* The last call's mount tree, torn down here: after the next init is ready, beside the next
+		 * call rather than in front of it. The new init dropped its inherited copy at its first step
+		 * (init.c, spawn_fds_keep) before it reported, so this close is the last reference. */
+		if (spent >= 0)
+			close(spent);
 	}
 	return NULL;
 }
@@ -187,6 +212,7 @@ int prebuilt_start(struct prebuilt *p, const struct boundary *b, struct sb_err *
 	memset(p, 0, sizeof *p);
 	p->b = b;
 	p->mountinfo_fd = -1;
+	p->spent_mnt = -1;
 	p->state = PREBUILT_EMPTY;
 	if (pthread_mutex_init(&p->lock, NULL) != 0 || pthread_cond_init(&p->changed, NULL) != 0)
 		return sb_fail(err, ENOMEM, "the prebuilt init's lock");

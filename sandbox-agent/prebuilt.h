@@ -39,6 +39,7 @@ struct prebuilt {
 	char want_cwd[PATH_MAX];
 	struct boundary_init bi;   /* READY or STUCK */
 	int mountinfo_fd;          /* READY: opened before the view init hides was read */
+	int spent_mnt;             /* the last call's mount namespace, held until its result is sent, or -1 */
 };
 
 /* The builder thread. Its thread is init's parent for good: init's parent-death signal follows that
@@ -49,7 +50,8 @@ int prebuilt_start(struct prebuilt *p, const struct boundary *b, struct sb_err *
 int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_fd, struct exec_outcome *out,
 		 struct sb_err *err);
 
-/* The agent is idle (the call's result was sent): build the next init if the last call armed it. */
+/* The agent is idle (the call's result was sent): build the next init if the last call armed it. The
+ * last call's mount namespace is let go then: by the builder once the next init is ready, else here. */
 void prebuilt_idle(struct prebuilt *p);
 
 #endif

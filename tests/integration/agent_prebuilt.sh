@@ -11,12 +11,14 @@
 # is pid 2 there, and what an earlier call left running is not); the waiting init is already under the
 # command's seccomp filter and the command runs under exactly that one (test_prebuilt_filtered_before_call),
 # and the escape programs attack_init and attack_syscalls hold through a prebuilt init as through one-shot
-# exec (test_prebuilt_escapes; agent_boundary.sh runs them through exec).
+# exec (test_prebuilt_escapes; agent_boundary.sh runs them through exec); the agent holds exactly one
+# mount namespace at rest, the waiting init's, and lets each call's go after its result
+# (test_prebuilt_holds_one_mount_namespace).
 
 PREBUILT_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
 
 test_prebuilt_serve() {
-	local bin=$TD/test_agent_serve want=7
+	local bin=$TD/test_agent_serve want=8
 	[ -x "$PREBUILT_BUILD/tests/integration/test_agent_serve" ] ||
 		skip_setup "no $PREBUILT_BUILD/tests/integration/test_agent_serve: build it with make test"
 	if ! cp "$PREBUILT_BUILD/tests/integration/test_agent_serve" "$bin" || ! chmod 0755 "$bin"; then
@@ -29,8 +31,8 @@ test_prebuilt_serve() {
 		>"$OUT" 2>"$ERR"
 	RC=$?
 	assert_eq "test_prebuilt_* exit code (output: $(grep -v '"ts"' "$OUT" "$ERR" | tail -n 20))" 0 "$RC"
-	# all seven; as the unprivileged user all but the mount case (it needs root)
-	[ "$RUN_UID" -ne 0 ] && want=6
+	# all eight; as the unprivileged user all but the mount case (it needs root)
+	[ "$RUN_UID" -ne 0 ] && want=7
 	grep -q "\[  PASSED  \] $want test(s)" "$OUT" "$ERR" ||
 		bad "not every prebuilt case ran: $(grep -E 'PASSED|SKIPPED|FAILED' "$OUT" "$ERR")"
 }

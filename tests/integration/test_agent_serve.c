@@ -1807,6 +1807,73 @@ static void test_prebuilt_escapes(void **state)
 	agent_close(c);
 }
 
+/* How many mount namespaces the agent holds descriptors of, and the last one's link ("mnt:[N]"). */
+static int mnt_held(const struct fixture *f, char *link, size_t len)
+{
+	char path[64], text[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)f->agent);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		char fd_path[64 + sizeof e->d_name];
+		ssize_t k;
+
+		snprintf(fd_path, sizeof fd_path, "%s/%s", path, e->d_name);
+		k = readlink(fd_path, text, sizeof text - 1);
+		if (k <= 0)
+			continue;
+		text[k] = '\0';
+		if (strncmp(text, "mnt:[", 5) == 0) {
+			snprintf(link, len, "%s", text);
+			n++;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Until the agent holds exactly one mount namespace (the builder lets the last call's go just after
+ * the next init is ready); its link. */
+static void mnt_held_one(struct fixture *f, char *link, size_t len)
+{
+	int n = -1;
+
+	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(5))
+		if ((n = mnt_held(f, link, len)) == 1)
+			return;
+	fail_msg("the agent holds %d mount namespaces at rest, not 1; log:\n%s", n, log_read(f));
+}
+
+/* The agent holds the waiting init's mount namespace, so that a call's mount tree is torn down after
+ * its result rather than in init's exit (boundary_prebuilt.c mnt_ns_hold, prebuilt.c): at rest exactly
+ * one, the namespace the next call's command then runs in; after calls, still one (the last call's is
+ * let go, never piled up). Fails without the hold (none held) and without the let-go (two, then more). */
+static void test_prebuilt_holds_one_mount_namespace(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	char held[64], want[80], id[32];
+
+	assert_string_equal(exec_in(f, c, "pb-hold-0", f->work, "true"), "");
+	for (int i = 1; i <= 4; i++) {
+		prebuilt_wait(f);
+		mnt_held_one(f, held, sizeof held);
+		snprintf(id, sizeof id, "pb-hold-%d", i);
+		snprintf(want, sizeof want, "%s\n", held);
+		assert_string_equal(exec_in(f, c, id, f->work, "readlink /proc/self/ns/mnt"), want);
+		snprintf(want, sizeof want, "exec %s: on the prebuilt init", id);
+		log_expect(f, want);
+	}
+	prebuilt_wait(f);
+	mnt_held_one(f, want, sizeof want);
+	assert_string_not_equal(want, held);
+	agent_close(c);
+}
+
 /* The prebuilt init killed while it waits: the next call builds afresh, says so, and succeeds. */
 static void test_prebuilt_killed(void **state)
 {
@@ -1891,6 +1958,7 @@ int main(void)
 		cmocka_unit_test(test_prebuilt_filtered_before_call),
 		cmocka_unit_test(test_prebuilt_escapes),
 		cmocka_unit_test(test_prebuilt_killed),
+		cmocka_unit_test(test_prebuilt_holds_one_mount_namespace),
 		cmocka_unit_test(test_prebuilt_mounts_between_calls),
 	};
 	const char *filter = getenv("TEST_AGENT_SERVE_FILTER");
