@@ -12,6 +12,24 @@
 
 #include "pathfmt.h"
 
+int fd_reserve(int fd, size_t bytes)
+{
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		return errno;
+	return posix_fallocate(fd, 0, (off_t)bytes);
+}
+
+int fd_reserve_release(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -1;
+	return ftruncate(fd, st.st_size);
+}
+
 int fd_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

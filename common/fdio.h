@@ -15,6 +15,16 @@
  * set otherwise (EPIPE when the reader is gone and SIGPIPE is ignored, or for a write of 0). */
 int fd_write_all(int fd, const void *buf, size_t len);
 
+/* Blocks for bytes reserved in fd, its size unchanged (FALLOC_FL_KEEP_SIZE): a write within them
+ * later allocates nothing, and the file reads as before. Where the filesystem cannot reserve past
+ * the end, posix_fallocate instead (the size grows to bytes; the writer cuts it). 0, or an errno
+ * value (ENOSPC when the room is not there). */
+int fd_reserve(int fd, size_t bytes);
+
+/* The blocks fd_reserve left past the file's end given back (a truncate to the file's own size;
+ * ext4 and tmpfs free them, nothing the file holds changes). 0, or -1 with errno. */
+int fd_reserve_release(int fd);
+
 /* Create name (one component: no '/') beneath dirfd with mode, exclusively (O_EXCL: never opens
  * an existing file) and without following a symlink (O_NOFOLLOW); hand it to uid:gid unless they
  * are (uid_t)-1 and (gid_t)-1; write all of data; fsync the file, then dirfd so the entry itself

@@ -57,7 +57,7 @@ static void *settler(void *arg)
 		/* The receipt first: the entry carries its bytes too, but it is the file verify reads. */
 		rc = entry_name(id, "", name, sizeof name, &err);
 		if (rc == 0 && receipt && j->receipts != NULL)
-			rc = file_sync(j->receipts, name, &err);
+			rc = receipt_file_sync(j->receipts, name, &err);
 		if (rc == 0)
 			rc = file_sync(j->dir, name, &err);
 		if (rc < 0)
@@ -172,7 +172,7 @@ void journal_close(struct journal *j)
 	for (int i = 0; i < 2; i++) {
 		if (!slot_settling(&j->slot[i]) || entry_name(j->slot[i].exec_id, "", name, sizeof name, &err) < 0)
 			continue;
-		if ((j->slot[i].has_receipt && j->receipts != NULL && file_sync(j->receipts, name, &err) < 0) ||
+		if ((j->slot[i].has_receipt && j->receipts != NULL && receipt_file_sync(j->receipts, name, &err) < 0) ||
 		    file_sync(j->dir, name, &err) < 0)
 			sb_warn("journal: exec '%s': %s (its end stays in its slot)", j->slot[i].exec_id, err.msg);
 	}

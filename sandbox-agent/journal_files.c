@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <jansson.h>
 #include <mbedtls/sha256.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,18 +277,32 @@ out:
 }
 
 /* name in dir, then dir, fsynced: a file written unsynced made durable with its name. */
-int file_sync(const struct privdir *dir, const char *name, struct sb_err *err)
+/* release: the blocks reserved past the file's end given back first (fd_reserve_release), which
+ * needs the file open for writing; a failure there leaves them allocated and is not the sync's. */
+static int sync_named(const struct privdir *dir, const char *name, bool release, struct sb_err *err)
 {
-	int fd = openat(dir->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+	int fd = openat(dir->fd, name, (release ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC), rc = 0;
 
 	if (fd < 0)
 		return sb_fail_errno(err, "opening %s/%s", dir->path, name);
+	if (release)
+		(void)fd_reserve_release(fd);
 	if (fsync(fd) < 0)
 		rc = sb_fail_errno(err, "syncing %s/%s", dir->path, name);
 	close(fd);
 	if (rc == 0 && fsync(dir->fd) < 0)
 		rc = sb_fail_errno(err, "syncing directory %s", dir->path);
 	return rc;
+}
+
+int file_sync(const struct privdir *dir, const char *name, struct sb_err *err)
+{
+	return sync_named(dir, name, false, err);
+}
+
+int receipt_file_sync(const struct privdir *dir, const char *name, struct sb_err *err)
+{
+	return sync_named(dir, name, true, err);
 }
 
 /* True when name in dir holds exactly text (len bytes). */
@@ -337,7 +352,7 @@ int end_restore(struct journal *j, const struct journal_slot *sl, json_t *end, s
 	if (rc == 0 && receipt != NULL && j->receipts != NULL) {
 		size_t len = strlen(receipt);
 
-		rc = file_holds(j->receipts, name, receipt, len) ? file_sync(j->receipts, name, err) :
+		rc = file_holds(j->receipts, name, receipt, len) ? receipt_file_sync(j->receipts, name, err) :
 			fd_file_replace(j->receipts->fd, j->receipts->path, name, tmp, 0600, receipt, len, err);
 	}
 	json_decref(file);

@@ -51,7 +51,7 @@ int receipt_room_take(const struct privdir *dir, const char *exec_id, struct rec
 	fd = openat(dir->fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sb_fail_errno(err, "receipt room for exec '%s': creating %s/%s", exec_id, dir->path, name);
-	rc = posix_fallocate(fd, 0, RECEIPT_ROOM_BYTES);
+	rc = fd_reserve(fd, RECEIPT_ROOM_BYTES);
 	if (rc != 0) {
 		close(fd);
 		unlinkat(dir->fd, name, 0);
@@ -96,14 +96,19 @@ void receipt_room_drop(const struct privdir *dir, const char *exec_id, struct re
 		unlinkat(dir->fd, name, 0);
 }
 
-/* The receipt written into its room (blocks allocated before the command ran: nothing is
- * allocated now), cut to its length and renamed to its name, never over an existing file. The
- * file's descriptor, unsynced, or -1 with err (the room removed). */
+/* The receipt written into its room (blocks reserved before the command ran: nothing is
+ * allocated now) and renamed to its name, never over an existing file. The room was reserved past
+ * its end (fd_reserve), so the write makes the file exactly the receipt's length; the blocks left
+ * over are given back by whoever syncs it (receipt_sync, or the journal's settler after the
+ * result: receipt_file_sync), off the call's path. Only a room the filesystem could not reserve
+ * that way is longer than the receipt: cut here. The file's descriptor, unsynced, or -1 with err
+ * (the room removed). */
 static int room_write(const struct privdir *dir, const char *exec_id, const char *name, int fd, const char *text,
 		      size_t len, struct sb_err *err)
 {
 	char room[EXEC_ID_MAX + 8];
 	size_t done = 0;
+	struct stat st;
 	ssize_t n;
 
 	if (room_name(exec_id, room, sizeof room, err) < 0) {
@@ -113,7 +118,7 @@ static int room_write(const struct privdir *dir, const char *exec_id, const char
 	errno = 0;
 	while (done < len && (n = pwrite(fd, text + done, len - done, (off_t)done)) > 0)
 		done += (size_t)n;
-	if (done < len || ftruncate(fd, (off_t)len) < 0 ||
+	if (done < len || fstat(fd, &st) < 0 || (st.st_size != (off_t)len && ftruncate(fd, (off_t)len) < 0) ||
 	    renameat2(dir->fd, room, dir->fd, name, RENAME_NOREPLACE) < 0) {
 		int saved = errno ? errno : EIO;
 
@@ -215,7 +220,9 @@ int receipt_sync(const struct privdir *dir, struct receipt_info *info, struct sb
 	if (!info->unsynced)
 		return 0;
 	info->unsynced = false;
-	/* The data first, then the name: the result names this file. */
+	/* The room's blocks past the receipt given back (room_write); a failure leaves them allocated
+	 * and changes nothing the file holds. The data first, then the name: the result names it. */
+	(void)fd_reserve_release(info->fd);
 	if (fsync(info->fd) < 0)
 		rc = sb_fail_errno(err, "writing %s", info->path);
 	if (close(info->fd) < 0 && rc == 0)

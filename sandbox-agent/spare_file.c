@@ -39,7 +39,7 @@ int spare_file_make(struct spare_file *sf, const struct privdir *dir, size_t byt
 		rc = sb_fail_errno(err, "creating %s/%s", dir->path, sf->name);
 		goto out;
 	}
-	if (bytes > 0 && (rc = posix_fallocate(fd, 0, (off_t)bytes)) != 0) {
+	if (bytes > 0 && (rc = fd_reserve(fd, bytes)) != 0) {
 		close(fd);
 		unlinkat(dir->fd, sf->name, 0);
 		rc = sb_fail(err, rc, "allocating %zu bytes in %s/%s", bytes, dir->path, sf->name);

@@ -26,7 +26,7 @@ void spare_file_init(struct spare_file *sf, const char *name);
 void spare_file_close(struct spare_file *sf);
 
 /* Makes the spare in dir when there is none: created exclusively (no symlink followed), with
- * bytes allocated (posix_fallocate) when bytes > 0. A spare an earlier life of the agent left is
+ * bytes reserved (fd_reserve: allocated, the size left at 0) when bytes > 0. A spare an earlier life of the agent left is
  * removed first and never used: its blocks and its bytes are not known. 0, or -1 with err. */
 int spare_file_make(struct spare_file *sf, const struct privdir *dir, size_t bytes, struct sb_err *err);
 

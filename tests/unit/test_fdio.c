@@ -18,6 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/magic.h>
+#include <sys/statfs.h>
+
 #include "fdio.h"
 #include "testutil.h"
 
@@ -296,6 +299,42 @@ static void test_private_open(void **state)
 	assert_int_equal(st.st_mode & 07777, 0644); /* refused before any change */
 }
 
+/* The receipt's room (sandbox-agent/receipt.c): blocks reserved past an end that stays where it was,
+ * a write within them that makes the file exactly its bytes long, and the rest given back later.
+ * Where the filesystem cannot reserve past the end (fd_reserve's fallback), the size grows instead. */
+static void test_reserve_then_release(void **state)
+{
+	struct fixture *f = *state;
+	char text[648];
+	struct statfs fs;
+	struct stat st;
+	int fd = openat(f->dirfd, "room", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fd_reserve(fd, 8192), 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(st.st_blocks * 512 >= 8192);
+	/* ext4 and tmpfs (where tests and agents' state live here) reserve past the end. */
+	assert_int_equal(fstatfs(fd, &fs), 0);
+	if (fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == TMPFS_MAGIC)
+		assert_int_equal(st.st_size, 0);
+	if (st.st_size == 0) {
+		memset(text, 'r', sizeof text);
+		assert_int_equal(pwrite(fd, text, sizeof text, 0), (ssize_t)sizeof text);
+		assert_int_equal(fstat(fd, &st), 0);
+		assert_int_equal(st.st_size, sizeof text);
+		assert_true(st.st_blocks * 512 >= 8192);
+		/* Given back: only what holds the bytes stays allocated (one block of at most 4 KiB). */
+		assert_int_equal(fd_reserve_release(fd), 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		assert_int_equal(st.st_size, sizeof text);
+		assert_true(st.st_blocks * 512 <= 4096);
+	} else {
+		assert_int_equal(st.st_size, 8192);
+	}
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +349,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write_new, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_filesystem, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_private_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_then_release, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

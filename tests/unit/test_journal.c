@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "journal.h"
 
 struct fixture {
@@ -602,6 +603,38 @@ static void test_end_through_the_spare(void **state)
 	free(left);
 }
 
+/* The receipt written into a room reserved past its end (receipt.c room_write, issue 32): the
+ * settler gives the room's spare blocks back when it syncs the receipt, after the result, so the
+ * call never pays the truncate. The receipt's bytes are unchanged. */
+static void test_settler_gives_the_room_back(void **state)
+{
+	struct fixture *f = *state;
+	struct sb_err err;
+	struct stat st;
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/a.json", f->rdir);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(fd_reserve(fd, 8192), 0);
+	assert_int_equal(pwrite(fd, END_RECEIPT, strlen(END_RECEIPT), 0), (ssize_t)strlen(END_RECEIPT));
+	assert_int_equal(fstat(fd, &st), 0);
+	/* Where the filesystem cannot reserve past the end the room was allocated up to it, and
+	 * room_write cuts it as it always did. */
+	if (st.st_size != (off_t)strlen(END_RECEIPT))
+		assert_int_equal(ftruncate(fd, (off_t)strlen(END_RECEIPT)), 0);
+	close(fd);
+	assert_true(st.st_blocks * 512 >= 8192);
+	assert_int_equal(journal_begin(&f->journal, "a", 5, &err), 0);
+	assert_int_equal(journal_end(&f->journal, "a", 5, END_RESULT, END_RECEIPT, &err), 1);
+	journal_settle_wait(&f->journal);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, strlen(END_RECEIPT));
+	assert_true(st.st_blocks * 512 <= 4096);
+	expect_a_finished(f);
+}
+
 /* A kill -9 or power loss between the end's write and its sync: a torn end (its digest disagrees)
  * or half of it written (the rest what the slot held). Never the result: closed as uncertain. */
 static void test_torn_end_is_uncertain(void **state)
@@ -737,6 +770,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_other_boot_whole_records_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_boot_not_in_doubt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_boot_mark_in_doubt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_settler_gives_the_room_back, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("journal", tests, NULL, NULL);
 }
