@@ -28,42 +28,52 @@ int live_tap_next(struct live_tap *t, uint8_t *buf, enum live_stream *stream, ui
 	return 0;
 }
 
+/* The sender: one per tap, for every exec of its owner. It writes only between an exec's
+ * live_tap_begin and that exec's stop, and only through the exec's own send and ctx, read under the
+ * lock; a failed send gives up this exec's rest (the feed stops copying) and never the thread. */
 static void *tap_thread(void *arg)
 {
 	uint8_t buf[LIVE_CHUNK_MAX]; /* on this thread's own stack (default size) */
 	struct live_tap *t = arg;
 
 	pthread_mutex_lock(&t->lock);
-	for (;;) {
+	while (!t->closing) {
 		enum live_stream stream;
 		uint64_t offset, skipped;
 		size_t len;
-		int rc;
 
-		if (!live_tap_next(t, buf, &stream, &offset, &len, &skipped)) {
-			if (t->done)
-				break;
+		if (!t->running) {
 			pthread_cond_wait(&t->cond, &t->lock);
 			continue;
 		}
-		/* The write may wait on the manager: the lock is the wait loop's meanwhile. */
-		pthread_mutex_unlock(&t->lock);
-		rc = t->send(t->ctx, stream, offset, buf, len, skipped);
-		pthread_mutex_lock(&t->lock);
-		if (rc < 0) {
-			t->failed = true;
-			break;
+		if (!t->failed && live_tap_next(t, buf, &stream, &offset, &len, &skipped)) {
+			live_tap_send send = t->send;
+			void *ctx = t->ctx;
+			int rc;
+
+			/* The write may wait on the manager: the lock is the wait loop's meanwhile. */
+			pthread_mutex_unlock(&t->lock);
+			rc = send(ctx, stream, offset, buf, len, skipped);
+			pthread_mutex_lock(&t->lock);
+			if (rc < 0)
+				t->failed = true;
+			continue;
 		}
+		if (t->done) {
+			/* Everything of this exec is out, or given up: the stop may return. */
+			t->running = false;
+			pthread_cond_signal(&t->idle);
+			continue;
+		}
+		pthread_cond_wait(&t->cond, &t->lock);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return NULL;
 }
 
-int live_tap_start(struct live_tap *t, live_tap_send send, void *ctx, struct sb_err *err)
+static int tap_make(struct live_tap *t, struct sb_err *err)
 {
 	memset(t, 0, sizeof *t);
-	t->send = send;
-	t->ctx = ctx;
 	if (live_ring_init(&t->ring[LIVE_STDOUT], LIVE_RING_BYTES, err) < 0 ||
 	    live_ring_init(&t->ring[LIVE_STDERR], LIVE_RING_BYTES, err) < 0) {
 		live_ring_free(&t->ring[LIVE_STDOUT]);
@@ -71,19 +81,44 @@ int live_tap_start(struct live_tap *t, live_tap_send send, void *ctx, struct sb_
 	}
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
+	pthread_cond_init(&t->idle, NULL);
 	if (pthread_create(&t->thread, NULL, tap_thread, t) != 0) {
 		live_ring_free(&t->ring[LIVE_STDOUT]);
 		live_ring_free(&t->ring[LIVE_STDERR]);
+		pthread_mutex_destroy(&t->lock);
+		pthread_cond_destroy(&t->cond);
+		pthread_cond_destroy(&t->idle);
+		memset(t, 0, sizeof *t);
 		return sb_fail(err, EAGAIN, "starting the live output sender");
 	}
 	t->started = true;
 	return 0;
 }
 
+int live_tap_begin(struct live_tap *t, live_tap_send send, void *ctx, struct sb_err *err)
+{
+	if (!t->started && tap_make(t, err) < 0)
+		return -1;
+	pthread_mutex_lock(&t->lock);
+	/* The previous exec's stop returned only with the sender idle (running false): nothing of it is
+	 * held or in flight, so its bytes cannot reach this exec's offsets. */
+	for (int s = 0; s < LIVE_STREAMS; s++) {
+		t->ring[s].start = t->ring[s].end = t->ring[s].lost = 0;
+		t->sent[s] = 0;
+	}
+	t->skipped = 0;
+	t->done = t->failed = false;
+	t->send = send;
+	t->ctx = ctx;
+	t->running = true;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
 void live_tap_feed(struct live_tap *t, enum live_stream stream, const uint8_t *buf, size_t len)
 {
 	pthread_mutex_lock(&t->lock);
-	if (!t->failed) {
+	if (t->running && !t->failed) {
 		live_ring_put(&t->ring[stream], t->ring[stream].end, buf, len);
 		pthread_cond_signal(&t->cond);
 	}
@@ -92,19 +127,42 @@ void live_tap_feed(struct live_tap *t, enum live_stream stream, const uint8_t *b
 
 void live_tap_stop(struct live_tap *t)
 {
+	uint64_t skipped;
+
 	if (!t->started)
 		return;
 	pthread_mutex_lock(&t->lock);
+	if (!t->running) {
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
 	t->done = true;
+	pthread_cond_signal(&t->cond);
+	while (t->running)
+		pthread_cond_wait(&t->idle, &t->lock);
+	t->send = NULL;
+	t->ctx = NULL;
+	skipped = t->skipped;
+	pthread_mutex_unlock(&t->lock);
+	if (skipped > 0)
+		sb_info("live output: %llu bytes skipped (the manager read slower than the command wrote)",
+			(unsigned long long)skipped);
+}
+
+void live_tap_close(struct live_tap *t)
+{
+	if (!t->started)
+		return;
+	live_tap_stop(t);
+	pthread_mutex_lock(&t->lock);
+	t->closing = true;
 	pthread_cond_signal(&t->cond);
 	pthread_mutex_unlock(&t->lock);
 	pthread_join(t->thread, NULL);
-	if (t->skipped > 0)
-		sb_info("live output: %llu bytes skipped (the manager read slower than the command wrote)",
-			(unsigned long long)t->skipped);
 	live_ring_free(&t->ring[LIVE_STDOUT]);
 	live_ring_free(&t->ring[LIVE_STDERR]);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->cond);
-	t->started = false;
+	pthread_cond_destroy(&t->idle);
+	memset(t, 0, sizeof *t);
 }

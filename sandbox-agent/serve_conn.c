@@ -45,6 +45,15 @@ struct conn {
 	bool tunnel;   /* a NetAccept made it a tunnel: it counts in net_connections (serve_net.c) */
 	bool counted;  /* verified, and counted in connections (or net_connections once a tunnel) */
 	struct handshake_ticket ticket;
+	/* Live output's sender and rings, made on this connection's first exec that asks for it and
+	 * kept for its later ones (live_tap.h): a warm call no longer pays a thread's start and join and
+	 * two fresh rings. One per connection rather than one per agent: the sender writes to this
+	 * connection's session alone and is joined before that session is closed, so it can never
+	 * outlive the session it writes to, and a session a failed send broke (tls.c marks it) stays
+	 * this connection's, never met by an exec on another. Its cost is bounded by
+	 * SERVE_MAX_CONNECTIONS, and a tunnel or a connection that never asks for live output pays
+	 * nothing. */
+	struct live_tap tap;
 };
 
 /* ---- answers ---- */
@@ -288,7 +297,7 @@ static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const 
 }
 
 /* The sender thread's write (live_tap.h): the conn thread is inside the exec meanwhile and does not
- * touch the session until live_tap_stop has joined this thread. */
+ * touch the session until live_tap_stop has seen the sender finish this exec's chunks. */
 struct output_to {
 	struct conn *c;
 	const char *exec_id;
@@ -339,7 +348,6 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	char running[EXEC_ID_MAX + 1], *result = NULL, *receipt = NULL;
 	struct receipt_info info = { 0 };
 	struct exec_request req;
-	struct live_tap tap = { 0 };
 	struct output_to to = { c, e->exec_id };
 	struct sb_err err;
 	int rc;
@@ -369,13 +377,13 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	steptime_mark(STEP_PREPARED);
 	sb_info("exec %s: running", e->exec_id);
 	/* Live output is a view: without it the exec runs as it would, never refused for it. */
-	if (e->has_stream_output && e->stream_output && live_tap_start(&tap, send_output, &to, &err) == 0)
-		req.tap = &tap;
+	if (e->has_stream_output && e->stream_output && live_tap_begin(&c->tap, send_output, &to, &err) == 0)
+		req.tap = &c->tap;
 	else if (e->has_stream_output && e->stream_output)
 		sb_warn("exec %s: no live output: %s", e->exec_id, err.msg);
 	exec_run(a, &req, &info, &result, &receipt);
 	/* Every chunk is out (or given up) before the Result: the stream is the conn's again. */
-	live_tap_stop(&tap);
+	live_tap_stop(&c->tap);
 	if (result != NULL)
 		exec_settle(a, e->exec_id, e->generation, &info, &result, &receipt);
 	else {
@@ -638,6 +646,8 @@ static void *conn_thread(void *arg)
 		tls_session_stream(c->tls, &c->stream);
 		if (hello_exchange(c) == 0)
 			conn_serve(c);
+		/* The sender joined before its session closes: nothing writes to it after. */
+		live_tap_close(&c->tap);
 		tls_session_close(c->tls, &err);
 	}
 	bool tunnel = c->tunnel, counted = c->counted;

@@ -539,6 +539,94 @@ static void test_exec_round_trip(void **state)
 	agent_close(c);
 }
 
+/* ---------- live output: the sender kept per connection (live_tap.c) ---------- */
+
+struct live_got {
+	char out[64];
+	uint64_t end;   /* just past the last stdout byte received */
+	bool gap;       /* a chunk that did not start where the last one ended */
+};
+
+static void live_record(void *ctx, int stream, uint64_t offset, const uint8_t *data, size_t len)
+{
+	struct live_got *g = ctx;
+
+	if (stream != 0)
+		return;
+	if (offset != g->end || offset + len >= sizeof g->out) {
+		g->gap = true;
+		return;
+	}
+	memcpy(g->out + offset, data, len);
+	g->end = offset + len;
+}
+
+static int agent_threads(const struct fixture *f)
+{
+	char path[64], line[256];
+	int n = -1;
+	FILE *fp;
+
+	snprintf(path, sizeof path, "/proc/%d/status", (int)f->agent);
+	fp = fopen(path, "r");
+	assert_non_null(fp);
+	while (fgets(line, sizeof line, fp) != NULL)
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(fp);
+	return n;
+}
+
+/* The agent's threads down to at most want (a closed connection's thread ends after the close),
+ * asked again until the step's deadline. */
+static int agent_threads_settled(const struct fixture *f, int want)
+{
+	int n = agent_threads(f);
+
+	for (int64_t end = step_deadline(); n > want && clock_mono_ms() < end; sleep_ms(10))
+		n = agent_threads(f);
+	return n;
+}
+
+/* Connections come and go, each with two execs that ask for live output: each exec's chunks are its
+ * own from offset 0, and once the connections are closed the agent has the threads it had before
+ * (each connection's sender joined at its end, never left behind). */
+static void test_live_output_connections_come_and_go(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+	int base;
+
+	/* With no connection open (the ping's thread may still be ending: at most one more). */
+	still_serving(f);
+	base = agent_threads(f);
+	for (int round = 0; round < 6; round++) {
+		struct agent_conn *c = conn_open(f);
+
+		for (int i = 0; i < 2; i++) {
+			struct live_got g = { 0 };
+			char id[64], cmd[64], want[32];
+
+			snprintf(id, sizeof id, "live-%d-%d", round, i);
+			snprintf(want, sizeof want, "exec %d of %d\n", i, round);
+			snprintf(cmd, sizeof cmd, "printf 'exec %d of %d\\n'", i, round);
+			exec_request(f, &req, id, cmd);
+			req.on_output = live_record;
+			req.output_ctx = &g;
+			must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "exec with live output");
+			assert_int_equal(r.state, AGENT_EXEC_FINISHED);
+			agent_reply_free(&r);
+			assert_false(g.gap);
+			assert_int_equal(g.end, strlen(want));
+			assert_memory_equal(g.out, want, strlen(want));
+		}
+		agent_close(c);
+	}
+	assert_in_range(agent_threads_settled(f, base), 1, base);
+}
+
 /* ---------- NetAccept: policy proxy through the agent's link (serve_net.c, agent_relay.c) ---------- */
 
 #define NET_PORT 3159 /* the last of the agent's ports (SERVE_NET_PORTS from 3128): the host's loopback */
@@ -1932,6 +2020,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hello_ping_query_cancel),
 		cmocka_unit_test(test_exec_round_trip),
+		cmocka_unit_test(test_live_output_connections_come_and_go),
 		cmocka_unit_test(test_hello_refusals),
 		cmocka_unit_test(test_net_accept_port_refused),
 		cmocka_unit_test(test_net_relay_round_trip),
