@@ -607,7 +607,7 @@ static void test_live_output_connections_come_and_go(void **state)
 
 		for (int i = 0; i < 2; i++) {
 			struct live_got g = { 0 };
-			char id[64], cmd[64], want[32];
+			char id[64], cmd[64], want[48];
 
 			snprintf(id, sizeof id, "live-%d-%d", round, i);
 			snprintf(want, sizeof want, "exec %d of %d\n", i, round);
