@@ -561,30 +561,14 @@ static void live_record(void *ctx, int stream, uint64_t offset, const uint8_t *d
 	g->end = offset + len;
 }
 
-static int agent_threads(const struct fixture *f)
-{
-	char path[64], line[256];
-	int n = -1;
-	FILE *fp;
-
-	snprintf(path, sizeof path, "/proc/%d/status", (int)f->agent);
-	fp = fopen(path, "r");
-	assert_non_null(fp);
-	while (fgets(line, sizeof line, fp) != NULL)
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	fclose(fp);
-	return n;
-}
-
 /* The agent's threads down to at most want (a closed connection's thread ends after the close),
  * asked again until the step's deadline. */
 static int agent_threads_settled(const struct fixture *f, int want)
 {
-	int n = agent_threads(f);
+	int n = test_thread_count(f->agent);
 
 	for (int64_t end = step_deadline(); n > want && clock_mono_ms() < end; sleep_ms(10))
-		n = agent_threads(f);
+		n = test_thread_count(f->agent);
 	return n;
 }
 
@@ -601,7 +585,7 @@ static void test_live_output_connections_come_and_go(void **state)
 
 	/* With no connection open (the ping's thread may still be ending: at most one more). */
 	still_serving(f);
-	base = agent_threads(f);
+	base = test_thread_count(f->agent);
 	for (int round = 0; round < 6; round++) {
 		struct agent_conn *c = conn_open(f);
 

@@ -40,6 +40,26 @@ static inline void assert_contains(const char *text, const char *want)
 		skip();                                                                            \
 	} while (0)
 
+/* How many threads process pid has (0: this program), from its /proc status. */
+static inline int test_thread_count(pid_t pid)
+{
+	char path[64], line[256];
+	int n = -1;
+	FILE *fp;
+
+	if (pid == 0)
+		snprintf(path, sizeof path, "/proc/self/status");
+	else
+		snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	fp = fopen(path, "re");
+	assert_non_null(fp);
+	while (fgets(line, sizeof line, fp) != NULL)
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(fp);
+	return n;
+}
+
 /* A step the test needs to go on: its error message on failure. */
 /* How many descriptors this program holds (its count before and after a step: nothing leaked). */
 static inline int test_fd_count(void)

@@ -16,6 +16,7 @@
 
 #include "live_ring.h"
 #include "live_tap.h"
+#include "testutil.h"
 
 /* One exec's view of what the sender sent: the bytes of each stream at their offsets. */
 struct got {
@@ -137,30 +138,16 @@ static void test_failed_send_next_exec_served(void **state)
 	live_tap_close(&u);
 }
 
-static int threads_now(void)
-{
-	char line[256];
-	int n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	assert_non_null(f);
-	while (fgets(line, sizeof line, f) != NULL)
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	fclose(f);
-	return n;
-}
-
 /* A joined thread may still be listed for an instant while the kernel reaps it: ask again, bounded. */
 static int threads_settled(int want)
 {
-	int n = threads_now();
+	int n = test_thread_count(0);
 
 	for (int i = 0; i < 2000 && n != want; i++) {
 		struct timespec ms = { 0, 1000000 };
 
 		nanosleep(&ms, NULL);
-		n = threads_now();
+		n = test_thread_count(0);
 	}
 	return n;
 }
@@ -170,7 +157,7 @@ static void test_no_thread_left(void **state)
 {
 	static struct got g;
 	struct sb_err err;
-	int base = threads_now();
+	int base = test_thread_count(0);
 
 	(void)state;
 	for (int round = 0; round < 20; round++) {
