@@ -178,7 +178,8 @@ int boundary_init_check(const struct boundary *b, const struct boundary_init *bi
 			char *why, size_t len, struct sb_err *err);
 
 /* Run req on bi (consumed, used once), as boundary_run. -2: nothing ran (init gone before it took the
- * call, or the call does not fit init's buffers): end bi and run the call afresh. On 0, bi->mnt_ns is
+ * call, the call does not fit init's buffers, or no memory for its outcome): end bi and run the
+ * call afresh. On 0, bi->mnt_ns is
  * still held: the caller closes it once the result is sent, and that close is the mount tree's
  * teardown (prebuilt.c). */
 int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, const struct exec_request *req,

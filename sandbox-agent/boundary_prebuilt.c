@@ -361,8 +361,10 @@ int boundary_run_prebuilt(const struct boundary *b, struct boundary_init *bi, co
 	struct run_fds f;
 	int64_t t0;
 
+	/* No room for the outcome: nothing ran, and bi is the caller's to end (the fresh run then
+	 * refuses the call with this same error), never left waiting with its pipes and namespace. */
 	if (outcome_init(req, out, err) < 0)
-		return -1;
+		return -2;
 	snprintf(out->pid_namespace, sizeof out->pid_namespace, "%s", bi->pid_namespace);
 	out->started_ms = clock_real_ms();
 	t0 = clock_mono_ms();

@@ -119,7 +119,8 @@ int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_
 		if (rc == -2) {
 			int64_t ms;
 
-			/* It ended between the check and the hand-off: nothing ran; reap it, then afresh. */
+			/* It did not take the call (it ended between the check and the hand-off, or the call
+			 * could not be handed over): nothing ran; reap it, then afresh. */
 			if (boundary_init_end(p->b, &bi, &ms, err) < 0) {
 				pthread_mutex_lock(&p->lock);
 				p->bi = bi;
@@ -127,7 +128,7 @@ int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_
 				pthread_mutex_unlock(&p->lock);
 				return -1;
 			}
-			sb_info("prebuilt init %d ended before taking exec %s; reaped after %lld ms; building afresh",
+			sb_info("prebuilt init %d did not take exec %s; reaped after %lld ms; building afresh",
 				(int)bi.pid, req->exec_id, (long long)ms);
 		}
 	}
