@@ -607,13 +607,10 @@ static void test_config_errors(void **state)
 
 /* ---------- the pinned client: exactly one certificate ---------- */
 
-/* The manager's client for AGENT_NAME, pinned to the certificate in <name>.crt. */
-static struct tls_config *pinned_client(const struct fixture *f, const char *name)
+/* <name>.crt of the pki directory into pem (NUL-terminated, as ca_issue_leaf's copy); its length. */
+static size_t pem_read(const struct fixture *f, const char *name, unsigned char *pem, size_t size)
 {
-	struct tls_config *c = config_make(f, 0, "manager", AGENT_NAME);
-	unsigned char pem[4096];
 	char path[256], file[64];
-	struct sb_err err;
 	size_t len;
 	FILE *fp;
 
@@ -621,10 +618,21 @@ static struct tls_config *pinned_client(const struct fixture *f, const char *nam
 	pki_path(path, sizeof path, f, file);
 	fp = fopen(path, "re");
 	assert_non_null(fp);
-	len = fread(pem, 1, sizeof pem - 1, fp);
+	len = fread(pem, 1, size - 1, fp);
 	fclose(fp);
-	assert_true(len > 0 && len < sizeof pem - 1);
+	assert_true(len > 0 && len < size - 1);
 	pem[len] = '\0';
+	return len;
+}
+
+/* The manager's client for AGENT_NAME, pinned to the certificate in <name>.crt. */
+static struct tls_config *pinned_client(const struct fixture *f, const char *name)
+{
+	struct tls_config *c = config_make(f, 0, "manager", AGENT_NAME);
+	unsigned char pem[4096];
+	size_t len = pem_read(f, name, pem, sizeof pem);
+	struct sb_err err;
+
 	if (tls_config_pin_peer(c, pem, len, &err) < 0)
 		fail_msg("%s", err.msg);
 	return c;
@@ -777,6 +785,8 @@ static void test_pin_errors(void **state)
 	struct tls_config *c = config_make(f, 0, "manager", AGENT_NAME);
 	struct tls_config *pinned = pinned_client(f, "agent");
 	static const unsigned char junk[] = "not a certificate";
+	unsigned char pem[4096];
+	size_t len;
 	struct sb_err err;
 
 	assert_int_equal(tls_config_pin_peer(f->server, junk, sizeof junk - 1, &err), -1);
@@ -789,21 +799,9 @@ static void test_pin_errors(void **state)
 	tls_config_free(pinned);
 	/* a certificate that does not name the expected server: refused when pinned, not at a handshake */
 	c = config_make(f, 0, "manager", "sandbox-s1.g2.agent");
-	{
-		unsigned char pem[4096];
-		char path[256];
-		size_t len;
-		FILE *fp;
-
-		pki_path(path, sizeof path, f, "agent.crt");
-		fp = fopen(path, "re");
-		assert_non_null(fp);
-		len = fread(pem, 1, sizeof pem - 1, fp);
-		fclose(fp);
-		pem[len] = '\0';
-		assert_int_equal(tls_config_pin_peer(c, pem, len, &err), -1);
-		assert_non_null(strstr(err.msg, "does not name 'sandbox-s1.g2.agent'"));
-	}
+	len = pem_read(f, "agent", pem, sizeof pem);
+	assert_int_equal(tls_config_pin_peer(c, pem, len, &err), -1);
+	assert_non_null(strstr(err.msg, "does not name 'sandbox-s1.g2.agent'"));
 	tls_config_free(c);
 }
 
