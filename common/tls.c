@@ -35,6 +35,8 @@ struct tls_config {
 	mbedtls_x509_crt own_cert;
 	mbedtls_pk_context own_key;
 	mbedtls_x509_crt ca;
+	mbedtls_x509_crt pinned;             /* tls_config_pin_peer: the one certificate the server may present */
+	int pinned_set;
 	int endpoint;                        /* MBEDTLS_SSL_IS_SERVER or MBEDTLS_SSL_IS_CLIENT */
 	char expected_name[TLS_NAME_MAX + 1];
 	int principal_suffix;                /* expected_name is ".SUFFIX": the peer names PRINCIPAL.SUFFIX */
@@ -340,6 +342,7 @@ static int config_new(struct tls_config **out, int endpoint, const char *cert_pa
 	mbedtls_x509_crt_init(&c->own_cert);
 	mbedtls_pk_init(&c->own_key);
 	mbedtls_x509_crt_init(&c->ca);
+	mbedtls_x509_crt_init(&c->pinned);
 	if (config_fill(c, endpoint, cert_path, key_path, ca_path, expected_name, err) < 0) {
 		tls_config_free(c);
 		return -1;
@@ -386,6 +389,33 @@ int tls_config_client(struct tls_config **out, const char *cert_path, const char
 	return config_new(out, MBEDTLS_SSL_IS_CLIENT, cert_path, key_path, ca_path, expected_server_name, err);
 }
 
+int tls_config_pin_peer(struct tls_config *config, const unsigned char *pem, size_t pem_len, struct sb_err *err)
+{
+	char text[128];
+	int ret;
+
+	/* A server that verifies nothing would not even ask for the client's certificate. */
+	if (config->endpoint != MBEDTLS_SSL_IS_CLIENT)
+		return sb_invalid(err, "only a TLS client configuration pins its peer's certificate");
+	if (config->pinned_set)
+		return sb_invalid(err, "a TLS configuration pins one certificate, once");
+	if (pem_len == 0 || pem[pem_len] != '\0')
+		return sb_invalid(err, "a pinned certificate is one NUL-terminated PEM certificate");
+	ret = mbedtls_x509_crt_parse(&config->pinned, pem, pem_len + 1);
+	if (ret != 0)
+		return sb_fail(err, 0, "pinned certificate: %s", mbedtls_text(ret, text, sizeof text));
+	if (config->pinned.next != NULL)
+		return sb_invalid(err, "a pinned certificate is one certificate, not a chain");
+	if (!tls_cert_has_dns_name(&config->pinned, config->expected_name))
+		return sb_invalid(err, "the pinned certificate does not name '%s'", config->expected_name);
+	config->pinned_set = 1;
+	/* mbedtls then skips the chain (the CA's signature, the name, the key usage, the validity): the
+	 * whole certificate is compared with this one, and its validity checked, in pinned_peer_check.
+	 * The server's ServerKeyExchange signature is still verified with the certificate's key. */
+	mbedtls_ssl_conf_authmode(&config->conf, MBEDTLS_SSL_VERIFY_NONE);
+	return 0;
+}
+
 void tls_config_set_peer_label(struct tls_config *config, const char *label)
 {
 	snprintf(config->peer_label, sizeof config->peer_label, "%s", label);
@@ -399,6 +429,7 @@ void tls_config_free(struct tls_config *config)
 	mbedtls_x509_crt_free(&config->own_cert);
 	mbedtls_pk_free(&config->own_key);  /* zeroizes the key */
 	mbedtls_x509_crt_free(&config->ca);
+	mbedtls_x509_crt_free(&config->pinned);
 	free(config);
 }
 
@@ -728,6 +759,33 @@ static int handshake_fail(struct tls_session *s, int ret, struct sb_err *err)
 	}
 }
 
+/* A pinned configuration's only check of the server's certificate (mbedtls verified none of it):
+ * byte for byte the pinned one, and within its validity. */
+static int pinned_peer_check(struct tls_session *s, const mbedtls_x509_crt *peer, struct sb_err *err)
+{
+	const mbedtls_x509_crt *pin = &s->config->pinned;
+	const char *why = NULL;
+
+	if (peer != NULL) {
+		tls_cert_dns_names(peer, s->peer_names, sizeof s->peer_names);
+		serial_hex(peer, s->serial, sizeof s->serial);
+	}
+	if (peer == NULL)
+		why = "missing";
+	else if (peer->raw.len != pin->raw.len || memcmp(peer->raw.p, pin->raw.p, pin->raw.len) != 0)
+		why = "not the one issued to it";
+	else if (mbedtls_x509_time_is_past(&peer->valid_to))
+		why = "expired";
+	else if (mbedtls_x509_time_is_future(&peer->valid_from))
+		why = "not valid yet";
+	if (why == NULL)
+		return 0;
+	/* Best effort: the connection is refused either way. */
+	(void)mbedtls_ssl_send_alert_message(&s->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL, MBEDTLS_SSL_ALERT_MSG_BAD_CERT);
+	return sb_fail(err, 0, "TLS handshake with %s refused: server certificate %s (names: %s)",
+		       s->config->peer_label, why, s->peer_names[0] != '\0' ? s->peer_names : "none");
+}
+
 /* Defence in depth after mbedtls said yes: a verified peer certificate that names the peer. */
 static int handshake_check_peer(struct tls_session *s, struct sb_err *err)
 {
@@ -735,6 +793,8 @@ static int handshake_check_peer(struct tls_session *s, struct sb_err *err)
 
 	char principal[TLS_PRINCIPAL_MAX + 1];
 
+	if (s->config->pinned_set)
+		return pinned_peer_check(s, peer, err);
 	if (peer == NULL || mbedtls_ssl_get_verify_result(&s->ssl) != 0 ||
 	    (s->config->principal_suffix ? tls_cert_principal(peer, s->config->expected_name, principal, sizeof principal) != 1 ||
 					   strcmp(principal, s->principal) != 0

@@ -58,6 +58,15 @@ size_t tls_session_pending(const struct tls_session *session);
 int tls_config_client(struct tls_config **out, const char *cert_path, const char *key_path,
 		      const char *ca_path, const char *expected_server_name, struct sb_err *err);
 
+/* The client side, narrowed to one certificate: the server must present exactly these bytes (pem:
+ * one PEM certificate, pem_len without its NUL), within their validity, naming the expected server
+ * name. The manager pins the certificate it issued a sandbox generation in this run: the CA's
+ * signature over it is then not checked again at each handshake (one ECDSA verify, ~2.5 ms), since
+ * the certificate is compared whole against the one the manager made, which is at least as
+ * narrow. The server still proves it holds the key (its ServerKeyExchange signature is verified
+ * with the certificate's key). Client configurations only; call it before the first session. */
+int tls_config_pin_peer(struct tls_config *config, const unsigned char *pem, size_t pem_len, struct sb_err *err);
+
 /* Name the peer in messages ("manager", "sandbox-agent"); the default is "client" or "server".
  * The label is copied. Call it before the first session: sessions read it without a lock. */
 void tls_config_set_peer_label(struct tls_config *config, const char *label);

@@ -25,6 +25,7 @@
 #include "tls.h"
 
 #define CA_PEM_MAX 4096                       /* one P-256 key or certificate in PEM fits easily */
+_Static_assert(CA_CERT_PEM_MAX >= CA_PEM_MAX, "a kept leaf certificate fits its copy");
 #define CA_LIFETIME (10L * 365 * 24 * 60 * 60)  /* the CA outlives many manager restarts */
 #define CA_SUBJECT_MAX 128
 
@@ -570,6 +571,13 @@ int ca_issue_leaf(struct ca *ca, const struct ca_leaf *leaf, const char *target_
 	if (rc == 0)
 		rc = leaf_write(&key, pem, len, target_dir, name, !leaf->unsynced, err);
 	mbedtls_pk_free(&key);
+	if (leaf->copy != NULL) {
+		leaf->copy->len = 0;
+		if (rc == 0 && len < sizeof leaf->copy->pem) {
+			memcpy(leaf->copy->pem, pem, len + 1);
+			leaf->copy->len = len;
+		}
+	}
 	if (rc < 0)
 		sb_err_prefix(err, "issuing a certificate for %s", leaf->dns_name);
 	return rc;

@@ -32,6 +32,14 @@ enum ca_usage {
 
 #define CA_MORE_NAMES_MAX 8
 
+/* A leaf certificate as issued (PEM, NUL-terminated; len excludes the NUL), kept by a caller that
+ * will trust exactly this certificate and no other (tls_config_pin_peer). */
+#define CA_CERT_PEM_MAX 4096
+struct ca_cert_copy {
+	unsigned char pem[CA_CERT_PEM_MAX];
+	size_t len;  /* 0: none */
+};
+
 struct ca_leaf {
 	const char *dns_name;  /* the first subjectAltName dNSName, also the subject CN */
 	const char *const *more_names; /* more dNSNames (a manager's advertised names); n_more of them */
@@ -40,6 +48,7 @@ struct ca_leaf {
 	time_t not_before;     /* 0: now - CA_CLOCK_SKEW */
 	time_t not_after;      /* 0: now + CA_LEAF_LIFETIME_DEFAULT */
 	bool unsynced;         /* a sandbox generation's: written, never fsynced (ca_write_cert_unsynced) */
+	struct ca_cert_copy *copy; /* non-NULL: the certificate is also copied here (len 0 on failure) */
 };
 
 struct ca;

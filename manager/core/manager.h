@@ -43,6 +43,7 @@ struct live_sandbox {
 	uint64_t generation;
 	struct sandbox_handle h;
 	struct tls_config *tls;        /* trusts only this sandbox generation's certificate */
+	struct ca_cert_copy agent_cert; /* that certificate as this run issued it, until tls pins it */
 	struct agent_conn *conn;       /* kept between calls (used under the session's turn only) */
 	char private_dir[PATH_MAX];
 	uint8_t receipt_key[32];

@@ -102,6 +102,9 @@ static int setup(void **state)
 	issue(ca, f->pki, "expired", CA_MANAGER_NAME, CA_USAGE_CLIENT, now - 2 * 86400, now - 86400);
 	issue(ca, f->pki, "server-role", CA_MANAGER_NAME, CA_USAGE_SERVER, 0, 0);
 	issue(other, f->pki, "foreign", CA_MANAGER_NAME, CA_USAGE_CLIENT, 0, 0);
+	/* for the pinned client: another certificate of the same CA and name; one that has expired */
+	issue(ca, f->pki, "agent-twin", AGENT_NAME, CA_USAGE_SERVER, 0, 0);
+	issue(ca, f->pki, "agent-expired", AGENT_NAME, CA_USAGE_SERVER, now - 2 * 86400, now - 86400);
 	ca_free(ca);
 	ca_free(other);
 
@@ -208,7 +211,7 @@ static void server_wait(struct server_run *r)
 
 /* ---------- the good path, also run after every refusal ---------- */
 
-static void good_session(struct fixture *f)
+static void session_ok(struct tls_config *server, struct tls_config *client)
 {
 	static const char msg[] = "Exec over mutual TLS";
 	struct server_run r;
@@ -217,9 +220,9 @@ static void good_session(struct fixture *f)
 	struct sb_err err;
 	uint8_t *buf;
 	size_t len;
-	int fd = server_start(&r, f->server, SERVE_ECHO);
+	int fd = server_start(&r, server, SERVE_ECHO);
 
-	if (tls_session_open(f->client, fd, tls_deadline_after(TEST_TIMEOUT_MS), &s, &err) < 0)
+	if (tls_session_open(client, fd, tls_deadline_after(TEST_TIMEOUT_MS), &s, &err) < 0)
 		fail_msg("good client refused: %s", err.msg);
 	assert_string_equal(tls_session_version(s), "TLSv1.2");
 	assert_non_null(strstr(tls_session_ciphersuite(s), "ECDHE-ECDSA"));
@@ -235,6 +238,11 @@ static void good_session(struct fixture *f)
 	server_wait(&r);
 	assert_int_equal(r.rc, 0);
 	assert_true(r.clean_close);
+}
+
+static void good_session(struct fixture *f)
+{
+	session_ok(f->server, f->client);
 }
 
 static void test_good_handshake_and_frame(void **state)
@@ -597,6 +605,206 @@ static void test_config_errors(void **state)
 	assert_null(c);
 }
 
+/* ---------- the pinned client: exactly one certificate ---------- */
+
+/* <name>.crt of the pki directory into pem (NUL-terminated, as ca_issue_leaf's copy); its length. */
+static size_t pem_read(const struct fixture *f, const char *name, unsigned char *pem, size_t size)
+{
+	char path[256], file[64];
+	size_t len;
+	FILE *fp;
+
+	snprintf(file, sizeof file, "%s.crt", name);
+	pki_path(path, sizeof path, f, file);
+	fp = fopen(path, "re");
+	assert_non_null(fp);
+	len = fread(pem, 1, size - 1, fp);
+	fclose(fp);
+	assert_true(len > 0 && len < size - 1);
+	pem[len] = '\0';
+	return len;
+}
+
+/* The manager's client for AGENT_NAME, pinned to the certificate in <name>.crt. */
+static struct tls_config *pinned_client(const struct fixture *f, const char *name)
+{
+	struct tls_config *c = config_make(f, 0, "manager", AGENT_NAME);
+	unsigned char pem[4096];
+	size_t len = pem_read(f, name, pem, sizeof pem);
+	struct sb_err err;
+
+	if (tls_config_pin_peer(c, pem, len, &err) < 0)
+		fail_msg("%s", err.msg);
+	return c;
+}
+
+static void test_pinned_accepts_its_certificate(void **state)
+{
+	struct fixture *f = *state;
+	struct tls_config *c = pinned_client(f, "agent");
+
+	session_ok(f->server, c);
+	session_ok(f->server, c);
+	tls_config_free(c);
+}
+
+/* The pinned client refuses after mbedtls' handshake (its check is handshake_check_peer's): the
+ * server may have finished its side, and then sees the alert instead of a request. */
+static void expect_client_refused(struct fixture *f, struct tls_config *server, struct tls_config *client,
+				  const char *client_want)
+{
+	struct server_run r;
+	struct tls_session *s = NULL;
+	struct sb_err err;
+	int fd = server_start(&r, server, SERVE_ECHO);
+	int rc = tls_session_open(client, fd, tls_deadline_after(TEST_TIMEOUT_MS), &s, &err);
+
+	close(fd);
+	server_wait(&r);
+	if (rc == 0)
+		tls_session_free(s);
+	assert_int_equal(rc, -1);
+	if (strstr(err.msg, client_want) == NULL)
+		fail_msg("client message '%s' lacks '%s'", err.msg, client_want);
+	assert_false(r.rc == 0 && r.clean_close);  /* the server never saw a request and a clean end */
+	good_session(f);
+}
+
+/* The CA's signature and the name are not what a pinned client accepts: a certificate the same CA
+ * issued for the same name (which the chain client accepts) is refused. */
+static void test_pinned_refuses_a_twin(void **state)
+{
+	struct fixture *f = *state;
+	struct tls_config *twin = config_make(f, 1, "agent-twin", CA_MANAGER_NAME);
+	struct tls_config *c = pinned_client(f, "agent");
+
+	session_ok(twin, f->client);
+	expect_client_refused(f, twin, c, "TLS handshake with sandbox-agent refused: server certificate not the one "
+		       "issued to it (names: " AGENT_NAME ")");
+	tls_config_free(c);
+	tls_config_free(twin);
+}
+
+static void test_pinned_refuses_expired(void **state)
+{
+	struct fixture *f = *state;
+	struct tls_config *old = config_make(f, 1, "agent-expired", CA_MANAGER_NAME);
+	struct tls_config *c = pinned_client(f, "agent-expired");
+
+	expect_client_refused(f, old, c, "server certificate expired");
+	tls_config_free(c);
+	tls_config_free(old);
+}
+
+/* A server presenting the pinned certificate without its key: mbedtls' server does not check the
+ * pair, so a raw one can. Its ServerKeyExchange signature does not verify with the certificate's
+ * key, and the pinned client refuses; the same server with the right key is accepted. */
+struct raw_server {
+	struct fixture *f;
+	const char *key;
+	int fd;
+	int ret;
+	pthread_t thread;
+};
+
+static void *raw_server_main(void *arg)
+{
+	struct raw_server *r = arg;
+	mbedtls_ssl_config conf;
+	mbedtls_ssl_context ssl;
+	mbedtls_x509_crt crt;
+	mbedtls_pk_context key;
+	char path[256];
+
+	mbedtls_ssl_config_init(&conf);
+	mbedtls_ssl_init(&ssl);
+	mbedtls_x509_crt_init(&crt);
+	mbedtls_pk_init(&key);
+	pki_path(path, sizeof path, r->f, "agent.crt");
+	r->ret = mbedtls_x509_crt_parse_file(&crt, path);
+	pki_path(path, sizeof path, r->f, r->key);
+	if (r->ret == 0)
+		r->ret = mbedtls_pk_parse_keyfile(&key, path, NULL);
+	if (r->ret == 0)
+		r->ret = mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_SERVER, MBEDTLS_SSL_TRANSPORT_STREAM,
+						     MBEDTLS_SSL_PRESET_DEFAULT);
+	mbedtls_ssl_conf_rng(&conf, tls_rng, NULL);
+	if (r->ret == 0)
+		r->ret = mbedtls_ssl_conf_own_cert(&conf, &crt, &key);
+	if (r->ret == 0)
+		r->ret = mbedtls_ssl_setup(&ssl, &conf);
+	if (r->ret == 0) {
+		mbedtls_ssl_set_bio(&ssl, &r->fd, raw_send, raw_recv, NULL);
+		do
+			r->ret = mbedtls_ssl_handshake(&ssl);
+		while (r->ret == MBEDTLS_ERR_SSL_WANT_READ || r->ret == MBEDTLS_ERR_SSL_WANT_WRITE);
+	}
+	close(r->fd);
+	mbedtls_ssl_free(&ssl);
+	mbedtls_ssl_config_free(&conf);
+	mbedtls_x509_crt_free(&crt);
+	mbedtls_pk_free(&key);
+	return NULL;
+}
+
+/* The pinned client's result against a raw server holding agent.crt and key_file. */
+static int raw_server_run(struct fixture *f, struct tls_config *client, const char *key_file, struct sb_err *err)
+{
+	struct raw_server r = { .f = f, .key = key_file };
+	struct tls_session *s = NULL;
+	int sv[2], rc;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	r.fd = sv[0];
+	assert_int_equal(pthread_create(&r.thread, NULL, raw_server_main, &r), 0);
+	rc = tls_session_open(client, sv[1], tls_deadline_after(TEST_TIMEOUT_MS), &s, err);
+	if (rc == 0)
+		tls_session_free(s);
+	close(sv[1]);
+	assert_int_equal(pthread_join(r.thread, NULL), 0);
+	return rc;
+}
+
+static void test_pinned_needs_the_key(void **state)
+{
+	struct fixture *f = *state;
+	struct tls_config *c = pinned_client(f, "agent");
+	struct sb_err err;
+
+	if (raw_server_run(f, c, "agent.key", &err) < 0)
+		fail_msg("the raw server with the right key was refused: %s", err.msg);
+	assert_int_equal(raw_server_run(f, c, "agent-twin.key", &err), -1);
+	if (strstr(err.msg, "TLS handshake with sandbox-agent failed") == NULL)
+		fail_msg("unexpected message: %s", err.msg);
+	tls_config_free(c);
+}
+
+static void test_pin_errors(void **state)
+{
+	struct fixture *f = *state;
+	struct tls_config *c = config_make(f, 0, "manager", AGENT_NAME);
+	struct tls_config *pinned = pinned_client(f, "agent");
+	static const unsigned char junk[] = "not a certificate";
+	unsigned char pem[4096];
+	size_t len;
+	struct sb_err err;
+
+	assert_int_equal(tls_config_pin_peer(f->server, junk, sizeof junk - 1, &err), -1);
+	assert_non_null(strstr(err.msg, "only a TLS client configuration"));
+	assert_int_equal(tls_config_pin_peer(c, junk, sizeof junk - 1, &err), -1);
+	assert_non_null(strstr(err.msg, "pinned certificate"));
+	assert_int_equal(tls_config_pin_peer(pinned, junk, sizeof junk - 1, &err), -1);
+	assert_non_null(strstr(err.msg, "once"));
+	tls_config_free(c);
+	tls_config_free(pinned);
+	/* a certificate that does not name the expected server: refused when pinned, not at a handshake */
+	c = config_make(f, 0, "manager", "sandbox-s1.g2.agent");
+	len = pem_read(f, "agent", pem, sizeof pem);
+	assert_int_equal(tls_config_pin_peer(c, pem, len, &err), -1);
+	assert_non_null(strstr(err.msg, "does not name 'sandbox-s1.g2.agent'"));
+	tls_config_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -615,6 +823,11 @@ int main(void)
 		cmocka_unit_test(test_io_deadline),
 		cmocka_unit_test(test_handshake_deadline),
 		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_pinned_accepts_its_certificate),
+		cmocka_unit_test(test_pinned_refuses_a_twin),
+		cmocka_unit_test(test_pinned_refuses_expired),
+		cmocka_unit_test(test_pinned_needs_the_key),
+		cmocka_unit_test(test_pin_errors),
 	};
 	return cmocka_run_group_tests_name("tls", tests, setup, teardown);
 }
