@@ -129,6 +129,7 @@ struct manager {
 	struct ca *ca;
 	struct backend *backend;
 	char tls_dir[PATH_MAX];        /* the manager's client certificate and the CA certificate */
+	struct ca_cert_copy self_cert; /* tls_dir/manager-self.crt: in the trust list of the agents this run starts */
 	pthread_mutex_t lock;
 	struct live_sandbox *live;
 	struct live_sandbox *starting; /* being prepared: counted against the identity's bound (sandbox.c) */
