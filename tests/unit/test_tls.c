@@ -124,6 +124,13 @@ static int setup(void **state)
 		leaf.copy = NULL;
 		if (ca_issue_leaf(ca, &leaf, f->pki, "manager-self-other", &err) < 0)
 			fail_msg("%s", err.msg);
+		/* listed, but expired */
+		leaf.copy = &self;
+		leaf.not_before = now - 2 * 86400;
+		leaf.not_after = now - 86400;
+		if (ca_issue_leaf(ca, &leaf, f->pki, "manager-self-expired", &err) < 0 ||
+		    ca_write_trust_unsynced(ca, &self, f->pki, "trust-expired.crt", &err) < 0)
+			fail_msg("%s", err.msg);
 	}
 	ca_free(ca);
 	ca_free(other);
@@ -857,6 +864,12 @@ static void test_self_signed_manager_only_as_listed(void **state)
 		       "the configured CA", NULL);
 	tls_config_free(self);
 	tls_config_free(other);
+	tls_config_free(agent);
+	/* listed, but past its validity: no signature is checked, the dates still are */
+	agent = config_make_trusting(f, 1, "agent", CA_MANAGER_NAME, "trust-expired.crt");
+	self = config_make(f, 0, "manager-self-expired", AGENT_NAME);
+	expect_refused(f, agent, self, "client certificate has expired", NULL);
+	tls_config_free(self);
 	tls_config_free(agent);
 }
 
