@@ -404,6 +404,6 @@ test_manager_fault_build() {
 	names=$(cat "$MANAGER" "$MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
 	assert_eq "failpoint names in the normal manager" "" "$names"
 	names=$(cat "$FP_MANAGER" "$FP_MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
-	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.cut_waiting manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded manager.recovery.settle_fails " "$names"
+	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.cut_waiting manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded manager.recovery.evidence_fails manager.recovery.settle_fails " "$names"
 }
 t manager_fault_build test_manager_fault_build
