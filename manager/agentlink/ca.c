@@ -517,7 +517,8 @@ static int leaf_sign(struct ca *ca, mbedtls_pk_context *key, const struct ca_lea
 
 	snprintf(subject, sizeof subject, "CN=%s", leaf->dns_name);
 	mbedtls_x509write_crt_init(&crt);
-	rc = crt_common(&crt, key, &ca->key, subject, ca->subject, from, until, err);
+	rc = leaf->self_signed ? crt_common(&crt, key, key, subject, subject, from, until, err) :
+				 crt_common(&crt, key, &ca->key, subject, ca->subject, from, until, err);
 	if (rc == 0)
 		rc = leaf_extensions(&crt, leaf, err);
 	if (rc == 0)
@@ -606,6 +607,32 @@ int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_
 int ca_write_cert_unsynced(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err)
 {
 	return cert_write(ca, target_dir, file_name, false, err);
+}
+
+int ca_write_trust_unsynced(const struct ca *ca, const struct ca_cert_copy *also, const char *target_dir,
+			    const char *file_name, struct sb_err *err)
+{
+	unsigned char pem[CA_PEM_MAX + 1 + CA_CERT_PEM_MAX];
+	size_t len = ca->pem_len;
+	int dirfd, rc;
+
+	if (also->len == 0)
+		return cert_write(ca, target_dir, file_name, false, err);
+	if (also->len >= sizeof also->pem || ca->pem_len + 1 + also->len > sizeof pem)
+		return sb_invalid(err, "a trust list of two certificates does not fit %zu bytes", sizeof pem);
+	if (base_name_check(file_name, err) < 0)
+		return -1;
+	memcpy(pem, ca->pem, len);
+	if (len > 0 && pem[len - 1] != '\n')
+		pem[len++] = '\n'; /* one PEM block a line apart from the next */
+	memcpy(pem + len, also->pem, also->len);
+	len += also->len;
+	dirfd = dir_open(target_dir, err);
+	if (dirfd < 0)
+		return -1;
+	rc = file_put_at(dirfd, target_dir, file_name, 0644, pem, len, false, err);
+	close(dirfd);
+	return rc;
 }
 
 int ca_format_sandbox_name(char *out, size_t out_len, const char *sandbox_id, uint64_t generation,

@@ -49,6 +49,10 @@ struct ca_leaf {
 	time_t not_after;      /* 0: now + CA_LEAF_LIFETIME_DEFAULT */
 	bool unsynced;         /* a sandbox generation's: written, never fsynced (ca_write_cert_unsynced) */
 	struct ca_cert_copy *copy; /* non-NULL: the certificate is also copied here (len 0 on failure) */
+	/* Signed with its own key, not the CA's: trusted only by a peer that holds this exact
+	 * certificate in its trust list (mbedtls' locally trusted end entity: its signature is not
+	 * checked there), never through the CA. Not a CA itself (basicConstraints CA:FALSE). */
+	bool self_signed;
 };
 
 struct ca;
@@ -78,6 +82,11 @@ int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_
  * generation or recovery reads them again (a new generation gets new ones; a sandbox found after
  * a restart is reached with them only while it runs, and its files are then in the page cache). */
 int ca_write_cert_unsynced(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err);
+
+/* ca_write_cert_unsynced, with also's certificate after the CA's in the same file: a trust list of
+ * the CA and one self-signed certificate (a ca_leaf with self_signed). also->len 0: the CA alone. */
+int ca_write_trust_unsynced(const struct ca *ca, const struct ca_cert_copy *also, const char *target_dir,
+			    const char *file_name, struct sb_err *err);
 
 /* "sandbox-<id>.g<generation>.agent": the name a sandbox's certificate carries, so a certificate
  * of an older generation cannot answer for a newer one. id: [a-z0-9-], 1..CA_SANDBOX_ID_MAX. */

@@ -122,10 +122,16 @@ static int state_lock(const char *state_dir, struct sb_err *err)
 	return 0;
 }
 
-/* The manager's own client certificate, issued fresh at every start (short-lived). */
+/* The manager's own client certificates, issued fresh at every start (short-lived): manager.crt,
+ * signed by the CA, for agents of an earlier run (recovery); manager-self.crt, signed by its own key
+ * and written into the trust list of every agent this run starts (private_dir.c), which accepts it
+ * as the exact certificate it lists without checking a signature: one ECDSA verify less in each of
+ * their handshakes (docs/performance.md). */
 static int manager_tls(struct manager *m, struct sb_err *err)
 {
 	struct ca_leaf leaf = { .dns_name = CA_MANAGER_NAME, .usage = CA_USAGE_CLIENT };
+	struct ca_leaf self = { .dns_name = CA_MANAGER_NAME, .usage = CA_USAGE_CLIENT, .self_signed = true,
+				.copy = &m->self_cert };
 	char ca_dir[PATH_MAX + 8];
 
 	/* A truncated path would name another directory: an error, never a shorter path. */
@@ -135,8 +141,11 @@ static int manager_tls(struct manager *m, struct sb_err *err)
 			       m->cfg.state_dir);
 	if (ca_open(ca_dir, &m->ca, err) < 0 || dir_private(m->tls_dir, err) < 0)
 		return -1;
-	if (ca_issue_leaf(m->ca, &leaf, m->tls_dir, "manager", err) < 0)
+	if (ca_issue_leaf(m->ca, &leaf, m->tls_dir, "manager", err) < 0 ||
+	    ca_issue_leaf(m->ca, &self, m->tls_dir, "manager-self", err) < 0)
 		return -1;
+	if (m->self_cert.len == 0)
+		return sb_fail(err, 0, "the manager's self-signed certificate was not kept");
 	return ca_write_cert(m->ca, m->tls_dir, "ca.crt", err);
 }
 

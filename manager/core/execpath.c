@@ -197,6 +197,12 @@ static json_t *call_bind(struct manager *m, struct call *c)
 	/* A deleted session is no session to call: refused before anything is recorded. */
 	if (rc != RECORDS_FOUND || strcmp(c->s.state, "deleted") == 0)
 		return control_error("not_found", "no session '%s'", c->session);
+	/* Reserved for an earlier sandbox's unproven end: asked again under the turn, so a transient
+	 * fault (a runtime that did not answer at a takeover) ends at the next call, not the next start
+	 * (sandbox.c sandbox_reserved_retry). Without the turn (stopping) the call is refused anyway. */
+	if (c->has_turn && strcmp(c->s.state, "reserved") == 0 && sandbox_reserved_retry(m, c->session) &&
+	    records_session_get(m->rec, c->session, &c->s, &err) != RECORDS_FOUND)
+		return control_error_from("internal", &err);
 	return NULL;
 }
 
@@ -205,6 +211,10 @@ static json_t *call_bind(struct manager *m, struct call *c)
  * call: it starts several git processes. */
 static int session_check(const struct call *c, struct sb_err *err)
 {
+	if (strcmp(c->s.state, "reserved") == 0)
+		return sb_fail(err, EPERM, "session %s is reserved: no calls run on it until what reserved it is settled "
+			       "(session show says what; an earlier sandbox whose end is not proven is asked about "
+			       "again at each call)", c->session);
 	if (strcmp(c->s.state, "active") != 0)
 		return sb_fail(err, EPERM, "session %s is %s: no calls run on it", c->session, c->s.state);
 	return 0;

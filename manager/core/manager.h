@@ -129,6 +129,7 @@ struct manager {
 	struct ca *ca;
 	struct backend *backend;
 	char tls_dir[PATH_MAX];        /* the manager's client certificate and the CA certificate */
+	struct ca_cert_copy self_cert; /* tls_dir/manager-self.crt: in the trust list of the agents this run starts */
 	pthread_mutex_t lock;
 	struct live_sandbox *live;
 	struct live_sandbox *starting; /* being prepared: counted against the identity's bound (sandbox.c) */
@@ -168,6 +169,10 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err);
  * the session is stopped with evidence and recorded gone, or recorded unproven with its session
  * reserved; context says what left it, in the record. */
 int sandbox_recover_session(struct manager *m, const char *session, const char *context, struct sb_err *err);
+/* execpath.c and sessions.c, under the session's turn: a session reserved because an earlier
+ * sandbox's end was not proven is asked about again; true when that sandbox is proven gone now and
+ * the session released (the caller reads its row again). */
+bool sandbox_reserved_retry(struct manager *m, const char *session);
 
 /* execpath.c: the six steps of one call; returns the control response. */
 struct live_watch;

@@ -78,7 +78,9 @@ int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb_err *e
 	leaf.dns_name = name;
 	if (path_fmt(path, sizeof path, err, "%s/tls", l->private_dir) < 0)
 		return -1;
-	if (ca_issue_leaf(m->ca, &leaf, path, "agent", err) < 0 || ca_write_cert_unsynced(m->ca, path, "ca.crt", err) < 0)
+	/* ca.crt: the CA, and this run's self-signed manager certificate (daemon.c manager_tls). */
+	if (ca_issue_leaf(m->ca, &leaf, path, "agent", err) < 0 ||
+	    ca_write_trust_unsynced(m->ca, &m->self_cert, path, "ca.crt", err) < 0)
 		return -1;
 	if (sb_random_bytes(l->receipt_key, sizeof l->receipt_key, err) < 0)
 		return -1;
@@ -90,16 +92,19 @@ int private_dir_make(struct manager *m, struct live_sandbox *l, struct sb_err *e
 
 /* The manager's client configuration for this generation. A generation this run issued the
  * certificate of trusts exactly that certificate (pinned: its CA signature is not checked again
- * at each handshake, ~2.5 ms of the first call's); one found at a restart (recovery), whose
- * certificate this run holds only as a file the sandbox could have written, is verified against
- * the CA as before. */
+ * at each handshake, ~2.5 ms of the first call's), and presents this run's self-signed
+ * certificate, which that agent's trust list holds as itself. One found at a restart (recovery),
+ * whose certificate this run holds only as a file the sandbox could have written and whose trust
+ * list names an earlier run's self-signed certificate, is verified against the CA and shown the
+ * CA-signed manager.crt, as before. */
 int client_config_make(struct manager *m, struct live_sandbox *l, struct sb_err *err)
 {
+	const char *own = l->agent_cert.len != 0 ? "manager-self" : "manager";
 	char cert[PATH_MAX + 16], key[PATH_MAX + 16], ca[PATH_MAX + 16];
 	int rc;
 
-	if (path_fmt(cert, sizeof cert, err, "%s/manager.crt", m->tls_dir) < 0 ||
-	    path_fmt(key, sizeof key, err, "%s/manager.key", m->tls_dir) < 0 ||
+	if (path_fmt(cert, sizeof cert, err, "%s/%s.crt", m->tls_dir, own) < 0 ||
+	    path_fmt(key, sizeof key, err, "%s/%s.key", m->tls_dir, own) < 0 ||
 	    path_fmt(ca, sizeof ca, err, "%s/ca.crt", m->tls_dir) < 0)
 		return -1;
 	if (agent_client_config(&l->tls, cert, key, ca, l->session, l->generation, err) < 0)

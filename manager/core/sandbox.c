@@ -14,6 +14,7 @@
 #include "agent_dir.h"
 #include "clock.h"
 #include "egress_edge.h"
+#include "failpoint.h"
 #include "egress_log.h"
 #include "egress_proxy.h"
 #include "textesc.h"
@@ -928,6 +929,25 @@ unsigned sandbox_retire_all(struct manager *m, const char *why)
 
 /* ---- after a restart ---- */
 
+#ifdef SB_FAILPOINTS
+/* Test builds only (failpoint manager.recovery.evidence_fails): the runtime gives no evidence once,
+ * as an API server that does not answer in time; the session must be reserved, and served again
+ * once a later call proves the sandbox gone (sandbox_reserved_retry; docs/reliability.md). */
+static int evidence_fault(struct sb_err *why)
+{
+	if (!failpoint_hit("manager.recovery.evidence_fails"))
+		return 0;
+	sb_warn("failpoint manager.recovery.evidence_fails reached");
+	return sb_fail(why, ETIMEDOUT, "the runtime gave no evidence in time (failpoint manager.recovery.evidence_fails)");
+}
+#else
+static int evidence_fault(struct sb_err *why)
+{
+	(void)why;
+	return 0;
+}
+#endif
+
 /* Unproven after a restart: recorded, its session reserved; -1 when a write failed (err). */
 static int recover_unproven(struct manager *m, const char *session, uint64_t generation, const char *why,
 			    struct sb_err *err)
@@ -976,7 +996,7 @@ static int recover_one(struct manager *m, json_t *row, const char *context, stru
 		/* Evidence decides, whether or not the stop request went through. */
 		if (m->backend->ops->stop(m->backend, &h, &why) < 0)
 			sb_warn("session %s: stopping the previous run's sandbox %s: %s", session, runtime_id, why.msg);
-		if (m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &why) < 0)
+		if (evidence_fault(&why) < 0 || m->backend->ops->evidence(m->backend, &h, EVIDENCE_MS, &why) < 0)
 			return recover_unproven(m, session, generation, why.msg, err);
 	}
 	snprintf(said, sizeof said, "%.200s: %s", context,
@@ -1014,4 +1034,32 @@ int sandbox_recover_session(struct manager *m, const char *session, const char *
 	json_decref(row);
 	free(sb);
 	return rc;
+}
+
+/* Why ask again: the evidence that failed at a restart or a takeover is often a runtime that did
+ * not answer in time (an API server under load), and a session reserved until the next start would
+ * stay down for one transient fault. The same recovery as then (stop, evidence, or unproven again),
+ * never for a sandbox this run holds live: its own retire decides that one. The release is the
+ * start's: a session with an exec still in flight stays reserved (records_sessions_release). */
+bool sandbox_reserved_retry(struct manager *m, const char *session)
+{
+	struct session_row s;
+	struct sb_err err;
+	int released;
+
+	if (sandbox_find(m, session) != NULL)
+		return false;
+	if (sandbox_recover_session(m, session, "asked again at a call on its reserved session", &err) < 0) {
+		sb_warn("session %s: %s", session, err.msg);
+		return false;
+	}
+	released = records_sessions_release(m->rec, &err);
+	if (released < 0 || records_session_get(m->rec, session, &s, &err) != RECORDS_FOUND) {
+		sb_warn("session %s: releasing it: %s", session, err.msg);
+		return false;
+	}
+	if (strcmp(s.state, "active") != 0)
+		return false;
+	sb_info("session %s: its earlier sandbox is proven gone now: it serves again", session);
+	return true;
 }

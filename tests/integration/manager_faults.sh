@@ -368,6 +368,35 @@ test_manager_fault_recovery_one_session() {
 }
 t manager_fault_recovery_one_session test_manager_fault_recovery_one_session
 
+# A sandbox whose end a restart could not prove stays in its session only until the next call
+# (failpoint manager.recovery.evidence_fails: the runtime gave no evidence once, as an API server
+# that did not answer in time). The restart reserves the session; the next call asks again, proves
+# the earlier sandbox gone, releases the session and runs, once.
+test_manager_fault_evidence_retried() {
+	local m
+	fp_need
+	m=$(unique_marker)
+	mgr_repo && mgr_start && mgr_session || return
+	mgr exec --session "$SID" -- "echo first.$m"
+	assert_eq "the first call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	fp_start manager.recovery.evidence_fails:1 || return
+	grep -q "failpoint manager.recovery.evidence_fails reached" "$TD/manager.log" || bad "the failpoint was not reached"
+	mgr session show --session "$SID"
+	assert_json .state '"reserved"'
+	mgr exec --session "$SID" -- "echo again.$m"
+	assert_eq "the next call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "its output" "again.$m" "$(cat "$OUT")"
+	grep -q "session $SID: its earlier sandbox is proven gone now" "$TD/manager.log" ||
+		bad "the manager's log does not say the earlier sandbox was proven gone at the call"
+	mgr session show --session "$SID"
+	assert_json .state '"active"'
+	mgr records --session "$SID"
+	assert_json '[.records[].state]' '["exited","exited"]'
+}
+t manager_fault_evidence_retried test_manager_fault_evidence_retried
+
 # The normal build holds no failpoint (the names are the proof), the failpoint build every one.
 test_manager_fault_build() {
 	local names
@@ -375,6 +404,6 @@ test_manager_fault_build() {
 	names=$(cat "$MANAGER" "$MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
 	assert_eq "failpoint names in the normal manager" "" "$names"
 	names=$(cat "$FP_MANAGER" "$FP_MANAGER-daemon" | grep -a -o 'manager\.\(exec\|agent\|recovery\)\.[a-z_]*' | sort -u | tr '\n' ' ')
-	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.cut_waiting manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded manager.recovery.settle_fails " "$names"
+	assert_eq "failpoint names in the failpoint manager" "manager.agent.cut_result manager.agent.cut_waiting manager.agent.result_exit_code manager.agent.result_read manager.agent.result_running manager.agent.sent manager.exec.accepted manager.exec.dispatched manager.exec.receipt_received manager.exec.recorded manager.recovery.evidence_fails manager.recovery.settle_fails " "$names"
 }
 t manager_fault_build test_manager_fault_build

@@ -383,10 +383,58 @@ static void test_names_checked(void **state)
 	ca_free(ca);
 }
 
+/* A self-signed leaf: its own issuer, not a CA, trusted only as itself (an exact copy in the trust
+ * list), never through the CA; the copy kept is the file's certificate; and a trust list of the
+ * CA and it (ca_write_trust_unsynced) holds both, the CA first. */
+static void test_self_signed_leaf_and_trust_list(void **state)
+{
+	struct fixture *f = *state;
+	struct ca_cert_copy copy = { .len = 0 };
+	struct ca_leaf leaf = { .dns_name = CA_MANAGER_NAME, .usage = CA_USAGE_CLIENT, .self_signed = true,
+				.copy = &copy };
+	mbedtls_x509_crt crt, trust, other;
+	struct ca *ca;
+	struct sb_err err;
+	uint32_t flags = 0;
+
+	assert_int_equal(ca_open(f->ca_dir, &ca, &err), 0);
+	assert_int_equal(ca_issue_leaf(ca, &leaf, f->out_dir, "self", &err), 0);
+	crt_load(&crt, f->out_dir, "self.crt");
+	assert_int_equal(copy.len, strlen((const char *)copy.pem));
+	mbedtls_x509_crt_init(&other);
+	assert_int_equal(mbedtls_x509_crt_parse(&other, copy.pem, copy.len + 1), 0);
+	assert_int_equal(other.raw.len, crt.raw.len);
+	assert_memory_equal(other.raw.p, crt.raw.p, crt.raw.len);
+	assert_int_equal(crt.issuer_raw.len, crt.subject_raw.len);
+	assert_memory_equal(crt.issuer_raw.p, crt.subject_raw.p, crt.subject_raw.len);
+	assert_false(crt.ca_istrue);
+	assert_int_not_equal(crt_verify(&crt, ca), 0);  /* the CA did not sign it */
+	assert_int_equal(mbedtls_x509_crt_verify(&crt, &other, NULL, NULL, &flags, NULL, NULL), 0);
+
+	assert_int_equal(ca_write_trust_unsynced(ca, &copy, f->out_dir, "trust.crt", &err), 0);
+	crt_load(&trust, f->out_dir, "trust.crt");
+	assert_non_null(trust.next);
+	assert_null(trust.next->next);
+	assert_int_equal(trust.raw.len, ca_cert(ca)->raw.len);
+	assert_memory_equal(trust.raw.p, ca_cert(ca)->raw.p, trust.raw.len);
+	assert_int_equal(trust.next->raw.len, crt.raw.len);
+	assert_memory_equal(trust.next->raw.p, crt.raw.p, crt.raw.len);
+	copy.len = 0;  /* nothing kept: the CA alone */
+	assert_int_equal(ca_write_trust_unsynced(ca, &copy, f->out_dir, "ca-only.crt", &err), 0);
+	mbedtls_x509_crt_free(&trust);
+	crt_load(&trust, f->out_dir, "ca-only.crt");
+	assert_null(trust.next);
+	mbedtls_x509_crt_free(&trust);
+	mbedtls_x509_crt_free(&other);
+	mbedtls_x509_crt_free(&crt);
+	ca_free(ca);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_created_once_and_reloaded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_self_signed_leaf_and_trust_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leaf_verifies_and_carries_san, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leaf_validity_and_other_ca, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reissue_replaces_without_leftovers, setup, teardown),

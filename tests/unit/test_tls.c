@@ -54,8 +54,9 @@ static void issue(struct ca *ca, const char *dir, const char *file, const char *
 		fail_msg("%s", err.msg);
 }
 
-/* A configuration from files in the pki directory: <name>.crt, <name>.key and ca.crt. */
-static struct tls_config *config_make(const struct fixture *f, int server, const char *name, const char *expect)
+/* A configuration from files in the pki directory: <name>.crt, <name>.key and the trust list ca_file. */
+static struct tls_config *config_make_trusting(const struct fixture *f, int server, const char *name, const char *expect,
+					       const char *ca_file)
 {
 	char crt[256], key[256], ca[256], file[64];
 	struct tls_config *c;
@@ -66,12 +67,18 @@ static struct tls_config *config_make(const struct fixture *f, int server, const
 	pki_path(crt, sizeof crt, f, file);
 	snprintf(file, sizeof file, "%s.key", name);
 	pki_path(key, sizeof key, f, file);
-	pki_path(ca, sizeof ca, f, "ca.crt");
+	pki_path(ca, sizeof ca, f, ca_file);
 	rc = server ? tls_config_server(&c, crt, key, ca, expect, &err) : tls_config_client(&c, crt, key, ca, expect, &err);
 	if (rc < 0)
 		fail_msg("%s", err.msg);
 	tls_config_set_peer_label(c, server ? "manager" : "sandbox-agent");
 	return c;
+}
+
+/* The same, trusting ca.crt. */
+static struct tls_config *config_make(const struct fixture *f, int server, const char *name, const char *expect)
+{
+	return config_make_trusting(f, server, name, expect, "ca.crt");
 }
 
 static int setup(void **state)
@@ -105,6 +112,26 @@ static int setup(void **state)
 	/* for the pinned client: another certificate of the same CA and name; one that has expired */
 	issue(ca, f->pki, "agent-twin", AGENT_NAME, CA_USAGE_SERVER, 0, 0);
 	issue(ca, f->pki, "agent-expired", AGENT_NAME, CA_USAGE_SERVER, now - 2 * 86400, now - 86400);
+	/* the manager's self-signed certificate, in trust.crt beside the CA; another of the same name, not */
+	{
+		struct ca_cert_copy self = { .len = 0 };
+		struct ca_leaf leaf = { .dns_name = CA_MANAGER_NAME, .usage = CA_USAGE_CLIENT, .self_signed = true,
+					.copy = &self };
+
+		if (ca_issue_leaf(ca, &leaf, f->pki, "manager-self", &err) < 0 ||
+		    ca_write_trust_unsynced(ca, &self, f->pki, "trust.crt", &err) < 0)
+			fail_msg("%s", err.msg);
+		leaf.copy = NULL;
+		if (ca_issue_leaf(ca, &leaf, f->pki, "manager-self-other", &err) < 0)
+			fail_msg("%s", err.msg);
+		/* listed, but expired */
+		leaf.copy = &self;
+		leaf.not_before = now - 2 * 86400;
+		leaf.not_after = now - 86400;
+		if (ca_issue_leaf(ca, &leaf, f->pki, "manager-self-expired", &err) < 0 ||
+		    ca_write_trust_unsynced(ca, &self, f->pki, "trust-expired.crt", &err) < 0)
+			fail_msg("%s", err.msg);
+	}
 	ca_free(ca);
 	ca_free(other);
 
@@ -805,6 +832,47 @@ static void test_pin_errors(void **state)
 	tls_config_free(c);
 }
 
+/* ---------- the agent trusting the manager's self-signed certificate as itself ---------- */
+
+/* An agent whose trust list is the CA and this run's self-signed manager certificate accepts that
+ * certificate (no signature to check: mbedtls' locally trusted end entity), and still the
+ * CA-signed one (a manager after a restart). */
+static void test_self_signed_manager_accepted(void **state)
+{
+	struct fixture *f = *state;
+	struct tls_config *agent = config_make_trusting(f, 1, "agent", CA_MANAGER_NAME, "trust.crt");
+	struct tls_config *self = config_make(f, 0, "manager-self", AGENT_NAME);
+
+	session_ok(agent, self);
+	session_ok(agent, f->client);
+	tls_config_free(self);
+	tls_config_free(agent);
+}
+
+/* Only the listed one: another self-signed certificate of the same name is refused, and an agent
+ * that trusts the CA alone refuses the listed one (an agent of an earlier run and this run's). */
+static void test_self_signed_manager_only_as_listed(void **state)
+{
+	struct fixture *f = *state;
+	struct tls_config *agent = config_make_trusting(f, 1, "agent", CA_MANAGER_NAME, "trust.crt");
+	struct tls_config *other = config_make(f, 0, "manager-self-other", AGENT_NAME);
+	struct tls_config *self = config_make(f, 0, "manager-self", AGENT_NAME);
+
+	expect_refused(f, agent, other, "TLS handshake with manager refused: client certificate is not signed by "
+		       "the configured CA", NULL);
+	expect_refused(f, f->server, self, "TLS handshake with manager refused: client certificate is not signed by "
+		       "the configured CA", NULL);
+	tls_config_free(self);
+	tls_config_free(other);
+	tls_config_free(agent);
+	/* listed, but past its validity: no signature is checked, the dates still are */
+	agent = config_make_trusting(f, 1, "agent", CA_MANAGER_NAME, "trust-expired.crt");
+	self = config_make(f, 0, "manager-self-expired", AGENT_NAME);
+	expect_refused(f, agent, self, "client certificate has expired", NULL);
+	tls_config_free(self);
+	tls_config_free(agent);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -828,6 +896,8 @@ int main(void)
 		cmocka_unit_test(test_pinned_refuses_expired),
 		cmocka_unit_test(test_pinned_needs_the_key),
 		cmocka_unit_test(test_pin_errors),
+		cmocka_unit_test(test_self_signed_manager_accepted),
+		cmocka_unit_test(test_self_signed_manager_only_as_listed),
 	};
 	return cmocka_run_group_tests_name("tls", tests, setup, teardown);
 }
