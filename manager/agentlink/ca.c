@@ -584,8 +584,9 @@ int ca_issue_leaf(struct ca *ca, const struct ca_leaf *leaf, const char *target_
 	return rc;
 }
 
-static int cert_write(const struct ca *ca, const char *target_dir, const char *file_name, bool synced,
-		      struct sb_err *err)
+/* target_dir/file_name: len bytes of public PEM (certificates, no key), mode 0644. */
+static int pem_put(const char *target_dir, const char *file_name, const unsigned char *pem, size_t len, bool synced,
+		   struct sb_err *err)
 {
 	int dirfd, rc;
 
@@ -594,9 +595,15 @@ static int cert_write(const struct ca *ca, const char *target_dir, const char *f
 	dirfd = dir_open(target_dir, err);
 	if (dirfd < 0)
 		return -1;
-	rc = file_put_at(dirfd, target_dir, file_name, 0644, ca->pem, ca->pem_len, synced, err);
+	rc = file_put_at(dirfd, target_dir, file_name, 0644, pem, len, synced, err);
 	close(dirfd);
 	return rc;
+}
+
+static int cert_write(const struct ca *ca, const char *target_dir, const char *file_name, bool synced,
+		      struct sb_err *err)
+{
+	return pem_put(target_dir, file_name, ca->pem, ca->pem_len, synced, err);
 }
 
 int ca_write_cert(const struct ca *ca, const char *target_dir, const char *file_name, struct sb_err *err)
@@ -614,25 +621,17 @@ int ca_write_trust_unsynced(const struct ca *ca, const struct ca_cert_copy *also
 {
 	unsigned char pem[CA_PEM_MAX + 1 + CA_CERT_PEM_MAX];
 	size_t len = ca->pem_len;
-	int dirfd, rc;
 
 	if (also->len == 0)
 		return cert_write(ca, target_dir, file_name, false, err);
 	if (also->len >= sizeof also->pem || ca->pem_len + 1 + also->len > sizeof pem)
 		return sb_invalid(err, "a trust list of two certificates does not fit %zu bytes", sizeof pem);
-	if (base_name_check(file_name, err) < 0)
-		return -1;
 	memcpy(pem, ca->pem, len);
 	if (len > 0 && pem[len - 1] != '\n')
 		pem[len++] = '\n'; /* one PEM block a line apart from the next */
 	memcpy(pem + len, also->pem, also->len);
 	len += also->len;
-	dirfd = dir_open(target_dir, err);
-	if (dirfd < 0)
-		return -1;
-	rc = file_put_at(dirfd, target_dir, file_name, 0644, pem, len, false, err);
-	close(dirfd);
-	return rc;
+	return pem_put(target_dir, file_name, pem, len, false, err);
 }
 
 int ca_format_sandbox_name(char *out, size_t out_len, const char *sandbox_id, uint64_t generation,

@@ -171,8 +171,8 @@ int sandbox_volume_probe(struct manager *m, struct sb_err *err);
 int sandbox_recover_session(struct manager *m, const char *session, const char *context, struct sb_err *err);
 /* execpath.c and sessions.c, under the session's turn: a session reserved because an earlier
  * sandbox's end was not proven is asked about again; true when that sandbox is proven gone now and
- * the session released (the caller reads its row again). */
-bool sandbox_reserved_retry(struct manager *m, const char *session);
+ * the session released, its row (now active) then in *row; false leaves *row as it was. */
+bool sandbox_reserved_retry(struct manager *m, const char *session, struct session_row *row);
 
 /* execpath.c: the six steps of one call; returns the control response. */
 struct live_watch;

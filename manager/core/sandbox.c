@@ -1041,7 +1041,7 @@ int sandbox_recover_session(struct manager *m, const char *session, const char *
  * stay down for one transient fault. The same recovery as then (stop, evidence, or unproven again),
  * never for a sandbox this run holds live: its own retire decides that one. The release is the
  * start's: a session with an exec still in flight stays reserved (records_sessions_release). */
-bool sandbox_reserved_retry(struct manager *m, const char *session)
+bool sandbox_reserved_retry(struct manager *m, const char *session, struct session_row *row)
 {
 	struct session_row s;
 	struct sb_err err;
@@ -1061,5 +1061,6 @@ bool sandbox_reserved_retry(struct manager *m, const char *session)
 	if (strcmp(s.state, "active") != 0)
 		return false;
 	sb_info("session %s: its earlier sandbox is proven gone now: it serves again", session);
+	*row = s;
 	return true;
 }

@@ -387,9 +387,8 @@ static json_t *delete_locked(struct manager *m, struct session_row *s, bool dele
 				     "(%s); its workspace stays until that is settled (resolve --exec)", s->id,
 				     note.exec_id[0] ? "exec " : "its sandbox", note.exec_id, note.reason);
 	/* Asked again now (sandbox.c sandbox_reserved_retry): the fault that reserved it may be gone. */
-	if (strcmp(s->state, "reserved") == 0 && sandbox_reserved_retry(m, s->id) &&
-	    records_session_get(m->rec, s->id, s, &err) != RECORDS_FOUND)
-		return control_error_from("internal", &err);
+	if (strcmp(s->state, "reserved") == 0)
+		(void)sandbox_reserved_retry(m, s->id, s);
 	if (strcmp(s->state, "reserved") == 0)
 		return control_error("refused", "session %s is reserved: an earlier sandbox's end was never proven; "
 				     "its workspace stays until it is (asked again at each call and delete)", s->id);

@@ -397,6 +397,26 @@ test_manager_fault_evidence_retried() {
 }
 t manager_fault_evidence_retried test_manager_fault_evidence_retried
 
+# The same, answered by a delete: the session reserved at the restart is deleted once the delete
+# asks again and proves the earlier sandbox gone (its workspace goes only then, invariant 9).
+test_manager_fault_evidence_retried_delete() {
+	fp_need
+	mgr_repo && mgr_start && mgr_session || return
+	mgr exec --session "$SID" -- true
+	assert_eq "the first call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	kill -KILL "$MGR_PID"
+	wait "$MGR_PID" 2>/dev/null
+	fp_start manager.recovery.evidence_fails:1 || return
+	mgr session show --session "$SID"
+	assert_json .state '"reserved"'
+	mgr session delete --session "$SID"
+	assert_eq "the delete (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	mgr session show --session "$SID"
+	assert_match "the session after the delete" "no session" "$(cat "$ERR")"
+	[ -e "$WT" ] && bad "the worktree $WT is still there after the delete"
+}
+t manager_fault_evidence_retried_delete test_manager_fault_evidence_retried_delete
+
 # The normal build holds no failpoint (the names are the proof), the failpoint build every one.
 test_manager_fault_build() {
 	local names

@@ -336,21 +336,30 @@ static void test_concurrent_sessions(void **state)
 
 /* ---------- the refusal matrix ---------- */
 
+/* One handshake of client against an echo server; the client's result (err on -1), the server's in r. */
+static int handshake_pair(struct tls_config *server, struct tls_config *client, struct server_run *r,
+			  struct sb_err *err)
+{
+	struct tls_session *s = NULL;
+	int fd = server_start(r, server, SERVE_ECHO);
+	int rc = tls_session_open(client, fd, tls_deadline_after(TEST_TIMEOUT_MS), &s, err);
+
+	close(fd);
+	server_wait(r);
+	if (rc == 0)
+		tls_session_free(s);
+	return rc;
+}
+
 /* Runs client against server; both handshakes must fail, and each side's message must contain
  * its `want` (NULL: not checked, the side may only see the connection end). */
 static void expect_refused(struct fixture *f, struct tls_config *server, struct tls_config *client,
 			   const char *server_want, const char *client_want)
 {
 	struct server_run r;
-	struct tls_session *s = NULL;
 	struct sb_err err;
-	int fd = server_start(&r, server, SERVE_ECHO);
-	int rc = tls_session_open(client, fd, tls_deadline_after(TEST_TIMEOUT_MS), &s, &err);
+	int rc = handshake_pair(server, client, &r, &err);
 
-	close(fd);
-	server_wait(&r);
-	if (rc == 0)
-		tls_session_free(s);
 	assert_int_equal(r.rc, -1);
 	if (server_want != NULL && strstr(r.err.msg, server_want) == NULL)
 		fail_msg("server message '%s' lacks '%s'", r.err.msg, server_want);
@@ -681,15 +690,9 @@ static void expect_client_refused(struct fixture *f, struct tls_config *server, 
 				  const char *client_want)
 {
 	struct server_run r;
-	struct tls_session *s = NULL;
 	struct sb_err err;
-	int fd = server_start(&r, server, SERVE_ECHO);
-	int rc = tls_session_open(client, fd, tls_deadline_after(TEST_TIMEOUT_MS), &s, &err);
+	int rc = handshake_pair(server, client, &r, &err);
 
-	close(fd);
-	server_wait(&r);
-	if (rc == 0)
-		tls_session_free(s);
 	assert_int_equal(rc, -1);
 	if (strstr(err.msg, client_want) == NULL)
 		fail_msg("client message '%s' lacks '%s'", err.msg, client_want);
