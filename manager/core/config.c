@@ -246,6 +246,12 @@ static int setting_apply(struct config *c, const char *key, const char *value, s
 		c->sandboxes_per_identity = (unsigned)v;
 		return 0;
 	}
+	if (strcmp(key, "sandbox-start") == 0) {
+		if (strcmp(value, "call") != 0 && strcmp(value, "create") != 0)
+			return sb_invalid(err, "config: sandbox-start must be call or create, not '%.32s'", value);
+		c->start_at_create = strcmp(value, "create") == 0;
+		return 0;
+	}
 	if (strcmp(key, "stop-grace-seconds") == 0) {
 		if (uint_set(&v, value, 0, 86400, key, err) < 0)
 			return -1;
@@ -392,6 +398,8 @@ void config_usage(FILE *f)
 	      "  --idle-seconds N               an idle sandbox is retired after N seconds (default 900)\n"
 	      "  --sandboxes-per-identity N     live sandboxes of one identity here; at the bound its least\n"
 	      "                                 recently used idle one is retired for a new one (default 32)\n"
+	      "  --sandbox-start call|create    when a session's sandbox starts: at its first call (default), or\n"
+	      "                                 at its create, while the client is still busy elsewhere\n"
 	      "  --output-limit BYTES           per stream of a call's answer (default 1 MiB)\n"
 	      "  --record-output-limit BYTES    per stream kept in an exec's record (default 64 KiB)\n"
 	      "  --tmp-size BYTES               each sandbox's /tmp (K, M or G suffix; default 256M)\n"
@@ -440,7 +448,7 @@ static int flags_apply(struct config *c, int argc, char **argv, struct sb_err *e
 		{ "socket", 1, NULL, 0 }, { "backend", 1, NULL, 0 },   { "podman-socket", 1, NULL, 0 },
 		{ "image", 1, NULL, 0 },  { "agent", 1, NULL, 0 },     { "default-timeout-seconds", 1, NULL, 0 },
 		{ "max-timeout-seconds", 1, NULL, 0 }, { "idle-seconds", 1, NULL, 0 },
-		{ "sandboxes-per-identity", 1, NULL, 0 },
+		{ "sandboxes-per-identity", 1, NULL, 0 }, { "sandbox-start", 1, NULL, 0 },
 		{ "output-limit", 1, NULL, 0 }, { "resource", 1, NULL, 0 }, { "sandbox-uid", 1, NULL, 0 },
 		{ "sandbox-gid", 1, NULL, 0 },  { "sandbox-ids", 1, NULL, 0 },  { "podman-seccomp", 1, NULL, 0 }, { "podman-network", 1, NULL, 0 },
 		{ "sandbox-cpus", 1, NULL, 0 }, { "sandbox-memory-mib", 1, NULL, 0 }, { "sandbox-pids", 1, NULL, 0 },

@@ -39,6 +39,7 @@ struct config {
 	unsigned max_timeout;       /* a call over it is refused */
 	unsigned idle_seconds;      /* an idle sandbox is retired after this; the workspace stays */
 	unsigned sandboxes_per_identity; /* live sandboxes of one identity on this manager (sandbox.c) */
+	bool start_at_create;       /* sandbox-start create: a session's sandbox starts at its create (early_start.c) */
 	unsigned stop_grace_seconds; /* at SIGTERM: how long running calls may finish before they are cancelled */
 	unsigned long output_limit; /* per stream, bytes */
 	unsigned long record_output_limit; /* per stream, bytes kept in an exec's record (invariant 13) */

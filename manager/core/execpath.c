@@ -648,7 +648,7 @@ static int sandbox_ready(struct manager *m, struct call *c, struct sb_err *err)
 	for (int tries = 0; tries < 3; tries++) {
 		int rc;
 
-		if (sandbox_acquire(m, &c->s, &c->sandbox, err) < 0)
+		if (sandbox_acquire(m, &c->s, ACQUIRE_FOR_CALL, &c->sandbox, err) < 0)
 			return -1;
 		sandbox_mark(m, c, true);
 		rc = authority_current(m, c, err);

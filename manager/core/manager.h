@@ -143,8 +143,11 @@ struct manager {
 };
 
 /* sandbox.c: a session's sandbox, with its queue turn held by the caller. s: the session's record,
- * as the caller read it under that turn. */
-int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err);
+ * as the caller read it under that turn. why: a call, which may retire an idle sandbox of the same
+ * identity at its bound; or the start at the session's create (early_start.c), which never does. */
+enum acquire_for { ACQUIRE_FOR_CALL, ACQUIRE_FOR_CREATE };
+int sandbox_acquire(struct manager *m, const struct session_row *s, enum acquire_for why, struct live_sandbox **out,
+		    struct sb_err *err);
 /* Stop, wait for evidence, record. 0: proven gone; -1: not proven (the session is then marked
  * "reserved": its workspace stays until an operator or a later retire proves the end). */
 int sandbox_retire(struct manager *m, struct live_sandbox *l, const char *why, struct sb_err *err);
@@ -234,6 +237,11 @@ int ownership_take(struct manager *m, const char *session, struct lease *out, st
 json_t *ownership_refusal(const char *session, const struct lease *l);
 /* {"manager", "address", "lease_expires_ms"} of the session's owner, or null, for `session show`. */
 json_t *ownership_json(struct manager *m, const char *session);
+
+/* early_start.c: with `sandbox-start create`, the new session's sandbox started on a thread of its
+ * own under the session's turn; called by its create once recorded. Never fails the create: a start
+ * that cannot be made now is left to the first call (and logged). */
+void early_start(struct manager *m, const char *session);
 
 /* sessions.c: the other control operations. */
 json_t *sessions_create(struct manager *m, json_t *req);

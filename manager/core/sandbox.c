@@ -594,9 +594,11 @@ static void starting_drop(struct manager *m, struct live_sandbox *l) /* under m-
 }
 
 /* Room for l (its identity set) among its identity's sandboxes: 0 with l counted in m->starting,
- * or -1 (err: unavailable) when every one of them is running a call. Called with l's session's
- * turn held; another session's turn is only ever tried, never waited for. */
-static int identity_room(struct manager *m, struct live_sandbox *l, struct sb_err *err)
+ * or -1 (err: unavailable) when every one of them is running a call, or, for a start at a session's
+ * create (may_retire false), when the bound is reached at all: a start no call asked for never
+ * takes another session's sandbox. Called with l's session's turn held; another session's turn is
+ * only ever tried, never waited for. */
+static int identity_room(struct manager *m, struct live_sandbox *l, bool may_retire, struct sb_err *err)
 {
 	unsigned bound = m->cfg.sandboxes_per_identity;
 
@@ -612,6 +614,11 @@ static int identity_room(struct manager *m, struct live_sandbox *l, struct sb_er
 			m->starting = l;
 			pthread_mutex_unlock(&m->lock);
 			return 0;
+		}
+		if (!may_retire) {
+			pthread_mutex_unlock(&m->lock);
+			return sb_refuse(err, EAGAIN, "identity %s has %u sandboxes on this manager (its bound, "
+					 "sandboxes-per-identity)", l->identity, bound);
 		}
 		v = identity_idle_oldest(m, l->identity);
 		if (v != NULL)
@@ -636,7 +643,8 @@ static int identity_room(struct manager *m, struct live_sandbox *l, struct sb_er
 		       l->identity, bound);
 }
 
-int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_sandbox **out, struct sb_err *err)
+int sandbox_acquire(struct manager *m, const struct session_row *s, enum acquire_for why, struct live_sandbox **out,
+		    struct sb_err *err)
 {
 	const char *session = s->id;
 	struct workspace ws = { 0 };
@@ -666,7 +674,7 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, struct live_
 				  session, s->network);
 	}
 	snprintf(l->identity, sizeof l->identity, "%s", s->identity);
-	if (identity_room(m, l, err) < 0) {
+	if (identity_room(m, l, why == ACQUIRE_FOR_CALL, err) < 0) {
 		free(l);
 		return -1;
 	}

@@ -192,6 +192,7 @@ static json_t *sessions_create_made(struct manager *m, const char *identity, con
 		return control_error_from("internal", &err);
 	}
 	sb_info("session %s created for %s on %s (network %s)", id, identity, repo, network);
+	early_start(m, id);
 	resp = json_pack("{s:b, s:s, s:s, s:s?, s:s}", "ok", 1, "session", id, "worktree", ws.worktree, "branch",
 			 ws.branch, "network", network);
 	workspace_free(&ws);

@@ -105,6 +105,8 @@ test_manager_cli_help() {
 	usage_error "serve with a bad value" "config: idle-seconds must be a whole number" -- serve \
 		--state-dir "$TD/never" --idle-seconds soon
 	usage_error "serve with a stray argument" "unexpected argument 'now'" -- serve --state-dir "$TD/never" now
+	usage_error "serve with a bad sandbox start" "config: sandbox-start must be call or create, not 'later'" -- \
+		serve --state-dir "$TD/never" --sandbox-start later
 	[ -e "$TD/never" ] && bad "a serve refused for its flags created its state directory"
 	return 0
 }

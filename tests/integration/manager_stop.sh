@@ -299,3 +299,17 @@ test_manager_stop_podman_unproven() {
 	assert_json '[.state, .sandbox]' '["active",null]'
 }
 t manager_stop_podman_unproven test_manager_stop_podman_unproven
+
+# With `--sandbox-start create`, a SIGTERM the moment a create answered: the stop waits for the start
+# under way (early_start.c counts it as a request), then retires its sandbox with evidence; exit 0,
+# no process of it left.
+test_manager_stop_early_start() {
+	mgr_repo && mgr_start --sandbox-start create && mgr_session || return
+	mgr_signal TERM
+	mgr_wait_exit 20
+	assert_eq "exit code of the stopped manager" 0 "$STOP_RC"
+	assert_eq "sandbox processes of this state dir" "" "$(sandbox_pids)"
+	grep -q "stopped: every call settled, every sandbox's end proven" "$TD/manager.log" ||
+		bad "the log does not say the stop proved everything: $(tail -n 3 "$TD/manager.log")"
+}
+t manager_stop_early_start test_manager_stop_early_start
