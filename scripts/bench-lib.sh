@@ -24,7 +24,7 @@ bench_repo() {
 # idle eviction off for the run (sessions warmed for a later part must still be warm when it
 # starts), its log in $work/manager.log; sets manager_pid, or dies when it does not come up in 10 s.
 manager_up() {
-	"$1" serve --state-dir "$STATE" --agent "$2" --idle-seconds 86400 >"$work/manager.log" 2>&1 &
+	"$1" serve --state-dir "$STATE" --agent "$2" --idle-seconds 86400 "${@:3}" >"$work/manager.log" 2>&1 &
 	manager_pid=$!
 	for _ in $(seq 1 100); do
 		[ -S "$SANDBOX_MANAGER_SOCKET" ] && return 0

@@ -112,3 +112,27 @@ test_manager_early_start_delete() {
 	return 0
 }
 t manager_early_start_delete test_manager_early_start_delete
+
+# A grant changed between the create and the first call (the sandbox already up with the create's
+# snapshot) retires that sandbox, as for any live one: the first call runs on generation 2 with the
+# new grants, and its record names them; a revocation the same way, never a credential left behind.
+test_manager_early_start_grant_changed() {
+	printf 'staging-credential\n' >"$TD/staging.kubeconfig"
+	printf 'prod-credential\n' >"$TD/prod.kubeconfig"
+	mgr_repo && mgr_start --sandbox-start create --resource "kubernetes:staging=file:$TD/staging.kubeconfig" \
+		--resource "kubernetes:prod=file:$TD/prod.kubeconfig" || return
+	mgr_session --grant kubernetes:staging=read
+	early_wait "$SID" || return
+	mgr grant --session "$SID" --set kubernetes:prod=read
+	assert_eq "grant exit code" 0 "$RC"
+	mgr grant --session "$SID" --revoke kubernetes:staging
+	assert_eq "revoke exit code" 0 "$RC"
+	mgr exec --session "$SID" -- 'echo "$KUBECONFIG" | tr ":" "\n" | xargs -n1 basename; cat "$KUBECONFIG"'
+	assert_eq "the first call (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_lines "$(cat "$OUT")" "kubernetes-prod.kubeconfig" prod-credential
+	mgr session show --session "$SID"
+	assert_json .generation 2
+	mgr records --session "$SID"
+	assert_json '[.records[].authority]' '[{"kubernetes:prod":"read"}]'
+}
+t manager_early_start_grant_changed test_manager_early_start_grant_changed
