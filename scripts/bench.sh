@@ -37,7 +37,9 @@ if [ "$(id -u)" = 0 ] && [ -r /var/lib/infra-sandbox/cluster/admin.kubeconfig ] 
 	if k8s_out=$(bash "$(dirname "$0")/cluster/bench.sh" "$build" 2>&1); then
 		echo "$k8s_out"
 		median=$(sed -n 's/^first call of a new session, Kubernetes backend: median \([0-9]*\) ms.*/\1/p' <<<"$k8s_out")
-		[ -n "$median" ] && k8s_row="median of $(grep -c '^first call [0-9]' <<<"$k8s_out"): $median ms (scripts/cluster/bench.sh)|<= 0.5 s|$(awk -v m="$median" 'BEGIN { print (m <= 500) ? "yes" : "no" }')"
+		[ -n "$median" ] && k8s_row="median of $(grep -c '^first call [0-9]' <<<"$k8s_out"): $median ms (sandbox-start create: the pod made at the create, the call once it is up; scripts/cluster/bench.sh)|<= 0.5 s|$(awk -v m="$median" 'BEGIN { print (m <= 500) ? "yes" : "no" }')"
+		by_call=$(sed -n 's/^the pod started by the first call (sandbox-start call): median \([0-9]*\) ms.*/\1/p' <<<"$k8s_out")
+		[ -n "$by_call" ] && echo "a Kubernetes sandbox started by its first call (sandbox-start call, the default)|median $by_call ms|- (the start: sandbox-start create takes it off the call)|-" >>"$BENCH_TABLE"
 	else
 		echo "$k8s_out" | tail -5
 	fi

@@ -35,23 +35,51 @@
 #define EARLY_CONNECT_MS 10000 /* as a call's connect (execpath.c CONNECT_MS) */
 #define EARLY_STARTS_MAX 4 /* sandbox starts at once on the manager's 2+ cores; the rest start at their first call */
 
-static unsigned early_running; /* under m->lock */
+/* The sessions whose start runs now, under m->lock: "" is a free slot. */
+static char early_running[EARLY_STARTS_MAX][65];
 
-/* Under m->lock: room for one more, counted as a request the stop waits for. */
-static bool early_admit(struct manager *m)
+/* Under m->lock: a slot for session, counted as a request the stop waits for; false when none is free
+ * or the stop has begun. */
+static bool early_admit(struct manager *m, const char *session)
 {
-	if (m->stop_phase != STOP_NONE || early_running >= EARLY_STARTS_MAX)
+	if (m->stop_phase != STOP_NONE)
 		return false;
-	early_running++;
-	m->requests++;
-	return true;
+	for (int i = 0; i < EARLY_STARTS_MAX; i++)
+		if (early_running[i][0] == '\0') {
+			snprintf(early_running[i], sizeof early_running[i], "%s", session);
+			m->requests++;
+			return true;
+		}
+	return false;
+}
+
+static int early_slot(const char *session) /* under m->lock */
+{
+	for (int i = 0; i < EARLY_STARTS_MAX; i++)
+		if (strcmp(early_running[i], session) == 0)
+			return i;
+	return -1;
+}
+
+bool early_start_holds(struct manager *m, const char *session)
+{
+	bool holds;
+
+	pthread_mutex_lock(&m->lock);
+	holds = early_slot(session) >= 0;
+	pthread_mutex_unlock(&m->lock);
+	return holds;
 }
 
 static void early_done(struct manager *m, const char *session)
 {
+	int i;
+
 	queue_leave(m->queue, session);
 	pthread_mutex_lock(&m->lock);
-	early_running--;
+	i = early_slot(session);
+	if (i >= 0)
+		early_running[i][0] = '\0';
 	m->requests--;
 	pthread_mutex_unlock(&m->lock);
 }
@@ -122,7 +150,7 @@ void early_start(struct manager *m, const char *session)
 	if (!queue_try_enter(m->queue, session))
 		return;
 	pthread_mutex_lock(&m->lock);
-	admitted = early_admit(m);
+	admitted = early_admit(m, session);
 	pthread_mutex_unlock(&m->lock);
 	if (!admitted) {
 		queue_leave(m->queue, session);

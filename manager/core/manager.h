@@ -242,6 +242,9 @@ json_t *ownership_json(struct manager *m, const char *session);
  * own under the session's turn; called by its create once recorded. Never fails the create: a start
  * that cannot be made now is left to the first call (and logged). */
 void early_start(struct manager *m, const char *session);
+/* Whether the session's turn is held by its start at create (a delete waits for that, where it
+ * refuses a call's). */
+bool early_start_holds(struct manager *m, const char *session);
 
 /* sessions.c: the other control operations. */
 json_t *sessions_create(struct manager *m, json_t *req);

@@ -407,10 +407,15 @@ json_t *sessions_delete(struct manager *m, const char *id, bool delete_branch)
 {
 	struct session_row s;
 	json_t *resp = session_lookup(m, id, &s);
+	bool holds;
 
 	if (resp != NULL)
 		return resp;
-	if (queue_depth(m->queue, id) > 0)
+	/* A call running or queued is the client's to cancel first; the start at the session's create
+	 * (early_start.c) is waited for, and its sandbox retired below. Asked in this order: a start
+	 * that ends between the two looks is never taken for a call. */
+	holds = early_start_holds(m, id);
+	if (queue_depth(m->queue, id) > (holds ? 1u : 0u))
 		return control_error("refused", "session %s has a command running or queued; cancel it first", id);
 	queue_enter(m->queue, id);
 	resp = delete_locked(m, &s, delete_branch);

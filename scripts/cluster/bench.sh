@@ -104,4 +104,4 @@ done
 median=$(median_of "${figures[@]}")
 echo "the start at create, from the create's answer: median $(median_of "${ups_ms[@]}") ms (${ups_ms[*]})"
 echo "first call of a new session, Kubernetes backend: median $median ms of $runs (sandbox-start create; ${figures[*]})"
-[ -n "${BENCH_CLUSTER_KEEP:-}" ] && echo "kept: $work"
+if [ -n "${BENCH_CLUSTER_KEEP:-}" ]; then echo "kept: $work"; fi

@@ -77,6 +77,7 @@ test_cluster_down() {
 IT_TEST_DEADLINE=900 t cluster_smoke test_cluster_smoke
 # The Kubernetes backend on the real cluster (the functions are in manager_kubernetes*.sh).
 t kubernetes_session test_kubernetes_session
+t kubernetes_early_start test_kubernetes_early_start
 t kubernetes_tokens test_kubernetes_tokens # manager_kubernetes_tokens.sh
 t kubernetes_egress_edge test_kubernetes_egress_edge # manager_egress_kubernetes.sh: issue 28 on the real cluster
 t kubernetes_egress_proxy test_kubernetes_egress_proxy # manager_egress_kubernetes.sh: policy proxy on the kubernetes backend

@@ -144,6 +144,36 @@ test_kubernetes_session() {
 }
 # registered in cluster_smoke.sh, which runs it while the run's cluster is up
 
+# `--sandbox-start create` on the kubernetes backend: the pod is made at the session's create and its
+# agent connected (early_start.c); the first call runs in that pod (its runtime id, generation 1), and
+# a delete right after another create waits for that start and proves its pod's end.
+test_kubernetes_early_start() {
+	k8s_cluster
+	local rid i sid2
+	mgr_repo
+	k8s_mgr_start --sandbox-start create || return 1
+	mgr_session
+	for i in $(seq 1 600); do
+		grep -q "session $SID: its sandbox started at its create" "$TD/manager.log" && break
+		sleep 0.1
+	done
+	mgr session show --session "$SID"
+	rid=$(jr .sandbox.runtime_id)
+	assert_match "the pod made at the create (log: $(tail -n 3 "$TD/manager.log"))" '^kubernetes:sandbox-[0-9a-f]+-1/' "$rid"
+	mgr exec --session "$SID" -- 'pwd -P'
+	assert_eq "the first call (stderr: $(head -c 400 "$ERR"))" "$WT" "$(cat "$OUT")"
+	mgr session show --session "$SID"
+	assert_json '[.generation, .sandbox.runtime_id]' "[1,$(json_str "$rid")]"
+	mgr session create --identity alice --repo "$REPO"
+	sid2=$(jr .session)
+	mgr session delete --session "$sid2"
+	assert_eq "a delete right after the create (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	grep -q "session $sid2: its sandbox started at its create" "$TD/manager.log" ||
+		bad "the delete did not wait for the start at the create"
+	assert_match "the delete proved the pod's end" "session $sid2: sandbox kubernetes:sandbox-[^ ]* is gone" "$(cat "$TD/manager.log")"
+}
+# registered in cluster_smoke.sh, which runs it while the run's cluster is up
+
 # A manager killed with its pod up: the next start adopts the recorded pod UID, deletes it with
 # preconditions.uid and proves its end before it serves; the session gets a new pod.
 test_kubernetes_recovery() {
