@@ -200,7 +200,7 @@ test-integration: test-setup
 ASAN_IT_FILES := setup_* agent_alias agent_basic agent_boundary agent_cleanup agent_image agent_kernelfs \
 	agent_lifecycle agent_net agent_prebuilt agent_receipt agent_sealed agent_uncertain agent_world \
 	manager_session manager_faults manager_recovery manager_records manager_store manager_egress \
-	manager_egress_edge manager_tls manager_mcp
+	manager_egress_edge manager_tls manager_mcp manager_early_start
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=1 IT_FILES="$(ASAN_IT_FILES)" test
 

@@ -6,13 +6,14 @@
 # session and fails nothing (the first call starts one); a delete or a stop right after the create
 # waits for the start and proves the sandbox's end.
 
-# early_wait SESSION: until the session's sandbox is up (10 s at most); its runtime id in RID.
+# early_wait SESSION: until the session's sandbox is up, recorded running (10 s at most); its runtime id
+# in RID.
 early_wait() {
 	local i
 	for i in $(seq 1 100); do
 		mgr session show --session "$1"
 		RID=$(jr .sandbox.runtime_id)
-		[ "$RID" != null ] && [ -n "$RID" ] && return 0
+		[ "$(jr .sandbox.state)" = running ] && return 0
 		sleep 0.1
 	done
 	bad "the sandbox of session $1 did not start at its create: $(tail -n 3 "$TD/manager.log")"
