@@ -35,7 +35,8 @@
 #define EARLY_CONNECT_MS 10000 /* as a call's connect (execpath.c CONNECT_MS) */
 #define EARLY_STARTS_MAX 4 /* sandbox starts at once on the manager's 2+ cores; the rest start at their first call */
 
-/* The sessions whose start runs now, under m->lock: "" is a free slot. */
+/* The sessions whose start runs now, under m->lock: "" is a free slot. One daemon per process, so
+ * one table (as connections.c's count of connections). */
 static char early_running[EARLY_STARTS_MAX][65];
 
 /* Under m->lock: a slot for session, counted as a request the stop waits for; false when none is free
@@ -107,6 +108,11 @@ struct early {
 	char session[65];
 };
 
+static void early_failed(const char *session, const char *why)
+{
+	sb_warn("session %s: its sandbox did not start at its create (%s); its first call starts one", session, why);
+}
+
 static void *early_thread(void *arg)
 {
 	struct early *e = arg;
@@ -122,15 +128,16 @@ static void *early_thread(void *arg)
 	pthread_mutex_unlock(&e->m->lock);
 	/* Read under the turn: a delete that came first (it waits for this turn) has not run yet. */
 	rc = stopping ? RECORDS_NOT_FOUND : records_session_get(e->m->rec, e->session, &s, &err);
-	if (rc == RECORDS_FOUND && strcmp(s.state, "active") == 0) {
-		if (sandbox_acquire(e->m, &s, ACQUIRE_FOR_CREATE, &l, &err) == 0 && early_connect(e->m, l, &err) == 0)
-			sb_info("session %s: its sandbox started at its create", e->session);
+	if (rc < 0) {
+		early_failed(e->session, err.msg);
+	} else if (rc == RECORDS_FOUND && strcmp(s.state, "active") == 0) {
+		if (sandbox_acquire(e->m, &s, ACQUIRE_FOR_CREATE, &l, &err) < 0)
+			early_failed(e->session, err.msg);
+		else if (early_connect(e->m, l, &err) < 0)
+			sb_warn("session %s: its sandbox started at its create, and its agent's connection was not made "
+				"(%s); its first call makes one", e->session, err.msg);
 		else
-			sb_warn("session %s: its sandbox did not start at its create (%s); its first call starts one",
-				e->session, err.msg);
-	} else if (rc < 0) {
-		sb_warn("session %s: its sandbox did not start at its create (%s); its first call starts one",
-			e->session, err.msg);
+			sb_info("session %s: its sandbox started at its create", e->session);
 	}
 	early_done(e->m, e->session);
 	free(e);
@@ -158,16 +165,14 @@ void early_start(struct manager *m, const char *session)
 	}
 	e = calloc(1, sizeof *e);
 	if (e == NULL) {
-		sb_warn("session %s: its sandbox did not start at its create (out of memory); its first call starts one",
-			session);
+		early_failed(session, "out of memory");
 		early_done(m, session);
 		return;
 	}
 	e->m = m;
 	snprintf(e->session, sizeof e->session, "%s", session);
 	if (sb_thread_detached(early_thread, e, &err) < 0) {
-		sb_warn("session %s: its sandbox did not start at its create (%s); its first call starts one", session,
-			err.msg);
+		early_failed(session, err.msg);
 		free(e);
 		early_done(m, session);
 	}
