@@ -81,6 +81,7 @@ int mountinfo_parse(const char *text, size_t len, struct mountinfo *mi, struct s
 	}
 	memcpy(mi->text, text, len);
 	mi->text[len] = '\0';
+	mi->text_len = len;
 	if (strlen(mi->text) != len) {
 		mountinfo_free(mi);
 		return sb_invalid(err, "the mount table holds a NUL byte");
@@ -149,6 +150,27 @@ out:
 		close(fd);
 	free(buf);
 	return rc;
+}
+
+int mountinfo_copy(struct mountinfo *dst, const struct mountinfo *src, struct sb_err *err)
+{
+	memset(dst, 0, sizeof *dst);
+	dst->text = malloc(src->text_len + 1);
+	dst->lines = calloc(src->n + 1, sizeof dst->lines[0]);
+	if (dst->text == NULL || dst->lines == NULL) {
+		mountinfo_free(dst);
+		return sb_fail(err, ENOMEM, "copying the mount table");
+	}
+	memcpy(dst->text, src->text, src->text_len + 1);
+	dst->text_len = src->text_len;
+	/* The lines point into the text: the same offsets, into the copy. */
+	for (size_t i = 0; i < src->n; i++) {
+		dst->lines[i] = src->lines[i];
+		dst->lines[i].root = dst->text + (src->lines[i].root - src->text);
+		dst->lines[i].point = dst->text + (src->lines[i].point - src->text);
+	}
+	dst->n = src->n;
+	return 0;
 }
 
 void mountinfo_free(struct mountinfo *mi)

@@ -23,6 +23,7 @@ struct mountinfo {
 	struct mountinfo_line *lines;
 	size_t n;
 	char *text; /* the decoded text the lines point into */
+	size_t text_len;
 };
 
 /* Parse len bytes of mountinfo text (proc_pid_mountinfo(5)). A line that does not have the five first
@@ -33,6 +34,9 @@ int mountinfo_parse(const char *text, size_t len, struct mountinfo *mi, struct s
 int mountinfo_read(struct mountinfo *mi, struct sb_err *err);
 
 void mountinfo_free(struct mountinfo *mi);
+
+/* A copy of src that owns its own text and lines (src is left as it is). */
+int mountinfo_copy(struct mountinfo *dst, const struct mountinfo *src, struct sb_err *err);
 
 /* Called with each candidate path; a non-zero return stops the walk and is returned. */
 typedef int (*alias_fn)(const char *alias, void *arg, struct sb_err *err);

@@ -162,8 +162,11 @@ struct boundary_init {
 };
 
 /* Check the view for cwd as a call would, start init and wait (bounded) until it has built it and
- * reported what it bound. -1: nothing is left running. */
-int boundary_init_start(const struct boundary *b, const char *cwd, struct boundary_init *bi, struct sb_err *err);
+ * reported what it bound. mi: the agent's mount table, which the caller knows is still the agent's
+ * (prebuilt.c's, unchanged since it was read: POLLPRI), or NULL to read it now; every open, identity
+ * and walk of the checks runs now either way. -1: nothing is left running. */
+int boundary_init_start(const struct boundary *b, const char *cwd, const struct mountinfo *mi,
+			struct boundary_init *bi, struct sb_err *err);
 
 /* Still waiting for its call? */
 bool boundary_init_alive(const struct boundary_init *bi);

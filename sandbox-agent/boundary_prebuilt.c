@@ -100,7 +100,8 @@ static int bound_wait(const struct boundary *b, struct boundary_init *bi, struct
 	return 0;
 }
 
-int boundary_init_start(const struct boundary *b, const char *cwd, struct boundary_init *bi, struct sb_err *err)
+int boundary_init_start(const struct boundary *b, const char *cwd, const struct mountinfo *mi,
+			struct boundary_init *bi, struct sb_err *err)
 {
 	char *argv[] = { (char *)b->shell, "-c", NULL, NULL };
 	struct run_view view;
@@ -115,26 +116,31 @@ int boundary_init_start(const struct boundary *b, const char *cwd, struct bounda
 	if ((size_t)snprintf(bi->cwd, sizeof bi->cwd, "%s", cwd) >= sizeof bi->cwd)
 		return sb_fail(err, ENAMETOOLONG, "working directory too long");
 	/* The same checks as a call's, for the view this init will hide; the call checks again. */
-	if (run_view_build(b, cwd, NULL, &view, err) < 0) {
+	if (run_view_build(b, cwd, mi, &view, err) < 0) {
 		run_view_free(&view);
 		return -1;
 	}
 	bi->hidden = calloc(view.n_hidden + 1, sizeof bi->hidden[0]);
-	bi->mi = malloc(sizeof *bi->mi);
-	if (bi->hidden == NULL || bi->mi == NULL || run_fds_open(&f, err) < 0) {
+	bi->mi = calloc(1, sizeof *bi->mi);
+	if (bi->hidden == NULL || bi->mi == NULL || (mi != NULL && mountinfo_copy(bi->mi, mi, err) < 0) ||
+	    run_fds_open(&f, err) < 0) {
 		if (bi->hidden == NULL || bi->mi == NULL)
 			sb_fail(err, ENOMEM, "recording the prebuilt view");
 		free(bi->hidden);
 		bi->hidden = NULL;
+		if (bi->mi != NULL)
+			mountinfo_free(bi->mi);
 		free(bi->mi);
 		bi->mi = NULL;
 		run_view_free(&view);
 		return -1;
 	}
-	/* The table this view was read from: the call's checks use it again while the agent's mount table
-	 * has not changed (prebuilt.c take()). */
-	*bi->mi = view.mi;
-	view.mi_borrowed = true;
+	/* The table this view was read from, the init's own (a copy of the caller's): the call's checks
+	 * use it again while the agent's mount table has not changed (prebuilt.c take()). */
+	if (mi == NULL) {
+		*bi->mi = view.mi;
+		view.mi_borrowed = true;
+	}
 	memcpy(bi->hidden, view.hidden, view.n_hidden * sizeof view.hidden[0]);
 	bi->n_hidden = view.n_hidden;
 	run = *b;

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "aliases.h"
 #include "boundary.h"
 #include "error.h"
 
@@ -40,6 +41,10 @@ struct prebuilt {
 	struct boundary_init bi;   /* READY or STUCK */
 	int mountinfo_fd;          /* READY: opened before the view init hides was read */
 	int spent_mnt;             /* the last call's mount namespace, held until its result is sent, or -1 */
+	/* The builder thread's alone: the agent's mount table, kept while table_watch (opened before it
+	 * was read) shows no change (prebuilt.c table_current). */
+	struct mountinfo table;
+	int table_watch;
 };
 
 /* The builder thread. Its thread is init's parent for good: init's parent-death signal follows that

@@ -5,7 +5,8 @@
 # (a call's working directory is not the CLI's to choose): run here as each test user. Each fails when its
 # rule is removed: a mount made between calls is in the next call's view (POLLPRI on mountinfo) and a new
 # alias of a private directory is hidden there (root only: the binary puts itself and the agent in a private
-# mount namespace); a working directory renamed away and replaced between calls is not the one the command
+# mount namespace), also when the mount came while a call ran, before the next init was built from the
+# builder's kept copy of the mount table (test_prebuilt_mount_during_call); a working directory renamed away and replaced between calls is not the one the command
 # runs in; another working directory discards the init; a prebuilt init killed while it waits makes the next
 # call build afresh (and say so); eight calls in a row each get a PID namespace of their own (the command
 # is pid 2 there, and what an earlier call left running is not); the waiting init is already under the
@@ -18,7 +19,7 @@
 PREBUILT_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
 
 test_prebuilt_serve() {
-	local bin=$TD/test_agent_serve want=8
+	local bin=$TD/test_agent_serve want=9
 	[ -x "$PREBUILT_BUILD/tests/integration/test_agent_serve" ] ||
 		skip_setup "no $PREBUILT_BUILD/tests/integration/test_agent_serve: build it with make test"
 	if ! cp "$PREBUILT_BUILD/tests/integration/test_agent_serve" "$bin" || ! chmod 0755 "$bin"; then
@@ -31,7 +32,7 @@ test_prebuilt_serve() {
 		>"$OUT" 2>"$ERR"
 	RC=$?
 	assert_eq "test_prebuilt_* exit code (output: $(grep -v '"ts"' "$OUT" "$ERR" | tail -n 20))" 0 "$RC"
-	# all eight; as the unprivileged user all but the mount case (it needs root)
+	# all nine; as the unprivileged user all but the two mount cases (they need root)
 	[ "$RUN_UID" -ne 0 ] && want=7
 	grep -q "\[  PASSED  \] $want test(s)" "$OUT" "$ERR" ||
 		bad "not every prebuilt case ran: $(grep -E 'PASSED|SKIPPED|FAILED' "$OUT" "$ERR")"

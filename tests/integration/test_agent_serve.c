@@ -1004,9 +1004,10 @@ static void *exec_main(void *arg)
 	return NULL;
 }
 
-/* Starts the exec on its own connection and thread, and returns once the agent reports it running. */
-static void exec_start(struct fixture *f, struct exec_thread *t, const char *id, const char *command,
-		       struct agent_conn *observer)
+/* Starts the exec in cwd on its own connection and thread, and returns once the agent reports it
+ * running. */
+static void exec_start_in(struct fixture *f, struct exec_thread *t, const char *id, const char *cwd,
+			  const char *command, struct agent_conn *observer)
 {
 	struct agent_expect want = { .exec_id = id, .generation = GENERATION };
 	struct agent_reply r;
@@ -1014,9 +1015,16 @@ static void exec_start(struct fixture *f, struct exec_thread *t, const char *id,
 	memset(t, 0, sizeof *t);
 	t->f = f;
 	exec_request(f, &t->req, id, command);
+	t->req.cwd = cwd;
 	assert_int_equal(pthread_create(&t->thread, NULL, exec_main, t), 0);
 	query_until(f, observer, &want, AGENT_EXEC_RUNNING, &r);
 	agent_reply_free(&r);
+}
+
+static void exec_start(struct fixture *f, struct exec_thread *t, const char *id, const char *command,
+		       struct agent_conn *observer)
+{
+	exec_start_in(f, t, id, f->work, command, observer);
 }
 
 static void test_exec_busy(void **state)
@@ -1999,6 +2007,55 @@ static void test_prebuilt_mounts_between_calls(void **state)
 	agent_close(c);
 }
 
+/* A mount made while a call runs, after the builder last read the agent's mount table: the build after
+ * that call reads the table again (its copy is kept only while POLLPRI says it is still the agent's,
+ * prebuilt.c table_current), so a new alias of a private directory is hidden in the next call, which
+ * runs on that prebuilt init. The call's own check at the hand-off could not catch a stale copy: the
+ * mount came before the build, so nothing changed after it. */
+static void test_prebuilt_mount_during_call(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c;
+	struct exec_thread t;
+	char d[192], alias[192], want[512];
+	json_t *res;
+
+	if (geteuid() != 0)
+		skip();
+	c = conn_open(f);
+	/* the calls' working directory beside the alias, not around it (a private directory showing
+	 * inside a writable root refuses the call) */
+	dir_make(d, sizeof d, f->work, "pd");
+	assert_int_equal(chmod(d, 0755), 0);
+	dir_make(alias, sizeof alias, f->work, "alias-during");
+	/* two builds: the table read at the first, kept for the second */
+	assert_string_equal(exec_in(f, c, "pb-during-1", d, "true"), "");
+	prebuilt_wait(f);
+	assert_string_equal(exec_in(f, c, "pb-during-2", d, "true"), "");
+	prebuilt_wait(f);
+	exec_start_in(f, &t, "pb-during-3", d, "sleep 0.5", c);
+	/* the test's base holds the agent's state directory: bound at alias, it shows at alias/state */
+	assert_int_equal(mount(f->base, alias, NULL, MS_BIND, NULL), 0);
+	assert_int_equal(pthread_join(t.thread, NULL), 0);
+	if (t.rc < 0)
+		fail_msg("pb-during-3: %s", t.err.msg);
+	res = json_parse(t.reply.result_json);
+	assert_string_equal(jstr(res, "status"), "exited");
+	json_decref(res);
+	agent_reply_free(&t.reply);
+	prebuilt_wait(f);
+	/* the command (nobody, under a root agent) may walk to the alias */
+	assert_int_equal(chmod(f->base, 0711), 0);
+	assert_int_equal(chmod(f->work, 0711), 0);
+	snprintf(want, sizeof want, "stat -c %%a %s/state 2>&1; ls -A %s/state 2>/dev/null | wc -l", alias, alias);
+	assert_string_equal(exec_in(f, c, "pb-during-4", d, want), "0\n0\n");
+	log_expect(f, "exec pb-during-4: on the prebuilt init");
+	assert_int_equal(chmod(f->base, 0700), 0);
+	assert_int_equal(chmod(f->work, 0700), 0);
+	umount2(alias, MNT_DETACH);
+	agent_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2033,6 +2090,7 @@ int main(void)
 		cmocka_unit_test(test_prebuilt_killed),
 		cmocka_unit_test(test_prebuilt_holds_one_mount_namespace),
 		cmocka_unit_test(test_prebuilt_mounts_between_calls),
+		cmocka_unit_test(test_prebuilt_mount_during_call),
 	};
 	const char *filter = getenv("TEST_AGENT_SERVE_FILTER");
 
