@@ -55,6 +55,30 @@ static void test_parse_fields_and_escapes(void **state)
 	mountinfo_free(&mi);
 }
 
+/* A copy stands alone: its lines point into its own text, and outlive the table they were copied from
+ * (the prebuilt init's, sandbox-agent/prebuilt.c, while the builder reads the table again). */
+static void test_copy_owns_its_lines(void **state)
+{
+	struct mountinfo mi, copy;
+	struct sb_err err;
+
+	(void)state;
+	assert_int_equal(mountinfo_parse(SAMPLE, strlen(SAMPLE), &mi, &err), 0);
+	assert_int_equal(mountinfo_copy(&copy, &mi, &err), 0);
+	memset(mi.text, 'x', mi.text_len);
+	mountinfo_free(&mi);
+	assert_int_equal(copy.n, 10);
+	for (size_t i = 0; i < copy.n; i++) {
+		assert_true(copy.lines[i].root >= copy.text && copy.lines[i].root < copy.text + copy.text_len);
+		assert_true(copy.lines[i].point >= copy.text && copy.lines[i].point < copy.text + copy.text_len);
+	}
+	assert_int_equal(copy.lines[9].id, 37);
+	assert_string_equal(copy.lines[3].point, "/srv/with space");
+	assert_string_equal(copy.lines[9].root, "/x");
+	assert_string_equal(copy.lines[9].point, "/data/y");
+	mountinfo_free(&copy);
+}
+
 static void test_parse_refuses_partial_lines(void **state)
 {
 	static const char *const bad[] = {
@@ -231,6 +255,7 @@ int main(void)
 		cmocka_unit_test(test_parse_fields_and_escapes), cmocka_unit_test(test_parse_refuses_partial_lines),
 		cmocka_unit_test(test_aliases_of_a_directory),   cmocka_unit_test(test_aliases_fail_closed),
 		cmocka_unit_test(test_mountinfo_read_self),      cmocka_unit_test(test_chain_walk),
+		cmocka_unit_test(test_copy_owns_its_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
