@@ -6,8 +6,8 @@
 # rule is removed: a mount made between calls is in the next call's view (POLLPRI on mountinfo) and a new
 # alias of a private directory is hidden there (root only: the binary puts itself and the agent in a private
 # mount namespace), also when the mount came while a call ran, before the next init was built from the
-# builder's kept copy of the mount table (test_prebuilt_mount_during_call); a working directory renamed away and replaced between calls is not the one the command
-# runs in; another working directory discards the init; a prebuilt init killed while it waits makes the next
+# builder's kept copy of the mount table (test_prebuilt_mount_during_call); a working directory renamed
+# away and replaced between calls is not the one the command runs in; another working directory discards the init; a prebuilt init killed while it waits makes the next
 # call build afresh (and say so); eight calls in a row each get a PID namespace of their own (the command
 # is pid 2 there, and what an earlier call left running is not); the waiting init is already under the
 # command's seccomp filter and the command runs under exactly that one (test_prebuilt_filtered_before_call),

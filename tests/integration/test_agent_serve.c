@@ -1027,6 +1027,20 @@ static void exec_start(struct fixture *f, struct exec_thread *t, const char *id,
 	exec_start_in(f, t, id, f->work, command, observer);
 }
 
+/* Waits for the exec started by exec_start; it must have come back with this status (the reply stays
+ * in t for the caller to check further and free). */
+static void exec_join(struct exec_thread *t, const char *status)
+{
+	json_t *res;
+
+	assert_int_equal(pthread_join(t->thread, NULL), 0);
+	if (t->rc < 0)
+		fail_msg("exec %s: %s", t->req.exec_id, t->err.msg);
+	res = json_parse(t->reply.result_json);
+	assert_string_equal(jstr(res, "status"), status);
+	json_decref(res);
+}
+
 static void test_exec_busy(void **state)
 {
 	struct fixture *f = *state;
@@ -1035,7 +1049,6 @@ static void test_exec_busy(void **state)
 	struct exec_thread t;
 	struct agent_reply r;
 	struct sb_err err;
-	json_t *res;
 
 	exec_start(f, &t, "busy-long", "sleep 2", c);
 	exec_request(f, &req, "busy-second", "echo never");
@@ -1043,12 +1056,7 @@ static void test_exec_busy(void **state)
 	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_BUSY);
 	assert_int_equal(err.errnum, EBUSY);
 	assert_contains(err.msg, "exec 'busy-long' is running");
-	assert_int_equal(pthread_join(t.thread, NULL), 0);
-	if (t.rc < 0)
-		fail_msg("the long exec: %s", t.err.msg);
-	res = json_parse(t.reply.result_json);
-	assert_string_equal(jstr(res, "status"), "exited");
-	json_decref(res);
+	exec_join(&t, "exited");
 	receipt_check(f, &t.reply, &t.req);
 	agent_reply_free(&t.reply);
 	/* The refused id was never accepted: it can run now. */
@@ -1066,21 +1074,15 @@ static void test_cancel_running_exec(void **state)
 	struct agent_reply r;
 	struct sb_err err;
 	int64_t cancelled_at;
-	json_t *res;
 
 	exec_start(f, &t, "cancel-me", "sleep 30", c);
 	cancelled_at = clock_mono_ms();
 	must(agent_cancel(f->client, f->address, "cancel-me", step_deadline(), &r, &err), &err, "cancel");
 	assert_int_equal(r.state, AGENT_EXEC_RUNNING);
 	agent_reply_free(&r);
-	assert_int_equal(pthread_join(t.thread, NULL), 0);
-	if (t.rc < 0)
-		fail_msg("the cancelled exec: %s", t.err.msg);
+	exec_join(&t, "cancelled");
 	if (t.ended_ms - cancelled_at > 2500)
 		fail_msg("the cancelled exec ended %lld ms after the cancel", (long long)(t.ended_ms - cancelled_at));
-	res = json_parse(t.reply.result_json);
-	assert_string_equal(jstr(res, "status"), "cancelled");
-	json_decref(res);
 	receipt_check(f, &t.reply, &t.req);
 	agent_reply_free(&t.reply);
 	agent_close(c);
@@ -2018,7 +2020,6 @@ static void test_prebuilt_mount_during_call(void **state)
 	struct agent_conn *c;
 	struct exec_thread t;
 	char d[192], alias[192], want[512];
-	json_t *res;
 
 	if (geteuid() != 0)
 		skip();
@@ -2036,12 +2037,7 @@ static void test_prebuilt_mount_during_call(void **state)
 	exec_start_in(f, &t, "pb-during-3", d, "sleep 0.5", c);
 	/* the test's base holds the agent's state directory: bound at alias, it shows at alias/state */
 	assert_int_equal(mount(f->base, alias, NULL, MS_BIND, NULL), 0);
-	assert_int_equal(pthread_join(t.thread, NULL), 0);
-	if (t.rc < 0)
-		fail_msg("pb-during-3: %s", t.err.msg);
-	res = json_parse(t.reply.result_json);
-	assert_string_equal(jstr(res, "status"), "exited");
-	json_decref(res);
+	exec_join(&t, "exited");
 	agent_reply_free(&t.reply);
 	prebuilt_wait(f);
 	/* the command (nobody, under a root agent) may walk to the alias */
