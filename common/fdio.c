@@ -52,6 +52,22 @@ int fd_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int fd_read_exact(int fd, void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = read(fd, (char *)buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 /* errno, or EIO when a failed call left none: a message must never carry a stale or zero errno. */
 static int errno_or_eio(void)
 {

@@ -15,6 +15,10 @@
  * set otherwise (EPIPE when the reader is gone and SIGPIPE is ignored, or for a write of 0). */
 int fd_write_all(int fd, const void *buf, size_t len);
 
+/* Exactly len bytes from fd into buf, through EINTR and short reads; safe between clone() and execve()
+ * as fd_write_all. 0, or -1 at an end of file before len bytes (errno unchanged) or a failed read. */
+int fd_read_exact(int fd, void *buf, size_t len);
+
 /* Blocks for bytes reserved in fd, its size unchanged (FALLOC_FL_KEEP_SIZE): a write within them
  * later allocates nothing, and the file reads as before. Where the filesystem cannot reserve past
  * the end, posix_fallocate instead (the size grows to bytes; the writer cuts it). 0, or an errno

@@ -15,17 +15,20 @@
 #include "fdio.h"
 pid_t spawn_clone_into(uint64_t ns_flags, int cgroup_fd, int *pidfd, struct sb_err *err)
 {
+	/* With CLONE_PARENT the child's exit signal is the caller's own (its parent's choice, SIGCHLD for
+	 * ours), and clone3 refuses any other. */
+	int exit_signal = (ns_flags & CLONE_PARENT) ? 0 : SIGCHLD;
 	struct clone_args args = {
 		.flags = ns_flags | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
 		.pidfd = (uint64_t)(uintptr_t)pidfd,
-		.exit_signal = SIGCHLD,
+		.exit_signal = (uint64_t)exit_signal,
 		.cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
 	};
 	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
 
 	/* Without clone3 a cgroup could only be entered after the child runs: refused, not degraded. */
 	if (pid < 0 && errno == ENOSYS && cgroup_fd < 0)
-		pid = (pid_t)syscall(SYS_clone, ns_flags | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
+		pid = (pid_t)syscall(SYS_clone, ns_flags | CLONE_PIDFD | (uint64_t)exit_signal, NULL, pidfd, NULL, 0);
 	if (pid < 0)
 		return sb_fail_errno(err, cgroup_fd >= 0 ? "creating namespaces in the sandbox's cgroup (clone3)" :
 				     "creating namespaces (clone)");

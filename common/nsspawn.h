@@ -14,7 +14,7 @@
 /* What a child exits with after writing a setup failure to its error pipe (spawn_die). */
 #define SPAWN_EXIT_SETUP_FAILED 125
 
-/* clone3 with CLONE_PIDFD into ns_flags (CLONE_NEW*), clone() where clone3 is missing. Returns 0
+/* clone3 with CLONE_PIDFD into ns_flags (CLONE_NEW*, and CLONE_PARENT for a sibling), clone() where clone3 is missing. Returns 0
  * in the child (which must _exit or execve, never return), the pid in the parent, -1 with err. */
 pid_t spawn_clone(uint64_t ns_flags, int *pidfd, struct sb_err *err);
 

@@ -10,6 +10,7 @@
 #define SB_BOUNDARY_H
 
 struct live_tap;
+struct spawner;
 
 #include <limits.h>
 #include <stdbool.h>
@@ -164,8 +165,9 @@ struct boundary_init {
 /* Check the view for cwd as a call would, start init and wait (bounded) until it has built it and
  * reported what it bound. mi: the agent's mount table, which the caller knows is still the agent's
  * (prebuilt.c's, unchanged since it was read: POLLPRI), or NULL to read it now; every open, identity
- * and walk of the checks runs now either way. -1: nothing is left running. */
-int boundary_init_start(const struct boundary *b, const char *cwd, const struct mountinfo *mi,
+ * and walk of the checks runs now either way. sp: the spawner that clones init (spawner.h), or NULL
+ * (or one no longer running) to clone it here. -1: nothing is left running. */
+int boundary_init_start(const struct boundary *b, const char *cwd, const struct mountinfo *mi, struct spawner *sp,
 			struct boundary_init *bi, struct sb_err *err);
 
 /* Still waiting for its call? */

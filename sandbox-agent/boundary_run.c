@@ -80,11 +80,10 @@ int run_fds_open(struct run_fds *f, struct sb_err *err)
 	return 0;
 }
 
-/* Into the new namespaces with a pidfd. User namespace first among equals: it owns the others,
- * so an unprivileged agent can create them. The command is never PID 1: init is. */
+/* Into the new namespaces (init.h INIT_NAMESPACES) with a pidfd. */
 pid_t init_spawn(const struct init_context *ctx, int *pidfd, struct sb_err *err)
 {
-	pid_t pid = spawn_clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS, pidfd, err);
+	pid_t pid = spawn_clone(INIT_NAMESPACES, pidfd, err);
 
 	if (pid == 0)
 		init_main(ctx);

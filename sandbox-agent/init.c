@@ -157,22 +157,6 @@ static char call_text[INIT_CALL_COMMAND_MAX + 1 + INIT_CALL_ENV_MAX];
 static char *call_argv[4];
 static char *call_envp[BOUNDARY_MAX_ENV + 1];
 
-static int read_exact(int fd, void *buf, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = read(fd, (char *)buf + done, len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 /* -1: the agent closed the pipe (discarded this init) or sent something out of bounds. */
 static int call_receive(const struct init_context *ctx, struct init_context *run)
 {
@@ -180,13 +164,13 @@ static int call_receive(const struct init_context *ctx, struct init_context *run
 	char *env, *end;
 	size_t n = 0;
 
-	if (read_exact(ctx->go_fd, &h, sizeof h) < 0 || h.command_len > INIT_CALL_COMMAND_MAX ||
+	if (fd_read_exact(ctx->go_fd, &h, sizeof h) < 0 || h.command_len > INIT_CALL_COMMAND_MAX ||
 	    h.env_len > INIT_CALL_ENV_MAX || h.n_env > BOUNDARY_MAX_ENV ||
-	    read_exact(ctx->go_fd, call_text, h.command_len) < 0)
+	    fd_read_exact(ctx->go_fd, call_text, h.command_len) < 0)
 		return -1;
 	call_text[h.command_len] = '\0';
 	env = call_text + h.command_len + 1;
-	if (read_exact(ctx->go_fd, env, h.env_len) < 0)
+	if (fd_read_exact(ctx->go_fd, env, h.env_len) < 0)
 		return -1;
 	end = env + h.env_len;
 	while (n < h.n_env) {

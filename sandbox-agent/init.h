@@ -3,6 +3,7 @@
 #ifndef SB_INIT_H
 #define SB_INIT_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -45,6 +46,10 @@ struct init_call {
 
 #define INIT_CALL_COMMAND_MAX (1u << 20)
 #define INIT_CALL_ENV_MAX (BOUNDARY_MAX_ENV * 8192u)
+
+/* The namespaces of every init. User namespace first among equals: it owns the others, so an
+ * unprivileged agent can create them. The command is never PID 1: init is. */
+#define INIT_NAMESPACES (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
 
 /* Init exits with this after writing a setup failure to error_fd. */
 #define INIT_EXIT_SETUP_FAILED SPAWN_EXIT_SETUP_FAILED

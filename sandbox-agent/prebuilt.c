@@ -193,7 +193,14 @@ static void *builder(void *arg)
 {
 	struct prebuilt *p = arg;
 	char cwd[PATH_MAX];
+	struct sb_err serr;
 
+	/* Forked here, before any call, so that this thread is the parent of every init it clones (their
+	 * parent-death signal follows it: it never ends). Without one, the inits are cloned here. */
+	if (spawner_start(&p->spawner, p->b, &serr) < 0)
+		sb_error("no spawner: %s; prebuilt inits are cloned by the agent", serr.msg);
+	else
+		sb_info("spawner %d started", (int)p->spawner.pid);
 	for (;;) {
 		struct boundary_init bi;
 		struct sb_err err;
@@ -212,7 +219,7 @@ static void *builder(void *arg)
 		 * here on shows at the call. */
 		fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 		rc = fd < 0 ? sb_fail_errno(&err, "opening /proc/self/mountinfo") :
-			      boundary_init_start(p->b, cwd, table_current(p), &bi, &err);
+			      boundary_init_start(p->b, cwd, table_current(p), &p->spawner, &bi, &err);
 
 		pthread_mutex_lock(&p->lock);
 		if (rc == 0) {

@@ -21,6 +21,7 @@
 #include "aliases.h"
 #include "boundary.h"
 #include "error.h"
+#include "spawner.h"
 
 enum prebuilt_state {
 	PREBUILT_EMPTY,    /* none; nothing asked */
@@ -45,6 +46,7 @@ struct prebuilt {
 	 * was read) shows no change (prebuilt.c table_current). */
 	struct mountinfo table;
 	int table_watch;
+	struct spawner spawner;    /* the builder's: clones each init (spawner.h) */
 };
 
 /* The builder thread. Its thread is init's parent for good: init's parent-death signal follows that

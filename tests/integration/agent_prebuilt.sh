@@ -19,7 +19,7 @@
 PREBUILT_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
 
 test_prebuilt_serve() {
-	local bin=$TD/test_agent_serve want=9
+	local bin=$TD/test_agent_serve want=11
 	[ -x "$PREBUILT_BUILD/tests/integration/test_agent_serve" ] ||
 		skip_setup "no $PREBUILT_BUILD/tests/integration/test_agent_serve: build it with make test"
 	if ! cp "$PREBUILT_BUILD/tests/integration/test_agent_serve" "$bin" || ! chmod 0755 "$bin"; then
@@ -32,8 +32,8 @@ test_prebuilt_serve() {
 		>"$OUT" 2>"$ERR"
 	RC=$?
 	assert_eq "test_prebuilt_* exit code (output: $(grep -v '"ts"' "$OUT" "$ERR" | tail -n 20))" 0 "$RC"
-	# all nine; as the unprivileged user all but the two mount cases (they need root)
-	[ "$RUN_UID" -ne 0 ] && want=7
+	# all eleven; as the unprivileged user all but the two mount cases (they need root)
+	[ "$RUN_UID" -ne 0 ] && want=9
 	grep -q "\[  PASSED  \] $want test(s)" "$OUT" "$ERR" ||
 		bad "not every prebuilt case ran: $(grep -E 'PASSED|SKIPPED|FAILED' "$OUT" "$ERR")"
 }

@@ -1669,47 +1669,84 @@ static const char *exec_in(struct fixture *f, struct agent_conn *c, const char *
 	return out;
 }
 
-/* The agent's one child while it is idle, once it is waiting: the prebuilt init (the builder thread is
- * its parent). */
+/* Whether pid's PID namespace is the agent's: the spawner's is, an init's never. */
+static bool in_agent_pidns(struct fixture *f, pid_t pid)
+{
+	char path[64], mine[64] = "", its[64] = "";
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)f->agent);
+	n = readlink(path, mine, sizeof mine - 1);
+	assert_true(n > 0);
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+	n = readlink(path, its, sizeof its - 1);
+	return n > 0 && strcmp(mine, its) == 0;
+}
+
+/* The agent's children now (every thread's), at most max of them. */
+static size_t agent_children(struct fixture *f, pid_t *out, size_t max)
+{
+	char path[512], text[512];
+	size_t got = 0;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)f->agent);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		char *at, *next;
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%s/children", (int)f->agent, e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		text[n > 0 ? n : 0] = '\0';
+		for (at = text; got < max && (out[got] = (pid_t)strtol(at, &next, 10)) > 0; at = next)
+			got++;
+	}
+	closedir(d);
+	return got;
+}
+
+/* The agent's one child in a PID namespace of its own while it is idle, once it is waiting: the
+ * prebuilt init (the builder thread is its parent; the spawner, its other child, cloned it). */
 static pid_t prebuilt_wait(struct fixture *f)
 {
-	char path[512], text[256];
-
 	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(10)) {
-		DIR *d;
-		struct dirent *e;
+		pid_t kids[8];
+		size_t n = agent_children(f, kids, 8);
 
-		snprintf(path, sizeof path, "/proc/%d/task", (int)f->agent);
-		d = opendir(path);
-		assert_non_null(d);
-		while ((e = readdir(d)) != NULL) {
-			ssize_t n;
-			int fd;
+		for (size_t i = 0; i < n; i++) {
+			char ready[64];
 
-			if (e->d_name[0] == '.')
+			if (in_agent_pidns(f, kids[i]))
 				continue;
-			snprintf(path, sizeof path, "/proc/%d/task/%s/children", (int)f->agent, e->d_name);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-			n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
-			if (fd >= 0)
-				close(fd);
-			if (n > 0) {
-				char ready[64];
-				pid_t pid;
-
-				closedir(d);
-				text[n] = '\0';
-				pid = (pid_t)atoi(text);
-				/* built and waiting, not still being built */
-				snprintf(ready, sizeof ready, "prebuilt init %d ready", (int)pid);
-				log_expect(f, ready);
-				return pid;
-			}
+			/* built and waiting, not still being built */
+			snprintf(ready, sizeof ready, "prebuilt init %d ready", (int)kids[i]);
+			log_expect(f, ready);
+			return kids[i];
 		}
-		closedir(d);
 	}
 	fail_msg("no prebuilt init appeared after a call; log:\n%s", log_read(f));
 	return -1;
+}
+
+/* The agent's child in its own PID namespace: the spawner (sandbox-agent/spawner.h), or 0 for none. */
+static pid_t spawner_find(struct fixture *f)
+{
+	pid_t kids[8];
+	size_t n = agent_children(f, kids, 8);
+
+	for (size_t i = 0; i < n; i++)
+		if (in_agent_pidns(f, kids[i]))
+			return kids[i];
+	return 0;
 }
 
 /* Until pid is dead and not yet reaped (the agent reaps it when the next call looks). */
@@ -1972,6 +2009,83 @@ static void test_prebuilt_killed(void **state)
 	agent_close(c);
 }
 
+/* The spawner (sandbox-agent/spawner.h) is one process of the agent's own, holding nothing of the agent's
+ * open: stdin, stdout, stderr and its end of the channel, no listener, connection, journal or state
+ * file. The inits it clones are the agent's children (CLONE_PARENT: reaped and parent-death-signalled
+ * by the agent, as before). Fails when the spawner keeps the agent's descriptors. */
+static void test_prebuilt_spawner_holds_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	char path[64], link[128], want[64];
+	pid_t init, sp;
+	size_t n = 0;
+	DIR *d;
+	struct dirent *e;
+
+	assert_string_equal(exec_in(f, c, "pb-spawner-1", f->work, "true"), "");
+	init = prebuilt_wait(f);
+	sp = spawner_find(f);
+	assert_true(sp > 0);
+	snprintf(want, sizeof want, "spawner %d started", (int)sp);
+	log_expect(f, want);
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)sp);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		char fdpath[384];
+		ssize_t len;
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		fd = atoi(e->d_name);
+		snprintf(fdpath, sizeof fdpath, "%s/%s", path, e->d_name);
+		len = readlink(fdpath, link, sizeof link - 1);
+		link[len > 0 ? len : 0] = '\0';
+		if (fd > 2 && strncmp(link, "socket:", 7) != 0)
+			fail_msg("the spawner holds descriptor %d: %s", fd, link);
+		n++;
+	}
+	closedir(d);
+	assert_int_equal(n, 4);
+	/* the init is the agent's child, not the spawner's */
+	assert_int_equal(agent_children(f, (pid_t[8]){ 0 }, 8), 2);
+	assert_false(in_agent_pidns(f, init));
+	assert_string_equal(exec_in(f, c, "pb-spawner-2", f->work, "echo $$"), "2\n");
+	log_expect(f, "exec pb-spawner-2: on the prebuilt init");
+	agent_close(c);
+}
+
+/* The spawner killed: the agent stops it (reaped), says so, clones the next init itself, and every call
+ * still runs, on a prebuilt init. Fails when the builder does not fall back (no prebuilt init, or a
+ * call that waits on a dead spawner). */
+static void test_prebuilt_spawner_killed(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_conn *c = conn_open(f);
+	char want[80];
+	pid_t sp;
+
+	assert_string_equal(exec_in(f, c, "pb-spk-1", f->work, "true"), "");
+	prebuilt_wait(f);
+	sp = spawner_find(f);
+	assert_true(sp > 0);
+	assert_int_equal(kill(sp, SIGKILL), 0);
+	zombie_wait(f, sp);
+	/* built before the kill: used */
+	assert_string_equal(exec_in(f, c, "pb-spk-2", f->work, "echo $$"), "2\n");
+	log_expect(f, "exec pb-spk-2: on the prebuilt init");
+	/* the next one, cloned by the agent */
+	prebuilt_wait(f);
+	snprintf(want, sizeof want, "the spawner %d ended", (int)sp);
+	log_expect(f, want);
+	assert_int_equal(spawner_find(f), 0);
+	assert_string_equal(exec_in(f, c, "pb-spk-3", f->work, "echo $$"), "2\n");
+	log_expect(f, "exec pb-spk-3: on the prebuilt init");
+	agent_close(c);
+}
+
 /* An operator's mounts between two calls (root: main() put the test and the agent in a private mount
  * namespace): a new mount is in the next call's view, and a new alias of a private directory is hidden
  * there, though the prebuilt init had copied the mount table before. */
@@ -2084,6 +2198,8 @@ int main(void)
 		cmocka_unit_test(test_prebuilt_filtered_before_call),
 		cmocka_unit_test(test_prebuilt_escapes),
 		cmocka_unit_test(test_prebuilt_killed),
+		cmocka_unit_test(test_prebuilt_spawner_holds_nothing),
+		cmocka_unit_test(test_prebuilt_spawner_killed),
 		cmocka_unit_test(test_prebuilt_holds_one_mount_namespace),
 		cmocka_unit_test(test_prebuilt_mounts_between_calls),
 		cmocka_unit_test(test_prebuilt_mount_during_call),

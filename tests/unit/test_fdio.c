@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +71,25 @@ static void file_expect(struct fixture *f, const char *name, const char *want)
 static bool file_exists(struct fixture *f, const char *name)
 {
 	return faccessat(f->dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Exactly the bytes asked for, across short reads (a stream socket given them in pieces); an end of file
+ * before them is -1, never a short success. */
+static void test_read_exact(void **state)
+{
+	char got[8] = "";
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(write(sv[0], "abc", 3), 3);
+	assert_int_equal(write(sv[0], "defg", 4), 4);
+	assert_int_equal(fd_read_exact(sv[1], got, 7), 0);
+	assert_memory_equal(got, "abcdefg", 7);
+	assert_int_equal(write(sv[0], "hi", 2), 2);
+	close(sv[0]);
+	assert_int_equal(fd_read_exact(sv[1], got, 3), -1);
+	close(sv[1]);
 }
 
 static void test_create(void **state)
@@ -338,6 +358,7 @@ static void test_reserve_then_release(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_read_exact),
 		cmocka_unit_test_setup_teardown(test_create, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_existing_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
