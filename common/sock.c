@@ -120,3 +120,67 @@ int sock_listen_loopback(int type_flags, uint16_t port)
 	}
 	return fd;
 }
+
+ssize_t sock_send_fds(int sock, const void *buf, size_t len, const int *fds, size_t n)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SOCK_FDS_MAX)];
+		struct cmsghdr align;
+	} c;
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t sent;
+
+	if (n > SOCK_FDS_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (n > 0) {
+		struct cmsghdr *cm;
+
+		memset(c.buf, 0, sizeof c.buf);
+		m.msg_control = c.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+		cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
+	}
+	do
+		sent = sendmsg(sock, &m, MSG_NOSIGNAL);
+	while (sent < 0 && errno == EINTR);
+	return sent;
+}
+
+ssize_t sock_recv_fds(int sock, void *buf, size_t len, int flags, int fds[SOCK_FDS_MAX], size_t *n)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SOCK_FDS_MAX)];
+		struct cmsghdr align;
+	} c;
+	struct iovec iov = { buf, len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf };
+	struct cmsghdr *cm;
+	ssize_t got;
+
+	*n = 0;
+	do
+		got = recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return -1;
+	cm = CMSG_FIRSTHDR(&m);
+	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+		*n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		memcpy(fds, CMSG_DATA(cm), *n * sizeof(int));
+	}
+	if ((m.msg_flags & MSG_CTRUNC) || (cm != NULL && *n == 0)) {
+		for (size_t i = 0; i < *n; i++)
+			close(fds[i]);
+		*n = 0;
+		errno = EPROTO;
+		return -1;
+	}
+	return got;
+}

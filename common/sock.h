@@ -27,4 +27,18 @@ int sock_listen_unix(const char *path, mode_t mode, int backlog, struct sb_err *
  * inherits it), type_flags added to the socket's type (SOCK_NONBLOCK); -1 with errno. */
 int sock_listen_loopback(int type_flags, uint16_t port);
 
+/* Descriptors passed over a unix socket (SCM_RIGHTS), at most SOCK_FDS_MAX at once. Both allocate
+ * nothing and use no stdio, so a clone of a multi-threaded process may call them. */
+#define SOCK_FDS_MAX 8
+
+/* One sendmsg of buf (MSG_NOSIGNAL, through EINTR) with fds[0..n) riding on its first byte: what
+ * sendmsg returned (a stream may take less than len: the rest goes by send). */
+ssize_t sock_send_fds(int sock, const void *buf, size_t len, const int *fds, size_t n);
+
+/* One recvmsg into buf (through EINTR; flags besides MSG_CMSG_CLOEXEC, which is always given), the
+ * descriptors that came with it into fds and their count into *n. -1 with errno EPROTO when the
+ * control data was cut or was not SCM_RIGHTS (every descriptor that came is closed); else what recvmsg
+ * returned. */
+ssize_t sock_recv_fds(int sock, void *buf, size_t len, int flags, int fds[SOCK_FDS_MAX], size_t *n);
+
 #endif

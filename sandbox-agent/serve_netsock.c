@@ -27,9 +27,7 @@
  * than 0; the answer is "L" with the listener attached, or "E" alone. */
 static void netsock_serve_one(int conn)
 {
-	char cmsg_buf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 'E';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	char byte;
 	struct pollfd p = { .fd = conn, .events = POLLIN };
 	struct timeval tv = { .tv_sec = NETSOCK_MS / 1000 };
 	unsigned char req[2];
@@ -43,19 +41,8 @@ static void netsock_serve_one(int conn)
 		port = (uint16_t)(req[0] << 8 | req[1]);
 	if (port != 0 && (fd = sock_listen_loopback(0, port)) < 0)
 		sb_warn("net socket: cannot listen on 127.0.0.1:%u: %s", port, strerror(errno));
-	if (fd >= 0) {
-		struct cmsghdr *cm;
-
-		byte = 'L';
-		msg.msg_control = cmsg_buf;
-		msg.msg_controllen = sizeof cmsg_buf;
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-	}
-	if (sendmsg(conn, &msg, MSG_NOSIGNAL) != 1)
+	byte = fd >= 0 ? 'L' : 'E';
+	if (sock_send_fds(conn, &byte, 1, &fd, fd >= 0 ? 1 : 0) != 1)
 		sb_warn("net socket: the answer was not sent: %s", strerror(errno));
 	/* The manager's now, or nobody's: the agent keeps no copy. */
 	if (fd >= 0)

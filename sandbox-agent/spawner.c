@@ -22,6 +22,7 @@
 #include "init.h"
 #include "log.h"
 #include "nsspawn.h"
+#include "sock.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -60,35 +61,19 @@ static struct hidden_dir req_hidden[BOUNDARY_MAX_HIDDEN_VIEW];
  * descriptor that did arrive is closed). */
 static int header_receive(int sock, struct spawn_request *h, int fds[SPAWN_FDS])
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SPAWN_FDS)];
-		struct cmsghdr align;
-	} c;
-	struct iovec iov = { h, sizeof *h };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf };
-	struct cmsghdr *cm;
-	ssize_t got;
-	size_t n = 0;
+	int got_fds[SOCK_FDS_MAX];
+	size_t n;
+	ssize_t got = sock_recv_fds(sock, h, sizeof *h, 0, got_fds, &n);
 
-	do
-		got = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-	while (got < 0 && errno == EINTR);
-	if (got == 0)
+	if (got == 0 && n == 0)
 		return 0;
-	if (got < 0)
-		return -1;
-	cm = CMSG_FIRSTHDR(&m);
-	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-	if (n > 0)
-		memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
-	if (n != SPAWN_FDS || (m.msg_flags & MSG_CTRUNC) ||
-	    fd_read_exact(sock, (char *)h + got, sizeof *h - (size_t)got) < 0) {
-		for (size_t i = 0; i < n && i < SPAWN_FDS; i++)
-			close(fds[i]);
-		return -1;
+	if (got > 0 && n == SPAWN_FDS && fd_read_exact(sock, (char *)h + got, sizeof *h - (size_t)got) == 0) {
+		memcpy(fds, got_fds, sizeof(int) * SPAWN_FDS);
+		return 1;
 	}
-	return 1;
+	for (size_t i = 0; i < n; i++)
+		close(got_fds[i]);
+	return -1;
 }
 
 /* The rest of a request, into req_cwd and req_hidden. */
@@ -113,28 +98,10 @@ static int view_receive(int sock, const struct spawn_request *h)
 
 static int reply_send(int sock, pid_t pid, int errnum, int pidfd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} c;
 	struct spawn_reply r = { .pid = pid > 0 ? pid : 0, .errnum = errnum };
-	struct iovec iov = { &r, sizeof r };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (pid > 0) {
-		struct cmsghdr *cm;
-
-		memset(c.buf, 0, sizeof c.buf);
-		m.msg_control = c.buf;
-		m.msg_controllen = sizeof c.buf;
-		cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pidfd, sizeof(int));
-	}
 	/* A few bytes on a stream socket the agent reads: they go whole or the channel is gone. */
-	return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)sizeof r ? 0 : -1;
+	return sock_send_fds(sock, &r, sizeof r, &pidfd, pid > 0 ? 1 : 0) == (ssize_t)sizeof r ? 0 : -1;
 }
 
 /* Clone one init as init_spawn() does, but with CLONE_PARENT: the agent's child, not the spawner's. */
@@ -303,25 +270,9 @@ static char *request_pack(const char *cwd, const struct hidden_dir *hidden, size
 /* The descriptors ride with the first bytes; the rest follows on the stream. */
 static int request_send(int sock, const char *buf, size_t len, const int fds[SPAWN_FDS])
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SPAWN_FDS)];
-		struct cmsghdr align;
-	} c;
-	struct iovec iov = { (void *)buf, len };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf };
-	struct cmsghdr *cm;
+	ssize_t n = sock_send_fds(sock, buf, len, fds, SPAWN_FDS);
 	size_t done = 0;
-	ssize_t n;
 
-	memset(c.buf, 0, sizeof c.buf);
-	cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int) * SPAWN_FDS);
-	memcpy(CMSG_DATA(cm), fds, sizeof(int) * SPAWN_FDS);
-	do
-		n = sendmsg(sock, &m, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
 	while (n > 0 && (done += (size_t)n) < len) {
 		do
 			n = send(sock, buf + done, len - done, MSG_NOSIGNAL);
@@ -335,28 +286,18 @@ static int request_send(int sock, const char *buf, size_t len, const int fds[SPA
 /* The answer and, with a pid, exactly one descriptor. */
 static int reply_receive(int sock, struct spawn_reply *r, int *pidfd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} c;
-	struct iovec iov = { r, sizeof *r };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf };
-	struct cmsghdr *cm;
-	ssize_t got;
+	int fds[SOCK_FDS_MAX];
+	size_t n;
+	ssize_t got = sock_recv_fds(sock, r, sizeof *r, MSG_WAITALL, fds, &n);
 
 	*pidfd = -1;
-	do
-		got = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-	while (got < 0 && errno == EINTR);
-	cm = got > 0 ? CMSG_FIRSTHDR(&m) : NULL;
-	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(pidfd, CMSG_DATA(cm), sizeof(int));
-	if (got == (ssize_t)sizeof *r && !(m.msg_flags & MSG_CTRUNC) && (r->pid > 0) == (*pidfd >= 0))
+	if (got == (ssize_t)sizeof *r && n == (r->pid > 0 ? 1u : 0u)) {
+		if (n == 1)
+			*pidfd = fds[0];
 		return 0;
-	if (*pidfd >= 0)
-		close(*pidfd);
-	*pidfd = -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
 	if (got >= 0)
 		errno = got == 0 ? EPIPE : EPROTO;
 	return -1;

@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sock.h"
+
 /* 1 when fd is a listening TCP socket bound to 127.0.0.1:port. */
 static int listener_is(int fd, uint16_t port)
 {
@@ -32,25 +34,18 @@ static int listener_is(int fd, uint16_t port)
 
 int net_listener_receive(int chan, uint16_t port, int timeout_ms)
 {
-	char cmsg_buf[CMSG_SPACE(sizeof(int))] = { 0 }, byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
-			      .msg_controllen = sizeof cmsg_buf };
-	struct cmsghdr *cm;
 	struct pollfd p = { .fd = chan, .events = POLLIN };
-	int fd = -1;
+	int fds[SOCK_FDS_MAX];
+	size_t n = 0;
+	char byte = 0;
 
-	/* MSG_CMSG_CLOEXEC: no window where another thread's fork could inherit it. */
-	if (poll(&p, 1, timeout_ms) != 1 || recvmsg(chan, &msg, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-	if (byte != 'L' || (msg.msg_flags & MSG_CTRUNC) || (fd >= 0 && !listener_is(fd, port))) {
-		if (fd >= 0)
-			close(fd);
+	/* Close-on-exec as it arrives (sock_recv_fds): no window where another thread's fork could
+	 * inherit it. Exactly one descriptor, the listener asked for, or none is taken. */
+	if (poll(&p, 1, timeout_ms) != 1 || sock_recv_fds(chan, &byte, 1, 0, fds, &n) != 1 || byte != 'L' ||
+	    n != 1 || !listener_is(fds[0], port)) {
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
 		return -1;
 	}
-	return fd;
+	return fds[0];
 }

@@ -210,11 +210,6 @@ int process_net_ready(const struct process_settings *set, int *ready_fd, struct 
  * holds every capability there, which no command has (ptrace of it is refused on that alone). */
 __attribute__((noreturn)) static void listen_child(int pidfd, uint16_t port, int chan)
 {
-	char cmsg_buf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 'L';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
-			      .msg_controllen = sizeof cmsg_buf };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
 	int fd;
 
 	/* Joining the network namespace needs CAP_SYS_ADMIN over the user namespace that owns it (the
@@ -231,11 +226,7 @@ __attribute__((noreturn)) static void listen_child(int pidfd, uint16_t port, int
 	fd = sock_listen_loopback(0, port);
 	if (fd < 0)
 		_exit(11);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-	_exit(sendmsg(chan, &msg, MSG_NOSIGNAL) == 1 ? 0 : 12);
+	_exit(sock_send_fds(chan, "L", 1, &fd, 1) == 1 ? 0 : 12);
 }
 
 static const char *listen_child_step(int status)
