@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <jansson.h>
 #include <mbedtls/sha256.h>
@@ -83,6 +84,55 @@ void journal_settle_wait(struct journal *j)
 	pthread_mutex_unlock(&j->lock);
 }
 
+/* ---- pruned entries kept for the next spares ----
+ * On ext4 without a journal (this project's test machines' root filesystem) an inode allocation
+ * skips every inode freed in the last 60-360 s, one inode-table lookup each, so a prune that
+ * removed some 13 000 entries made each later create slower by up to ~2 ms of CPU, and at the cap
+ * a prune comes about once a minute (docs/performance.md, "Cut: pruned entries kept for the next
+ * spares"). So a prune renames an entry to .freed.<n> and empties it, and the next spare is made
+ * from it: at the cap no inode is freed or allocated per call. A dot name: no entry's, never
+ * read by a lookup or counted by the prune. */
+#define FREED_PREFIX ".freed."
+
+static void freed_name(uint64_t n, char out[32])
+{
+	snprintf(out, 32, FREED_PREFIX "%" PRIu64, n);
+}
+
+/* n from a name freed_name made; false for any other name. */
+static bool freed_parse(const char *name, uint64_t *n)
+{
+	const char *digits = name + strlen(FREED_PREFIX);
+	char *end;
+
+	if (strncmp(name, FREED_PREFIX, strlen(FREED_PREFIX)) != 0 || digits[0] < '0' || digits[0] > '9' ||
+	    (digits[0] == '0' && digits[1] != '\0') || strlen(digits) > 19)
+		return false;
+	*n = strtoull(digits, &end, 10);
+	return *end == '\0';
+}
+
+/* An earlier life's kept entries: their range taken over when it is within the bound (a number
+ * missing in it is skipped at its take), else removed, as unknown as an earlier life's spare.
+ * Whatever bytes one still holds (a crash between its rename and its emptying) go at its take. */
+static void freed_adopt(struct journal *j, DIR *dh, uint64_t lo, uint64_t hi, size_t count)
+{
+	struct dirent *d;
+	uint64_t n;
+
+	if (count == 0)
+		return;
+	if (hi - lo <= j->freed_max) {
+		j->freed_lo = lo;
+		j->freed_hi = hi;
+		return;
+	}
+	rewinddir(dh);
+	while ((d = readdir(dh)) != NULL)
+		if (freed_parse(d->d_name, &n))
+			unlinkat(dirfd(dh), d->d_name, 0);
+}
+
 int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err)
 {
 	char boot[BOOT_ID_LEN + 1];
@@ -97,11 +147,14 @@ int journal_open_boot(struct journal *j, const struct privdir *dir, const struct
 		      const char *boot, struct sb_err *err)
 {
 	char buf[2 * SLOT_BYTES];
+	uint64_t kept, freed_lo = 0, freed_hi = 0;
+	size_t freed_count = 0;
 	struct dirent *d;
 	DIR *dh;
 	int fd;
 
 	memset(j, 0, sizeof *j);
+	j->freed_max = JOURNAL_FREED_MAX;
 	snprintf(j->boot, sizeof j->boot, "%s", boot);
 	j->dir = dir;
 	j->receipts = receipts;
@@ -141,12 +194,20 @@ int journal_open_boot(struct journal *j, const struct privdir *dir, const struct
 		char id[256];
 		size_t n = strlen(d->d_name);
 
+		if (freed_parse(d->d_name, &kept)) {
+			if (freed_count++ == 0 || kept < freed_lo)
+				freed_lo = kept;
+			if (kept >= freed_hi)
+				freed_hi = kept + 1;
+			continue;
+		}
 		if (n <= 5 || n >= sizeof id || strcmp(d->d_name + n - 5, ".json") != 0)
 			continue;
 		memcpy(id, d->d_name, n - 5);
 		id[n - 5] = '\0';
 		entry_close_lost(dir, id);
 	}
+	freed_adopt(j, dh, freed_lo, freed_hi, freed_count);
 	closedir(dh);
 	/* Unknown until counted: the first finish reads the directory once (journal_prune). */
 	j->bytes = (uint64_t)JOURNAL_MAX_BYTES + 1;
@@ -301,6 +362,34 @@ static int by_mtime(const void *a, const void *b)
 	return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
 }
 
+/* A pruned entry renamed to the next .freed.<n> and emptied (its blocks given back now, as a
+ * removal would: the cap counts bytes), offered to journal_spare_make only once empty. Renamed
+ * before it is emptied, so a lookup never reads it emptied under its own name (entry_load checks
+ * the name still holds what it read). false when the bound is reached or the rename failed: the
+ * caller removes it. Only a prune adds (one at a time: the exec's claim), a spare's make takes. */
+static bool entry_keep_freed(struct journal *j, int dfd, const char *name)
+{
+	char freed[32];
+	uint64_t n;
+	bool full;
+	int fd;
+
+	pthread_mutex_lock(&j->lock);
+	n = j->freed_hi;
+	full = n - j->freed_lo >= j->freed_max;
+	pthread_mutex_unlock(&j->lock);
+	freed_name(n, freed);
+	if (full || renameat2(dfd, name, dfd, freed, RENAME_NOREPLACE) < 0)
+		return false;
+	fd = openat(dfd, freed, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd); /* else its take empties it */
+	pthread_mutex_lock(&j->lock);
+	j->freed_hi = n + 1;
+	pthread_mutex_unlock(&j->lock);
+	return true;
+}
+
 /* Keep the journal under JOURNAL_MAX_BYTES by removing the oldest entries other than keep and
  * those of the execs in the slots: a slot whose entry was gone would read, after a restart, as an
  * exec that never finished. Down to JOURNAL_PRUNE_TO, a quarter below the cap: the next scan of
@@ -361,7 +450,7 @@ static void journal_prune(struct journal *j, const char *keep)
 		pthread_mutex_unlock(&j->lock);
 		if (held)
 			continue;
-		if (unlinkat(dirfd(dh), all[i].name, 0) == 0)
+		if (entry_keep_freed(j, dirfd(dh), all[i].name) || unlinkat(dirfd(dh), all[i].name, 0) == 0)
 			total -= all[i].size;
 	}
 	closedir(dh);
@@ -400,6 +489,32 @@ static char *entry_finished_text(const char *exec_id, uint64_t generation, const
 
 int journal_spare_make(struct journal *j, struct sb_err *err)
 {
+	char from[32];
+	uint64_t n;
+	bool kept;
+	int rc;
+
+	pthread_mutex_lock(&j->lock);
+	n = j->freed_lo;
+	kept = n < j->freed_hi;
+	pthread_mutex_unlock(&j->lock);
+	if (kept) {
+		freed_name(n, from);
+		rc = spare_file_adopt(&j->spare, j->dir, from, err);
+		if (rc == 1)
+			return 0; /* a spare already: this one waits for the next make */
+		/* Taken, or gone (a number an earlier life skipped), or refused: the next is next. */
+		pthread_mutex_lock(&j->lock);
+		if (j->freed_lo == n)
+			j->freed_lo = n + 1;
+		pthread_mutex_unlock(&j->lock);
+		if (rc == 0)
+			return 0;
+		if (err->errnum != ENOENT) {
+			sb_warn("journal: %s (removed; the spare is made anew)", err->msg);
+			unlinkat(j->dir->fd, from, 0);
+		}
+	}
 	return spare_file_make(&j->spare, j->dir, 0, err);
 }
 

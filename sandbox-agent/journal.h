@@ -26,6 +26,9 @@
 
 #define JOURNAL_MAX_BYTES (64u * 1024u * 1024u)
 #define JOURNAL_PRUNE_TO (JOURNAL_MAX_BYTES / 4 * 3) /* what a prune leaves, at most (journal.c) */
+/* Pruned entries kept as empty files for the next spares, at most (journal.c journal_prune): a
+ * prune of small entries keeps some 13 000; past the bound it removes them as before. */
+#define JOURNAL_FREED_MAX 32768u
 
 /* JOURNAL_IN_DOUBT: no record, in a journal from another boot (the record may have been lost). */
 enum journal_state { JOURNAL_UNKNOWN, JOURNAL_RUNNING, JOURNAL_FINISHED, JOURNAL_IN_DOUBT };
@@ -54,6 +57,9 @@ struct journal {
 	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
 	char boot[BOOT_ID_LEN + 1];  /* this boot's id, read once at open */
 	struct spare_file spare;  /* dir/.spare.entry, empty, made ahead (journal_spare_make) */
+	uint64_t freed_lo, freed_hi; /* dir/.freed.<n> for lo <= n < hi: pruned entries, emptied, kept
+				      * for the next spares (journal_prune, journal_spare_make) */
+	uint64_t freed_max;       /* JOURNAL_FREED_MAX (tests lower it) */
 	bool doubt;               /* opened under another boot than its unsynced records': journal_open */
 	char doubt_why[160];      /* why, for the answers it makes uncertain */
 };
@@ -76,7 +82,8 @@ int journal_open(struct journal *j, const struct privdir *dir, const struct priv
 /* The next finished entry's file, made while no exec needs it (serve: after each result), so that
  * journal_end writes into it and renames it (spare_file.h) instead of making a new file on the
  * call's path. Its name, .spare.entry, is no entry's: the open reads only *.json, the prune skips
- * dot names. */
+ * dot names. It is the oldest entry a prune kept (.freed.<n>) while there is one, so that a journal
+ * at its cap neither frees nor allocates an inode per call; else a new file. */
 int journal_spare_make(struct journal *j, struct sb_err *err);
 
 /* journal_open under a given boot id (BOOT_ID_LEN characters): for tests, which simulate a restart

@@ -55,6 +55,14 @@ int entry_store(const struct privdir *dir, const char *exec_id, json_t *obj, str
 	return rc;
 }
 
+static bool still_named(int dirfd, const char *name, int fd)
+{
+	struct stat held, named;
+
+	return fstat(fd, &held) == 0 && fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
 json_t *entry_load(const struct privdir *dir, const char *exec_id, struct sb_err *err)
 {
 	char name[NAME_MAX + 1];
@@ -72,9 +80,15 @@ json_t *entry_load(const struct privdir *dir, const char *exec_id, struct sb_err
 		return NULL;
 	}
 	obj = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
-	close(fd);
-	if (obj == NULL)
+	/* A prune renames an entry away and then empties it (journal.c entry_keep_freed): what was
+	 * read is whole only if the name still holds that file. Else it was pruned while it was read,
+	 * and reads as pruned before the open: no entry. */
+	if (!still_named(dir->fd, name, fd)) {
+		json_decref(obj);
+		obj = NULL;
+	} else if (obj == NULL)
 		sb_fail(err, EIO, "journal entry %s/%s is damaged: %s", dir->path, name, jerr.text);
+	close(fd);
 	return obj;
 }
 

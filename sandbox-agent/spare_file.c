@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fdio.h"
@@ -43,6 +44,39 @@ int spare_file_make(struct spare_file *sf, const struct privdir *dir, size_t byt
 		close(fd);
 		unlinkat(dir->fd, sf->name, 0);
 		rc = sb_fail(err, rc, "allocating %zu bytes in %s/%s", bytes, dir->path, sf->name);
+		goto out;
+	}
+	sf->fd = fd;
+out:
+	pthread_mutex_unlock(&sf->lock);
+	return rc;
+}
+
+int spare_file_adopt(struct spare_file *sf, const struct privdir *dir, const char *from, struct sb_err *err)
+{
+	struct stat st;
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&sf->lock);
+	if (sf->fd >= 0) {
+		rc = 1;
+		goto out;
+	}
+	fd = openat(dir->fd, from, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		rc = sb_fail_errno(err, "opening %s/%s", dir->path, from);
+		goto out;
+	}
+	/* Emptied before it is named the spare: what it held (an earlier life's bytes, say) is never
+	 * under that name, which a take writes into from its start without truncating. */
+	if (fstat(fd, &st) < 0)
+		rc = sb_fail_errno(err, "inspecting %s/%s", dir->path, from);
+	else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+		rc = sb_fail(err, EINVAL, "%s/%s is not a plain file of one name", dir->path, from);
+	else if (ftruncate(fd, 0) < 0 || renameat(dir->fd, from, dir->fd, sf->name) < 0)
+		rc = sb_fail_errno(err, "taking %s/%s as %s", dir->path, from, sf->name);
+	if (rc < 0) {
+		close(fd);
 		goto out;
 	}
 	sf->fd = fd;

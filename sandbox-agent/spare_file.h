@@ -30,6 +30,13 @@ void spare_file_close(struct spare_file *sf);
  * removed first and never used: its blocks and its bytes are not known. 0, or -1 with err. */
 int spare_file_make(struct spare_file *sf, const struct privdir *dir, size_t bytes, struct sb_err *err);
 
+/* The spare made from from, a file of dir that nothing else uses (a pruned journal entry kept as an
+ * empty file, journal.c journal_spare_make): opened without following a link, refused unless a plain
+ * file of one name, emptied, and renamed into the spare's name over one an earlier life left. No
+ * inode is allocated and none is freed. 0; 1 when there is a spare already (from untouched); -1
+ * with err (err->errnum ENOENT: no such file): the caller makes the spare (spare_file_make). */
+int spare_file_adopt(struct spare_file *sf, const struct privdir *dir, const char *from, struct sb_err *err);
+
 /* The spare, with len bytes of text written into it first (so that a reader of name sees the whole
  * file or none), renamed to name in dir, never over an existing name (RENAME_NOREPLACE). Its
  * descriptor, or -1 with errno: EEXIST (name exists; a spare nothing was written into is kept for

@@ -175,6 +175,20 @@ static bool entry_file(const struct fixture *f, const char *name)
 	return access(path, F_OK) == 0;
 }
 
+/* The file's inode number, 0 when there is none; its size in *size when asked. */
+static ino_t file_ino(const struct fixture *f, const char *name, off_t *size)
+{
+	char path[128];
+	struct stat st;
+
+	snprintf(path, sizeof path, "%s/%s", f->dir, name);
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (size != NULL)
+		*size = st.st_size;
+	return st.st_ino;
+}
+
 /* The journal as a restarted agent opens it. */
 static void reopen(struct fixture *f)
 {
@@ -413,6 +427,8 @@ static void test_prune_spares_the_slots(void **state)
 	size_t big = 25u << 20;
 	char *result = malloc(big + 16);
 	struct sb_err err;
+	ino_t a_ino = 0;
+	off_t size = -1;
 
 	assert_non_null(result);
 	memset(result, 'x', big + 16);
@@ -421,11 +437,17 @@ static void test_prune_spares_the_slots(void **state)
 	for (const char *const *id = (const char *const[]){ "a", "b", "c", NULL }; *id; id++) {
 		assert_int_equal(journal_begin(&f->journal, *id, 1, &err), 0);
 		assert_int_equal(journal_finish(&f->journal, *id, 1, result, NULL, &err), 0);
+		if (a_ino == 0)
+			a_ino = file_ino(f, "a.json", NULL);
 	}
 	free(result);
 	assert_false(entry_file(f, "a.json"));
 	assert_true(entry_file(f, "b.json"));
 	assert_true(entry_file(f, "c.json"));
+	/* a's file is kept, emptied (its 25 MiB given back), under a name no lookup reads. */
+	assert_int_equal(file_ino(f, ".freed.0", &size), a_ino);
+	assert_int_equal(size, 0);
+	expect_state(f, "a", JOURNAL_UNKNOWN, NULL);
 }
 
 /* A prune leaves at most JOURNAL_PRUNE_TO, the oldest entries gone first: nine entries of just
@@ -439,6 +461,8 @@ static void test_prune_leaves_room(void **state)
 	struct sb_err err;
 	char id[16], name[32]; /* room for any int: -Wformat-truncation at -O1 */
 
+	/* At most two pruned entries kept: the third is removed, as before the keeping. */
+	f->journal.freed_max = 2;
 	assert_non_null(result);
 	memset(result, 'x', big + 16);
 	memcpy(result, "{\"o\":\"", 6);
@@ -454,6 +478,9 @@ static void test_prune_leaves_room(void **state)
 		snprintf(name, sizeof name, "e%d.json", i);
 		assert_int_equal(entry_file(f, name), i >= 3);
 	}
+	assert_true(entry_file(f, ".freed.0"));
+	assert_true(entry_file(f, ".freed.1"));
+	assert_false(entry_file(f, ".freed.2"));
 }
 
 /* ---- the ends ---- */
@@ -601,6 +628,152 @@ static void test_end_through_the_spare(void **state)
 	assert_non_null(left);
 	assert_string_equal(left, "");
 	free(left);
+}
+
+/* The next spare is the oldest entry a prune kept (issue 32): no inode allocated, none freed. The
+ * entry written through it is exactly the end's, its file a's old one. */
+static void test_spare_from_a_pruned_entry(void **state)
+{
+	struct fixture *f = *state;
+	char *big = malloc(25u << 20), *left;
+	struct sb_err err;
+	ino_t kept;
+	json_t *disk;
+
+	assert_non_null(big);
+	memset(big, 'x', 25u << 20);
+	memcpy(big, "{\"o\":\"", 6);
+	memcpy(big + (25u << 20) - 3, "\"}", 3);
+	for (const char *const *id = (const char *const[]){ "p", "q", "r", NULL }; *id; id++) {
+		assert_int_equal(journal_begin(&f->journal, *id, 1, &err), 0);
+		assert_int_equal(journal_finish(&f->journal, *id, 1, big, NULL, &err), 0);
+	}
+	free(big);
+	kept = file_ino(f, ".freed.0", NULL);
+	assert_true(kept != 0);
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	assert_int_equal(file_ino(f, ".spare.entry", NULL), kept);
+	assert_int_equal(file_ino(f, ".freed.0", NULL), 0);
+	assert_int_equal(f->journal.freed_lo, f->journal.freed_hi);
+	end_a(f);
+	assert_int_equal(file_ino(f, "a.json", NULL), kept);
+	disk = entry_on_disk(f, "a.json");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
+	json_decref(disk);
+	expect_a_finished(f);
+	/* None kept: a new file, as before. */
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	left = file_get(f->dir, ".spare.entry");
+	assert_non_null(left);
+	assert_string_equal(left, "");
+	free(left);
+}
+
+/* A prune that lands between a lookup's open of an entry and its read (journal.c entry_keep_freed:
+ * renamed away, then emptied). This program's json_loadfd stands in for jansson's (a definition in
+ * the program wins over the shared library's) and does that prune first when armed. */
+static const char *prune_at_read; /* the directory whose a.json is pruned at the next read */
+
+json_t *json_loadfd(int input, size_t flags, json_error_t *error)
+{
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap), from[160], to[160];
+	ssize_t n;
+	json_t *obj;
+
+	assert_non_null(buf);
+	if (prune_at_read != NULL) {
+		snprintf(from, sizeof from, "%s/a.json", prune_at_read);
+		snprintf(to, sizeof to, "%s/.freed.0", prune_at_read);
+		assert_int_equal(rename(from, to), 0);
+		assert_int_equal(truncate(to, 0), 0);
+		prune_at_read = NULL;
+	}
+	while ((n = read(input, buf + len, cap - len)) > 0)
+		if ((len += (size_t)n) == cap) {
+			buf = realloc(buf, cap *= 2);
+			assert_non_null(buf);
+		}
+	obj = json_loadb(buf, len, flags, error);
+	free(buf);
+	return obj;
+}
+
+/* The lookup then says what it would have said had the prune come first: no entry, never a
+ * damaged one (which a Query would report as an error). */
+static void test_entry_pruned_while_read(void **state)
+{
+	struct fixture *f = *state;
+
+	end_a(f);
+	journal_settle_wait(&f->journal);
+	expect_a_finished(f);
+	prune_at_read = f->dir;
+	expect_state(f, "a", JOURNAL_UNKNOWN, NULL);
+	assert_null(prune_at_read);
+}
+
+/* An earlier life's kept entries are taken over by the next (issue 32). One that still holds bytes
+ * (a crash between the prune's rename and its emptying) is emptied before it is the spare: the
+ * entry written through it is exactly the end's. A number missing from the range is skipped; a
+ * kept name that is not a plain file (a link here) is removed, never followed, and the spare made
+ * anew. Names too far apart for the bound are removed at the open. */
+static void test_kept_entries_after_restart(void **state)
+{
+	struct fixture *f = *state;
+	char path[160], stale[3000], *left;
+	struct sb_err err;
+	ino_t five;
+	json_t *disk;
+
+	/* Longer than the entry that goes into it: a byte left over would show. */
+	memset(stale, 's', sizeof stale - 1);
+	stale[sizeof stale - 1] = '\0';
+	file_put(f->dir, ".freed.5", stale);
+	file_put(f->dir, ".freed.8", "");
+	file_put(f->dir, "precious", "kept");
+	snprintf(path, sizeof path, "%s/.freed.7", f->dir);
+	assert_int_equal(symlink("precious", path), 0);
+	five = file_ino(f, ".freed.5", NULL);
+	reopen(f);
+	assert_int_equal(f->journal.freed_lo, 5);
+	assert_int_equal(f->journal.freed_hi, 9);
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	assert_int_equal(file_ino(f, ".spare.entry", NULL), five);
+	end_a(f);
+	disk = entry_on_disk(f, "a.json");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
+	json_decref(disk);
+	expect_a_finished(f);
+	/* 6 is missing: a new spare. */
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	assert_true(file_ino(f, ".spare.entry", NULL) != 0);
+	assert_int_equal(f->journal.freed_lo, 7);
+	/* The spare is there already: 7 waits. */
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	assert_int_equal(f->journal.freed_lo, 7);
+	assert_int_equal(unlink(strcat(strcpy(path, f->dir), "/.spare.entry")), 0);
+	spare_file_close(&f->journal.spare);
+	spare_file_init(&f->journal.spare, ".spare.entry");
+	/* 7 is a link: removed, not followed; the spare made anew; 8 next. */
+	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
+	assert_int_equal(file_ino(f, ".freed.7", NULL), 0);
+	left = file_get(f->dir, "precious");
+	assert_string_equal(left, "kept");
+	free(left);
+	assert_int_equal(f->journal.freed_lo, 8);
+	/* Too far apart for the bound: removed at the open. */
+	file_put(f->dir, ".freed.40000", "");
+	reopen(f);
+	assert_int_equal(f->journal.freed_lo, f->journal.freed_hi);
+	assert_false(entry_file(f, ".freed.8"));
+	assert_false(entry_file(f, ".freed.40000"));
+	/* Names it never makes are left alone. */
+	file_put(f->dir, ".freed.01", "");
+	file_put(f->dir, ".freed.x", "");
+	reopen(f);
+	assert_int_equal(f->journal.freed_lo, f->journal.freed_hi);
+	assert_true(entry_file(f, ".freed.01"));
 }
 
 /* The receipt written into a room reserved past its end (receipt.c room_write, issue 32): the
@@ -760,6 +933,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_end_in_slot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_restores_lost_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_through_the_spare, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spare_from_a_pruned_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_entries_after_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_pruned_while_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_end_is_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_half_end_is_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_end_never_read, setup, teardown),
