@@ -8,7 +8,10 @@
  * the outcome, its files made whole from it by a restart (a power loss before the settler synced
  * them); a torn or half-written end is an exec closed as uncertain, never a result; an end a
  * reused slot left behind is never read as the new exec's; an end written through the spare file
- * made ahead is exactly the end's, even over a spare an earlier life left. The boot (issue 32: the
+ * made ahead is exactly the end's, even over a spare an earlier life left. Pruned entries are kept
+ * as empty files (at most the bound) and the next spare is made from the oldest, its inode reused;
+ * an earlier life's are taken over, emptied before use, links never followed; a lookup that raced a
+ * prune reads no entry, never a damaged one. The boot (issue 32: the
  * begin and the end are not synced): a journal opened under another boot id than the one it was
  * written under is in doubt: an exec with no record (its begin lost with the machine) is
  * JOURNAL_IN_DOUBT, never unknown, a whole record still reads as it was, no exec is accepted, and
