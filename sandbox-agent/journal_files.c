@@ -88,6 +88,14 @@ json_t *entry_load(const struct privdir *dir, const char *exec_id, struct sb_err
 		obj = NULL;
 	} else if (obj == NULL)
 		sb_fail(err, EIO, "journal entry %s/%s is damaged: %s", dir->path, name, jerr.text);
+	else if (strcmp(json_string_value(json_object_get(obj, "exec_id")) ?: "", exec_id) != 0) {
+		/* Never another exec's outcome under this one's name. Only a crash of the machine on
+		 * a filesystem without a journal could leave one: a kept entry's file (entry_keep_freed)
+		 * reused by a later exec while the directory block that still named it was not written. */
+		json_decref(obj);
+		obj = NULL;
+		sb_fail(err, EIO, "journal entry %s/%s is damaged: it names another exec", dir->path, name);
+	}
 	close(fd);
 	return obj;
 }

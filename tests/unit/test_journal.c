@@ -716,6 +716,27 @@ static void test_entry_pruned_while_read(void **state)
 	assert_null(prune_at_read);
 }
 
+/* An entry file that names another exec is never read as this one's outcome: it is damaged (a
+ * crash of the machine without a filesystem journal could leave a kept entry's reused file under
+ * its old name). */
+static void test_entry_of_another_exec_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct journal_entry e;
+	struct sb_err err;
+	char *text;
+
+	end_a(f);
+	journal_settle_wait(&f->journal);
+	text = file_get(f->dir, "a.json");
+	assert_non_null(text);
+	file_put(f->dir, "b.json", text);
+	free(text);
+	assert_int_equal(journal_lookup(&f->journal, "b", &e, &err), -1);
+	assert_non_null(strstr(err.msg, "names another exec"));
+	expect_a_finished(f);
+}
+
 /* An earlier life's kept entries are taken over by the next (issue 32). One that still holds bytes
  * (a crash between the prune's rename and its emptying) is emptied before it is the spare: the
  * entry written through it is exactly the end's. A number missing from the range is skipped; a
@@ -939,6 +960,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_spare_from_a_pruned_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_entries_after_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entry_pruned_while_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_of_another_exec_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_end_is_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_half_end_is_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_end_never_read, setup, teardown),
