@@ -227,7 +227,7 @@ void journal_close(struct journal *j)
 	pthread_mutex_lock(&j->lock);
 	j->settler_stop = true;
 	pthread_cond_broadcast(&j->changed);
-	while (j->settler_running)
+	while (j->settler_running || j->pruning)
 		pthread_cond_wait(&j->changed, &j->lock);
 	pthread_mutex_unlock(&j->lock);
 	for (int i = 0; i < 2; i++) {
@@ -362,11 +362,18 @@ static int by_mtime(const void *a, const void *b)
 	return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
 }
 
+static void bytes_add(struct journal *j, size_t len)
+{
+	pthread_mutex_lock(&j->lock);
+	j->bytes += len;
+	pthread_mutex_unlock(&j->lock);
+}
+
 /* A pruned entry renamed to the next .freed.<n> and emptied (its blocks given back now, as a
  * removal would: the cap counts bytes), offered to journal_spare_make only once empty. Renamed
  * before it is emptied, so a lookup never reads it emptied under its own name (entry_load checks
  * the name still holds what it read). false when the bound is reached or the rename failed: the
- * caller removes it. Only a prune adds (one at a time: the exec's claim), a spare's make takes. */
+ * caller removes it. Only a prune adds (one at a time: journal_prune_start), a spare's make takes. */
 static bool entry_keep_freed(struct journal *j, int dfd, const char *name)
 {
 	char freed[32];
@@ -398,18 +405,20 @@ static bool entry_keep_freed(struct journal *j, int dfd, const char *name)
  * 0.17 s on the machine of docs/performance.md: each call's, past the cap). */
 static void journal_prune(struct journal *j, const char *keep)
 {
-	/* Counted up by every write (a replaced entry twice: never under the real total), so the
-	 * directory is only read when the cap may have been passed, not on every call. */
-	if (j->bytes <= JOURNAL_MAX_BYTES)
-		return;
 	const struct privdir *dir = j->dir;
 	struct entry_stat *all = NULL;
 	size_t n = 0, cap = 0;
 	off_t total = 0;
 	struct dirent *d;
-	int fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
+	uint64_t before;
+	int fd;
 	DIR *dh;
 
+	FAILPOINT("agent.journal.pruning");
+	pthread_mutex_lock(&j->lock);
+	before = j->bytes;
+	pthread_mutex_unlock(&j->lock);
+	fd = fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0 || (dh = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
@@ -455,7 +464,51 @@ static void journal_prune(struct journal *j, const char *keep)
 	}
 	closedir(dh);
 	free(all);
-	j->bytes = total > 0 ? (uint64_t)total : 0;
+	/* What the entries the scan counted still hold, plus what was written since it began (the
+	 * execs that ran meanwhile; some the scan may have counted too): never under the real total. */
+	pthread_mutex_lock(&j->lock);
+	j->bytes = (total > 0 ? (uint64_t)total : 0) + (j->bytes - before);
+	pthread_mutex_unlock(&j->lock);
+}
+
+static void *pruner(void *arg)
+{
+	struct journal *j = arg;
+
+	journal_prune(j, j->prune_keep);
+	pthread_mutex_lock(&j->lock);
+	j->pruning = false;
+	pthread_cond_broadcast(&j->changed);
+	pthread_mutex_unlock(&j->lock);
+	return NULL;
+}
+
+void journal_prune_start(struct journal *j, const char *keep)
+{
+	struct sb_err err;
+	bool due;
+
+	/* Counted up by every write (a replaced entry twice: never under the real total), so the
+	 * directory is only read when the cap may have been passed, not after every call. */
+	pthread_mutex_lock(&j->lock);
+	due = j->bytes > JOURNAL_MAX_BYTES && !j->pruning && !j->settler_stop;
+	if (due) {
+		j->pruning = true;
+		snprintf(j->prune_keep, sizeof j->prune_keep, "%s", keep);
+	}
+	pthread_mutex_unlock(&j->lock);
+	if (due && sb_thread_detached(pruner, j, &err) < 0) {
+		sb_warn("journal: %s (pruning on this thread)", err.msg);
+		pruner(j);
+	}
+}
+
+void journal_prune_wait(struct journal *j)
+{
+	pthread_mutex_lock(&j->lock);
+	while (j->pruning)
+		pthread_cond_wait(&j->changed, &j->lock);
+	pthread_mutex_unlock(&j->lock);
 }
 
 /* The entry's text is built around the result's own text, not from a parse of it: the result is
@@ -565,7 +618,7 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	FAILPOINT("agent.journal.end_synced");
 	/* Kept now (this boot). The file is for the readers of the running agent (a Query, the
 	 * prune); synced by the settler. Until it is written the slot stays open: a Query says running. */
-	j->bytes += len;
+	bytes_add(j, len);
 	/* Through the spare when there is one; else (or it failed) a new file, which fails the same
 	 * way on a name that exists. */
 	fd = spare_file_take(&j->spare, j->dir, name, text, len);
@@ -585,7 +638,6 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	j->slot[i].has_receipt = receipt_text != NULL;
 	pthread_cond_broadcast(&j->changed);
 	pthread_mutex_unlock(&j->lock);
-	journal_prune(j, exec_id);
 	return 1;
 }
 
@@ -609,7 +661,7 @@ int journal_finish_write(struct journal *j, const char *exec_id, uint64_t genera
 	text = entry_finished_text(exec_id, generation, result_json, receipt_text, &len);
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "building journal entry");
-	j->bytes += len;
+	bytes_add(j, len);
 	/* A begin in a slot left no file: the entry is new, and a crash that tears it leaves the
 	 * slot, which a restart reads as "may have run". A begin that fell back to a file of its own
 	 * (both slots open) is replaced whole, durably, by journal_finish_sync. */
@@ -659,7 +711,6 @@ int journal_finish_sync(struct journal *j, const char *exec_id, struct journal_p
 		if (j->slot[i].seq != 0 && strcmp(j->slot[i].exec_id, exec_id) == 0)
 			j->slot[i].open = false;
 	pthread_mutex_unlock(&j->lock);
-	journal_prune(j, exec_id);
 	return 0;
 }
 

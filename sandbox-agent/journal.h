@@ -60,6 +60,8 @@ struct journal {
 	uint64_t freed_lo, freed_hi; /* dir/.freed.<n> for lo <= n < hi: pruned entries, emptied, kept
 				      * for the next spares (journal_prune, journal_spare_make) */
 	uint64_t freed_max;       /* JOURNAL_FREED_MAX (tests lower it) */
+	bool pruning;             /* the pruner thread runs (journal_prune_start) */
+	char prune_keep[EXEC_ID_MAX + 1]; /* the entry it never prunes: the exec that started it */
 	bool doubt;               /* opened under another boot than its unsynced records': journal_open */
 	char doubt_why[160];      /* why, for the answers it makes uncertain */
 };
@@ -132,6 +134,15 @@ void journal_pending_drop(struct journal_pending *p);
  * failed (nothing relies on the end then: use journal_finish_write/_sync), -1 on a bad result. */
 int journal_end(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		const char *receipt_text, struct sb_err *err);
+
+/* Once the journal may be past its cap (JOURNAL_MAX_BYTES), a prune down to JOURNAL_PRUNE_TO on a
+ * thread of its own, never keep's entry nor those of the execs in the slots; at most one at a time.
+ * Called after an exec's result is sent (serve_conn.c): a prune of some 20 000 entries took 1.5 s,
+ * which the call that passed the cap used to wait for. journal_close waits for it. */
+void journal_prune_start(struct journal *j, const char *keep);
+
+/* Waits until no prune runs; for tests. */
+void journal_prune_wait(struct journal *j);
 
 /* Waits until every end's files are durable (or their sync failed); for tests and measurements. */
 void journal_settle_wait(struct journal *j);

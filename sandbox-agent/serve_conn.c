@@ -399,8 +399,9 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	rc = result ? send_result(c, e->exec_id, e->generation, result, receipt) : -1;
 	steptime_mark(STEP_END);
 	steptime_report("serve exec");
-	/* After the result, off the call's path: the next exec's receipt room and journal entry, then
-	 * its init. */
+	/* After the result, off the call's path: the journal's prune when it is due (on a thread of
+	 * its own), the next exec's receipt room and journal entry, then its init. */
+	journal_prune_start(&a->journal, e->exec_id);
 	serve_spare_make(a);
 	prebuilt_idle(&a->pre);
 	free(result);

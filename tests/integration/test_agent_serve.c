@@ -1244,6 +1244,54 @@ static void test_end_killed_at_each_point(void **state)
 	}
 }
 
+/* The journal's prune runs after the result is sent, on a thread of its own (issue 32: a prune of
+ * some 20 000 entries took 1.5 s, which the call that passed the cap used to wait for). The first
+ * call after a start always starts one (the journal's size is unknown until counted), so the
+ * failpoint agent, stopped dead (SIGSTOP) at the prune's first step, proves the order: the call that
+ * started it already has its result. Continued, the agent serves the next call. */
+static void test_prune_after_the_result(void **state)
+{
+	struct fixture *f = *state;
+	const char *bin = getenv("SANDBOX_AGENT");
+	const char *slash = bin ? strrchr(bin, '/') : NULL;
+	char fp_bin[PATH_MAX];
+	struct agent_exec_request req;
+	struct agent_conn *c;
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *res;
+	int status;
+
+	if (slash == NULL || (size_t)snprintf(fp_bin, sizeof fp_bin, "%.*s/fp/sandbox-agent", (int)(slash - bin), bin) >=
+				     sizeof fp_bin || access(fp_bin, X_OK) != 0)
+		skip_setup("no failpoint agent beside SANDBOX_AGENT (make failpoints builds BUILD/fp/sandbox-agent)");
+	agent_stop(f);
+	f->agent_bin = fp_bin;
+	assert_int_equal(setenv("SB_FAILPOINT", "agent.journal.pruning:stop", 1), 0);
+	agent_spawn(f);
+	agent_wait_ready(f);
+	unsetenv("SB_FAILPOINT");
+	f->agent_bin = NULL;
+	c = conn_open(f);
+	exec_request(f, &req, "pruned-after-1", "echo out");
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "the call that starts the prune");
+	res = json_parse(r.result_json);
+	assert_string_equal(jstr(res, "stdout"), "out\n");
+	json_decref(res);
+	agent_reply_free(&r);
+	/* The prune did start, after that result: the agent stopped itself there. */
+	assert_int_equal(waitpid(f->agent, &status, WUNTRACED), f->agent);
+	assert_true(WIFSTOPPED(status));
+	assert_int_equal(kill(f->agent, SIGCONT), 0);
+	exec_request(f, &req, "pruned-after-2", "echo again");
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "the next call");
+	agent_reply_free(&r);
+	agent_close(c);
+	agent_stop(f);
+	agent_spawn(f);
+	agent_wait_ready(f);
+}
+
 /* Zeros over a journal file: what a crash of the machine leaves of a record the page cache held
  * (issue 32: the begin and the end are not synced), here the journal's first exec's. */
 static void journal_file_lost(struct fixture *f, const char *name)
@@ -2187,6 +2235,7 @@ int main(void)
 		cmocka_unit_test(test_connection_dropped_mid_exec),
 		cmocka_unit_test(test_end_survives_lost_files),
 		cmocka_unit_test(test_end_killed_at_each_point),
+		cmocka_unit_test(test_prune_after_the_result),
 		cmocka_unit_test(test_query_after_another_boot),
 		cmocka_unit_test(test_oversized_frame),
 		cmocka_unit_test(test_malformed_frame_keeps_connection),

@@ -192,6 +192,16 @@ static ino_t file_ino(const struct fixture *f, const char *name, off_t *size)
 	return st.st_ino;
 }
 
+/* An exec begun and finished, then the prune serve starts after its result, waited for. */
+static void finish_pruned(struct fixture *f, const char *id, const char *result)
+{
+	struct sb_err err;
+
+	assert_int_equal(journal_finish(&f->journal, id, 1, result, NULL, &err), 0);
+	journal_prune_start(&f->journal, id);
+	journal_prune_wait(&f->journal);
+}
+
 /* The journal as a restarted agent opens it. */
 static void reopen(struct fixture *f)
 {
@@ -439,7 +449,7 @@ static void test_prune_spares_the_slots(void **state)
 	memcpy(result + big, "\"}", 3);
 	for (const char *const *id = (const char *const[]){ "a", "b", "c", NULL }; *id; id++) {
 		assert_int_equal(journal_begin(&f->journal, *id, 1, &err), 0);
-		assert_int_equal(journal_finish(&f->journal, *id, 1, result, NULL, &err), 0);
+		finish_pruned(f, *id, result);
 		if (a_ino == 0)
 			a_ino = file_ino(f, "a.json", NULL);
 	}
@@ -473,7 +483,7 @@ static void test_prune_leaves_room(void **state)
 	for (int i = 0; i < 9; i++) {
 		snprintf(id, sizeof id, "e%d", i);
 		assert_int_equal(journal_begin(&f->journal, id, 1, &err), 0);
-		assert_int_equal(journal_finish(&f->journal, id, 1, result, NULL, &err), 0);
+		finish_pruned(f, id, result);
 	}
 	free(result);
 	assert_true(f->journal.bytes <= JOURNAL_PRUNE_TO);
@@ -649,7 +659,7 @@ static void test_spare_from_a_pruned_entry(void **state)
 	memcpy(big + (25u << 20) - 3, "\"}", 3);
 	for (const char *const *id = (const char *const[]){ "p", "q", "r", NULL }; *id; id++) {
 		assert_int_equal(journal_begin(&f->journal, *id, 1, &err), 0);
-		assert_int_equal(journal_finish(&f->journal, *id, 1, big, NULL, &err), 0);
+		finish_pruned(f, *id, big);
 	}
 	free(big);
 	kept = file_ino(f, ".freed.0", NULL);
