@@ -1176,6 +1176,32 @@ static void test_end_survives_lost_files(void **state)
 	agent_close(c);
 }
 
+/* The failpoint agent (`make failpoints`: BUILD/fp/sandbox-agent, beside SANDBOX_AGENT's BUILD) into
+ * fp_bin (PATH_MAX bytes), or the case is skipped (failed under CI=true). */
+static void fp_agent_path(char *fp_bin)
+{
+	const char *bin = getenv("SANDBOX_AGENT");
+	const char *slash = bin ? strrchr(bin, '/') : NULL;
+
+	if (slash == NULL || (size_t)snprintf(fp_bin, PATH_MAX, "%.*s/fp/sandbox-agent", (int)(slash - bin), bin) >=
+				     PATH_MAX || access(fp_bin, X_OK) != 0)
+		skip_setup("no failpoint agent beside SANDBOX_AGENT (make failpoints builds BUILD/fp/sandbox-agent)");
+}
+
+/* The failpoint agent started on the fixture's state in place of its agent, one failpoint armed
+ * (SB_FAILPOINT's syntax) or none. */
+static void agent_spawn_fp(struct fixture *f, const char *fp_bin, const char *point)
+{
+	agent_stop(f);
+	f->agent_bin = fp_bin;
+	if (point != NULL)
+		assert_int_equal(setenv("SB_FAILPOINT", point, 1), 0);
+	agent_spawn(f);
+	agent_wait_ready(f);
+	unsetenv("SB_FAILPOINT");
+	f->agent_bin = NULL;
+}
+
 /* The agent killed (-9) at each new point of an exec's end (the failpoint agent of `make
  * failpoints`, beside SANDBOX_AGENT in fp/): its end written but not synced, synced but no file
  * written yet, the result out and the files not yet synced. The exec is never lost and its id never
@@ -1187,13 +1213,9 @@ static void test_end_killed_at_each_point(void **state)
 	static const char *const points[] = { "agent.journal.end_written", "agent.journal.end_synced",
 					      "agent.journal.settling" };
 	struct fixture *f = *state;
-	const char *bin = getenv("SANDBOX_AGENT");
 	char fp_bin[PATH_MAX], path[PATH_MAX], id[32];
-	const char *slash = bin ? strrchr(bin, '/') : NULL;
 
-	if (slash == NULL || (size_t)snprintf(fp_bin, sizeof fp_bin, "%.*s/fp/sandbox-agent", (int)(slash - bin), bin) >=
-				     sizeof fp_bin || access(fp_bin, X_OK) != 0)
-		skip_setup("no failpoint agent beside SANDBOX_AGENT (make failpoints builds BUILD/fp/sandbox-agent)");
+	fp_agent_path(fp_bin);
 	for (size_t k = 0; k < sizeof points / sizeof points[0]; k++) {
 		struct agent_conn *c;
 		struct agent_exec_request req;
@@ -1203,13 +1225,7 @@ static void test_end_killed_at_each_point(void **state)
 		json_t *res;
 		int status;
 
-		agent_stop(f);
-		f->agent_bin = fp_bin;
-		assert_int_equal(setenv("SB_FAILPOINT", points[k], 1), 0);
-		agent_spawn(f);
-		agent_wait_ready(f);
-		unsetenv("SB_FAILPOINT");
-		f->agent_bin = NULL;
+		agent_spawn_fp(f, fp_bin, points[k]);
 		snprintf(id, sizeof id, "killed-%zu", k);
 		c = conn_open(f);
 		exec_request(f, &req, id, "echo out; exit 3");
@@ -1252,8 +1268,6 @@ static void test_end_killed_at_each_point(void **state)
 static void test_prune_after_the_result(void **state)
 {
 	struct fixture *f = *state;
-	const char *bin = getenv("SANDBOX_AGENT");
-	const char *slash = bin ? strrchr(bin, '/') : NULL;
 	char fp_bin[PATH_MAX];
 	struct agent_exec_request req;
 	struct agent_conn *c;
@@ -1262,16 +1276,8 @@ static void test_prune_after_the_result(void **state)
 	json_t *res;
 	int status;
 
-	if (slash == NULL || (size_t)snprintf(fp_bin, sizeof fp_bin, "%.*s/fp/sandbox-agent", (int)(slash - bin), bin) >=
-				     sizeof fp_bin || access(fp_bin, X_OK) != 0)
-		skip_setup("no failpoint agent beside SANDBOX_AGENT (make failpoints builds BUILD/fp/sandbox-agent)");
-	agent_stop(f);
-	f->agent_bin = fp_bin;
-	assert_int_equal(setenv("SB_FAILPOINT", "agent.journal.pruning:stop", 1), 0);
-	agent_spawn(f);
-	agent_wait_ready(f);
-	unsetenv("SB_FAILPOINT");
-	f->agent_bin = NULL;
+	fp_agent_path(fp_bin);
+	agent_spawn_fp(f, fp_bin, "agent.journal.pruning:stop");
 	c = conn_open(f);
 	exec_request(f, &req, "pruned-after-1", "echo out");
 	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "the call that starts the prune");
@@ -1312,20 +1318,13 @@ static void journal_file_lost(struct fixture *f, const char *name)
 	close(fd);
 }
 
-/* The failpoint agent (fp/) started on the fixture's state under a boot id of the test's choosing
+/* The failpoint agent started on the fixture's state under a boot id of the test's choosing
  * (SB_FAILPOINT_BOOT_ID), and one failpoint armed or none. */
 static void agent_spawn_boot(struct fixture *f, const char *fp_bin, const char *boot, const char *point)
 {
-	agent_stop(f);
-	f->agent_bin = fp_bin;
 	assert_int_equal(setenv("SB_FAILPOINT_BOOT_ID", boot, 1), 0);
-	if (point != NULL)
-		assert_int_equal(setenv("SB_FAILPOINT", point, 1), 0);
-	agent_spawn(f);
-	agent_wait_ready(f);
-	unsetenv("SB_FAILPOINT");
+	agent_spawn_fp(f, fp_bin, point);
 	unsetenv("SB_FAILPOINT_BOOT_ID");
-	f->agent_bin = NULL;
 }
 
 /* A crash of the machine mid-call, simulated: the agent killed with the command run and its end
@@ -1341,8 +1340,6 @@ static void test_query_after_another_boot(void **state)
 	struct fixture *f = *state;
 	char boot_a[64] = "";
 	FILE *fb = fopen("/proc/sys/kernel/random/boot_id", "re");
-	const char *bin = getenv("SANDBOX_AGENT");
-	const char *slash = bin ? strrchr(bin, '/') : NULL;
 	char fp_bin[PATH_MAX], path[PATH_MAX];
 	struct agent_exec_request kept, lost, again;
 	struct agent_expect want;
@@ -1352,9 +1349,7 @@ static void test_query_after_another_boot(void **state)
 	json_t *res;
 	int status;
 
-	if (slash == NULL || (size_t)snprintf(fp_bin, sizeof fp_bin, "%.*s/fp/sandbox-agent", (int)(slash - bin), bin) >=
-				     sizeof fp_bin || access(fp_bin, X_OK) != 0)
-		skip_setup("no failpoint agent beside SANDBOX_AGENT (make failpoints builds BUILD/fp/sandbox-agent)");
+	fp_agent_path(fp_bin);
 	/* Boot A is this one: the fixture's agent wrote the journal's mark under it. */
 	assert_non_null(fb);
 	assert_non_null(fgets(boot_a, sizeof boot_a, fb));

@@ -558,6 +558,15 @@ static void expect_a_finished(struct fixture *f)
 	free(r);
 }
 
+/* a's entry file as the end wrote it: whole JSON (no duplicate member), its outcome the end's. */
+static void expect_a_on_disk(const struct fixture *f)
+{
+	json_t *disk = entry_on_disk(f, "a.json");
+
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
+	json_decref(disk);
+}
+
 static void end_bytes_damage(struct fixture *f, int slot, off_t at, const char *bytes, size_t len)
 {
 	char path[128];
@@ -574,13 +583,10 @@ static void end_bytes_damage(struct fixture *f, int slot, off_t at, const char *
 static void test_end_in_slot(void **state)
 {
 	struct fixture *f = *state;
-	json_t *disk;
 
 	end_a(f);
 	expect_a_finished(f);
-	disk = entry_on_disk(f, "a.json");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
-	json_decref(disk);
+	expect_a_on_disk(f);
 	journal_settle_wait(&f->journal);
 	reopen(f);
 	expect_a_finished(f);
@@ -613,7 +619,6 @@ static void test_end_through_the_spare(void **state)
 {
 	struct fixture *f = *state;
 	struct sb_err err;
-	json_t *disk;
 	char *left;
 
 	file_put(f->dir, ".spare.entry",
@@ -625,9 +630,7 @@ static void test_end_through_the_spare(void **state)
 	free(left);
 	end_a(f);
 	assert_null(file_get(f->dir, ".spare.entry"));
-	disk = entry_on_disk(f, "a.json");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
-	json_decref(disk);
+	expect_a_on_disk(f);
 	expect_a_finished(f);
 	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
 	left = file_get(f->dir, ".spare.entry");
@@ -651,7 +654,6 @@ static void test_spare_from_a_pruned_entry(void **state)
 	char *big = malloc(25u << 20), *left;
 	struct sb_err err;
 	ino_t kept;
-	json_t *disk;
 
 	assert_non_null(big);
 	memset(big, 'x', 25u << 20);
@@ -670,9 +672,7 @@ static void test_spare_from_a_pruned_entry(void **state)
 	assert_int_equal(f->journal.freed_lo, f->journal.freed_hi);
 	end_a(f);
 	assert_int_equal(file_ino(f, "a.json", NULL), kept);
-	disk = entry_on_disk(f, "a.json");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
-	json_decref(disk);
+	expect_a_on_disk(f);
 	expect_a_finished(f);
 	/* None kept: a new file, as before. */
 	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
@@ -758,7 +758,6 @@ static void test_kept_entries_after_restart(void **state)
 	char path[160], stale[3000], *left;
 	struct sb_err err;
 	ino_t five;
-	json_t *disk;
 
 	/* Longer than the entry that goes into it: a byte left over would show. */
 	memset(stale, 's', sizeof stale - 1);
@@ -775,9 +774,7 @@ static void test_kept_entries_after_restart(void **state)
 	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
 	assert_int_equal(file_ino(f, ".spare.entry", NULL), five);
 	end_a(f);
-	disk = entry_on_disk(f, "a.json");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(disk, "result"), "exit_code")), 3);
-	json_decref(disk);
+	expect_a_on_disk(f);
 	expect_a_finished(f);
 	/* 6 is missing: a new spare. */
 	assert_int_equal(journal_spare_make(&f->journal, &err), 0);
