@@ -1,9 +1,10 @@
 /* The journal (see journal.h). A begin is a slot of .running overwritten in place, an end the
- * same slot's part of .ends, both unsynced (.boot says which boot they are from); each carries the
- * SHA-256 of its text, so a torn one is told from a whole one. The entry files an end stands for
- * are new files, synced by the settler thread; an entry replaced (a running file closed) is written
- * to a temporary name, fsynced, renamed into place and the directory fsynced: the old entry or the
- * new one, never half. */
+ * same slot's part of .ends, and the entry and receipt files an end stands for new files: none of
+ * them synced (.boot says which boot they are from: a crash of the machine makes the journal one in
+ * doubt, docs/reliability.md "Scoped to the boot"); each record carries the SHA-256 of its text, or
+ * is whole JSON, so a torn one is told from a whole one. The settler thread gives a receipt's room
+ * back after the result. An entry replaced (a running file closed) is written to a temporary name,
+ * fsynced, renamed into place and the directory fsynced: the old entry or the new one, never half. */
 #include "journal_internal.h"
 #include "journal.h"
 #include "clock.h"
@@ -28,46 +29,33 @@
 #include <time.h>
 #include <unistd.h>
 
-static bool slot_settling(const struct journal_slot *sl)
-{
-	return sl->files_pending && !sl->files_stuck;
-}
-
-/* The settler: syncs the files of each durable end off the call's path (the result is out). */
+/* The settler: gives back the blocks each receipt's room reserved past its end (receipt.c
+ * room_write), off the call's path (the result is out). Nothing is synced here: the end's files
+ * hold for this boot (issue 32, docs/performance.md "Cut: the settler syncs nothing"). A slot is
+ * reused once its room is given back, so the slot is the settler's queue. */
 static void *settler(void *arg)
 {
 	struct journal *j = arg;
 	char id[EXEC_ID_MAX + 1], name[NAME_MAX + 1];
 	struct sb_err err;
-	bool receipt;
-	int i, rc;
+	int i;
 
 	pthread_mutex_lock(&j->lock);
 	while (!j->settler_stop) {
 		for (i = 0; i < 2; i++)
-			if (slot_settling(&j->slot[i]))
+			if (j->slot[i].room_pending)
 				break;
 		if (i == 2) {
 			pthread_cond_wait(&j->changed, &j->lock);
 			continue;
 		}
 		snprintf(id, sizeof id, "%s", j->slot[i].exec_id);
-		receipt = j->slot[i].has_receipt;
 		pthread_mutex_unlock(&j->lock);
 		FAILPOINT("agent.journal.settling");
-		/* The receipt first: the entry carries its bytes too, but it is the file verify reads. */
-		rc = entry_name(id, "", name, sizeof name, &err);
-		if (rc == 0 && receipt && j->receipts != NULL)
-			rc = receipt_file_sync(j->receipts, name, &err);
-		if (rc == 0)
-			rc = file_sync(j->dir, name, &err);
-		if (rc < 0)
-			sb_warn("journal: exec '%s': %s (its end stays in its slot)", id, err.msg);
+		if (entry_name(id, "", name, sizeof name, &err) == 0)
+			receipt_room_release(j->receipts, name);
 		pthread_mutex_lock(&j->lock);
-		if (rc == 0)
-			j->slot[i].files_pending = false;
-		else
-			j->slot[i].files_stuck = true;
+		j->slot[i].room_pending = false;
 		pthread_cond_broadcast(&j->changed);
 	}
 	j->settler_running = false;
@@ -79,7 +67,7 @@ static void *settler(void *arg)
 void journal_settle_wait(struct journal *j)
 {
 	pthread_mutex_lock(&j->lock);
-	while (j->settler_running && (slot_settling(&j->slot[0]) || slot_settling(&j->slot[1])))
+	while (j->settler_running && (j->slot[0].room_pending || j->slot[1].room_pending))
 		pthread_cond_wait(&j->changed, &j->lock);
 	pthread_mutex_unlock(&j->lock);
 }
@@ -230,13 +218,9 @@ void journal_close(struct journal *j)
 	while (j->settler_running || j->pruning)
 		pthread_cond_wait(&j->changed, &j->lock);
 	pthread_mutex_unlock(&j->lock);
-	for (int i = 0; i < 2; i++) {
-		if (!slot_settling(&j->slot[i]) || entry_name(j->slot[i].exec_id, "", name, sizeof name, &err) < 0)
-			continue;
-		if ((j->slot[i].has_receipt && j->receipts != NULL && receipt_file_sync(j->receipts, name, &err) < 0) ||
-		    file_sync(j->dir, name, &err) < 0)
-			sb_warn("journal: exec '%s': %s (its end stays in its slot)", j->slot[i].exec_id, err.msg);
-	}
+	for (int i = 0; i < 2; i++)
+		if (j->slot[i].room_pending && entry_name(j->slot[i].exec_id, "", name, sizeof name, &err) == 0)
+			receipt_room_release(j->receipts, name);
 	if (j->slots_fd >= 0)
 		close(j->slots_fd);
 	if (j->ends_fd >= 0)
@@ -247,10 +231,10 @@ void journal_close(struct journal *j)
 	pthread_mutex_destroy(&j->lock);
 }
 
-/* The slot a begin may overwrite: one whose exec is settled (finished entry durable, and the files
- * of a durable end too: overwriting the begin makes the end stale), the older of two; a slot whose
- * files the settler is syncing is waited for (lock held). -1 when both are held (a finish failed, or
- * a sync): the begin then writes a file of its own. */
+/* The slot a begin may overwrite: one whose exec has ended (its end and its entry file written)
+ * and whose receipt's room the settler has given back, the older of two; a slot the settler is on
+ * is waited for (lock held). -1 when both are open (a finish failed, or two execs run): the begin
+ * then writes a file of its own. */
 static int slot_free(struct journal *j)
 {
 	int best;
@@ -262,9 +246,9 @@ static int slot_free(struct journal *j)
 		for (int i = 0; i < 2; i++) {
 			const struct journal_slot *sl = &j->slot[i];
 
-			if (sl->open || sl->files_stuck)
+			if (sl->open)
 				continue;
-			if (sl->files_pending)
+			if (sl->room_pending)
 				wait = wait || j->settler_running;
 			else if (best < 0 || sl->seq < j->slot[best].seq)
 				best = i;
@@ -617,7 +601,7 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	free(buf);
 	FAILPOINT("agent.journal.end_synced");
 	/* Kept now (this boot). The file is for the readers of the running agent (a Query, the
-	 * prune); synced by the settler. Until it is written the slot stays open: a Query says running. */
+	 * prune), never synced either. Until it is written the slot stays open: a Query says running. */
 	bytes_add(j, len);
 	/* Through the spare when there is one; else (or it failed) a new file, which fails the same
 	 * way on a name that exists. */
@@ -634,8 +618,7 @@ int journal_end(struct journal *j, const char *exec_id, uint64_t generation, con
 	close(fd);
 	pthread_mutex_lock(&j->lock);
 	j->slot[i].open = false;
-	j->slot[i].files_pending = true;
-	j->slot[i].has_receipt = receipt_text != NULL;
+	j->slot[i].room_pending = receipt_text != NULL && j->receipts != NULL;
 	pthread_cond_broadcast(&j->changed);
 	pthread_mutex_unlock(&j->lock);
 	return 1;

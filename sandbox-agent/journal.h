@@ -2,12 +2,12 @@
  * command), so a manager that lost its connection can ask what became of an exec instead of
  * guessing. Bounded: the oldest finished entries go first once the total passes a cap.
  * An exec's "accepted, may run" entry goes into one of two fixed slots of a file that exists
- * (.running, created once): overwritten in place, no new name per call. A slot is only reused once
- * its exec's finished entry is durable. Each slot has an end beside it (.ends, created once): an
- * exec's finished entry, its receipt's bytes inside, written there in place; its two files (the
- * entry, the receipt) are then written unsynced and synced off the call's path, and a slot is reused
- * only once they are durable. The begin and the end are page-cache writes (issue 32): they survive
- * every death of the agent, not the machine's. So the journal carries the boot it was written under
+ * (.running, created once): overwritten in place, no new name per call. Each slot has an end beside
+ * it (.ends, created once): an exec's finished entry, its receipt's bytes inside, written there in
+ * place; its two files (the entry, the receipt) are then written too, and a slot is reused only once
+ * they are written and the receipt's room given back (the settler, off the call's path). The begin,
+ * the end and the two files are page-cache writes (issue 32): they survive every death of the agent,
+ * not the machine's. So the journal carries the boot it was written under
  * (.boot, made durable once at open): a journal opened under another boot may have lost any begin
  * or end, so it is in doubt: a whole record still says what it says (digests, the receipt's HMAC), a
  * missing one is uncertain, never "unknown", and no exec is accepted on it any more. */
@@ -40,9 +40,7 @@ struct journal_slot {
 	char exec_id[EXEC_ID_MAX + 1];
 	uint64_t generation;
 	bool open;                /* begun, its finished entry not yet durable */
-	bool files_pending;       /* its end durable in the slot's end, its files not yet */
-	bool files_stuck;         /* their sync failed: the slot stays held (a restart settles it) */
-	bool has_receipt;         /* its end named a receipt file */
+	bool room_pending;        /* ended; its receipt's room not yet given back (the settler) */
 };
 
 struct journal {
@@ -51,7 +49,7 @@ struct journal {
 	int slots_fd;             /* dir/.running, two slots */
 	int ends_fd;              /* dir/.ends, the slots' ends */
 	pthread_mutex_t lock;     /* the slots: Query reads them while an exec runs */
-	pthread_cond_t changed;   /* a slot's files settled, or the settler stopped */
+	pthread_cond_t changed;   /* a slot's room given back, or the settler or a prune stopped */
 	bool settler_running, settler_stop;
 	struct journal_slot slot[2];
 	uint64_t bytes;           /* at least the entries' total: a prune's scan runs only past the cap */
@@ -78,7 +76,7 @@ struct journal_entry {
  * files made whole and durable from it (a power loss may have lost them). Entries left running by an
  * earlier agent (a slot without a finished entry, or an older agent's running file) are closed as
  * uncertain: that agent died with the exec in flight, and nobody can say how it ended. Starts the
- * thread that syncs the ends' files. */
+ * settler thread, which gives the receipts' rooms back. */
 int journal_open(struct journal *j, const struct privdir *dir, const struct privdir *receipts, struct sb_err *err);
 
 /* The next finished entry's file, made while no exec needs it (serve: after each result), so that
@@ -100,7 +98,8 @@ int journal_open_boot(struct journal *j, const struct privdir *dir, const struct
  * an agent "after a crash of the machine" without one. */
 int journal_boot_id(char out[BOOT_ID_LEN + 1], struct sb_err *err);
 
-/* Stops the settler thread; the files it had not synced yet are synced here. */
+/* Stops the settler thread (the rooms it had not given back yet are given back here) and waits
+ * for a prune. */
 void journal_close(struct journal *j);
 
 /* Record an accepted exec before it runs; refuses an exec id the journal has seen (EEXIST), and
@@ -130,7 +129,7 @@ void journal_pending_drop(struct journal_pending *p);
  * written into the end, then the entry file written, both unsynced: they hold for this boot, and a
  * crash of the machine makes the journal one in doubt (.boot). Returns 1 when the end is written
  * (the result may be reported; the receipt file must not be synced or removed by the caller: the
- * settler syncs both files, before the slot is reused), 0 when it does not apply or its write
+ * settler gives its room back, before the slot is reused), 0 when it does not apply or its write
  * failed (nothing relies on the end then: use journal_finish_write/_sync), -1 on a bad result. */
 int journal_end(struct journal *j, const char *exec_id, uint64_t generation, const char *result_json,
 		const char *receipt_text, struct sb_err *err);
@@ -144,7 +143,7 @@ void journal_prune_start(struct journal *j, const char *keep);
 /* Waits until no prune runs; for tests. */
 void journal_prune_wait(struct journal *j);
 
-/* Waits until every end's files are durable (or their sync failed); for tests and measurements. */
+/* Waits until the settler has given back every ended exec's receipt room; for tests. */
 void journal_settle_wait(struct journal *j);
 
 /* Both halves: the result JSON and the receipt's bytes (may be NULL), durable on return. */

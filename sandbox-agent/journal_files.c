@@ -327,6 +327,18 @@ int receipt_file_sync(const struct privdir *dir, const char *name, struct sb_err
 	return sync_named(dir, name, true, err);
 }
 
+void receipt_room_release(const struct privdir *dir, const char *name)
+{
+	int fd = openat(dir->fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		sb_warn("journal: giving back the room of %s/%s: %s", dir->path, name, strerror(errno));
+		return;
+	}
+	(void)fd_reserve_release(fd);
+	close(fd);
+}
+
 /* True when name in dir holds exactly text (len bytes). */
 static bool file_holds(const struct privdir *dir, const char *name, const char *text, size_t len)
 {
@@ -346,8 +358,8 @@ static bool file_holds(const struct privdir *dir, const char *name, const char *
 	return same;
 }
 
-/* A slot's end durable, its files maybe not (the agent died, or the machine, before the settler
- * synced them): the entry file is kept when it is whole and finished (what the agent wrote last,
+/* A slot's end whole, its files maybe not (the agent died between the end and the entry file's
+ * write): the entry file is kept when it is whole and finished (what the agent wrote last,
  * the end's text, or an entry that replaced it durably), else written from the end; the receipt
  * the entry names is written from it unless the file holds exactly its bytes; both then synced. */
 int end_restore(struct journal *j, const struct journal_slot *sl, json_t *end, struct sb_err *err)

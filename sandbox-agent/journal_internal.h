@@ -30,8 +30,10 @@ int end_encode(uint64_t seq, const char *text, size_t len, char **out, size_t *o
 json_t *end_load(const struct journal *j, int i, const struct journal_slot *sl);
 int file_sync(const struct privdir *dir, const char *name, struct sb_err *err);
 /* file_sync for a receipt: the blocks its room reserved past its end given back first (receipt.c
- * room_write leaves them to whoever syncs it, off the call's path). */
+ * room_write leaves them to the journal, off the call's path). */
 int receipt_file_sync(const struct privdir *dir, const char *name, struct sb_err *err);
+/* Those blocks given back without a sync (the settler); a file that cannot be opened keeps them. */
+void receipt_room_release(const struct privdir *dir, const char *name);
 int end_restore(struct journal *j, const struct journal_slot *sl, json_t *end, struct sb_err *err);
 
 /* The boot mark (.boot): which boot the unsynced records are from. */

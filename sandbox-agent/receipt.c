@@ -99,8 +99,8 @@ void receipt_room_drop(const struct privdir *dir, const char *exec_id, struct re
 /* The receipt written into its room (blocks reserved before the command ran: nothing is
  * allocated now) and renamed to its name, never over an existing file. The room was reserved past
  * its end (fd_reserve), so the write makes the file exactly the receipt's length; the blocks left
- * over are given back by whoever syncs it (receipt_sync, or the journal's settler after the
- * result: receipt_file_sync), off the call's path. Only a room the filesystem could not reserve
+ * over are given back by whoever syncs it (receipt_sync), or by the journal's settler after the
+ * result (receipt_room_release), off the call's path. Only a room the filesystem could not reserve
  * that way is longer than the receipt: cut here. The file's descriptor, unsynced, or -1 with err
  * (the room removed). */
 static int room_write(const struct privdir *dir, const char *exec_id, const char *name, int fd, const char *text,

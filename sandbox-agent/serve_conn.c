@@ -230,7 +230,7 @@ static char *result_without_receipt(const char *result, const char *why)
 /* The call's durability point, before anything is reported. Mostly no sync (issue 32): the
  * finished entry, the receipt's bytes inside, into the exec's slot's end (journal_end), kept through
  * any death of the agent; a crash of the machine leaves the journal in doubt, every missing record
- * then uncertain (journal.h); the settler syncs the two files after. Else (a big result) the
+ * then uncertain (journal.h); the two files are written unsynced too. Else (a big result) the
  * receipt and the journal's finished entry, both written already, are synced together (the first
  * fsync commits most of what the others need).
  * A receipt that cannot be made durable is no receipt: the result becomes uncertain and the entry

@@ -1203,11 +1203,11 @@ static void agent_spawn_fp(struct fixture *f, const char *fp_bin, const char *po
 }
 
 /* The agent killed (-9) at each new point of an exec's end (the failpoint agent of `make
- * failpoints`, beside SANDBOX_AGENT in fp/): its end written but not synced, synced but no file
- * written yet, the result out and the files not yet synced. The exec is never lost and its id never
- * runs again: the restarted agent answers it finished with its real outcome and a receipt that
- * verifies (kill -9 keeps every byte written; the point after the sync also has its receipt file
- * taken, as a power loss may). */
+ * failpoints`, beside SANDBOX_AGENT in fp/): its end written, then past the end with no file written
+ * yet, then the result out and the receipt's room not yet given back. The exec is never lost and its
+ * id never runs again: the restarted agent answers it finished with its real outcome and a receipt
+ * that verifies (kill -9 keeps every byte written; at the second point the receipt file is taken
+ * too, and the restart writes it again from the end). */
 static void test_end_killed_at_each_point(void **state)
 {
 	static const char *const points[] = { "agent.journal.end_written", "agent.journal.end_synced",
@@ -1332,8 +1332,10 @@ static void agent_spawn_boot(struct fixture *f, const char *fp_bin, const char *
  * slot, the end, the receipt file: none was synced), and the agent started again under another boot
  * id. The exec may have run and nothing on disk says so: the Query answers it finished and
  * uncertain, without a receipt (never unknown, never its outcome), and the journal takes no exec
- * any more (an id it lost could run twice). An exec finished before, its files synced by the
- * settler, still answers its real outcome with a receipt that verifies. */
+ * any more (an id it lost could run twice). Two execs finished before it, their results sent: one
+ * whose files the kernel had written back still answers its real outcome with a receipt that
+ * verifies; one whose files the crash took too (nothing syncs them, issue 32) is uncertain, never
+ * another outcome. */
 static void test_query_after_another_boot(void **state)
 {
 	static const char boot_b[] = "00000000-0000-4000-8000-00000000000b";
@@ -1341,7 +1343,7 @@ static void test_query_after_another_boot(void **state)
 	char boot_a[64] = "";
 	FILE *fb = fopen("/proc/sys/kernel/random/boot_id", "re");
 	char fp_bin[PATH_MAX], path[PATH_MAX];
-	struct agent_exec_request kept, lost, again;
+	struct agent_exec_request kept, gone, lost, again;
 	struct agent_expect want;
 	struct agent_reply r, q;
 	struct agent_conn *c;
@@ -1355,11 +1357,14 @@ static void test_query_after_another_boot(void **state)
 	assert_non_null(fgets(boot_a, sizeof boot_a, fb));
 	fclose(fb);
 	boot_a[strcspn(boot_a, "\n")] = '\0';
-	/* Boot A: one exec finished and settled, the next killed once its end is written (2nd end). */
-	agent_spawn_boot(f, fp_bin, boot_a, "agent.journal.end_written:2");
+	/* Boot A: two execs finished, the third killed once its end is written (3rd end). */
+	agent_spawn_boot(f, fp_bin, boot_a, "agent.journal.end_written:3");
 	c = conn_open(f);
 	exec_request(f, &kept, "boot-kept", "echo kept; exit 2");
 	must(agent_exec(c, &kept, step_deadline(), &r, &err), &err, "the first exec");
+	agent_reply_free(&r);
+	exec_request(f, &gone, "boot-gone", "echo gone; exit 4");
+	must(agent_exec(c, &gone, step_deadline(), &r, &err), &err, "the second exec");
 	agent_reply_free(&r);
 	exec_request(f, &lost, "boot-lost", "echo lost; exit 3");
 	(void)agent_exec(c, &lost, step_deadline(), &r, &err); /* killed before its result */
@@ -1372,6 +1377,10 @@ static void test_query_after_another_boot(void **state)
 	journal_file_lost(f, ".running");
 	journal_file_lost(f, ".ends");
 	snprintf(path, sizeof path, "%s/receipts/boot-lost.json", f->state);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof path, "%s/receipts/boot-gone.json", f->state);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof path, "%s/journal/boot-gone.json", f->state);
 	assert_int_equal(unlink(path), 0);
 	/* Boot B. */
 	agent_spawn_boot(f, fp_bin, boot_b, NULL);
@@ -1387,9 +1396,19 @@ static void test_query_after_another_boot(void **state)
 	json_decref(res);
 	assert_null(q.receipt);
 	agent_reply_free(&q);
+	want = (struct agent_expect){ .exec_id = "boot-gone", .generation = GENERATION, .nonce = gone.nonce,
+				      .receipt_key = f->key };
+	must(agent_query(c, &want, step_deadline(), &q, &err), &err, "the query of the exec whose files were lost");
+	assert_int_equal(q.state, AGENT_EXEC_FINISHED);
+	res = json_parse(q.result_json);
+	assert_string_equal(jstr(res, "status"), "uncertain");
+	assert_non_null(strstr(jstr(res, "error"), "the machine restarted"));
+	json_decref(res);
+	assert_null(q.receipt);
+	agent_reply_free(&q);
 	want = (struct agent_expect){ .exec_id = "boot-kept", .generation = GENERATION, .nonce = kept.nonce,
 				      .receipt_key = f->key };
-	must(agent_query(c, &want, step_deadline(), &q, &err), &err, "the query of the settled exec");
+	must(agent_query(c, &want, step_deadline(), &q, &err), &err, "the query of the exec whose files survived");
 	assert_int_equal(q.state, AGENT_EXEC_FINISHED);
 	res = json_parse(q.result_json);
 	assert_string_equal(jstr(res, "status"), "exited");
