@@ -727,8 +727,16 @@ int journal_lookup(struct journal *j, const char *exec_id, struct journal_entry 
 	if (out->state == JOURNAL_RUNNING)
 		return 0;
 	obj = entry_load(j->dir, exec_id, err);
-	if (obj == NULL && err->msg[0] == '\0' && j->doubt)
-		out->state = JOURNAL_IN_DOUBT; /* never "unknown": the machine's crash may have lost it */
+	if (obj == NULL && j->doubt && (err->msg[0] == '\0' || err->errnum == EIO)) {
+		/* No entry, or a damaged one (nothing syncs an entry, issue 32: the machine's crash may
+		 * have torn it, or left another exec's bytes under its name): the record may be lost.
+		 * Never "unknown", and never an error a reader could not settle. */
+		if (err->msg[0] != '\0')
+			sb_warn("journal: %s; in doubt, answered uncertain", err->msg);
+		sb_err_clear(err);
+		out->state = JOURNAL_IN_DOUBT;
+		return 0;
+	}
 	if (obj == NULL)
 		return err->msg[0] ? -1 : 0;
 	memset(out, 0, sizeof *out);

@@ -580,6 +580,31 @@ static void end_bytes_damage(struct fixture *f, int slot, off_t at, const char *
 	close(fd);
 }
 
+/* An entry the machine's crash tore (nothing syncs one, issue 32) or filled with another exec's
+ * bytes: on the same boot it is damaged (an error: nothing lost it), from another boot the record
+ * may be lost: in doubt, answered uncertain, never an error and never the other exec's outcome. */
+static void test_other_boot_damaged_entry_in_doubt(void **state)
+{
+	struct fixture *f = *state;
+	struct journal_entry e;
+	struct sb_err err;
+	char *text;
+
+	end_a(f);
+	journal_settle_wait(&f->journal);
+	text = file_get(f->dir, "a.json");
+	assert_non_null(text);
+	file_put(f->dir, "b.json", text); /* a's bytes under b's name */
+	free(text);
+	file_put(f->dir, "c.json", "{\"exec_id\":\"c\",\"sta"); /* torn */
+	assert_int_equal(journal_lookup(&f->journal, "c", &e, &err), -1);
+	assert_non_null(strstr(err.msg, "damaged"));
+	reopen_boot(f, OTHER_BOOT);
+	expect_state(f, "b", JOURNAL_IN_DOUBT, NULL);
+	expect_state(f, "c", JOURNAL_IN_DOUBT, NULL);
+	expect_a_finished(f);
+}
+
 /* Ended: reported finished at once, from its file, the same bytes as its end's. */
 static void test_end_in_slot(void **state)
 {
@@ -1005,6 +1030,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_big_end_takes_the_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_boot_lost_begin_in_doubt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_boot_whole_records_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_boot_damaged_entry_in_doubt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_boot_not_in_doubt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_boot_mark_in_doubt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_settler_gives_the_room_back, setup, teardown),
