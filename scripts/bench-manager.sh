@@ -5,12 +5,14 @@
 #      `sandbox-manager version` (the client's start alone), `sandbox-manager exec -- true` on a warm
 #      sandbox, and a warm MCP `bash` call (scripts/bench-mcp.py: one client of `sandbox-manager mcp`,
 #      sequential calls); wall time and CPU time (user+sys of the client, the daemon and the session's
-#      agent, which reaps the command); then where a call's time goes inside the daemon (its step
-#      clock, sandbox_manager_call_step_seconds) and the agent's own measure (the records);
+#      agent, which reaps the command), with the agents' step clock off, as a user runs them; then
+#      where a call's time goes inside the daemon (its step clock, sandbox_manager_call_step_seconds);
 #   1b. BENCH_PARALLEL (16) sessions in parallel beside as many parallel loops of the floor program
 #      (floor, boxed, floor), calls/s each; then the rows of issue 32's table in its form,
 #      "| path | measured | target | met? |", and as "path|measured|target|met" lines appended to
 #      $BENCH_TABLE when it is set (scripts/bench.sh prints one table of every part's rows);
+#   1c. where a warm CLI call's wall time goes: the manager started again with the agents' step clock
+#      on (SANDBOX_AGENT_TIMING=1), one more block of CLI calls, the daemon's steps and the agent's;
 #   2. throughput: 1, 8 and 64 sessions in parallel, each created beforehand and warmed with one call,
 #      each running calls of `true` back to back; total execs/s, and the overlaps within any one
 #      session found in the records (a call dispatched before the previous one of its session finished).
@@ -18,7 +20,7 @@
 # The machine may be busy: compare the CPU figures as well as the wall ones.
 #
 # Sizes (environment):
-#   BENCH_MANAGER_RUNS  calls per figure in part 1                      (default 40)
+#   BENCH_MANAGER_RUNS  calls per figure in part 1                      (default 400)
 #   BENCH_ROUNDS        interleaved blocks those calls are split into   (default 4)
 #   BENCH_PARALLEL      sessions (and bare loops) in part 1b            (default 16)
 #   BENCH_PARALLEL_SECONDS  length of each part 1b run, in seconds      (default 5)
@@ -30,7 +32,7 @@ set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 here=$(cd "$(dirname "$0")/.." && pwd)
 manager=$build/sandbox-manager
-runs=${BENCH_MANAGER_RUNS:-40}
+runs=${BENCH_MANAGER_RUNS:-400}
 levels=${BENCH_SESSIONS:-1 8 64}
 secs=${BENCH_SECONDS:-10}
 calls=${BENCH_CALLS:-0}
@@ -60,6 +62,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# manager_pid_down: the manager stopped as cleanup stops it (TERM: it stops its sandboxes first).
+manager_pid_down() {
+	local i
+	kill -TERM "$manager_pid" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do kill -0 "$manager_pid" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$manager_pid" 2>/dev/null || true
+	wait "$manager_pid" 2>/dev/null || true
+	manager_pid=
+	rm -f "$SANDBOX_MANAGER_SOCKET"
+}
+
 BENCH_NAME=bench-manager
 # shellcheck source=scripts/bench-lib.sh
 . "$here/scripts/bench-lib.sh"
@@ -76,9 +89,8 @@ cc -O2 -static -Wall -Wextra -Werror -o "$work/bench-nsfloor" "$here/scripts/ben
 	die "cannot build scripts/bench-nsfloor.c"
 floor=$work/bench-nsfloor
 
-# The agents' step clock on (SANDBOX_AGENT_TIMING=1, passed on by the manager): one line per exec in
-# each agent's log, timestamps only, for "the agent's steps" below.
-SANDBOX_AGENT_TIMING=1 manager_up "$manager" "$build/sandbox-agent"
+# The step clock off for the table's rows (part 1c turns it on for its breakdown).
+manager_up "$manager" "$build/sandbox-agent"
 
 sessions=()
 # new_sessions COUNT: creates sessions until there are COUNT, then warms the new ones with one call
@@ -199,44 +211,6 @@ echo "  inside the daemon (mean per call, from sandbox_manager_call_step_seconds
 paste <(echo "$steps0" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') \
 	<(echo "$steps1" | sed -n 's/^sandbox_manager_call_step_seconds_sum{step="\([a-z]*\)"} /\1 /p') |
 	awk -v n="$ncalls" '{ printf "    %-9s %6d us\n", $1, ($4 - $2) * 1e6 / n; t += ($4 - $2) * 1e6 / n } END { printf "    %-9s %6d us\n", "total", t }'
-# Where a warm CLI call's wall time goes: one more block of CLI calls alone (the MCP calls above
-# start no client), between two snapshots of the daemon's step clock; the agent's own steps of the
-# same calls from its timing lines (sandbox-agent/steptime.h), the last lines of its log.
-cli0=$(mgr metrics)
-read -r cliw _ <<<"$(loop_cpu "$bound" "$runs" "$manager" exec --session "$s" -- true)"
-[ "$cliw" != fail ] || die "sandbox-manager exec failed"
-cli1=$(mgr metrics)
-step_us() { # step_us NAME: the daemon's mean for that step over the CLI block
-	paste <(echo "$cli0" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") \
-		<(echo "$cli1" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") |
-		awk -v n="$runs" '{ printf "%d", ($2 - $1) * 1e6 / n }'
-}
-daemon_us=0
-for k in queue sandbox dispatch command receipt record; do daemon_us=$((daemon_us + $(step_us "$k"))); done
-# What the agent does on a call's path, from the Exec claimed to the Result sent. The prebuilt init's
-# own steps (view to drop) are built while the agent is idle and are left out.
-agent_steps=$(grep -h 'sandbox-agent timing (serve exec' "$STATE"/sandboxes/"$s".g*/agent.log 2>/dev/null |
-	tail -n "$runs" |
-	awk -v keep="request begin prepare idmaps cmd_fork landlock seccomp cmd_ran teardown receipt result_json journal result total wakeups" '
-	BEGIN { n = split(keep, order, " "); for (i = 1; i <= n; i++) want[order[i]] = 1 }
-	{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && (kv[1] in want)) { sum[kv[1]] += kv[2]; cnt[kv[1]]++ } }
-	END { for (i = 1; i <= n; i++) if (cnt[order[i]]) printf " %s %d", order[i], sum[order[i]] / cnt[order[i]] }')
-agent_us=$(awk '{ for (i = 1; i < NF; i++) if ($i == "total") print $(i + 1) }' <<<"$agent_steps")
-echo "  where a warm CLI call's wall time goes ($runs more CLI calls, ${cliw} us each; means):"
-printf '    %-92s %6d us\n' "the client's start (sandbox-manager version)" "${wall[version]}" \
-	"control round trip, the client's request and answer (exec - version - the daemon's steps)" \
-	$((cliw - wall[version] - daemon_us)) \
-	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits)" \
-	$((daemon_us - $(step_us command))) \
-	"TLS round trip to the agent (the daemon's command step - the agent's own time)" \
-	$(($(step_us command) - ${agent_us:-0})) \
-	"the agent, from the Exec claimed to the Result sent (its steps below)" "${agent_us:-0}"
-printf '  the daemon'"'"'s steps on those calls (us):'
-for k in queue sandbox dispatch command receipt record; do printf ' %s %d' "$k" "$(step_us "$k")"; done
-echo
-echo "  the agent's steps on those calls (SANDBOX_AGENT_TIMING=1, means, us; each since the previous one):"
-echo "   ${agent_steps:- (no timing lines: the agent log was not found)}"
-
 # --- 1b. 16 sessions in parallel against 16 parallel loops of the floor ------------------------------
 par=${BENCH_PARALLEL:-16}
 psecs=${BENCH_PARALLEL_SECONDS:-5}
@@ -303,6 +277,62 @@ while IFS='|' read -r path measured target met; do
 	echo "| $path | $measured | $target | $met |"
 done <<<"$rows"
 [ -z "${BENCH_TABLE:-}" ] || echo "$rows" >>"$BENCH_TABLE"
+
+# --- 1c. where a warm CLI call's time goes, with the agents' step clock on ------------------------
+# The rows above ran as a user runs the manager: the step clock off. The breakdown needs it
+# (SANDBOX_AGENT_TIMING=1, passed on by the manager: one line per exec in each agent's log,
+# timestamps only), so the manager is stopped (it stops its sandboxes) and started again with it,
+# and the session's next call starts its sandbox anew.
+manager_pid_down
+SANDBOX_AGENT_TIMING=1 manager_up "$manager" "$build/sandbox-agent"
+# and every session warmed again, as part 2 expects them (in parallel, as new_sessions does)
+pids=()
+for w in "$s" "${sessions[@]}"; do
+	mgr exec --session "$w" -- true >/dev/null 2>&1 &
+	pids+=("$!")
+	bg_pids+=("$!")
+done
+for p in "${pids[@]}"; do wait "$p" || die "a call after the restart failed"; done
+bg_pids=()
+echo
+# Where a warm CLI call's wall time goes: one more block of CLI calls alone (the MCP calls above
+# start no client), between two snapshots of the daemon's step clock; the agent's own steps of the
+# same calls from its timing lines (sandbox-agent/steptime.h), the last lines of its log.
+cli0=$(mgr metrics)
+read -r cliw _ <<<"$(loop_cpu "$bound" "$runs" "$manager" exec --session "$s" -- true)"
+[ "$cliw" != fail ] || die "sandbox-manager exec failed"
+cli1=$(mgr metrics)
+step_us() { # step_us NAME: the daemon's mean for that step over the CLI block
+	paste <(echo "$cli0" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") \
+		<(echo "$cli1" | sed -n "s/^sandbox_manager_call_step_seconds_sum{step=\"$1\"} //p") |
+		awk -v n="$runs" '{ printf "%d", ($2 - $1) * 1e6 / n }'
+}
+daemon_us=0
+for k in queue sandbox dispatch command receipt record; do daemon_us=$((daemon_us + $(step_us "$k"))); done
+# What the agent does on a call's path, from the Exec claimed to the Result sent. The prebuilt init's
+# own steps (view to drop) are built while the agent is idle and are left out.
+agent_steps=$(grep -h 'sandbox-agent timing (serve exec' "$STATE"/sandboxes/"$s".g*/agent.log 2>/dev/null |
+	tail -n "$runs" |
+	awk -v keep="request begin prepare idmaps cmd_fork landlock seccomp cmd_ran teardown receipt result_json journal result total wakeups" '
+	BEGIN { n = split(keep, order, " "); for (i = 1; i <= n; i++) want[order[i]] = 1 }
+	{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && (kv[1] in want)) { sum[kv[1]] += kv[2]; cnt[kv[1]]++ } }
+	END { for (i = 1; i <= n; i++) if (cnt[order[i]]) printf " %s %d", order[i], sum[order[i]] / cnt[order[i]] }')
+agent_us=$(awk '{ for (i = 1; i < NF; i++) if ($i == "total") print $(i + 1) }' <<<"$agent_steps")
+echo "  where a warm CLI call's wall time goes ($runs more CLI calls, ${cliw} us each; means):"
+printf '    %-92s %6d us\n' "the client's start (sandbox-manager version)" "${wall[version]}" \
+	"control round trip, the client's request and answer (exec - version - the daemon's steps)" \
+	$((cliw - wall[version] - daemon_us)) \
+	"the daemon's own steps (queue, sandbox, dispatch, receipt, record: 3 commits)" \
+	$((daemon_us - $(step_us command))) \
+	"TLS round trip to the agent (the daemon's command step - the agent's own time)" \
+	$(($(step_us command) - ${agent_us:-0})) \
+	"the agent, from the Exec claimed to the Result sent (its steps below)" "${agent_us:-0}"
+printf '  the daemon'"'"'s steps on those calls (us):'
+for k in queue sandbox dispatch command receipt record; do printf ' %s %d' "$k" "$(step_us "$k")"; done
+echo
+echo "  the agent's steps on those calls (SANDBOX_AGENT_TIMING=1, means, us; each since the previous one):"
+echo "   ${agent_steps:- (no timing lines: the agent log was not found)}"
+
 
 # --- 2. throughput ---------------------------------------------------------------------------------
 # A worker: one session, calls of `true` back to back until the deadline (or BENCH_CALLS calls);
