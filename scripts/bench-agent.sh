@@ -34,7 +34,8 @@ cleanup() {
 		kill -KILL "$manager_pid" 2>/dev/null || true
 		wait "$manager_pid" 2>/dev/null || true
 	fi
-	rm -rf "$work" ${shm:+"$shm"}
+	discard "$work"
+	rm -rf ${shm:+"$shm"}
 }
 shm=
 trap cleanup EXIT

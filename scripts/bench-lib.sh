@@ -9,6 +9,18 @@ die() {
 	exit 1
 }
 now_us() { echo "${EPOCHREALTIME/./}"; }
+
+# discard DIR: a part's work directory, gone. Under scripts/bench.sh it is moved into $BENCH_TRASH
+# (a rename frees no inode) and removed after the last part: on ext4 without a journal (this
+# project's test machines' root filesystem) each new inode is found past every inode freed in the
+# last 60-360 s, so one part's removal of thousands of files would slow the next part's calls
+# (docs/performance.md, "Found: a fresh inode costs up to ~2 ms per call").
+discard() {
+	if [ -n "${BENCH_TRASH:-}" ] && [ -d "$BENCH_TRASH" ] && [ -e "$1" ]; then
+		mv "$1" "$(mktemp -d -p "$BENCH_TRASH")/" && return 0
+	fi
+	rm -rf "$1"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # bench_repo DIR: a git repository of the fixture manifests (tests/fixtures/deploy-repo) at DIR.

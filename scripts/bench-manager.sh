@@ -57,7 +57,7 @@ cleanup() {
 	fi
 	# this run's own sandboxes (found by their state directory, unique to this run), killed by PID
 	for p in $(pgrep -f -- "--state-dir $STATE/sandboxes/" || true); do kill -KILL "$p" 2>/dev/null || true; done
-	rm -rf "$work"
+	discard "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -404,6 +404,6 @@ for level in $levels; do
 	printf '\n'
 	printf '      records: %d (not exited: %d); accepted->dispatched %d ms, dispatched->finished %d ms (mean); accepted->finished p50 %d ms, p95 %d ms; CPU busy %d%% of %d cores\n' \
 		"$nrec" "$notexited" "$q" "$r" "$p50" "$p95" "$busy" "$(nproc)"
-	rm -rf "$run"
+	discard "$run"
 done
 echo "  targets: at least 400 execs/s in total on 2 cores; 0 overlaps"

@@ -41,7 +41,7 @@ cleanup() {
 	done
 	[ -n "$service_pid" ] && kill "$service_pid" 2>/dev/null
 	wait 2>/dev/null || true
-	rm -rf "$work"
+	discard "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

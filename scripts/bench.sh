@@ -7,9 +7,11 @@
 set -euo pipefail
 build=${1:-build}
 # The rows of the final table: each part appends "path|measured|target|met" lines here.
-export BENCH_TABLE
+export BENCH_TABLE BENCH_TRASH
 BENCH_TABLE=$(mktemp /tmp/infra-sandbox-bench-table.XXXXXX)
-trap 'rm -f "$BENCH_TABLE"' EXIT
+# The parts' work directories, removed only after the last part (scripts/bench-lib.sh discard).
+BENCH_TRASH=$(mktemp -d /tmp/infra-sandbox-bench-trash.XXXXXX)
+trap 'rm -f "$BENCH_TABLE"; rm -rf "$BENCH_TRASH"' EXIT
 
 # The agent: per call beside bare bash, where one call goes, memory in an output flood, cold start
 # (scripts/bench-agent.sh).

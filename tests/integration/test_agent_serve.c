@@ -1731,6 +1731,25 @@ static const char *exec_in(struct fixture *f, struct agent_conn *c, const char *
 	return out;
 }
 
+/* The state letter of /proc/PID/stat ('Z' for a zombie), or 0 when it cannot be read. */
+static char proc_state(pid_t pid)
+{
+	char path[64], text[512], *close_paren;
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	close_paren = strrchr(text, ')');
+	return close_paren != NULL && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
 /* Whether pid's PID namespace is the agent's: the spawner's is, an init's never. */
 static bool in_agent_pidns(struct fixture *f, pid_t pid)
 {
@@ -1787,7 +1806,9 @@ static pid_t prebuilt_wait(struct fixture *f)
 		for (size_t i = 0; i < n; i++) {
 			char ready[64];
 
-			if (in_agent_pidns(f, kids[i]))
+			/* a dead child (the killed spawner, an init not yet reaped) has no namespace to
+			 * read: never taken for a waiting init */
+			if (proc_state(kids[i]) == 'Z' || in_agent_pidns(f, kids[i]))
 				continue;
 			/* built and waiting, not still being built */
 			snprintf(ready, sizeof ready, "prebuilt init %d ready", (int)kids[i]);
@@ -1814,22 +1835,9 @@ static pid_t spawner_find(struct fixture *f)
 /* Until pid is dead and not yet reaped (the agent reaps it when the next call looks). */
 static void zombie_wait(struct fixture *f, pid_t pid)
 {
-	char path[64], text[512], *close_paren;
-
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(5)) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
-
-		if (fd >= 0)
-			close(fd);
-		if (n <= 0)
-			continue;
-		text[n] = '\0';
-		close_paren = strrchr(text, ')');
-		if (close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z')
+	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end; sleep_ms(5))
+		if (proc_state(pid) == 'Z')
 			return;
-	}
 	fail_msg("the killed init %d did not die; log:\n%s", (int)pid, log_read(f));
 }
 
