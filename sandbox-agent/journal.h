@@ -8,9 +8,9 @@
  * they are written and the receipt's room given back (the settler, off the call's path). The begin,
  * the end and the two files are page-cache writes (issue 32): they survive every death of the agent,
  * not the machine's. So the journal carries the boot it was written under
- * (.boot, made durable once at open): a journal opened under another boot may have lost any begin
- * or end, so it is in doubt: a whole record still says what it says (digests, the receipt's HMAC), a
- * missing one is uncertain, never "unknown", and no exec is accepted on it any more. */
+ * (.boot, made durable once at open): a journal opened under another boot may have lost any of
+ * them, so it is in doubt: a whole record still says what it says (digests, the receipt's HMAC), a
+ * missing or damaged one is uncertain, never "unknown", and no exec is accepted on it any more. */
 #ifndef SB_JOURNAL_H
 #define SB_JOURNAL_H
 
@@ -39,7 +39,8 @@ struct journal_slot {
 	uint64_t seq;             /* 0: empty */
 	char exec_id[EXEC_ID_MAX + 1];
 	uint64_t generation;
-	bool open;                /* begun, its finished entry not yet durable */
+	bool open;                /* begun, its finished entry not yet written (or, past a big end or a
+	                           * fallback file, not yet durable: journal_finish_sync) */
 	bool room_pending;        /* ended; its receipt's room not yet given back (the settler) */
 };
 
