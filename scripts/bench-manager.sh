@@ -47,31 +47,29 @@ export SANDBOX_MANAGER_SOCKET=$STATE/manager.sock
 manager_pid=
 bg_pids=()
 
-cleanup() {
-	local p i
-	for p in "${bg_pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-	if [ -n "$manager_pid" ] && kill -TERM "$manager_pid" 2>/dev/null; then
-		for ((i = 0; i < 50; i++)); do kill -0 "$manager_pid" 2>/dev/null || break; sleep 0.1; done
+# manager_down: the manager stopped (TERM: it stops its sandboxes first), KILL after 10 s.
+manager_down() {
+	local i
+	[ -n "$manager_pid" ] || return 0
+	if kill -TERM "$manager_pid" 2>/dev/null; then
+		for ((i = 0; i < 100; i++)); do kill -0 "$manager_pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$manager_pid" 2>/dev/null || true
-		wait "$manager_pid" 2>/dev/null || true
 	fi
+	wait "$manager_pid" 2>/dev/null || true
+	manager_pid=
+	rm -f "$SANDBOX_MANAGER_SOCKET"
+}
+
+cleanup() {
+	local p
+	for p in "${bg_pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	manager_down
 	# this run's own sandboxes (found by their state directory, unique to this run), killed by PID
 	for p in $(pgrep -f -- "--state-dir $STATE/sandboxes/" || true); do kill -KILL "$p" 2>/dev/null || true; done
 	discard "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# manager_pid_down: the manager stopped as cleanup stops it (TERM: it stops its sandboxes first).
-manager_pid_down() {
-	local i
-	kill -TERM "$manager_pid" 2>/dev/null || true
-	for ((i = 0; i < 100; i++)); do kill -0 "$manager_pid" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$manager_pid" 2>/dev/null || true
-	wait "$manager_pid" 2>/dev/null || true
-	manager_pid=
-	rm -f "$SANDBOX_MANAGER_SOCKET"
-}
 
 BENCH_NAME=bench-manager
 # shellcheck source=scripts/bench-lib.sh
@@ -93,10 +91,22 @@ floor=$work/bench-nsfloor
 manager_up "$manager" "$build/sandbox-agent"
 
 sessions=()
+# warm SESSION...: one call in each, in parallel; dies when one fails.
+warm() {
+	local s p failed=0 pids=()
+	for s in "$@"; do
+		mgr exec --session "$s" -- true >/dev/null 2>&1 &
+		pids+=("$!")
+		bg_pids+=("$!")
+	done
+	for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+	bg_pids=()
+	((failed == 0)) || die "$failed warm-up calls failed"
+}
 # new_sessions COUNT: creates sessions until there are COUNT, then warms the new ones with one call
 # each (in parallel); prints how long that took.
 new_sessions() {
-	local want=$1 have=${#sessions[@]} s t0 t1 t2 p failed=0 pids=()
+	local want=$1 have=${#sessions[@]} s t0 t1 t2
 	((want > have)) || return 0
 	t0=$(now_us)
 	while ((${#sessions[@]} < want)); do
@@ -106,15 +116,8 @@ new_sessions() {
 		sessions+=("$s")
 	done
 	t1=$(now_us)
-	for s in "${sessions[@]:have}"; do
-		mgr exec --session "$s" -- true >/dev/null 2>&1 &
-		pids+=("$!")
-		bg_pids+=("$!")
-	done
-	for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
-	bg_pids=()
+	warm "${sessions[@]:have}"
 	t2=$(now_us)
-	((failed == 0)) || die "$failed warm-up calls failed"
 	printf '  (%d new sessions: created in %.1f s, one after another; warmed in %.1f s, in parallel)\n' \
 		$((want - have)) "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e6 }')" \
 		"$(awk -v a="$t1" -v b="$t2" 'BEGIN { print (b - a) / 1e6 }')"
@@ -283,17 +286,9 @@ done <<<"$rows"
 # (SANDBOX_AGENT_TIMING=1, passed on by the manager: one line per exec in each agent's log,
 # timestamps only), so the manager is stopped (it stops its sandboxes) and started again with it,
 # and the session's next call starts its sandbox anew.
-manager_pid_down
+manager_down
 SANDBOX_AGENT_TIMING=1 manager_up "$manager" "$build/sandbox-agent"
-# and every session warmed again, as part 2 expects them (in parallel, as new_sessions does)
-pids=()
-for w in "$s" "${sessions[@]}"; do
-	mgr exec --session "$w" -- true >/dev/null 2>&1 &
-	pids+=("$!")
-	bg_pids+=("$!")
-done
-for p in "${pids[@]}"; do wait "$p" || die "a call after the restart failed"; done
-bg_pids=()
+warm "$s" "${sessions[@]}" # every session warm again, as part 2 expects them
 echo
 # Where a warm CLI call's wall time goes: one more block of CLI calls alone (the MCP calls above
 # start no client), between two snapshots of the daemon's step clock; the agent's own steps of the
@@ -332,7 +327,6 @@ for k in queue sandbox dispatch command receipt record; do printf ' %s %d' "$k" 
 echo
 echo "  the agent's steps on those calls (SANDBOX_AGENT_TIMING=1, means, us; each since the previous one):"
 echo "   ${agent_steps:- (no timing lines: the agent log was not found)}"
-
 
 # --- 2. throughput ---------------------------------------------------------------------------------
 # A worker: one session, calls of `true` back to back until the deadline (or BENCH_CALLS calls);

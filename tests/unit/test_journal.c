@@ -580,6 +580,20 @@ static void end_bytes_damage(struct fixture *f, int slot, off_t at, const char *
 	close(fd);
 }
 
+/* a ended, then its entry's bytes put under b's name as well: what a crash of the machine without a
+ * filesystem journal could leave (a kept entry's reused file under its old name). */
+static void a_ended_and_copied_to_b(struct fixture *f)
+{
+	char *text;
+
+	end_a(f);
+	journal_settle_wait(&f->journal);
+	text = file_get(f->dir, "a.json");
+	assert_non_null(text);
+	file_put(f->dir, "b.json", text);
+	free(text);
+}
+
 /* An entry the machine's crash tore (nothing syncs one, issue 32) or filled with another exec's
  * bytes: on the same boot it is damaged (an error: nothing lost it), from another boot the record
  * may be lost: in doubt, answered uncertain, never an error and never the other exec's outcome. */
@@ -588,14 +602,8 @@ static void test_other_boot_damaged_entry_in_doubt(void **state)
 	struct fixture *f = *state;
 	struct journal_entry e;
 	struct sb_err err;
-	char *text;
 
-	end_a(f);
-	journal_settle_wait(&f->journal);
-	text = file_get(f->dir, "a.json");
-	assert_non_null(text);
-	file_put(f->dir, "b.json", text); /* a's bytes under b's name */
-	free(text);
+	a_ended_and_copied_to_b(f);
 	file_put(f->dir, "c.json", "{\"exec_id\":\"c\",\"sta"); /* torn */
 	assert_int_equal(journal_lookup(&f->journal, "c", &e, &err), -1);
 	assert_non_null(strstr(err.msg, "damaged"));
@@ -760,14 +768,8 @@ static void test_entry_of_another_exec_refused(void **state)
 	struct fixture *f = *state;
 	struct journal_entry e;
 	struct sb_err err;
-	char *text;
 
-	end_a(f);
-	journal_settle_wait(&f->journal);
-	text = file_get(f->dir, "a.json");
-	assert_non_null(text);
-	file_put(f->dir, "b.json", text);
-	free(text);
+	a_ended_and_copied_to_b(f);
 	assert_int_equal(journal_lookup(&f->journal, "b", &e, &err), -1);
 	assert_non_null(strstr(err.msg, "names another exec"));
 	expect_a_finished(f);
