@@ -6,7 +6,8 @@
 # from what a fresh machine has and a step missing here fails CI instead of hiding behind an earlier run.
 #   test-setup.sh          check every item; as root create what is missing
 #   test-setup.sh --reset  remove every item (the test user and its home, the npm trees, leftovers
-#                          of earlier runs outside the clone); kept: the Debian packages, npm's
+#                          of earlier runs outside the clone, the client's musl libraries, which
+#                          `make deps` builds again in seconds); kept: the Debian packages, npm's
 #                          download cache and the Kubernetes build cache (keyed by version)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,7 +45,8 @@ npm_tree_current() {
 # directories (tests/integration/lib*.sh, manager_*.sh), the unit tests' PostgreSQL (pgtest.h), the
 # test user's default agent directory (/tmp/sandbox-agent-UID; root's may be a real agent's, kept).
 # A fresh machine has none.
-leftover_globs=(/var/tmp/sandbox-it.* /var/tmp/sbu.* /tmp/sbm.* /tmp/sbh.* /tmp/sbpg.* /tmp/pgtest.*)
+leftover_globs=(/var/tmp/sandbox-it.* /var/tmp/sbu.* /tmp/sbm.* /tmp/sbh.* /tmp/sbpg.* /tmp/pgtest.*
+	/var/cache/infra-sandbox/musl-libs-*)
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
 

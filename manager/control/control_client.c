@@ -93,10 +93,10 @@ static int hostport_split(const char *hostport, char *host, size_t hlen, char *p
 /* A manager by address or by name: every address the name resolves to (getaddrinfo: /etc/hosts,
  * then DNS, as the system is configured) is tried in order within one connect bound. The name the
  * manager's certificate must carry is checked apart (server_name), so what the resolver answers
- * decides only where the handshake goes, never whom it trusts. This client is static (Makefile
- * CLIENT_LINK): a numeric address is parsed without NSS; a name loads glibc's NSS modules at run
- * time, which must be those of the glibc it was built with (the Debian of the build, as in the
- * manager and sandbox images). */
+ * decides only where the handshake goes, never whom it trusts. The client is static against musl
+ * (Makefile CLIENT_LIBC): a name is looked up in /etc/hosts, then by musl's own DNS resolver with
+ * /etc/resolv.conf's servers; no NSS module is ever loaded. The sanitizer build links glibc, whose
+ * getaddrinfo follows nsswitch.conf. */
 static int tcp_connect(const char *hostport, struct sb_err *err)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };

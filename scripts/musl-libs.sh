@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The client's two libraries built against musl (issue 32): jansson and mbedtls, from Debian's own
+# source packages of the versions installed for the rest of the build (libjansson-dev,
+# libmbedtls-dev), with Debian's patches, compiled by musl-gcc (Debian's musl-tools) into a cache
+# outside the clone keyed by those versions:
+#   $MUSL_LIBS_CACHE (default /var/cache/infra-sandbox/musl-libs-r<recipe>-jansson_<v>-mbedtls_<v>)
+#
+# Why the client is linked against musl: every glibc program's start asks the CPU for its caches
+# (init_cacheinfo: dozens of `cpuid` instructions), and in a virtual machine each `cpuid` exits to
+# the hypervisor. Measured here: an empty static glibc program takes 0.58 ms of CPU, the same program
+# against musl 0.04 ms. `sandbox-manager exec` is one process per call (docs/performance.md, "Cut:
+# the client linked against musl").
+#
+#   scripts/musl-libs.sh --dir   print the cache directory (builds nothing; the Makefile's path)
+#   scripts/musl-libs.sh         build the cache if it is missing (root: it writes under
+#                                /var/cache; about 12 s), print its directory
+# The sources come through a PRIVATE apt configuration (a deb-src line for the mirror apt already
+# uses), so the system's sources and lists are never touched; apt checks them against Debian's
+# signed indexes.
+set -euo pipefail
+
+recipe=1 # bump when a step below changes what lands in the cache
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=bookworm
+
+die() {
+	echo "musl-libs: $*" >&2
+	exit 1
+}
+
+# The source version of an installed -dev package: the cache follows what the glibc build links.
+source_version() {
+	local v
+	v=$(dpkg-query -W -f='${source:Version}' "$1" 2>/dev/null) || v=
+	[ -n "$v" ] || die "$1 is not installed; run as root: make deps"
+	echo "$v"
+}
+
+jansson_v=$(source_version libjansson-dev)
+mbedtls_v=$(source_version libmbedtls-dev)
+cache=${MUSL_LIBS_CACHE:-/var/cache/infra-sandbox/musl-libs-r$recipe-jansson_$jansson_v-mbedtls_$mbedtls_v}
+stamp=$cache/.complete
+
+if [ "${1:-}" = --dir ]; then
+	echo "$cache"
+	exit 0
+fi
+[ $# -eq 0 ] || die "usage: scripts/musl-libs.sh [--dir]"
+
+if [ -f "$stamp" ]; then
+	echo "$cache"
+	exit 0
+fi
+[ "$(id -u)" -eq 0 ] || die "$cache is missing; run as root: make deps (it builds it once, in seconds)"
+
+mkdir -p "$cache"
+# One build at a time per cache (two clones running `make deps` at once).
+exec 9>"$cache/.lock"
+flock 9
+if [ -f "$stamp" ]; then
+	echo "$cache"
+	exit 0
+fi
+
+# Its tools are the dependency step's packages (scripts/deps.sh).
+for t in musl-gcc dpkg-source cmake; do
+	command -v "$t" >/dev/null || die "$t is missing; run as root: make deps"
+done
+
+work=$(mktemp -d /var/tmp/infra-sandbox-musl.XXXXXX)
+trap 'rm -rf --one-file-system "$work"' EXIT
+
+apt_dir=$work/apt
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
+cat >"$apt_dir/sources.list" <<EOF
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror%/debian}/debian-security $suite-security main
+EOF
+papt=(-o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o Dir::Etc::sourceparts=- \
+	-o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache::archives=$apt_dir/archives" \
+	-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Sandbox::User=root)
+echo "musl-libs: private apt lists from $mirror" >&2
+apt-get "${papt[@]}" update -qq
+
+# Unpacked with Debian's patches applied; apt has already checked the files' hashes.
+fetch_source() {
+	cd "$work"
+	apt-get "${papt[@]}" source --download-only "$1=$2" >/dev/null ||
+		die "apt-get source $1=$2 failed (the mirror no longer has the installed version? upgrade lib$1-dev)"
+	dpkg-source --no-check -x "$1_${2#*:}.dsc" "$work/$1" >/dev/null
+}
+
+export CC=musl-gcc
+log=$work/build.log
+flags="-O2 -fstack-protector-strong -fPIE"
+
+echo "musl-libs: jansson $jansson_v" >&2
+fetch_source jansson "$jansson_v"
+(cd "$work/jansson" &&
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="$flags" \
+		-DCMAKE_INSTALL_PREFIX="$cache" -DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_BUILD_DOCS=OFF \
+		-DJANSSON_EXAMPLES=OFF -DJANSSON_WITHOUT_TESTS=ON &&
+	make -s -j"$(nproc)" -C build install) >>"$log" 2>&1 || die "jansson's build failed: $(tail -n 20 "$log")"
+
+echo "musl-libs: mbedtls $mbedtls_v" >&2
+fetch_source mbedtls "$mbedtls_v"
+# Debian configures mbedtls in its rules (threads, CMAC, ...), not in a patch: its installed config.h
+# of this very version is that configuration, so the musl build takes it as it is.
+cmp -s /usr/include/mbedtls/version.h "$work/mbedtls/include/mbedtls/version.h" ||
+	die "libmbedtls-dev's headers are not those of mbedtls $mbedtls_v"
+install -m 0644 /usr/include/mbedtls/config.h "$work/mbedtls/include/mbedtls/config.h"
+(cd "$work/mbedtls" && make -s -j"$(nproc)" -C library CFLAGS="$flags" static >>"$log" 2>&1) ||
+	die "mbedtls's build failed: $(tail -n 20 "$log")"
+mkdir -p "$cache/lib" "$cache/include"
+install -m 0644 "$work"/mbedtls/library/libmbed{tls,x509,crypto}.a "$cache/lib/"
+cp -R "$work/mbedtls/include/mbedtls" "$work/mbedtls/include/psa" "$cache/include/"
+
+# musl-gcc searches only musl's headers; the client needs the kernel's (linux/, asm/) beside them.
+mkdir -p "$cache/kernel"
+ln -sfn /usr/include/linux "$cache/kernel/linux"
+ln -sfn /usr/include/asm-generic "$cache/kernel/asm-generic"
+ln -sfn "/usr/include/$(gcc -dumpmachine)/asm" "$cache/kernel/asm"
+
+touch "$stamp"
+echo "$cache"
