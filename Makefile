@@ -154,8 +154,9 @@ $(BUILD)/musl/%.o: %.c | $(MUSL_LIBS)
 	$(MUSL_CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 # -z stack-size: musl gives a thread 128 KiB unless the program asks; glibc gave 8 MiB (its rlimit).
-$(BUILD)/sandbox-manager: $(patsubst %.c,$(BUILD)/musl/%.o,$(CLIENT_SRC))
-	$(MUSL_CC) $(LDFLAGS) -static -Wl,-z,stack-size=8388608 -o $@ $^ -L$(MUSL_LIBS)/lib $(CLIENT_LIBS)
+# Linked again when this Makefile changes: the flags are part of what the client is.
+$(BUILD)/sandbox-manager: $(patsubst %.c,$(BUILD)/musl/%.o,$(CLIENT_SRC)) Makefile
+	$(MUSL_CC) $(LDFLAGS) -static -Wl,-z,stack-size=8388608 -o $@ $(filter %.o,$^) -L$(MUSL_LIBS)/lib $(CLIENT_LIBS)
 else
 $(BUILD)/sandbox-manager: $(BUILD)/obj/manager/main.o $(BUILD)/libmanager.a $(BUILD)/libcommon.a
 	$(CC) $(LDFLAGS) $(CLIENT_LINK) -o $@ $^ $(CLIENT_LIBS)
