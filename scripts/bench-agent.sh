@@ -56,6 +56,14 @@ cp "$build/sandbox-agent" "$work/bin/"
 # The kernel's floor beside them: namespaces, id maps and /proc only (scripts/bench-nsfloor.c).
 cc -O2 -static -Wall -Wextra -Werror -o "$work/bin/bench-nsfloor" "$here/scripts/bench-nsfloor.c" ||
 	{ echo "bench-agent: cannot build scripts/bench-nsfloor.c" >&2; exit 1; }
+# The same program against musl, an anchor: it does not pay glibc's start (0.6 ms of `cpuid` exits in
+# a VM), which the client no longer pays either (docs/performance.md, "Cut: the client linked against
+# musl"). Only where musl-gcc and the kernel headers of scripts/musl-libs.sh's cache are.
+musl_kernel="$(bash "$here/scripts/musl-libs.sh" --dir 2>/dev/null)/kernel"
+if command -v musl-gcc >/dev/null && [ -d "$musl_kernel" ]; then
+	musl-gcc -O2 -static -Wall -Wextra -Werror -isystem "$musl_kernel" -o "$work/bin/bench-nsfloor-musl" \
+		"$here/scripts/bench-nsfloor.c" || echo "bench-agent: scripts/bench-nsfloor.c does not build against musl" >&2
+fi
 agent=$work/bin/sandbox-agent
 shm=$(mktemp -d -p /dev/shm infra-sandbox-ba.XXXXXX)
 mkdir -m 700 "$work/receipts"
@@ -71,6 +79,7 @@ block() {
 		bare) for ((i = 0; i < n; i++)); do bash -c true; done ;;
 		agent) for ((i = 0; i < n; i++)); do "$agent" exec --receipt-dir "$rdir" -- true >/dev/null || exit 1; done ;;
 		floor) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor" true || exit 1; done ;;
+		floor_musl) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor-musl" true || exit 1; done ;;
 		unshare) for ((i = 0; i < n; i++)); do unshare -Urpf --mount-proc bash -c true || exit 1; done ;;
 		bwrap) for ((i = 0; i < n; i++)); do
 			bwrap --unshare-user --unshare-pid --die-with-parent --ro-bind / / --dev /dev --proc /proc \
@@ -91,9 +100,10 @@ echo "sandbox-agent bench: $(uname -r), $(nproc) cores, uid $(id -u), load $(cut
 block bare 10 "" >/dev/null
 block agent 10 "$shm" >/dev/null || { echo "bench-agent: sandbox-agent exec failed:" >&2; "$agent" exec --receipt-dir "$shm" -- true >&2; exit 1; }
 block floor 10 "" >/dev/null || { echo "bench-agent: bench-nsfloor failed:" >&2; "$work/bin/bench-nsfloor" true; exit 1; }
-# The anchors: each one only where it runs here (bwrap may be missing; unshare -U may be refused).
+# The anchors: each one only where it runs here (bwrap may be missing; unshare -U may be refused;
+# the musl floor needs musl-gcc).
 anchors=()
-for a in unshare bwrap; do
+for a in unshare bwrap floor_musl; do
 	block "$a" 2 "" >/dev/null 2>&1 && anchors+=("$a")
 done
 declare -A aw_ ac_
@@ -123,7 +133,8 @@ printf '  sandbox-agent exec -- true          wall %6d us                (x%s wa
 	"$dw" "$(ratio "$dw" "$bw")" "$(df --output=fstype "$work" | tail -1 | tr -d ' ')"
 printf '  the namespaces alone (floor)       wall %6d us   CPU %6d us   (x%s wall, x%s CPU; scripts/bench-nsfloor.c: user, PID, mount ns, /proc)\n' \
 	"$fw" "$fc" "$(ratio "$fw" "$bw")" "$(ratio "$fc" "$bc")"
-declare -A aname=([unshare]='unshare -Urpf --mount-proc bash -c true' [bwrap]='bwrap (user+PID ns, ro /) bash -c true')
+declare -A aname=([unshare]='unshare -Urpf --mount-proc bash -c true' [bwrap]='bwrap (user+PID ns, ro /) bash -c true'
+	[floor_musl]='the floor built against musl')
 for a in "${anchors[@]}"; do
 	printf '  %-35s wall %6d us   CPU %6d us   (x%s of the floor wall, x%s CPU; an anchor)\n' \
 		"${aname[$a]}" "${aw_[$a]}" "${ac_[$a]}" "$(ratio "${aw_[$a]}" "$fw")" "$(ratio "${ac_[$a]}" "$fc")"
@@ -139,7 +150,10 @@ for a in "${anchors[@]}"; do
 	# CPU is not in the shell's children's times.
 	row "anchor: ${aname[$a]}" "x$(ratio "${aw_[$a]}" "$fw") of the floor wall" "(anchor)" "-"
 done
-[ "${#anchors[@]}" = 2 ] || row "anchor: bubblewrap or unshare" "not run here (not installed, or refused)" "(anchor)" "-"
+for a in unshare bwrap floor_musl; do
+	[[ " ${anchors[*]} " == *" $a "* ]] ||
+		row "anchor: ${aname[$a]}" "not run here (not installed, or refused)" "(anchor)" "-"
+done
 
 # --- 2. where one call goes ------------------------------------------------------------------------
 echo
