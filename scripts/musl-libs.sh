@@ -14,14 +14,13 @@
 #   scripts/musl-libs.sh --dir   print the cache directory (builds nothing; the Makefile's path)
 #   scripts/musl-libs.sh         build the cache if it is missing (root: it writes under
 #                                /var/cache; about 12 s), print its directory
-# The sources come through a PRIVATE apt configuration (a deb-src line for the mirror apt already
-# uses), so the system's sources and lists are never touched; apt checks them against Debian's
-# signed indexes.
+# The sources come through a private apt configuration (scripts/private-apt.sh): the system's
+# sources and lists are never touched, and apt checks them against Debian's signed indexes.
 set -euo pipefail
 
 recipe=1 # bump when a step below changes what lands in the cache
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-suite=bookworm
+# shellcheck source=scripts/private-apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/private-apt.sh"
 
 die() {
 	echo "musl-libs: $*" >&2
@@ -70,17 +69,8 @@ done
 work=$(mktemp -d /var/tmp/infra-sandbox-musl.XXXXXX)
 trap 'rm -rf --one-file-system "$work"' EXIT
 
-apt_dir=$work/apt
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
-cat >"$apt_dir/sources.list" <<EOF
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror%/debian}/debian-security $suite-security main
-EOF
-papt=(-o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o Dir::Etc::sourceparts=- \
-	-o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache::archives=$apt_dir/archives" \
-	-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Sandbox::User=root)
-echo "musl-libs: private apt lists from $mirror" >&2
-apt-get "${papt[@]}" update -qq
+echo "musl-libs: private apt lists from $apt_mirror" >&2
+private_apt "$work/apt" --security deb-src
 
 # Unpacked with Debian's patches applied; apt has already checked the files' hashes.
 fetch_source() {

@@ -26,8 +26,8 @@ set -euo pipefail
 k8s_version=1.20.2
 recipe=1 # bump when a step below changes what lands in the cache
 cache=${CLUSTER_CACHE:-/var/cache/infra-sandbox/kubernetes-$k8s_version}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-suite=bookworm
+# shellcheck source=scripts/private-apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../private-apt.sh"
 
 die() {
 	echo "cluster-build: $*" >&2
@@ -87,19 +87,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The private apt configuration: a deb-src line for the mirror apt already uses, its own lists and
-# archive cache. -o Dir::Etc::sourceparts=- disables the system's sources.list.d.
-apt_dir=$work/apt
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
-cat >"$apt_dir/sources.list" <<EOF
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main
-EOF
-papt=(-o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o Dir::Etc::sourceparts=- \
-	-o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache::archives=$apt_dir/archives" \
-	-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Sandbox::User=root)
-echo "cluster-build: private apt lists from $mirror" >&2
-apt-get "${papt[@]}" update -qq
+# The private apt configuration (scripts/private-apt.sh): binaries and the source, from the mirror.
+echo "cluster-build: private apt lists from $apt_mirror" >&2
+private_apt "$work/apt" deb deb-src
 
 # ---- daemons and sources that are unpacked, not installed ----
 cd "$work"
