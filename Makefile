@@ -29,14 +29,18 @@ endif
 # stays static without it.
 CLIENT_LINK  := $(AGENT_LINK)
 CLIENT_LIBS  := -ljansson -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
-# ... and against musl (issue 32): glibc's start alone asks the CPU for its caches with dozens of
-# `cpuid`s, each an exit to the hypervisor in a VM (0.58 ms of CPU here; musl's start 0.04 ms), and
-# `sandbox-manager exec` is one process per call. Its jansson and mbedtls are Debian's sources of the
-# installed versions, built once by scripts/musl-libs.sh (run by `make deps`). The sanitizer build
-# and CLIENT_LIBC=glibc link the client against glibc as before.
+# ... and against musl (issue 32), as the agent is: glibc's start alone asks the CPU for its caches
+# with dozens of `cpuid`s, each an exit to the hypervisor in a VM (0.58 ms of CPU here; musl's start
+# 0.04 ms), and `sandbox-manager exec` is one process per call, as `sandbox-agent exec` is one per
+# command. Their libraries are Debian's sources of the installed versions, built once by
+# scripts/musl-libs.sh (run by `make deps`). The sanitizer build, and CLIENT_LIBC=glibc or
+# AGENT_LIBC=glibc, link against glibc as before. The unit tests link the agent's glibc objects
+# (libagent.a); every integration test runs the programs built here.
 CLIENT_LIBC  ?= musl
+AGENT_LIBC   ?= musl
 ifeq ($(SANITIZE),1)
 CLIENT_LIBC  := glibc
+AGENT_LIBC   := glibc
 endif
 # The client's own files. A file the client comes to need and this list lacks is a link error that
 # names its symbol: add the file here.
@@ -58,6 +62,13 @@ COMMON_SRC := $(wildcard common/*.c)
 # one place) but is the manager's code: linked into libmanager.a, never into the static agent.
 SANDBOX_INIT_SRC := sandbox-agent/sandbox_init.c
 AGENT_SRC  := $(filter-out sandbox-agent/main.c $(SANDBOX_INIT_SRC),$(wildcard sandbox-agent/*.c))
+# The static agent's files against musl: all of its own, and the common ones it links (a file it
+# comes to need and this list lacks is a link error that names its symbol: add the file here).
+AGENT_MUSL_SRC := sandbox-agent/main.c $(AGENT_SRC) \
+                $(addprefix common/,clock.c error.c failpoint.c fdio.c frame.c fstype.c handshake_slots.c \
+                  live_ring.c log.c mountfd.c names.c nsspawn.c opts.c pathfmt.c proto.c random.c \
+                  receipt_mac.c sock.c textesc.c thread.c tls.c tls_pipe.c utf8.c) \
+                $(GEN_SRC) $(BUILD)/gen/seccomp_bpf.c
 MANAGER_SRC:= $(wildcard manager/*/*.c)
 # The manager's folders (docs/architecture.md): each is on the manager's include path, and on no
 # other program's: the agent cannot include manager code, the compiler says so.
@@ -135,28 +146,40 @@ $(BUILD)/libagent.a: $(AGENT_OBJ)
 $(BUILD)/libmanager.a: $(MANAGER_OBJ)
 	$(archive)
 
-$(BUILD)/sandbox-agent: $(BUILD)/obj/sandbox-agent/main.o $(BUILD)/libagent.a $(BUILD)/libcommon.a
-	$(CC) $(LDFLAGS) $(AGENT_LINK) -o $@ $^ $(AGENT_LIBS)
-
-ifeq ($(CLIENT_LIBC),musl)
+# The musl programs' objects (issue 32), in $(BUILD)/musl/.
 MUSL_CC   := musl-gcc
 # $(BUILD)/musl/libs: a link to scripts/musl-libs.sh's cache, made after the dependency step (the
 # cache's name needs the installed versions). A cache removed since is built again (make sees the
-# dangling link as missing).
+# dangling link as missing), and so is one whose recipe or versions changed: the dependency step
+# runs again when scripts/musl-libs.sh changes, and make reads the link's time as its directory's,
+# which is touched when linked (by root, who owns the cache; for anyone else the step only re-links).
 MUSL_LIBS := $(BUILD)/musl/libs
-$(MUSL_LIBS): | $(DEPS_STAMP)
+$(MUSL_LIBS): $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	@dir=$$(bash scripts/musl-libs.sh) && ln -sfn "$$dir" $@
-# musl's own headers, the two libraries' and the kernel's; never glibc's (/usr/include).
-$(BUILD)/musl/%.o: CFLAGS += $(MANAGER_INC) -isystem $(MUSL_LIBS)/include -isystem $(MUSL_LIBS)/kernel
-$(BUILD)/musl/%.o: %.c | $(MUSL_LIBS)
+	@dir=$$(bash scripts/musl-libs.sh) && ln -sfn "$$dir" $@ && { touch -c "$$dir" 2>/dev/null || true; }
+# musl's own headers, the libraries' and the kernel's; never glibc's (/usr/include). The manager's
+# folders only for the client's files, as for glibc (the agent cannot include manager code).
+$(BUILD)/musl/%.o: CFLAGS += -isystem $(MUSL_LIBS)/include -isystem $(MUSL_LIBS)/kernel
+$(BUILD)/musl/manager/%.o: CFLAGS += $(MANAGER_INC)
+$(BUILD)/musl/$(BUILD)/gen/%.o: CFLAGS += -Wno-shadow -iquote sandbox-agent
+$(BUILD)/musl/%.o: %.c $(BUILD)/gen/sandbox.pb-c.h | $(MUSL_LIBS)
 	@mkdir -p $(dir $@)
 	$(MUSL_CC) $(CFLAGS) -MMD -MP -c -o $@ $<
-
 # -z stack-size: musl gives a thread 128 KiB unless the program asks; glibc gave 8 MiB (its rlimit).
-# Linked again when this Makefile changes: the flags are part of what the client is.
+# Linked again when this Makefile changes: the flags are part of what the programs are.
+MUSL_LINK := -static -Wl,-z,stack-size=8388608
+
+ifeq ($(AGENT_LIBC),musl)
+$(BUILD)/sandbox-agent: $(patsubst %.c,$(BUILD)/musl/%.o,$(AGENT_MUSL_SRC)) Makefile
+	$(MUSL_CC) $(LDFLAGS) $(MUSL_LINK) -o $@ $(filter %.o,$^) -L$(MUSL_LIBS)/lib $(AGENT_LIBS)
+else
+$(BUILD)/sandbox-agent: $(BUILD)/obj/sandbox-agent/main.o $(BUILD)/libagent.a $(BUILD)/libcommon.a
+	$(CC) $(LDFLAGS) $(AGENT_LINK) -o $@ $^ $(AGENT_LIBS)
+endif
+
+ifeq ($(CLIENT_LIBC),musl)
 $(BUILD)/sandbox-manager: $(patsubst %.c,$(BUILD)/musl/%.o,$(CLIENT_SRC)) Makefile
-	$(MUSL_CC) $(LDFLAGS) -static -Wl,-z,stack-size=8388608 -o $@ $(filter %.o,$^) -L$(MUSL_LIBS)/lib $(CLIENT_LIBS)
+	$(MUSL_CC) $(LDFLAGS) $(MUSL_LINK) -o $@ $(filter %.o,$^) -L$(MUSL_LIBS)/lib $(CLIENT_LIBS)
 else
 $(BUILD)/sandbox-manager: $(BUILD)/obj/manager/main.o $(BUILD)/libmanager.a $(BUILD)/libcommon.a
 	$(CC) $(LDFLAGS) $(CLIENT_LINK) -o $@ $^ $(CLIENT_LIBS)

@@ -12,6 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
+
 int mfd_open_nofollow(int dirfd, const char *path, uint64_t flags)
 {
 	struct open_how how = {

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
+
 #define MOUNTINFO_MAX (64u << 20) /* thousands of mounts take a few MiB; beyond this, refuse */
 #define MOUNTINFO_FIELDS 5        /* id, parent id, major:minor, root, mount point */
 

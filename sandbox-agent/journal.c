@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
+
 /* The settler: gives back the blocks each receipt's room reserved past its end (receipt.c
  * room_write), off the call's path (the result is out). Nothing is synced here: the end's files
  * hold for this boot (issue 32, docs/performance.md "Cut: the settler syncs nothing"). A slot is

@@ -16,6 +16,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
+
 #include "fstype.h"
 #include "mountfd.h"
 #include "steptime.h"

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
+
 #include "fdio.h"
 #include "pathfmt.h"
 #include "random.h"

@@ -332,11 +332,15 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
  * per-thread arena and, after the first free of a mapped chunk, raise its mmap threshold so that
  * later ones stay in that arena's heap: the agent then keeps its peak for good (8-9 MB after one
  * flood). A fixed threshold keeps every large buffer a mapping of its own, returned whole on
- * free; one arena because execs run one at a time. Refusals change nothing but memory use. */
+ * free; one arena because execs run one at a time. Refusals change nothing but memory use.
+ * musl's allocator (the static agent's, issue 32) has neither arenas nor a moving threshold: it maps
+ * every chunk above 128 KiB on its own and unmaps it on free, so there is nothing to set. */
 static void memory_bound(void)
 {
+#ifdef __GLIBC__
 	(void)mallopt(M_MMAP_THRESHOLD, 64 * 1024);
 	(void)mallopt(M_ARENA_MAX, 1);
+#endif
 }
 
 int cli_serve(int argc, char **argv)

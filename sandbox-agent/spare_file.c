@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
+
 #include "fdio.h"
 
 void spare_file_init(struct spare_file *sf, const char *name)

@@ -12,8 +12,9 @@
 # against the labels the backend sets).
 # bubblewrap: an anchor of `make bench` only (bubblewrap with user and PID namespaces, beside the
 # kernel's floor; scripts/bench-agent.sh), never used by the project itself.
-# musl-tools, dpkg-dev, cmake: the client's jansson and mbedtls built against musl from Debian's
-# sources (scripts/musl-libs.sh, which the Makefile's dependency step runs after this one).
+# musl-tools, dpkg-dev, cmake, gperf: the static programs' libraries built against musl from
+# Debian's sources (scripts/musl-libs.sh, which the Makefile's dependency step runs after this one;
+# gperf makes libseccomp's syscall tables).
 # libmicrohttpd-dev: the manager's HTTP listeners (the metrics listener, manager/core/metrics_http.c;
 # `mcp --http`, manager/front/mcp_http.c; issue 28's egress proxy), linked into the daemon only.
 set -euo pipefail
@@ -25,7 +26,7 @@ packages=(
 	git jq util-linux procps passwd iproute2 nodejs python3 python3-yaml openssl
 	podman runc uidmap debootstrap curl
 	sqlite3 systemd postgresql-15 slirp4netns bubblewrap
-	musl-tools dpkg-dev cmake
+	musl-tools dpkg-dev cmake gperf
 )
 
 missing=()

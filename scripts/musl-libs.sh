@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# The client's two libraries built against musl (issue 32): jansson and mbedtls, from Debian's own
-# source packages of the versions installed for the rest of the build (libjansson-dev,
-# libmbedtls-dev), with Debian's patches, compiled by musl-gcc (Debian's musl-tools) into a cache
-# outside the clone keyed by those versions:
-#   $MUSL_LIBS_CACHE (default /var/cache/infra-sandbox/musl-libs-r<recipe>-jansson_<v>-mbedtls_<v>)
+# The static programs' libraries built against musl (issue 32): jansson and mbedtls (the client and
+# the agent), libseccomp, libcap and protobuf-c (the agent), from Debian's own source packages of the
+# versions installed for the rest of the build (their -dev packages), with Debian's patches,
+# compiled by musl-gcc (Debian's musl-tools) into a cache outside the clone keyed by those versions:
+#   $MUSL_LIBS_CACHE (default /var/cache/infra-sandbox/musl-libs-r<recipe>-<source>_<version>...)
 #
-# Why the client is linked against musl: every glibc program's start asks the CPU for its caches
-# (init_cacheinfo: dozens of `cpuid` instructions), and in a virtual machine each `cpuid` exits to
-# the hypervisor. Measured here: an empty static glibc program takes 0.58 ms of CPU, the same program
-# against musl 0.04 ms. `sandbox-manager exec` is one process per call (docs/performance.md, "Cut:
-# the client linked against musl").
+# Why the two static programs are linked against musl: every glibc program's start asks the CPU for
+# its caches (init_cacheinfo: dozens of `cpuid` instructions), and in a virtual machine each `cpuid`
+# exits to the hypervisor. Measured here: an empty static glibc program takes 0.58 ms of CPU, the
+# same program against musl 0.04 ms. `sandbox-manager exec` is one process per call, and so is
+# `sandbox-agent exec` (docs/performance.md, "Cut: the client linked against musl", "Cut: the agent
+# linked against musl").
 #
 #   scripts/musl-libs.sh --dir   print the cache directory (builds nothing; the Makefile's path)
 #   scripts/musl-libs.sh         build the cache if it is missing (root: it writes under
-#                                /var/cache; about 12 s), print its directory
+#                                /var/cache; about 30 s), print its directory
 # The sources come through a private apt configuration (scripts/private-apt.sh): the system's
 # sources and lists are never touched, and apt checks them against Debian's signed indexes.
 set -euo pipefail
 
-recipe=1 # bump when a step below changes what lands in the cache
+recipe=2 # bump when a step below changes what lands in the cache
 # shellcheck source=scripts/private-apt.sh
 . "$(dirname "${BASH_SOURCE[0]}")/private-apt.sh"
 
@@ -37,7 +38,11 @@ source_version() {
 
 jansson_v=$(source_version libjansson-dev)
 mbedtls_v=$(source_version libmbedtls-dev)
-cache=${MUSL_LIBS_CACHE:-/var/cache/infra-sandbox/musl-libs-r$recipe-jansson_$jansson_v-mbedtls_$mbedtls_v}
+seccomp_v=$(source_version libseccomp-dev)
+libcap_v=$(source_version libcap-dev)
+protobuf_c_v=$(source_version libprotobuf-c-dev)
+key=jansson_$jansson_v-mbedtls_$mbedtls_v-libseccomp_$seccomp_v-libcap2_${libcap_v#*:}-protobuf-c_$protobuf_c_v
+cache=${MUSL_LIBS_CACHE:-/var/cache/infra-sandbox/musl-libs-r$recipe-$key}
 stamp=$cache/.complete
 
 if [ "${1:-}" = --dir ]; then
@@ -62,7 +67,7 @@ if [ -f "$stamp" ]; then
 fi
 
 # Its tools are the dependency step's packages (scripts/deps.sh).
-for t in musl-gcc dpkg-source cmake; do
+for t in musl-gcc dpkg-source cmake gperf; do
 	command -v "$t" >/dev/null || die "$t is missing; run as root: make deps"
 done
 
@@ -76,13 +81,20 @@ private_apt "$work/apt" --security deb-src
 fetch_source() {
 	cd "$work"
 	apt-get "${papt[@]}" source --download-only "$1=$2" >/dev/null ||
-		die "apt-get source $1=$2 failed (the mirror no longer has the installed version? upgrade lib$1-dev)"
+		die "apt-get source $1=$2 failed (the mirror no longer has the installed version? upgrade its -dev package)"
 	dpkg-source --no-check -x "$1_${2#*:}.dsc" "$work/$1" >/dev/null
 }
 
+# musl-gcc searches only musl's headers; the programs and libseccomp and libcap need the kernel's
+# (linux/, asm/) beside them.
+mkdir -p "$cache/kernel"
+ln -sfn /usr/include/linux "$cache/kernel/linux"
+ln -sfn /usr/include/asm-generic "$cache/kernel/asm-generic"
+ln -sfn "/usr/include/$(gcc -dumpmachine)/asm" "$cache/kernel/asm"
+
 export CC=musl-gcc
 log=$work/build.log
-flags="-O2 -fstack-protector-strong -fPIE"
+flags="-O2 -fstack-protector-strong -fPIE -isystem $cache/kernel"
 
 echo "musl-libs: jansson $jansson_v" >&2
 fetch_source jansson "$jansson_v"
@@ -105,11 +117,29 @@ mkdir -p "$cache/lib" "$cache/include"
 install -m 0644 "$work"/mbedtls/library/libmbed{tls,x509,crypto}.a "$cache/lib/"
 cp -R "$work/mbedtls/include/mbedtls" "$work/mbedtls/include/psa" "$cache/include/"
 
-# musl-gcc searches only musl's headers; the client needs the kernel's (linux/, asm/) beside them.
-mkdir -p "$cache/kernel"
-ln -sfn /usr/include/linux "$cache/kernel/linux"
-ln -sfn /usr/include/asm-generic "$cache/kernel/asm-generic"
-ln -sfn "/usr/include/$(gcc -dumpmachine)/asm" "$cache/kernel/asm"
+# The agent's three. libseccomp's tables are generated with gperf at build time.
+echo "musl-libs: libseccomp $seccomp_v" >&2
+fetch_source libseccomp "$seccomp_v"
+(cd "$work/libseccomp" &&
+	./configure --prefix="$cache" --enable-static --disable-shared --disable-python CFLAGS="$flags" &&
+	make -s -j"$(nproc)" -C src install && make -s -C include install) >>"$log" 2>&1 ||
+	die "libseccomp's build failed: $(tail -n 20 "$log")"
+
+echo "musl-libs: libcap $libcap_v" >&2
+fetch_source libcap2 "$libcap_v"
+# Only the library (no shared object, PAM module or Go); its name table is made by the host's gcc.
+(cd "$work/libcap2" && make -s -C libcap CC=musl-gcc BUILD_CC=gcc CFLAGS="$flags" SHARED=no PAM_CAP=no \
+	GOLANG=no libcap.a) >>"$log" 2>&1 || die "libcap's build failed: $(tail -n 20 "$log")"
+install -m 0644 "$work/libcap2/libcap/libcap.a" "$cache/lib/"
+mkdir -p "$cache/include/sys"
+install -m 0644 "$work/libcap2/libcap/include/sys/capability.h" "$cache/include/sys/"
+
+echo "musl-libs: protobuf-c $protobuf_c_v" >&2
+fetch_source protobuf-c "$protobuf_c_v"
+# The runtime library only: the generated code comes from the host's protoc-c, as for glibc.
+(cd "$work/protobuf-c" &&
+	./configure --prefix="$cache" --enable-static --disable-shared --disable-protoc CFLAGS="$flags" &&
+	make -s -j"$(nproc)" install) >>"$log" 2>&1 || die "protobuf-c's build failed: $(tail -n 20 "$log")"
 
 touch "$stamp"
 echo "$cache"

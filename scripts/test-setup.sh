@@ -6,7 +6,7 @@
 # from what a fresh machine has and a step missing here fails CI instead of hiding behind an earlier run.
 #   test-setup.sh          check every item; as root create what is missing
 #   test-setup.sh --reset  remove every item (the test user and its home, the npm trees, leftovers
-#                          of earlier runs outside the clone, the client's musl libraries, which
+#                          of earlier runs outside the clone, the programs' musl libraries, which
 #                          `make deps` builds again in seconds); kept: the Debian packages, npm's
 #                          download cache and the Kubernetes build cache (keyed by version)
 set -euo pipefail
