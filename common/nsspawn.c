@@ -104,13 +104,13 @@ int spawn_id_maps_write_groups_open(pid_t pid, uid_t inside_uid, uid_t outside_u
 
 int spawn_signals_default(struct sb_err *err)
 {
-	struct sigaction dfl;
+	/* The kernel's own struct sigaction, zeroed: SIG_DFL, no flags, an empty mask, in every
+	 * architecture's layout (handler, flags, [restorer,] mask); 8 bytes of mask for 64 signals. */
+	unsigned long dfl[4] = { 0 };
 	sigset_t none;
 
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
+	for (int sig = 1; sig <= 64; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && syscall(SYS_rt_sigaction, sig, dfl, NULL, 8) < 0)
 			return sb_fail_errno(err, "resetting the disposition of signal %d", sig);
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)

@@ -41,7 +41,10 @@ int spawn_id_maps_write_groups_open(pid_t pid, uid_t inside_uid, uid_t outside_u
 
 /* Child side: default dispositions for every signal and an empty mask. A handler inherited from
  * the parent would let processes inside signal a namespace's init, which the kernel otherwise
- * protects; blocked signals would carry over into the command. */
+ * protects; blocked signals would carry over into the command, and so would ignored ones (execve
+ * keeps SIG_IGN). Every signal the kernel has, the libc's own included: sigaction() refuses those
+ * (glibc's 32 and 33, musl's 32 to 34), and musl leaves its 34 ignored after a call that
+ * broadcast to the agent's threads (setgroups, __synccall). */
 int spawn_signals_default(struct sb_err *err);
 
 /* Child side: close every descriptor but the n in keep (sorted in place). A clone holds a copy
@@ -49,8 +52,9 @@ int spawn_signals_default(struct sb_err *err);
 int spawn_fds_keep(unsigned *keep, size_t n, struct sb_err *err);
 
 /* Child side: become uid and gid (real, effective and saved; gid first, while the uid may still
- * change it). Raw syscalls: glibc's wrappers broadcast the change to every thread glibc remembers,
- * and a clone of a multi-threaded parent has only one (the broadcast would signal it forever). */
+ * change it). Raw syscalls: the libc wrappers broadcast the change to every thread the libc
+ * remembers (glibc's setxid signal, musl's __synccall), and a clone of a multi-threaded parent has
+ * only one (the broadcast would signal it forever, or signal unrelated tids). */
 int spawn_ids_set(uid_t uid, gid_t gid, struct sb_err *err);
 
 /* Child side, just before execve: every descriptor above 2 close-on-exec (the error pipe stays

@@ -1,7 +1,10 @@
 /* init: PID 1 of a command's PID namespace, in the spirit of tini: single-threaded, default
  * signal dispositions, no handlers, reaps everything. Also the command's last steps.
- * Runs in a clone() of the agent: no allocation, no stdio, no glibc fork() (whose atfork
- * handlers take locks another agent thread may have held at clone time). */
+ * Runs in a clone() of the agent: no allocation, no stdio, no libc fork() (whose atfork
+ * handlers take locks another agent thread may have held at clone time). The static agent is
+ * built against musl (issue 32); each libc call made here is a plain system call in both libcs,
+ * and setrlimit is prlimit64 in both (musl broadcasts to its threads only where the kernel lacks
+ * prlimit64, before Linux 2.6.36). */
 #include "init.h"
 
 #include <errno.h>
@@ -142,8 +145,8 @@ static char command_stack[64 * 1024] __attribute__((aligned(16)));
  * suspends init for that time, so the two never run on the same memory at once. Safe because the
  * command's steps before execve allocate nothing and write only their own stack (command_stack), the
  * pipes and their own kernel state: the session, descriptors, limits, Landlock and seccomp are per
- * process (no CLONE_THREAD, CLONE_FILES or CLONE_SIGHAND), so none of them reaches init. glibc's
- * clone() runs no atfork handlers. */
+ * process (no CLONE_THREAD, CLONE_FILES or CLONE_SIGHAND), so none of them reaches init. Neither
+ * glibc's clone() nor musl's runs atfork handlers. */
 static pid_t command_start(const struct init_context *ctx)
 {
 	return (pid_t)clone(command_entry, command_stack + sizeof command_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,

@@ -43,8 +43,9 @@ int privileges_drop(uid_t uid, gid_t gid, cap_t no_caps, struct sb_err *err)
 	/* The ids are already the mapped ones; setting them names them explicitly and clears
 	 * saved ids that could otherwise be switched back to. gid first, while uid may still
 	 * have the right to change it. */
-	/* Raw syscalls (spawn_ids_set): glibc's wrappers broadcast the change to every thread of
-	 * the process as glibc remembers it, and init is a clone of a multi-threaded agent whose
+	/* Raw syscalls (spawn_ids_set): the libc wrappers (glibc's and musl's, the static agent's)
+	 * broadcast the change to every thread of the process as the libc remembers it, and init is
+	 * a clone of a multi-threaded agent whose
 	 * thread list is stale here (as PID 1 of a namespace, the broadcast would signal init
 	 * itself forever). */
 	if (spawn_ids_set(uid, gid, err) < 0)

@@ -98,6 +98,19 @@ test_cwd() {
 }
 t cwd test_cwd
 
+# Every signal reaches the command with its default disposition and unblocked, even one the agent's
+# own parent ignored (SIG_IGN survives execve). 34 (RTMIN to glibc) is musl's own, which its
+# sigaction refuses, so init resets each one with the kernel's rt_sigaction (common/nsspawn.c
+# spawn_signals_default).
+test_signals_default() {
+	AGENT_WRAP=(perl -e '$SIG{$_} = "IGNORE" for qw(PIPE TERM HUP USR1 RTMIN NUM40 RTMAX); exec @ARGV or die')
+	ax_ok -- 'grep -E "^Sig(Ign|Blk):" /proc/self/status; grep -E "^Sig(Ign|Blk):" /proc/1/status'
+	AGENT_WRAP=()
+	assert_result exited 0 null
+	assert_json .stdout "$(json_str $'SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n')"
+}
+t signals_default test_signals_default
+
 # The command is PID 2 of a fresh PID namespace whose PID 1 is the agent's init; only they exist.
 test_pid_namespace() {
 	ax_ok -- 'echo $$; cd /proc && for d in [0-9]*; do printf "%s " "$d"; done; echo;
