@@ -53,6 +53,26 @@ char *sb_log_timestamp(int64_t real_ms, char *buf)
 	return buf;
 }
 
+/* One write per line, its newline included. stderr is unbuffered, so each stdio call is written as
+ * it comes, and musl (the static programs' libc) writes "%s\n" as two: the text, then the newline.
+ * A file opened O_APPEND (the process backend's agent.log, shared with the network helper) or a pipe
+ * keeps one write whole, so the line cannot be cut by another process's. *text is the caller's to
+ * free, grown in place to hold the newline. */
+static void line_write(char **text)
+{
+	size_t len = strlen(*text);
+	char *whole = realloc(*text, len + 2);
+
+	if (whole == NULL) {
+		fprintf(stderr, "%s\n", *text);
+		return;
+	}
+	*text = whole;
+	whole[len] = '\n';
+	whole[len + 1] = '\0';
+	fputs(whole, stderr);
+}
+
 void sb_log(enum sb_log_level level, const char *fmt, ...)
 {
 	char msg[2048], ts[SB_LOG_TS_LEN];
@@ -76,7 +96,7 @@ void sb_log(enum sb_log_level level, const char *fmt, ...)
 				 log_component, "msg", "(log message was not valid UTF-8)");
 	text = line ? textesc_json_dumps(line, JSON_COMPACT) : NULL;
 	if (text != NULL)
-		fprintf(stderr, "%s\n", text);
+		line_write(&text);
 	free(text);
 	json_decref(line);
 }

@@ -111,6 +111,33 @@ test_signals_default() {
 }
 t signals_default test_signals_default
 
+# A log line is one write, its newline included (common/log.c): musl writes "%s\n" as two, and a line
+# written in two can be cut by another process's write to the same O_APPEND log (the process
+# backend's agent.log) or pipe. stderr is a SOCK_SEQPACKET socket here: one packet per write.
+test_log_line_one_write() {
+	local line
+	line=$(as_user /usr/bin/python3 - "$AGENT" "$WD" <<'PY'
+import json, socket, subprocess, sys
+agent, wd = sys.argv[1], sys.argv[2]
+mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+pem = wd + "/absent.pem"
+# serve refuses a state directory that is not there, with one log line
+subprocess.run([agent, "serve", "--listen", "unix:" + wd + "/absent/agent.sock", "--state-dir", wd + "/absent",
+                "--tls-cert", pem, "--tls-key", pem, "--tls-ca", pem, "--manager-name", "m"],
+               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=theirs, timeout=20)
+theirs.close()
+first = mine.recv(1 << 16).decode()
+try:
+    whole = first.endswith("\n") and first.count("\n") == 1 and json.loads(first)["level"] == "error"
+except ValueError:
+    whole = False
+print("one whole line" if whole else "not one whole line: " + repr(first))
+PY
+	)
+	assert_eq "the log's first write" "one whole line" "$line"
+}
+t log_line_one_write test_log_line_one_write
+
 # The command is PID 2 of a fresh PID namespace whose PID 1 is the agent's init; only they exist.
 test_pid_namespace() {
 	ax_ok -- 'echo $$; cd /proc && for d in [0-9]*; do printf "%s " "$d"; done; echo;
