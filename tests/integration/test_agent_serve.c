@@ -1752,9 +1752,8 @@ static char proc_state(pid_t pid)
 	return close_paren != NULL && close_paren[1] == ' ' ? close_paren[2] : 0;
 }
 
-/* 1 if pid's PID namespace is the agent's (the spawner's is, an init's never), 0 if it is another,
- * -1 if it cannot be read: pid is gone, or dead and not yet reaped. */
-static int agent_pidns_is(struct fixture *f, pid_t pid)
+/* Whether pid's PID namespace is the agent's: the spawner's is, an init's never. */
+static bool in_agent_pidns(struct fixture *f, pid_t pid)
 {
 	char path[64], mine[64] = "", its[64] = "";
 	ssize_t n;
@@ -1764,12 +1763,7 @@ static int agent_pidns_is(struct fixture *f, pid_t pid)
 	assert_true(n > 0);
 	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
 	n = readlink(path, its, sizeof its - 1);
-	return n <= 0 ? -1 : strcmp(mine, its) == 0;
-}
-
-static bool in_agent_pidns(struct fixture *f, pid_t pid)
-{
-	return agent_pidns_is(f, pid) == 1;
+	return n > 0 && strcmp(mine, its) == 0;
 }
 
 /* The agent's children now (every thread's), at most max of them. */
@@ -1812,11 +1806,13 @@ static pid_t prebuilt_wait(struct fixture *f)
 		size_t n = agent_children(f, kids, 8);
 
 		for (size_t i = 0; i < n; i++) {
-			char ready[64];
+			char ready[64], state = proc_state(kids[i]);
 
-			/* a dead child (the killed spawner, an init not yet reaped), or one reaped since
-			 * the list was read, has no namespace to read: never taken for a waiting init */
-			if (proc_state(kids[i]) == 'Z' || agent_pidns_is(f, kids[i]) != 0)
+			/* a dead child (the killed spawner, an init not yet reaped: Z, or X while it is
+			 * reaped), or one reaped since the list was read (no state): never taken for a
+			 * waiting init. (An unreadable namespace is no test: an unprivileged agent's init
+			 * is not dumpable, so its namespace cannot be read.) */
+			if (state == 0 || state == 'Z' || state == 'X' || in_agent_pidns(f, kids[i]))
 				continue;
 			/* built and waiting, not still being built */
 			snprintf(ready, sizeof ready, "prebuilt init %d ready", (int)kids[i]);
