@@ -2,9 +2,11 @@
  * signal dispositions, no handlers, reaps everything. Also the command's last steps.
  * Runs in a clone() of the agent: no allocation, no stdio, no libc fork() (whose atfork
  * handlers take locks another agent thread may have held at clone time). The static agent is
- * built against musl (issue 32); each libc call made here is a plain system call in both libcs,
- * and setrlimit is prlimit64 in both (musl broadcasts to its threads only where the kernel lacks
- * prlimit64, before Linux 2.6.36). */
+ * built against musl (issue 32); the libc functions used here take no lock and broadcast nothing
+ * in either libc: system call wrappers (setrlimit is prlimit64 in both; musl broadcasts to its
+ * threads only where the kernel lacks prlimit64, before Linux 2.6.36) and string and memory
+ * functions on init's own buffers (an error's text: vsnprintf, no FILE lock). Signals and
+ * credentials go through bare system calls (nsspawn.h says why). */
 #include "init.h"
 
 #include <errno.h>

@@ -45,9 +45,8 @@ int privileges_drop(uid_t uid, gid_t gid, cap_t no_caps, struct sb_err *err)
 	 * have the right to change it. */
 	/* Raw syscalls (spawn_ids_set): the libc wrappers (glibc's and musl's, the static agent's)
 	 * broadcast the change to every thread of the process as the libc remembers it, and init is
-	 * a clone of a multi-threaded agent whose
-	 * thread list is stale here (as PID 1 of a namespace, the broadcast would signal init
-	 * itself forever). */
+	 * a clone of a multi-threaded agent whose thread list is stale here (as PID 1 of a
+	 * namespace, the broadcast would signal init itself forever). */
 	if (spawn_ids_set(uid, gid, err) < 0)
 		return -1;
 	/* Bounding set before the permitted set: dropping from it needs CAP_SETPCAP. */
