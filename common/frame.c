@@ -82,12 +82,19 @@ int frame_write(struct sb_stream *s, const void *buf, size_t len, size_t cap, st
 	return write_all(s, buf, len, err);
 }
 
-int frame_write_room(struct sb_stream *s, uint8_t *buf, size_t len, size_t cap, struct sb_err *err)
+int frame_write_rooms(struct sb_stream *s, uint8_t *buf, const size_t *lens, size_t n, size_t cap,
+		      struct sb_err *err)
 {
-	if (len > cap || len > UINT32_MAX)
-		return sb_fail(err, EMSGSIZE, "frame of %zu bytes exceeds the cap of %zu bytes", len, cap);
-	frame_encode_header(buf, (uint32_t)len);
-	return write_all(s, buf, FRAME_ROOM + len, err);
+	size_t at = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (lens[i] > cap || lens[i] > UINT32_MAX)
+			return sb_fail(err, EMSGSIZE, "frame of %zu bytes exceeds the cap of %zu bytes", lens[i], cap);
+	for (size_t i = 0; i < n; i++) {
+		frame_encode_header(buf + at, (uint32_t)lens[i]);
+		at += FRAME_ROOM + lens[i];
+	}
+	return write_all(s, buf, at, err);
 }
 
 int frame_read(struct sb_stream *s, size_t cap, uint8_t **out, size_t *out_len, struct sb_err *err)

@@ -27,11 +27,13 @@ void sb_stream_fd(struct sb_stream *s, int *fd);
 /* Write one frame. Fails on len > cap, on a short write or on a write error. */
 int frame_write(struct sb_stream *s, const void *buf, size_t len, size_t cap, struct sb_err *err);
 
-/* Write one frame whose body, len bytes, starts FRAME_ROOM bytes into buf: the header is written
- * into that room and the frame goes out in one write (over TLS one record, not two, up to the
- * record size). Fails as frame_write does. */
+/* Write n frames laid out back to back in buf, each FRAME_ROOM bytes of room and then its body of
+ * lens[i] bytes: each header is written into its room and all of them go out in one write (over
+ * TLS one record, not one per header and body, up to the record size; the peer reads them on one
+ * wake-up). Fails as frame_write does, before writing anything when a body is over cap. */
 #define FRAME_ROOM 4
-int frame_write_room(struct sb_stream *s, uint8_t *buf, size_t len, size_t cap, struct sb_err *err);
+int frame_write_rooms(struct sb_stream *s, uint8_t *buf, const size_t *lens, size_t n, size_t cap,
+		      struct sb_err *err);
 
 /* Read one frame into a fresh malloc'd buffer (*out, *out_len); the caller frees it.
  * Returns 1 for a frame, 0 for a clean end of stream before any byte of a frame,

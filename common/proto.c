@@ -4,6 +4,7 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static const char *const proto_body_names[] = {
@@ -39,31 +40,59 @@ static int body_known(Sandbox__Envelope__BodyCase body)
 	return body != SANDBOX__ENVELOPE__BODY__NOT_SET && (size_t)body < PROTO_BODY_COUNT;
 }
 
-int proto_send(struct sb_stream *s, const Sandbox__Envelope *env, size_t cap, struct sb_err *err)
+/* The envelope's packed size, or -1 (nothing written yet) for one that must not be sent. */
+static int send_check(const Sandbox__Envelope *env, size_t cap, size_t *len, struct sb_err *err)
 {
 	const char *name = proto_body_name(env->body_case);
-	uint8_t *buf;
-	size_t len;
-	int rc;
 
 	if (!body_known(env->body_case))
 		return sb_invalid(err, "refusing to send an envelope without a known message");
 	/* protobuf-c would silently encode a NULL required string as ""; refuse it here instead. */
 	if (!protobuf_c_message_check(&env->base))
 		return sb_invalid(err, "refusing to send a %s message with a required field missing", name);
-	len = protobuf_c_message_get_packed_size(&env->base);
-	if (len > cap)
-		return sb_fail(err, EMSGSIZE, "%s message of %zu bytes exceeds the cap of %zu bytes", name, len, cap);
-	/* The frame's header goes in before the message: one write, one TLS record (frame.h). */
-	buf = malloc(FRAME_ROOM + len);
+	*len = protobuf_c_message_get_packed_size(&env->base);
+	if (*len > cap)
+		return sb_fail(err, EMSGSIZE, "%s message of %zu bytes exceeds the cap of %zu bytes", name, *len, cap);
+	return 0;
+}
+
+int proto_send_many(struct sb_stream *s, const Sandbox__Envelope *const *envs, size_t n, size_t cap,
+		    struct sb_err *err)
+{
+	const char *name = n > 0 ? proto_body_name(envs[0]->body_case) : "none";
+	size_t lens[PROTO_SEND_MAX], total = 0, at = 0;
+	uint8_t *buf;
+	int rc;
+
+	if (n == 0 || n > PROTO_SEND_MAX)
+		return sb_invalid(err, "refusing to send %zu envelopes at once (1 to %d)", n, PROTO_SEND_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if (send_check(envs[i], cap, &lens[i], err) < 0)
+			return -1;
+		/* Each is at most cap (checked, cap is a size_t the caller holds): no sum of at most
+		 * PROTO_SEND_MAX of them wraps unless cap is near SIZE_MAX, refused here too. */
+		if (total > SIZE_MAX - FRAME_ROOM - lens[i])
+			return sb_fail(err, EMSGSIZE, "%zu envelopes too large to send together", n);
+		total += FRAME_ROOM + lens[i];
+	}
+	/* Each frame's header goes in before its message: one write, one TLS record (frame.h). */
+	buf = malloc(total);
 	if (buf == NULL)
-		return sb_fail(err, ENOMEM, "encoding a %s message of %zu bytes", name, len);
-	protobuf_c_message_pack(&env->base, buf + FRAME_ROOM);
-	rc = frame_write_room(s, buf, len, cap, err);
+		return sb_fail(err, ENOMEM, "encoding a %s message of %zu bytes", name, total);
+	for (size_t i = 0; i < n; i++) {
+		protobuf_c_message_pack(&envs[i]->base, buf + at + FRAME_ROOM);
+		at += FRAME_ROOM + lens[i];
+	}
+	rc = frame_write_rooms(s, buf, lens, n, cap, err);
 	free(buf);
 	if (rc < 0)
 		sb_err_prefix(err, "sending %s message", name);
 	return rc;
+}
+
+int proto_send(struct sb_stream *s, const Sandbox__Envelope *env, size_t cap, struct sb_err *err)
+{
+	return proto_send_many(s, &env, 1, cap, err);
 }
 
 int proto_decode(const uint8_t *buf, size_t len, Sandbox__Envelope **out, struct sb_err *err)

@@ -20,6 +20,13 @@
  * body, one missing a required field, and one whose encoding exceeds cap (EMSGSIZE). */
 int proto_send(struct sb_stream *s, const Sandbox__Envelope *env, size_t cap, struct sb_err *err);
 
+/* Pack n envelopes (at most PROTO_SEND_MAX) and write them as n frames in one write
+ * (frame_write_rooms): the agent's Result and its Receipt reach the manager together, read on one
+ * wake-up. Refuses as proto_send does, each envelope checked, before writing anything. */
+#define PROTO_SEND_MAX 4
+int proto_send_many(struct sb_stream *s, const Sandbox__Envelope *const *envs, size_t n, size_t cap,
+		    struct sb_err *err);
+
 /* Read one frame and unpack it into *out (free with proto_free). Returns 1 for a message, 0 for a
  * clean end of stream between messages, -1 for an oversized frame (EMSGSIZE, refused before
  * allocation), a truncated stream or malformed protobuf (EBADMSG), each with a clear message.

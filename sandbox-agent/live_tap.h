@@ -32,6 +32,7 @@ struct live_tap {
 	uint64_t skipped;               /* bytes the sender lost, both streams, this exec */
 	bool running;                   /* an exec is tapped: between live_tap_begin and its stop's return */
 	bool done, failed;              /* this exec: its output ended; a send failed */
+	bool sending;                   /* the sender is writing a chunk, outside the lock */
 	bool closing;                   /* live_tap_close: the sender returns */
 	bool started;                   /* the thread and rings exist (the conn thread's alone) */
 	pthread_t thread;

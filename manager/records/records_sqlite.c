@@ -17,6 +17,7 @@
 #include "records_internal.h"
 
 #define BUSY_TIMEOUT_MS 5000   /* another process (a second manager, the sqlite3 shell) holding the lock */
+#define WAL_RETRY_MS 10         /* wal_enable: between two tries of the switch */
 #define CHECKPOINT_PAGES 1000  /* SQLite's own auto-checkpoint threshold, kept: see checkpointer_start */
 
 /* ---------------------------------------------------------------- opening */
@@ -64,8 +65,15 @@ static int wal_enable(struct records *r, const char *path, struct sb_err *err)
 	/* The pragma answers the mode now in force: a file system without shared memory stays put. */
 	if (prepare(r, "PRAGMA journal_mode = WAL", &st, err) != 0)
 		return -1;
-	if (step(st, DB_OK) != DB_ROW)
-		return db_fail(r, err, "switching %s to WAL", path);
+	/* Two connections switching one new file at once: each reads it, then wants to write, and SQLite
+	 * answers one of them SQLITE_BUSY at once (its busy handler not called: waiting would deadlock
+	 * the two). The other finishes the switch; this one asks again, within the busy timeout. */
+	for (int waited_ms = 0; step(st, DB_OK) != DB_ROW; waited_ms += WAL_RETRY_MS) {
+		if (sqlite3_errcode(r->db) != SQLITE_BUSY || waited_ms >= BUSY_TIMEOUT_MS)
+			return db_fail(r, err, "switching %s to WAL", path);
+		sqlite3_reset(st->sq);
+		sqlite3_sleep(WAL_RETRY_MS);
+	}
 	mode = col_text(st, 0);
 	if (!mode || strcasecmp(mode, "wal") != 0)
 		return sb_fail(err, 0, "records: %s stayed in journal mode %s instead of WAL: put the state directory "

@@ -85,7 +85,7 @@ static inline void must(int rc, const struct sb_err *err, const char *what)
 struct memstream {
 	uint8_t data[8192];
 	size_t len, pos;
-	size_t read_calls;
+	size_t read_calls, write_calls;
 };
 
 static inline ssize_t memstream_read(void *ctx, void *buf, size_t len)
@@ -103,6 +103,7 @@ static inline ssize_t memstream_write(void *ctx, const void *buf, size_t len)
 {
 	struct memstream *m = ctx;
 
+	m->write_calls++;
 	if (len > sizeof m->data - m->len) {
 		errno = ENOSPC;
 		return -1;

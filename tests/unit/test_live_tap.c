@@ -107,6 +107,37 @@ static void test_stop_waits_for_last_chunk(void **state)
 	live_tap_close(&t);
 }
 
+/* A stop that comes while the last chunk is being written (taken from the ring, nothing left in it)
+ * still waits for that write: it returns with the chunk at the receiver, never while it is in
+ * flight. An exec with no output at all stops at once, and the next exec is served. */
+static void test_stop_waits_for_send_under_way(void **state)
+{
+	static struct got g, none, next;
+	struct live_tap t;
+	struct sb_err err;
+
+	(void)state;
+	memset(&t, 0, sizeof t);
+	g.slow_us = 200000;
+	assert_int_equal(live_tap_begin(&t, record, &g, &err), 0);
+	feed_str(&t, LIVE_STDOUT, "last\n");
+	usleep(50000); /* the sender took the chunk and is inside its 200 ms write */
+	live_tap_stop(&t);
+	assert_int_equal(g.chunks, 1);
+	assert_int_equal(g.end[LIVE_STDOUT], 5);
+
+	assert_int_equal(live_tap_begin(&t, record, &none, &err), 0);
+	live_tap_stop(&t);
+	assert_int_equal(none.chunks, 0);
+
+	assert_int_equal(live_tap_begin(&t, record, &next, &err), 0);
+	feed_str(&t, LIVE_STDERR, "again\n");
+	live_tap_stop(&t);
+	assert_int_equal(next.end[LIVE_STDERR], 6);
+	assert_false(next.gap);
+	live_tap_close(&t);
+}
+
 /* A failed send gives up that exec's rest (its stop still returns); the next exec on the same tap is
  * served, and another owner's tap never notices. */
 static void test_failed_send_next_exec_served(void **state)
@@ -196,6 +227,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_execs_each_own_bytes),
 		cmocka_unit_test(test_stop_waits_for_last_chunk),
+		cmocka_unit_test(test_stop_waits_for_send_under_way),
 		cmocka_unit_test(test_failed_send_next_exec_served),
 		cmocka_unit_test(test_no_thread_left),
 		cmocka_unit_test(test_unused_tap),

@@ -330,6 +330,50 @@ static void test_write_error_reported(void **state)
 	assert_non_null(strstr(err.msg, "sending exec message"));
 }
 
+/* A Result and its Receipt sent together: one write carries both frames, read back in order; one
+ * envelope over the cap, or a count out of range, writes nothing at all. */
+static void test_send_many_one_write(void **state)
+{
+	static struct memstream m;
+	static struct samples x;
+	Sandbox__Envelope result, receipt, *got = NULL;
+	const Sandbox__Envelope *both[2] = { &result, &receipt };
+	struct sb_stream s;
+	struct sb_err err;
+	size_t big;
+
+	(void)state;
+	samples_init(&x);
+	stream_init(&s, &m);
+	sample_envelope(&x, SANDBOX__ENVELOPE__BODY_RESULT, &result);
+	sample_envelope(&x, SANDBOX__ENVELOPE__BODY_RECEIPT, &receipt);
+	assert_int_equal(proto_send_many(&s, both, 2, SB_FRAME_CAP_DEFAULT, &err), 0);
+	assert_int_equal(m.write_calls, 1);
+	assert_int_equal(proto_recv(&s, SB_FRAME_CAP_DEFAULT, &got, &err), 1);
+	assert_int_equal(got->body_case, SANDBOX__ENVELOPE__BODY_RESULT);
+	check_fields(got);
+	proto_free(got);
+	assert_int_equal(proto_recv(&s, SB_FRAME_CAP_DEFAULT, &got, &err), 1);
+	assert_int_equal(got->body_case, SANDBOX__ENVELOPE__BODY_RECEIPT);
+	check_fields(got);
+	proto_free(got);
+	assert_int_equal(proto_recv(&s, SB_FRAME_CAP_DEFAULT, &got, &err), 0);
+
+	/* The second over the cap the first fits: refused whole, nothing written. */
+	stream_init(&s, &m);
+	big = protobuf_c_message_get_packed_size(&result.base);
+	assert_true(protobuf_c_message_get_packed_size(&receipt.base) < big);
+	both[0] = &receipt;
+	both[1] = &result;
+	assert_int_equal(proto_send_many(&s, both, 2, big - 1, &err), -1);
+	assert_int_equal(err.errnum, EMSGSIZE);
+	assert_int_equal(m.len, 0);
+	assert_int_equal(proto_send_many(&s, both, 0, SB_FRAME_CAP_DEFAULT, &err), -1);
+	assert_int_equal(proto_send_many(&s, both, PROTO_SEND_MAX + 1, SB_FRAME_CAP_DEFAULT, &err), -1);
+	assert_int_equal(m.len, 0);
+	assert_int_equal(m.write_calls, 0);
+}
+
 static void hello_range(Sandbox__Hello *h, uint32_t min, uint32_t max)
 {
 	sandbox__hello__init(h);
@@ -399,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_oversized_refused),
 		cmocka_unit_test(test_send_refuses_incomplete),
 		cmocka_unit_test(test_write_error_reported),
+		cmocka_unit_test(test_send_many_one_write),
 		cmocka_unit_test(test_negotiate),
 		cmocka_unit_test(test_body_names),
 	};
