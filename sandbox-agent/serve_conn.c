@@ -58,15 +58,21 @@ struct conn {
 
 /* ---- answers ---- */
 
-static int send_envelope(struct conn *c, Sandbox__Envelope *env)
+/* n envelopes in one write (proto_send_many): a Result and its Receipt reach the manager together. */
+static int send_envelopes(struct conn *c, const Sandbox__Envelope *const *envs, size_t n)
 {
 	struct sb_err err;
 
-	if (proto_send(&c->stream, env, SERVE_FRAME_CAP, &err) < 0) {
-		sb_warn("sending %s: %s", proto_body_name(env->body_case), err.msg);
+	if (proto_send_many(&c->stream, envs, n, SERVE_FRAME_CAP, &err) < 0) {
+		sb_warn("sending %s: %s", proto_body_name(envs[0]->body_case), err.msg);
 		return -1;
 	}
 	return 0;
+}
+
+static int send_envelope(struct conn *c, const Sandbox__Envelope *env)
+{
+	return send_envelopes(c, &env, 1);
 }
 
 static int send_error(struct conn *c, Sandbox__ErrorCode code, const char *fmt, ...)
@@ -280,7 +286,6 @@ static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const 
 	Sandbox__Result r = SANDBOX__RESULT__INIT;
 	Sandbox__Receipt rc = SANDBOX__RECEIPT__INIT;
 	const Sandbox__Envelope *both[2] = { &env, &renv };
-	struct sb_err err;
 
 	r.exec_id = (char *)exec_id;
 	r.generation = gen;
@@ -295,11 +300,7 @@ static int send_result(struct conn *c, const char *exec_id, uint64_t gen, const 
 		renv.body_case = SANDBOX__ENVELOPE__BODY_RECEIPT;
 		renv.receipt = &rc;
 	}
-	if (proto_send_many(&c->stream, both, receipt != NULL ? 2 : 1, SERVE_FRAME_CAP, &err) < 0) {
-		sb_warn("sending result: %s", err.msg);
-		return -1;
-	}
-	return 0;
+	return send_envelopes(c, both, receipt != NULL ? 2 : 1);
 }
 
 /* The sender thread's write (live_tap.h): the conn thread is inside the exec meanwhile and does not

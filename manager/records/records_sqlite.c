@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "fdio.h"
 #include "log.h"
 #include "records_internal.h"
@@ -61,15 +62,19 @@ static int wal_enable(struct records *r, const char *path, struct sb_err *err)
 {
 	struct stmt *st cleanup_stmt = NULL;
 	const char *mode;
+	int64_t deadline;
 
 	/* The pragma answers the mode now in force: a file system without shared memory stays put. */
 	if (prepare(r, "PRAGMA journal_mode = WAL", &st, err) != 0)
 		return -1;
 	/* Two connections switching one new file at once: each reads it, then wants to write, and SQLite
 	 * answers one of them SQLITE_BUSY at once (its busy handler not called: waiting would deadlock
-	 * the two). The other finishes the switch; this one asks again, within the busy timeout. */
-	for (int waited_ms = 0; step(st, DB_OK) != DB_ROW; waited_ms += WAL_RETRY_MS) {
-		if (sqlite3_errcode(r->db) != SQLITE_BUSY || waited_ms >= BUSY_TIMEOUT_MS)
+	 * the two). The other finishes the switch; this one asks again, within the busy timeout. The
+	 * bound is the clock, not a count of tries: against a lock another process keeps, each try
+	 * waits the whole busy timeout in the handler first. */
+	deadline = clock_deadline_after(BUSY_TIMEOUT_MS);
+	while (step(st, DB_OK) != DB_ROW) {
+		if (sqlite3_errcode(r->db) != SQLITE_BUSY || clock_remaining_ms(deadline) == 0)
 			return db_fail(r, err, "switching %s to WAL", path);
 		sqlite3_reset(st->sq);
 		sqlite3_sleep(WAL_RETRY_MS);
