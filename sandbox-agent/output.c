@@ -4,9 +4,59 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The buffers of ended captures, kept for the next ones (issue 32). A warm agent runs one exec
+ * after another with the same limit: four buffers of half the limit each (a head and a tail per
+ * stream), 512 KiB at the default. musl's allocator gives a buffer that large back to the kernel
+ * at free and maps a new one at the next malloc, and each unmap of a page this process touched
+ * sends a TLB shoot-down to the other CPU (`perf`: 4 of a warm call's ~10 unmaps). So memory is
+ * never above the last exec's own peak (at most OUTPUT_KEPT_MAX buffers, each one it held), and
+ * a capture reads only bytes it wrote itself: the kept bytes of an earlier command are never
+ * rendered (head_len, tail_len; test_kept_buffers_show_no_earlier_bytes). */
+#define OUTPUT_KEPT_MAX 4
+
+static struct {
+	pthread_mutex_t lock;
+	uint8_t *buf[OUTPUT_KEPT_MAX];
+	size_t cap[OUTPUT_KEPT_MAX];
+} kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* A buffer of exactly cap + 1 bytes: a kept one, or a new one. NULL when out of memory. */
+static uint8_t *buffer_get(size_t cap)
+{
+	uint8_t *b = NULL;
+
+	pthread_mutex_lock(&kept.lock);
+	for (size_t i = 0; i < OUTPUT_KEPT_MAX && b == NULL; i++) {
+		if (kept.buf[i] != NULL && kept.cap[i] == cap) {
+			b = kept.buf[i];
+			kept.buf[i] = NULL;
+		}
+	}
+	pthread_mutex_unlock(&kept.lock);
+	return b != NULL ? b : malloc(cap + 1);
+}
+
+/* Keeps b (cap + 1 bytes) for the next capture while there is a free place, frees it otherwise. */
+static void buffer_put(uint8_t *b, size_t cap)
+{
+	if (b == NULL)
+		return;
+	pthread_mutex_lock(&kept.lock);
+	for (size_t i = 0; i < OUTPUT_KEPT_MAX && b != NULL; i++) {
+		if (kept.buf[i] == NULL) {
+			kept.buf[i] = b;
+			kept.cap[i] = cap;
+			b = NULL;
+		}
+	}
+	pthread_mutex_unlock(&kept.lock);
+	free(b);
+}
 
 
 int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
@@ -17,8 +67,8 @@ int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
 				  OUTPUT_LIMIT_MAX);
 	c->head_cap = limit / 2;
 	c->tail_cap = limit - c->head_cap;
-	c->head = malloc(c->head_cap + 1);
-	c->tail = malloc(c->tail_cap + 1);
+	c->head = buffer_get(c->head_cap);
+	c->tail = buffer_get(c->tail_cap);
 	if (c->head == NULL || c->tail == NULL) {
 		output_free(c);
 		return sb_fail(err, ENOMEM, "allocating %zu bytes of output buffer", limit);
@@ -98,8 +148,8 @@ uint8_t *output_render(const struct output_capture *c, size_t *len)
 
 void output_free(struct output_capture *c)
 {
-	free(c->head);
-	free(c->tail);
+	buffer_put(c->head, c->head_cap);
+	buffer_put(c->tail, c->tail_cap);
 	c->head = c->tail = NULL;
 	mbedtls_sha256_free(&c->sha);
 }

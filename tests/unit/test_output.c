@@ -41,6 +41,54 @@ static void test_small_output_kept_whole(void **state)
 	output_free(&c);
 }
 
+/* Captures one after another, as a warm agent runs them, reuse the buffers the last one held
+ * (output.c's kept buffers): no new allocation for the next exec. */
+static void test_buffers_kept_for_next_capture(void **state)
+{
+	struct output_capture c;
+	struct sb_err err;
+	uintptr_t head, tail;
+
+	(void)state;
+	assert_int_equal(output_init(&c, 4096, &err), 0);
+	head = (uintptr_t)c.head;
+	tail = (uintptr_t)c.tail;
+	output_free(&c);
+	assert_int_equal(output_init(&c, 4096, &err), 0);
+	assert_true((uintptr_t)c.head == head || (uintptr_t)c.head == tail);
+	assert_true((uintptr_t)c.tail == head || (uintptr_t)c.tail == tail);
+	assert_true(c.head != c.tail);
+	output_free(&c);
+}
+
+/* A kept buffer still holds the earlier command's bytes: the next capture shows only its own,
+ * before and after its tail ring fills. */
+static void test_kept_buffers_show_no_earlier_bytes(void **state)
+{
+	const char *second[] = { "xy", "12345", "0123456789" };
+	const char *want[] = { "xy", "12345", "0123\n[... 2 bytes omitted ...]\n6789" };
+	struct output_capture c;
+	struct sb_err err;
+	size_t len;
+	uint8_t *text;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof second / sizeof second[0]; i++) {
+		assert_int_equal(output_init(&c, 8, &err), 0);
+		feed_str(&c, "abcdefghijklmnopqrstuvwxyz");
+		output_free(&c);
+		assert_int_equal(output_init(&c, 8, &err), 0);
+		feed_str(&c, second[i]);
+		output_finish(&c);
+		text = output_render(&c, &len);
+		assert_int_equal(len, strlen(want[i]));
+		assert_string_equal((char *)text, want[i]);
+		assert_int_equal(c.total, strlen(second[i]));
+		free(text);
+		output_free(&c);
+	}
+}
+
 static void test_head_and_tail_with_marker(void **state)
 {
 	struct output_capture c;
@@ -196,6 +244,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_small_output_kept_whole),
 		cmocka_unit_test(test_head_and_tail_with_marker),
+		cmocka_unit_test(test_buffers_kept_for_next_capture),
+		cmocka_unit_test(test_kept_buffers_show_no_earlier_bytes),
 		cmocka_unit_test(test_digest_covers_every_byte),
 		cmocka_unit_test(test_limit_over_maximum_refused),
 		cmocka_unit_test(test_utf8_valid_is_untouched),
