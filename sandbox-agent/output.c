@@ -13,10 +13,11 @@
  * after another with the same limit: four buffers of half the limit each (a head and a tail per
  * stream), 512 KiB at the default. musl's allocator gives a buffer that large back to the kernel
  * at free and maps a new one at the next malloc, and each unmap of a page this process touched
- * sends a TLB shoot-down to the other CPU (`perf`: 4 of a warm call's ~10 unmaps). So memory is
- * never above the last exec's own peak (at most OUTPUT_KEPT_MAX buffers, each one it held), and
- * a capture reads only bytes it wrote itself: the kept bytes of an earlier command are never
- * rendered (head_len, tail_len; test_kept_buffers_show_no_earlier_bytes). */
+ * sends a TLB shoot-down to the other CPU (`perf`: 4 of a warm call's ~10 unmaps). Kept, memory
+ * is never above one capture's own: at most OUTPUT_KEPT_MAX buffers, each one the last capture
+ * held, freed when a capture asks for another size. A capture reads only bytes it wrote itself
+ * (head_len, tail_len): an earlier command's bytes in a kept buffer are never rendered
+ * (test_kept_buffers_show_no_earlier_bytes). */
 #define OUTPUT_KEPT_MAX 4
 
 static struct {
@@ -25,10 +26,11 @@ static struct {
 	size_t cap[OUTPUT_KEPT_MAX];
 } kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* A buffer of exactly cap + 1 bytes: a kept one, or a new one. NULL when out of memory. */
+/* A buffer of exactly cap + 1 bytes: a kept one, or a new one. NULL when out of memory. When none of
+ * that size is kept, the limit changed: the kept ones are freed, and this capture's are kept next. */
 static uint8_t *buffer_get(size_t cap)
 {
-	uint8_t *b = NULL;
+	uint8_t *b = NULL, *stale[OUTPUT_KEPT_MAX] = { NULL };
 
 	pthread_mutex_lock(&kept.lock);
 	for (size_t i = 0; i < OUTPUT_KEPT_MAX && b == NULL; i++) {
@@ -37,7 +39,13 @@ static uint8_t *buffer_get(size_t cap)
 			kept.buf[i] = NULL;
 		}
 	}
+	for (size_t i = 0; i < OUTPUT_KEPT_MAX && b == NULL; i++) {
+		stale[i] = kept.buf[i];
+		kept.buf[i] = NULL;
+	}
 	pthread_mutex_unlock(&kept.lock);
+	for (size_t i = 0; i < OUTPUT_KEPT_MAX; i++)
+		free(stale[i]);
 	return b != NULL ? b : malloc(cap + 1);
 }
 
