@@ -67,6 +67,17 @@ static void buffer_put(uint8_t *b, size_t cap)
 }
 
 
+size_t output_kept_bytes(void)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&kept.lock);
+	for (size_t i = 0; i < OUTPUT_KEPT_MAX; i++)
+		n += kept.buf[i] != NULL ? kept.cap[i] + 1 : 0;
+	pthread_mutex_unlock(&kept.lock);
+	return n;
+}
+
 int output_init(struct output_capture *c, size_t limit, struct sb_err *err)
 {
 	memset(c, 0, sizeof *c);

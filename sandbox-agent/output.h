@@ -30,6 +30,9 @@ void output_finish(struct output_capture *c);
 bool output_truncated(const struct output_capture *c);
 /* The kept bytes, head + marker + tail when truncated, in a malloc'd buffer (NUL-terminated). */
 uint8_t *output_render(const struct output_capture *c, size_t *len);
+/* Ends the capture: its buffers are kept for the next one of the same limit (output.c says why). */
 void output_free(struct output_capture *c);
+/* The bytes held for the next capture: at most one capture's buffers, those of the last ended. */
+size_t output_kept_bytes(void);
 
 #endif

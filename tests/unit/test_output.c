@@ -68,6 +68,30 @@ static void test_buffers_kept_for_next_capture(void **state)
 	output_free(&c);
 }
 
+/* What is kept is the last capture's buffers, never more: a capture with another limit frees them. */
+static void test_kept_buffers_bounded_by_last_capture(void **state)
+{
+	struct output_capture c, d;
+	struct sb_err err;
+
+	(void)state;
+	assert_int_equal(output_init(&c, 4096, &err), 0);
+	assert_int_equal(output_init(&d, 4096, &err), 0);
+	output_free(&c);
+	output_free(&d);
+	assert_int_equal(output_kept_bytes(), 4 * (2048 + 1));
+	assert_int_equal(output_init(&c, 64, &err), 0);
+	assert_int_equal(output_kept_bytes(), 0);
+	output_free(&c);
+	assert_int_equal(output_kept_bytes(), 2 * (32 + 1));
+	/* Two captures of that limit at once: their four buffers are kept. */
+	assert_int_equal(output_init(&c, 64, &err), 0);
+	assert_int_equal(output_init(&d, 64, &err), 0);
+	output_free(&c);
+	output_free(&d);
+	assert_int_equal(output_kept_bytes(), 4 * (32 + 1));
+}
+
 /* A kept buffer still holds the earlier command's bytes: the next capture shows only its own,
  * before and after its tail ring fills. */
 static void test_kept_buffers_show_no_earlier_bytes(void **state)
@@ -252,6 +276,7 @@ int main(void)
 		cmocka_unit_test(test_small_output_kept_whole),
 		cmocka_unit_test(test_head_and_tail_with_marker),
 		cmocka_unit_test(test_buffers_kept_for_next_capture),
+		cmocka_unit_test(test_kept_buffers_bounded_by_last_capture),
 		cmocka_unit_test(test_kept_buffers_show_no_earlier_bytes),
 		cmocka_unit_test(test_digest_covers_every_byte),
 		cmocka_unit_test(test_limit_over_maximum_refused),
