@@ -16,6 +16,13 @@ test_static_binary() {
 	esac
 	# musl gives a thread 128 KiB unless the program asks (-z stack-size); glibc gave 8 MiB.
 	assert_match "the agent's thread stack size" 'stack size: 0x800000' "$notes"
+	# Its own objects copy small blocks inline (scripts/musl-libs.sh --cflags): GCC records each
+	# object's options in its debug information.
+	local units slow
+	units=$(LC_ALL=C readelf --debug-dump=info "$AGENT" 2>/dev/null | grep 'DW_AT_producer.*GNU C11' || true)
+	slow=$(grep -vc -- '-mmemcpy-strategy=unrolled_loop' <<<"$units" || true)
+	assert_match "the agent's C objects in its debug information" '.' "$units"
+	assert_eq "the agent's objects built without the inline copies" 0 "$slow"
 }
 t static_binary test_static_binary
 
