@@ -160,13 +160,13 @@ $(MUSL_LIBS): $(DEPS_STAMP)
 # musl's own headers, the libraries' and the kernel's; never glibc's (/usr/include). The manager's
 # folders only for the client's files, as for glibc (the agent cannot include manager code).
 $(BUILD)/musl/%.o: CFLAGS += -isystem $(MUSL_LIBS)/include -isystem $(MUSL_LIBS)/kernel
-# Small copies and fills inline, as the libraries are built (the script says why); the objects are
-# compiled again when the script, and so the flags, change.
+# Small copies and fills inline, as the libraries are built (the script says why). The objects are
+# compiled again when the script or this Makefile, and so their flags, change.
 MUSL_STRINGOPS := $(shell bash scripts/musl-libs.sh --cflags)
 $(BUILD)/musl/%.o: CFLAGS += $(MUSL_STRINGOPS)
 $(BUILD)/musl/manager/%.o: CFLAGS += $(MANAGER_INC)
 $(BUILD)/musl/$(BUILD)/gen/%.o: CFLAGS += -Wno-shadow -iquote sandbox-agent
-$(BUILD)/musl/%.o: %.c $(BUILD)/gen/sandbox.pb-c.h scripts/musl-libs.sh | $(MUSL_LIBS)
+$(BUILD)/musl/%.o: %.c $(BUILD)/gen/sandbox.pb-c.h scripts/musl-libs.sh Makefile | $(MUSL_LIBS)
 	@mkdir -p $(dir $@)
 	$(MUSL_CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 # -z stack-size: musl gives a thread 128 KiB unless the program asks; glibc gave 8 MiB (its rlimit).
