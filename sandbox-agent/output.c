@@ -13,7 +13,7 @@
  * after another with the same limit: four buffers of half the limit each (a head and a tail per
  * stream), 512 KiB at the default. musl's allocator gives a buffer that large back to the kernel
  * at free and maps a new one at the next malloc, and each unmap of a page this process touched
- * sends a TLB shoot-down to the other CPU (`perf`: 4 of a warm call's ~10 unmaps). Kept, memory
+ * sends a TLB shoot-down to the other CPU (strace: 4 of a warm call's 18 unmaps). Kept, memory
  * is never above one capture's own: at most OUTPUT_KEPT_MAX buffers, each one the last capture
  * held, freed when a capture asks for another size. A capture reads only bytes it wrote itself
  * (head_len, tail_len): an earlier command's bytes in a kept buffer are never rendered
@@ -65,7 +65,6 @@ static void buffer_put(uint8_t *b, size_t cap)
 	pthread_mutex_unlock(&kept.lock);
 	free(b);
 }
-
 
 size_t output_kept_bytes(void)
 {
