@@ -48,6 +48,8 @@ struct run_state {
 /* boundary_view.c */
 int request_check(const struct exec_request *req, struct sb_err *err);
 void run_view_free(struct run_view *v);
+/* What the agent keeps of ended views for the next one (boundary_view.c): two arrays at most. */
+size_t run_view_kept_bytes(void);
 int run_view_build(const struct boundary *b, const char *cwd, const struct mountinfo *mi, struct run_view *v,
 		   struct sb_err *err);
 

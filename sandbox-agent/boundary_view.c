@@ -121,12 +121,51 @@ struct guarded {
 };
 
 
+/* A view's two arrays start at VIEW_FIRST_CAP entries, each holding a PATH_MAX path: 33 KB each. musl's
+ * allocator maps a group of pages for an allocation that size and unmaps it at its free. That happened
+ * twice in each build of the next init and twice in each call's checks. In the multi-threaded agent
+ * each unmap, and each first write to the fresh pages, interrupts the other CPU to flush its TLB
+ * (docs/performance.md, "Cut: a view's arrays kept for the next view"). So the agent keeps one array
+ * of each kind, at that first capacity, for the next view of any thread (the builder's, then the
+ * call's: they take turns, prebuilt.c). Nothing of an earlier view is read from a kept array: a view
+ * counts its own entries from 0 and writes each whole as it adds it. What a kept array holds are
+ * paths the agent itself checked. An array that grew past the first capacity is freed, and a second
+ * one at that capacity replaces the kept one, which is freed: at most one of each is held. */
+#define VIEW_FIRST_CAP 8
+
+static struct hidden_dir *kept_hidden;
+static struct guarded *kept_g;
+
+static void *kept_take(void *slot)
+{
+	return __atomic_exchange_n((void **)slot, NULL, __ATOMIC_ACQ_REL);
+}
+
+/* Keeps arr when it has the first capacity, freeing the one it replaces; frees it otherwise. */
+static void kept_put(void *slot, void *arr, size_t cap)
+{
+	if (cap == VIEW_FIRST_CAP)
+		arr = __atomic_exchange_n((void **)slot, arr, __ATOMIC_ACQ_REL);
+	free(arr);
+}
+
+size_t run_view_kept_bytes(void)
+{
+	size_t n = 0;
+
+	if (__atomic_load_n(&kept_hidden, __ATOMIC_ACQUIRE) != NULL)
+		n += VIEW_FIRST_CAP * sizeof(struct hidden_dir);
+	if (__atomic_load_n(&kept_g, __ATOMIC_ACQUIRE) != NULL)
+		n += VIEW_FIRST_CAP * sizeof(struct guarded);
+	return n;
+}
+
 void run_view_free(struct run_view *v)
 {
 	for (size_t i = 0; i < v->n_g; i++)
 		ident_chain_free(&v->g[i].up);
-	free(v->g);
-	free(v->hidden);
+	kept_put(&kept_g, v->g, v->cap_g);
+	kept_put(&kept_hidden, v->hidden, v->cap_hidden);
 	if (!v->mi_borrowed)
 		mountinfo_free(&v->mi);
 	memset(v, 0, sizeof *v);
@@ -136,7 +175,7 @@ void run_view_free(struct run_view *v)
 static int array_room(void *arr, size_t *cap, size_t n, size_t size, struct sb_err *err)
 {
 	void **p = arr, *grown;
-	size_t want = *cap ? *cap * 2 : 8;
+	size_t want = *cap ? *cap * 2 : VIEW_FIRST_CAP;
 
 	if (n < *cap)
 		return 0;
@@ -370,6 +409,10 @@ int run_view_build(const struct boundary *b, const char *cwd, const struct mount
 			  struct sb_err *err)
 {
 	memset(v, 0, sizeof *v);
+	if ((v->hidden = kept_take(&kept_hidden)) != NULL)
+		v->cap_hidden = VIEW_FIRST_CAP;
+	if ((v->g = kept_take(&kept_g)) != NULL)
+		v->cap_g = VIEW_FIRST_CAP;
 	if (mi != NULL) {
 		v->mi = *mi;
 		v->mi_borrowed = true;
