@@ -249,12 +249,71 @@ static void test_chain_walk(void **state)
 	rmdir(dir);
 }
 
+/* A deep tree (150 levels): the chain is exactly what opening ".." level by level finds, every level
+ * once, in order, up to the root. */
+static void test_chain_walk_deep(void **state)
+{
+	enum { DEPTH = 150 };
+	char dir[] = "/tmp/test_aliases.XXXXXX";
+	struct ident_chain c;
+	struct sb_err err;
+	struct stat st;
+	size_t n = 0;
+	int fd, cur;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < DEPTH; i++) {
+		int next;
+
+		assert_int_equal(mkdirat(fd, "d", 0700), 0);
+		next = openat(fd, "d", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(next >= 0);
+		close(fd);
+		fd = next;
+	}
+	assert_int_equal(ident_chain_walk(fd, &c, &err), 0);
+	/* The reference: open ".." from each level, to the root. */
+	cur = dup(fd);
+	for (;;) {
+		int up;
+
+		assert_int_equal(fstat(cur, &st), 0);
+		if (n > 0 && st.st_dev == c.v[n - 1].dev && st.st_ino == c.v[n - 1].ino)
+			break;
+		assert_true(n < c.n);
+		assert_true(st.st_dev == c.v[n].dev && st.st_ino == c.v[n].ino);
+		n++;
+		up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(up >= 0);
+		close(cur);
+		cur = up;
+	}
+	close(cur);
+	assert_int_equal(n, c.n);
+	assert_true(c.n > DEPTH);
+	ident_chain_free(&c);
+	close(fd);
+	for (int i = DEPTH; i > 0; i--) {
+		char path[sizeof dir + 2 * DEPTH + 1];
+		int len = snprintf(path, sizeof path, "%s", dir);
+
+		for (int j = 0; j < i; j++)
+			len += snprintf(path + len, sizeof path - (size_t)len, "/d");
+		assert_int_equal(rmdir(path), 0);
+	}
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_fields_and_escapes), cmocka_unit_test(test_parse_refuses_partial_lines),
 		cmocka_unit_test(test_aliases_of_a_directory),   cmocka_unit_test(test_aliases_fail_closed),
 		cmocka_unit_test(test_mountinfo_read_self),      cmocka_unit_test(test_chain_walk),
+		cmocka_unit_test(test_chain_walk_deep),
 		cmocka_unit_test(test_copy_owns_its_lines),
 	};
 
