@@ -277,6 +277,7 @@ static void test_chain_walk_deep(void **state)
 	assert_int_equal(ident_chain_walk(fd, &c, &err), 0);
 	/* The reference: open ".." from each level, to the root. */
 	cur = dup(fd);
+	assert_true(cur >= 0);
 	for (;;) {
 		int up;
 

@@ -1,6 +1,6 @@
 /* The call's view (sandbox-agent/boundary_view.c): its two arrays are kept for the next view, one of
  * each at the first capacity, and a kept array never shows a view anything of the one before. The
- * checks themselves are the integration tests' (agent_aliases.sh, agent_serve.sh). */
+ * checks themselves are the integration tests' (agent_alias.sh, agent_boundary.sh, test_agent_serve). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,7 +62,7 @@ static struct boundary boundary_of(size_t n)
 {
 	struct boundary b = { .hidden = dirs, .n_hidden = n, .readonly_world = true };
 
-	snprintf(b.agent_exe, sizeof b.agent_exe, "%s/agent", top);
+	snprintf(b.agent_exe, sizeof b.agent_exe, "%s", exe);
 	return b;
 }
 
@@ -97,8 +97,8 @@ static void test_view_arrays_kept(void **state)
 	run_view_free(&v);
 }
 
-/* A view with fewer entries than the one before shows only its own: the kept array's later entries
- * are not counted, and a guard of the earlier view's directories is not among this view's. */
+/* A view with fewer entries than the one before shows only its own: neither kept array's later
+ * entries are counted (one hidden directory, and two guarded objects: it and the binary). */
 static void test_kept_view_shows_no_earlier_entries(void **state)
 {
 	struct run_view v;
