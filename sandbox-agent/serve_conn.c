@@ -121,7 +121,7 @@ static const char *exec_refusal(const struct agent *a, const Sandbox__Exec *e)
 		return "the timeout must be 1 to 86400 seconds";
 	if (e->output_limit > SERVE_OUTPUT_LIMIT_MAX)
 		return "the output limit is over 1 MiB";
-	if (e->n_env >= BOUNDARY_MAX_ENV)
+	if (e->n_env >= BOUNDARY_MAX_ENV - 1) /* request_from_exec adds SHELL */
 		return "too many environment variables";
 	for (size_t i = 0; i < e->n_env; i++)
 		if (!env_entry_valid(e->env[i]))
@@ -157,7 +157,13 @@ static void exec_release(struct agent *a)
 	pthread_mutex_unlock(&a->lock);
 }
 
-static void request_from_exec(const Sandbox__Exec *e, struct exec_request *req, char env_store[][ENV_ENTRY_MAX])
+/* The command's environment is the Exec's, after SHELL: the shell the agent runs it with, as the
+ * one-shot's (cli_exec.c env_build). Without it bash looks the uid up in the user database at every
+ * start, for its SHELL variable: the sandbox's uid is in no /etc/passwd, so each bash a command
+ * starts loads and asks every NSS module (libnss_systemd's load alone ~0.5 ms per bash on a VM, see
+ * docs/performance.md), and ends up with SHELL=/bin/sh. An Exec's own SHELL comes later and wins. */
+static void request_from_exec(const Sandbox__Exec *e, const char *shell, struct exec_request *req,
+			      char env_store[][ENV_ENTRY_MAX])
 {
 	memset(req, 0, sizeof *req);
 	snprintf(req->exec_id, sizeof req->exec_id, "%s", e->exec_id);
@@ -166,10 +172,12 @@ static void request_from_exec(const Sandbox__Exec *e, struct exec_request *req, 
 	req->cwd = e->cwd;
 	req->timeout_seconds = e->timeout_seconds;
 	req->output_limit = e->output_limit;
+	snprintf(env_store[0], ENV_ENTRY_MAX, "SHELL=%s", shell);
+	req->env[req->n_env++] = env_store[0];
 	for (size_t i = 0; i < e->n_env; i++) {
-		/* exec_refusal bounded name and value, so the entry fits whole. */
-		snprintf(env_store[i], ENV_ENTRY_MAX, "%s=%s", e->env[i]->name, e->env[i]->value);
-		req->env[req->n_env++] = env_store[i];
+		/* exec_refusal bounded their count, names and values, so each entry fits whole. */
+		snprintf(env_store[i + 1], ENV_ENTRY_MAX, "%s=%s", e->env[i]->name, e->env[i]->value);
+		req->env[req->n_env++] = env_store[i + 1];
 	}
 }
 
@@ -380,7 +388,7 @@ static int handle_exec(struct conn *c, Sandbox__Exec *e)
 	memcpy(a->sec->nonce, e->nonce.data, SECRET_NONCE_BYTES);
 	explicit_bzero(e->nonce.data, e->nonce.len);
 	steptime_mark(STEP_BEGUN);
-	request_from_exec(e, &req, env_store);
+	request_from_exec(e, a->b.shell, &req, env_store);
 	steptime_mark(STEP_PREPARED);
 	sb_info("exec %s: running", e->exec_id);
 	/* Live output is a view: without it the exec runs as it would, never refused for it. */

@@ -107,8 +107,9 @@ static void exec_check(Sandbox__Exec *e)
 
 	if (exec_refusal(&fuzz_agent, e) != NULL)
 		return;
-	request_from_exec(e, &req, fuzz_env_store);
-	if (req.n_env != e->n_env || strlen(req.exec_id) > EXEC_ID_MAX)
+	request_from_exec(e, "/bin/bash", &req, fuzz_env_store);
+	if (req.n_env != e->n_env + 1 || req.n_env >= BOUNDARY_MAX_ENV || strcmp(req.env[0], "SHELL=/bin/bash") != 0 ||
+	    strlen(req.exec_id) > EXEC_ID_MAX)
 		abort();
 	for (size_t i = 0; i < req.n_env; i++)
 		if (strchr(req.env[i], '=') == NULL)

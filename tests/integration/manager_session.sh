@@ -7,7 +7,9 @@ test_manager_exec() {
 	assert_eq "exit code is the command's" 3 "$RC"
 	assert_lines "$(cat "$OUT")" "$WT" "1"
 	assert_eq "stderr" "oops" "$(cat "$ERR")"
-	mgr exec --session "$SID" --json -- 'echo "$TMPDIR"; touch "$TMPDIR/report.txt"; id -u'
+	# SHELL is the shell that runs the command (the agent's, serve_conn.c request_from_exec): without it
+	# bash looks the sandbox's uid up at each start and says /bin/sh
+	mgr exec --session "$SID" --json -- 'echo "$TMPDIR"; touch "$TMPDIR/report.txt"; id -u; echo "$SHELL"'
 	assert_eq "exit code" 0 "$RC"
 	assert_json .status '"exited"'
 	assert_json .receipt.verified true
@@ -16,7 +18,7 @@ test_manager_exec() {
 	local out
 	out=$(jr .stdout)
 	mgr_ids
-	assert_lines "$out" "$WT/.sandbox-tmp" "$IDS_UID"
+	assert_lines "$out" "$WT/.sandbox-tmp" "$IDS_UID" /bin/bash
 	[ -e "$WT/.sandbox-tmp/report.txt" ] || bad "the report written to TMPDIR is not in the worktree's scratch"
 	# never host root: no /proc/sys writes, no root-only host files (the sandbox's /etc is made)
 	mgr exec --session "$SID" -- 'v=$(cat /proc/sys/kernel/printk_ratelimit); { echo "$v" > /proc/sys/kernel/printk_ratelimit; } 2>/dev/null && echo sysctl-written || echo sysctl-refused; test -e /etc/shadow && echo shadow-present || echo shadow-absent'

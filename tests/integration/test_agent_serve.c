@@ -927,6 +927,60 @@ static void test_exec_output_limit_over(void **state)
 	agent_close(c);
 }
 
+/* The command's environment: the Exec's entries after SHELL, the shell the agent runs it with, so bash
+ * never looks its uid up for SHELL (serve_conn.c request_from_exec; mutations M70, M71). An Exec's own SHELL
+ * wins. The agent's bound is its own (BOUNDARY_MAX_ENV, 64 entries with the NULL's room), so the test
+ * states it: the agent adds one entry, so an Exec may carry 62 and no more. */
+#define AGENT_ENV_MAX 64
+static void test_exec_environment(void **state)
+{
+	static char names[AGENT_ENV_MAX][16];
+	struct fixture *f = *state;
+	const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+	struct agent_env env[AGENT_ENV_MAX];
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+	char want[64];
+
+	env[0] = (struct agent_env){ "FOO", "bar" };
+	exec_request(f, &req, "env-shell", "printf '%s|%s|%s' \"$SHELL\" \"$FOO\" \"$(env | grep -c ^SHELL=)\"");
+	req.env = env;
+	req.n_env = 1;
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "an exec without SHELL");
+	snprintf(want, sizeof want, "\"stdout\":\"%s|bar|1\"", shell);
+	assert_contains(r.result_json, want);
+	agent_reply_free(&r);
+	env[1] = (struct agent_env){ "SHELL", "/bin/the-exec-s-own" };
+	exec_request(f, &req, "env-shell-own", "printf '%s' \"$SHELL\"");
+	req.env = env;
+	req.n_env = 2;
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "an exec with its own SHELL");
+	assert_contains(r.result_json, "\"stdout\":\"/bin/the-exec-s-own\"");
+	agent_reply_free(&r);
+	for (size_t i = 0; i < AGENT_ENV_MAX; i++) {
+		snprintf(names[i], sizeof names[i], "V%zu", i);
+		env[i] = (struct agent_env){ names[i], "x" };
+	}
+	exec_request(f, &req, "env-at-the-bound", "env | grep -c ^V");
+	req.env = env;
+	req.n_env = AGENT_ENV_MAX - 2;
+	must(agent_exec(c, &req, step_deadline(), &r, &err), &err, "an exec at the environment's bound");
+	snprintf(want, sizeof want, "\"stdout\":\"%d\\n\"", AGENT_ENV_MAX - 2);
+	assert_contains(r.result_json, want);
+	agent_reply_free(&r);
+	exec_request(f, &req, "env-over-the-bound", "echo never");
+	req.env = env;
+	req.n_env = AGENT_ENV_MAX - 1;
+	assert_int_equal(agent_exec(c, &req, step_deadline(), &r, &err), -1);
+	assert_int_equal(r.agent_error, SANDBOX__ERROR_CODE__ERR_REFUSED);
+	assert_contains(err.msg, "too many environment variables");
+	assert_null(r.result_json);
+	agent_close(c);
+	still_serving(f);
+}
+
 /* PID 1 of the command's namespace is killed at its timeout: a command that would sleep past it
  * ends timed_out within seconds, never as exited (mutation M6: the wait loop's deadline check). */
 static void test_exec_timeout_kills(void **state)
@@ -2254,6 +2308,7 @@ int main(void)
 		cmocka_unit_test(test_client_refuses_wrong_server_name),
 		cmocka_unit_test(test_exec_wrong_generation),
 		cmocka_unit_test(test_exec_output_limit_over),
+		cmocka_unit_test(test_exec_environment),
 		cmocka_unit_test(test_exec_timeout_kills),
 		cmocka_unit_test(test_exec_id_reuse),
 		cmocka_unit_test(test_exec_busy),
