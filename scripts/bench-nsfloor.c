@@ -54,7 +54,15 @@ static int init_main(int go, const char *command)
 	if (cmd < 0)
 		die("fork");
 	if (cmd == 0) {
-		execl("/bin/bash", "bash", "-c", command, (char *)NULL);
+		/* The environment the agent gives a command (sandbox-agent/cli_exec.c env_build), whatever
+		 * the caller's: bash's start depends on it (LANG=C.UTF-8 loads the locale's files; without
+		 * SHELL bash looks its uid up in the user database), and the floor is to differ from a boxed
+		 * command by its isolation only. */
+		static char *const envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+					      "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp",
+					      "SHELL=/bin/bash", NULL };
+
+		execle("/bin/bash", "bash", "-c", command, (char *)NULL, envp);
 		die("execve /bin/bash");
 	}
 	if (waitpid(cmd, &status, 0) < 0)
