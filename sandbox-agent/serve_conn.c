@@ -159,8 +159,8 @@ static void exec_release(struct agent *a)
 
 /* The command's environment is the Exec's, after SHELL: the shell the agent runs it with, as the
  * one-shot's (cli_exec.c env_build). Without it bash looks the uid up in the user database at every
- * start, for its SHELL variable: the sandbox's uid is in no /etc/passwd, so each bash a command
- * starts loads and asks every NSS module (libnss_systemd's load alone ~0.5 ms per bash on a VM, see
+ * start, for its SHELL variable: a root manager's identity uid is in no /etc/passwd the sandbox sees,
+ * so each bash a command starts loads and asks every NSS module (~0.5 ms per bash on a VM, see
  * docs/performance.md), and ends up with SHELL=/bin/sh. An Exec's own SHELL comes later and wins. */
 static void request_from_exec(const Sandbox__Exec *e, const char *shell, struct exec_request *req,
 			      char env_store[][ENV_ENTRY_MAX])
