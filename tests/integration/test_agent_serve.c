@@ -929,8 +929,8 @@ static void test_exec_output_limit_over(void **state)
 
 /* The command's environment: the Exec's entries after SHELL, the shell the agent runs it with, so bash
  * never looks its uid up for SHELL (serve_conn.c request_from_exec; mutations M70, M71). An Exec's own SHELL
- * wins. The agent's bound is its own (BOUNDARY_MAX_ENV, 64 entries with the NULL's room), so the test
- * states it: the agent adds one entry, so an Exec may carry 62 and no more. */
+ * wins. The agent's bound is its own (BOUNDARY_MAX_ENV 64: a command's environment holds at most 63
+ * entries, request_check), so the test states it: the agent adds one, so an Exec may carry 62. */
 #define AGENT_ENV_MAX 64
 static void test_exec_environment(void **state)
 {
