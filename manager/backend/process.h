@@ -1,5 +1,6 @@
 /* The process backend's parts (backend_process.c), one concern per file, and what they share:
  *   process_root.c      the root the sandbox will see, planned as steps for sandbox init
+ *   process_users.c     its /etc/passwd and /etc/group: the host's, and an entry for its own ids
  *   process_launch.c    one prepare(): paths, pipes, clone, id maps, release, the waits
  *   process_cgroup.c    the sandbox's own cgroup v2 under the delegated parent, its limits
  *   process_evidence.c  the sandbox's init seen from outside: its identity, stop, the evidence
@@ -72,12 +73,27 @@ static inline const struct process_handle *process_handle_get(const struct sandb
 bool path_plain(const char *p);
 
 /* The whole root into s, in mount order (a parent always before what is mounted inside it): the
- * host's system directories, /etc, /dev, /proc, /tmp, the agent, the mount plan, the credentials
- * and the agent's private directories d, each anchored (steps_anchor). agent: canonical. */
+ * host's system directories, /etc (its passwd and group from users_dir: process_users.c), /dev,
+ * /proc, /tmp, the agent, the mount plan, the credentials and the agent's private directories d,
+ * each anchored (steps_anchor). agent and users_dir: canonical. */
 int root_plan(struct steps *s, const struct sandbox_spec *spec, const struct agent_dir *d, const char *agent,
-	      const struct process_settings *set, struct sb_err *err);
+	      const char *users_dir, const struct process_settings *set, struct sb_err *err);
 
 void steps_free(struct steps *s);
+
+/* ---- process_users.c ---- */
+
+/* dir (made here, 0755, the manager's) gets `passwd` and `group` for the sandbox's /etc: those of
+ * host_etc ("/etc"; when others may read them, at most 4 MiB each), with an entry "sandbox" for uid,
+ * whose home is home, and one for gid, each put first where the host's file has no entry for the
+ * id. Each file is replaced whole. 0, or -1 with err. */
+int users_files_write(const char *dir, const char *host_etc, uid_t uid, gid_t gid, const char *home,
+		      struct sb_err *err);
+
+/* One file's text: line first, unless the host's text (len bytes; a group file when group is true)
+ * has an entry for id; then the host's text, ending in a newline. *out is the caller's to free. */
+int users_text(const char *host, size_t len, const char *line, bool group, unsigned id, char **out, size_t *out_len,
+	       struct sb_err *err);
 
 /* ---- process_launch.c ---- */
 

@@ -31,6 +31,7 @@ struct launch {
 	const struct process_settings *set;
 	struct agent_dir d;             /* private directory, the agent's argv and envp (agent_dir.h) */
 	char root[PATH_MAX];            /* <private_dir>/root: the new root's mount point on the host */
+	char users[PATH_MAX];           /* <private_dir>/etc: the sandbox's passwd and group (process_users.c) */
 	char agent[PATH_MAX];
 	const char *workdir;
 	struct steps steps;
@@ -79,11 +80,13 @@ static int launch_paths(struct launch *l, const struct sandbox_spec *spec, struc
 	if (stat(l->agent, &st) < 0 || !S_ISREG(st.st_mode) || access(l->agent, X_OK) < 0)
 		return sb_fail(err, ENOEXEC, "agent binary %s is not an executable file", l->agent);
 	if (agent_dir_prepare(&l->d, spec, err) < 0 ||
-	    path_fmt(l->root, sizeof l->root, err, "%s/root", l->d.private_dir) < 0)
+	    path_fmt(l->root, sizeof l->root, err, "%s/root", l->d.private_dir) < 0 ||
+	    path_fmt(l->users, sizeof l->users, err, "%s/etc", l->d.private_dir) < 0)
 		return -1;
 	if (mkdir(l->root, 0700) < 0 && errno != EEXIST)
 		return sb_fail_errno(err, "creating %s", l->root);
-	return 0;
+	/* HOME is the scratch folder (execpath.c): the user's home says the same. */
+	return users_files_write(l->users, "/etc", l->d.host_uid, l->d.host_gid, spec->plan->scratch, err);
 }
 
 static int launch_command(struct launch *l, const struct sandbox_spec *spec)
@@ -375,7 +378,7 @@ int process_launch(struct process *p, const struct sandbox_spec *spec, struct sa
 	l->set = &p->set;
 	l->groups_drop = geteuid() == 0;
 	l->go[0] = l->go[1] = l->error[0] = l->error[1] = l->log_fd = l->null_fd = l->cgroup_fd = l->net_ready = -1;
-	rc = launch_paths(l, spec, err) < 0 || root_plan(&l->steps, spec, &l->d, l->agent, l->set, err) < 0 ||
+	rc = launch_paths(l, spec, err) < 0 || root_plan(&l->steps, spec, &l->d, l->agent, l->users, l->set, err) < 0 ||
 	     launch_command(l, spec) < 0 || launch_fds(l, err) < 0 ||
 	     cgroup_make(p, spec, l->cgroup_name, &l->cgroup_fd, err) < 0 ? -1 : 0;
 	if (rc == 0) {

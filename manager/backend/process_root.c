@@ -7,7 +7,8 @@
  *   /usr /bin /sbin /lib*  the host's, read-only recursive binds (a symbolic link such as /bin -> usr/bin
  *                          is recreated as a link, not bound)
  *   /etc                   a tmpfs, read-only, holding only the entries of etc_entries[] (no shadow,
- *                          no ssl/private, no ssh host keys: what root could read on the host stays out)
+ *                          no ssl/private, no ssh host keys: what root could read on the host stays out),
+ *                          and passwd and group: the host's with the sandbox's own ids (process_users.c)
  *   /dev                   a tmpfs, read-only: null zero full random urandom tty (binds of the host's
  *                          nodes), fd stdin stdout stderr (links into /proc/self/fd), shm (tmpfs 1777,
  *                          shm_bytes);
@@ -27,6 +28,7 @@
 #include "process.h"
 
 #include "mountfd.h"
+#include "pathfmt.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -168,12 +170,13 @@ static int steps_system(struct steps *s, struct sb_err *err)
 	return 0;
 }
 
-/* What /etc holds, and nothing else: name resolution, users and groups for `id` and git, time zone,
- * CA certificates (ssl/certs, never ssl/private), the dynamic linker's cache, shell profiles and git's
- * system configuration. Anything the host does not have is skipped; an entry that others may not read
- * on the host is left out too (a root manager would otherwise hand root's private files to the sandbox). */
+/* What /etc holds, and nothing else: name resolution, time zone, CA certificates (ssl/certs, never
+ * ssl/private), the dynamic linker's cache, shell profiles and git's system configuration; users and
+ * groups (for `id`, `whoami` and git) are the sandbox's own copies (steps_etc()). Anything the host
+ * does not have is skipped; an entry that others may not read on the host is left out too (a root
+ * manager would otherwise hand root's private files to the sandbox). */
 static const char *const etc_entries[] = {
-	"passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+	"hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
 	"services", "protocols", "networks", "localtime", "timezone", "ssl/certs", "ssl/openssl.cnf",
 	"ca-certificates", "ca-certificates.conf", "pki/ca-trust", "pki/tls/certs", "alternatives",
 	"gitconfig", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "bash.bashrc", "profile", "profile.d",
@@ -246,13 +249,24 @@ static int steps_etc_entry(struct steps *s, const char *entry, struct sb_err *er
 	return step_bind(s, inside, real ? real : host, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err);
 }
 
-static int steps_etc(struct steps *s, struct sb_err *err)
+/* users_dir: process_users.c's passwd and group, which carry the sandbox's own uid and gid. */
+static int steps_etc(struct steps *s, const char *users_dir, struct sb_err *err)
 {
+	char src[PATH_MAX];
+
 	if (step_tmpfs(s, "/etc", "0755", MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, true, 0, err) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof etc_entries / sizeof etc_entries[0]; i++)
 		if (steps_etc_entry(s, etc_entries[i], err) < 0)
 			return -1;
+	for (int i = 0; i < 2; i++) {
+		const char *name = i == 0 ? "passwd" : "group";
+
+		if (path_fmt(src, sizeof src, err, "%s/%s", users_dir, name) < 0 ||
+		    step_bind(s, i == 0 ? "/etc/passwd" : "/etc/group", src,
+			      MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -401,10 +415,10 @@ static int steps_plan(struct steps *s, const struct sandbox_spec *spec, const st
 }
 
 int root_plan(struct steps *s, const struct sandbox_spec *spec, const struct agent_dir *d, const char *agent,
-	      const struct process_settings *set, struct sb_err *err)
+	      const char *users_dir, const struct process_settings *set, struct sb_err *err)
 {
 	if (steps_system(s, err) < 0 || step_simple(s, STEP_FILE, EMPTY_INSIDE, 0, err) < 0 ||
-	    step_bind(s, AGENT_INSIDE, agent, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE, err) < 0 || steps_etc(s, err) < 0 ||
+	    step_bind(s, AGENT_INSIDE, agent, MOUNT_ATTR_RDONLY | MFD_ATTR_SAFE, err) < 0 || steps_etc(s, users_dir, err) < 0 ||
 	    steps_dev(s, set->shm_bytes, err) < 0 ||
 	    step_simple(s, STEP_PROC, "/proc", MFD_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0 ||
 	    step_tmpfs(s, "/tmp", "1777", MFD_ATTR_SAFE, false, set->tmp_bytes, err) < 0 ||

@@ -13,6 +13,29 @@ ids_exec() {
 	IDS_SEEN=$(tr '\n' ' ' <"$OUT")
 }
 
+# ids_named SESSION UID GID: the sandbox's user database knows its ids (process_users.c): by the
+# host's name where the host has a user or group with the id (an unprivileged manager's own), else
+# "sandbox"; its home is HOME; every lookup a command makes finds them, in both directions.
+ids_named() {
+	local name group home
+	name=$(getent passwd "$2" | cut -d: -f1)
+	group=$(getent group "$3" | cut -d: -f1)
+	mgr exec --session "$1" -- 'whoami; id -un; id -gn; echo "$(getent passwd sandbox | cut -d: -f3)"; echo ~;
+		getent passwd "$(id -u)" | cut -d: -f6; python3 -c "import getpass; print(getpass.getuser())";
+		stat -c %U:%G .'
+	assert_eq "exec exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	home=$(sed -n 5p "$OUT")
+	if [ -z "$name" ]; then
+		case $home in /*/.sandbox-tmp) ;; *) bad "HOME is not the scratch folder: $home" ;; esac
+		assert_eq "the sandbox's user, by uid and by name" \
+			"sandbox sandbox ${group:-sandbox} $2 $home $home sandbox sandbox:${group:-sandbox} " \
+			"$(tr '\n' ' ' <"$OUT")"
+	else
+		assert_eq "the host's user keeps its name" "$name $name ${group:-sandbox} $name" \
+			"$(sed -n '1,3p;7p' "$OUT" | tr '\n' ' ' | sed 's/ $//')"
+	fi
+}
+
 # Two identities: ids of their own (root) or the manager's (unprivileged); the worktree's files the
 # identity's; another identity's uid on the host can neither list nor read them; the same ids after
 # a restart, and a new identity the next slot.
@@ -28,6 +51,7 @@ test_manager_identity_ids() {
 		"the manager user's /etc/subuid and /etc/subgid entries" "$(jr .ids.from)"
 	ids_exec "$a_sid"
 	assert_eq "alice's command runs as her ids" "$a_uid $a_gid $a_uid $a_gid 600 " "$IDS_SEEN"
+	ids_named "$a_sid" "$a_uid" "$a_gid"
 	ids_exec "$b_sid"
 	assert_eq "bob's command runs as his ids" "$b_uid $b_gid $b_uid $b_gid 600 " "$IDS_SEEN"
 	assert_eq "the worktree is the identity's on the host" "$b_uid" "$(stat -c %u "$b_wt")"
@@ -194,6 +218,7 @@ test_manager_identity_ids_own() {
 	mgr session show --session "$SID"
 	assert_eq "the manager's own ids" "$RUN_UID" "$(jr .ids.uid)"
 	assert_json .ids.from '"the manager'"'"'s own (an unprivileged manager maps only its own ids)"'
+	ids_named "$SID" "$RUN_UID" "$(jr .ids.gid)"
 	grep -q "every identity's sandboxes run as this manager's own uid" "$TD/manager.log" || bad "no warning at start"
 	# An upgrade: a volume whose identities were made with the manager's own ids keeps them by
 	# default (their files are the user's, which no subordinate id may write), and says how to move.

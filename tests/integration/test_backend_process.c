@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,6 +387,13 @@ static void test_view(void **state)
 	expect_fail(&h, "ls /etc/ssl/private", "No such file");
 	expect_fail(&h, "touch /usr/x", "Read-only file system");
 	expect_fail(&h, "touch /etc/x", "Read-only file system");
+	/* Its own user database (process_users.c): the uid has a name, the files are not the command's. */
+	expect_ok(&h, "id -u -n; getent passwd \"$(id -u)\" | cut -d: -f3,6", &r);
+	snprintf(path, sizeof path, "%s\n%u:%s\n", getpwuid(sandbox_uid()) ? getpwuid(sandbox_uid())->pw_name : "sandbox",
+		 (unsigned)sandbox_uid(), getpwuid(sandbox_uid()) ? getpwuid(sandbox_uid())->pw_dir : F.plan.scratch);
+	assert_string_equal(r.out, path);
+	expect_fail(&h, "echo x: >> /etc/passwd", NULL);
+	expect_fail(&h, "echo x: >> /etc/group", NULL);
 	expect_fail(&h, "mkdir /x", "Read-only file system");
 	expect_fail(&h, "ln -s x /.sandbox/y", "Read-only file system");
 	expect_fail(&h, "touch /.sandbox/bin/sandbox-agent", NULL); /* EROFS or ETXTBSY */
