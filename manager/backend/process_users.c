@@ -2,11 +2,11 @@
  * and an entry for the sandbox's own uid and gid where the host has none.
  *
  * Why: the sandbox's /etc holds the host's user database (process_root.c), but a root manager's
- * sandboxes run as ids of its sandbox-ids range, which no host user has (manager_ids checks that at
- * every start). A command's every lookup of its own uid then failed: `whoami` and `id -un` said "no
- * such user", Python's getpass.getuser() raised, git could not name a committer, and each miss went
- * on through every NSS module of the host's nsswitch.conf (Debian's loads libnss_systemd.so per
- * process: dlopen and a connect attempt). With the entry, the lookup ends in `files`, as on a host.
+ * sandboxes run as ids of its sandbox-ids range, which no host user has (identity_ids.c checks that at
+ * every start). A command's every lookup of its own uid then failed: `whoami` and `id -un` said
+ * "cannot find name for user ID N", Python's getpass.getuser() raised, git named the user "unknown",
+ * and each miss went on through every NSS module of the host's nsswitch.conf (Debian's: a dlopen of
+ * libnss_systemd.so in each such process). With the entry, the lookup ends in `files`, as on a host.
  *
  * The added entries are named "sandbox" and put first, so that inside both directions agree: the
  * uid's name is "sandbox", and "sandbox" names the uid, even on a host with a user of that name (its
@@ -32,7 +32,7 @@
  * host keeps from its users: process_root.c). Bounded before the buffer is allocated. */
 static int host_read(const char *path, char **text, size_t *len, struct sb_err *err)
 {
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* never wait on a FIFO */
 	struct stat st;
 
 	*text = NULL;
