@@ -15,6 +15,7 @@
  * host's world-readable lines, and are written afresh by every start. */
 #include "process.h"
 
+#include "fdio.h"
 #include "pathfmt.h"
 
 #include <errno.h>
@@ -49,21 +50,16 @@ static int host_read(const char *path, char **text, size_t *len, struct sb_err *
 	*text = malloc((size_t)st.st_size + 1);
 	if (*text == NULL)
 		return sb_fail(err, ENOMEM, "reading %s", path);
-	/* The file may change under us: take what one bounded read gives, never more than was sized. */
-	for (ssize_t n; *len < (size_t)st.st_size; *len += (size_t)n) {
-		n = read(fd, *text + *len, (size_t)st.st_size - *len);
-		if (n < 0 && errno == EINTR) {
-			n = 0;
-			continue;
-		}
-		if (n < 0) {
-			free(*text);
-			*text = NULL;
-			return sb_fail_errno(err, "reading %s", path);
-		}
-		if (n == 0)
-			break;
+	/* Exactly the size just checked: a file that shrank meanwhile is an error, never a cut line. */
+	errno = 0;
+	if (fd_read_exact(fd, *text, (size_t)st.st_size) < 0) {
+		int saved = errno ? errno : EIO;
+
+		free(*text);
+		*text = NULL;
+		return sb_fail(err, saved, "reading %s", path);
 	}
+	*len = (size_t)st.st_size;
 	(*text)[*len] = '\0';
 	return 0;
 }
@@ -115,33 +111,33 @@ int users_text(const char *host, size_t len, const char *line, bool group, unsig
 	return 0;
 }
 
-/* name in dirfd, 0644, replaced whole: a reader never sees half a file. */
-static int users_file_put(int dirfd, const char *name, const char *text, size_t len, struct sb_err *err)
+/* name in dirfd (dir: its path, for messages), 0644 whatever the umask (the sandbox's uid reads it),
+ * replaced whole by a rename: a reader never sees half a file. No fsync: every start writes it
+ * afresh. */
+static int users_file_put(int dirfd, const char *dir, const char *name, const char *text, size_t len,
+			  struct sb_err *err)
 {
 	char tmp[32];
 	cleanup_close int fd = -1;
-	size_t done = 0;
+	int saved;
 
 	snprintf(tmp, sizeof tmp, ".%s.new", name);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0 || fchmod(fd, 0644) < 0)
-		return sb_fail_errno(err, "writing the sandbox's %s", name);
-	while (done < len) {
-		ssize_t n = write(fd, text + done, len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return sb_fail_errno(err, "writing the sandbox's %s", name);
-		done += (size_t)n;
+	/* A crash's leftover would make the exclusive create fail at every start. */
+	if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
+		return sb_fail_errno(err, "removing the stale %s/%s", dir, tmp);
+	fd = fd_file_write_new(dirfd, dir, tmp, 0644, text, len, err);
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0644) < 0 || renameat(dirfd, tmp, dirfd, name) < 0) {
+		saved = errno;
+		unlinkat(dirfd, tmp, 0);
+		return sb_fail(err, saved, "writing %s/%s", dir, name);
 	}
-	if (renameat(dirfd, tmp, dirfd, name) < 0)
-		return sb_fail_errno(err, "writing the sandbox's %s", name);
 	return 0;
 }
 
-static int users_one(int dirfd, const char *host_etc, const char *name, const char *line, bool group, unsigned id,
-		     struct sb_err *err)
+static int users_one(int dirfd, const char *dir, const char *host_etc, const char *name, const char *line,
+		     bool group, unsigned id, struct sb_err *err)
 {
 	cleanup_free char *host = NULL, *text = NULL;
 	char host_path[PATH_MAX];
@@ -151,7 +147,7 @@ static int users_one(int dirfd, const char *host_etc, const char *name, const ch
 	    host_read(host_path, &host, &host_len, err) < 0 ||
 	    users_text(host, host_len, line, group, id, &text, &len, err) < 0)
 		return -1;
-	return users_file_put(dirfd, name, text, len, err);
+	return users_file_put(dirfd, dir, name, text, len, err);
 }
 
 int users_files_write(const char *dir, const char *host_etc, uid_t uid, gid_t gid, const char *home,
@@ -162,7 +158,7 @@ int users_files_write(const char *dir, const char *host_etc, uid_t uid, gid_t gi
 	/* The shell the agent runs commands with (serve.c): bash where the host has it. */
 	const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
 
-	/* A home or shell with ':' or a newline would make another line of the file, not this one. */
+	/* A home with ':' or a newline would make another line of the file, not this one. */
 	if (home == NULL || strpbrk(home, ":\n") != NULL)
 		return sb_invalid(err, "the sandbox's home '%s' cannot go in a passwd line", home ? home : "(null)");
 	if (path_fmt(pw_line, sizeof pw_line, err, USERS_NAME ":x:%u:%u:" USERS_NAME ":%s:%s\n", (unsigned)uid,
@@ -174,9 +170,9 @@ int users_files_write(const char *dir, const char *host_etc, uid_t uid, gid_t gi
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dirfd < 0)
 		return sb_fail_errno(err, "opening %s", dir);
-	if (users_one(dirfd, host_etc, "passwd", pw_line, false, (unsigned)uid, err) < 0 ||
-	    users_one(dirfd, host_etc, "group", gr_line, true, (unsigned)gid, err) < 0) {
-		sb_err_prefix(err, "in %s", dir);
+	if (users_one(dirfd, dir, host_etc, "passwd", pw_line, false, (unsigned)uid, err) < 0 ||
+	    users_one(dirfd, dir, host_etc, "group", gr_line, true, (unsigned)gid, err) < 0) {
+		sb_err_prefix(err, "the sandbox's user database");
 		return -1;
 	}
 	return 0;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "process.h"
+#include "testutil.h"
 
 static const char host_pw[] = "root:x:0:0:root:/root:/bin/bash\n"
 			      "sandbox:x:1234:1234:a host user of that name:/home/sandbox:/bin/sh\n"
@@ -140,15 +141,7 @@ static char *file_get(const char *dir, const char *name, mode_t *mode)
 
 static void dirs_remove(const struct dirs *d)
 {
-	static const char *const names[] = { "out/passwd", "out/group", "out", "passwd", "group" };
-	char path[128];
-
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		snprintf(path, sizeof path, "%s/%s", d->host, names[i]);
-		if (unlink(path) < 0)
-			rmdir(path);
-	}
-	rmdir(d->host);
+	assert_int_equal(test_rmtree(d->host), 0);
 }
 
 /* Both files written, 0644, replaced whole on a second start (a changed uid, no stale line); the
