@@ -102,11 +102,18 @@ struct dirs {
 	char host[64], out[80];
 };
 
-static void dirs_make(struct dirs *d)
+/* A host /etc of the test's own and the output directory inside it, made before each test that
+ * writes files and removed after it, a failed one included. */
+static int dirs_make(void **state)
 {
-	snprintf(d->host, sizeof d->host, "/tmp/test_users.XXXXXX");
-	assert_non_null(mkdtemp(d->host));
-	snprintf(d->out, sizeof d->out, "%s/out", d->host);
+	static struct dirs d;
+
+	snprintf(d.host, sizeof d.host, "/tmp/test_users.XXXXXX");
+	if (mkdtemp(d.host) == NULL)
+		return -1;
+	snprintf(d.out, sizeof d.out, "%s/out", d.host);
+	*state = &d;
+	return 0;
 }
 
 static void file_put(const char *dir, const char *name, const char *text, mode_t mode)
@@ -139,22 +146,22 @@ static char *file_get(const char *dir, const char *name, mode_t *mode)
 	return text;
 }
 
-static void dirs_remove(const struct dirs *d)
+static int dirs_remove(void **state)
 {
-	assert_int_equal(test_rmtree(d->host), 0);
+	const struct dirs *d = *state;
+
+	return test_rmtree(d->host);
 }
 
 /* Both files written, 0644, replaced whole on a second start (a changed uid, no stale line); the
  * host's group file, which others may not read, left out. */
 static void test_files_written(void **state)
 {
-	struct dirs d;
+	const struct dirs d = *(const struct dirs *)*state;
 	struct sb_err err;
 	cleanup_free char *pw = NULL, *gr = NULL, *pw2 = NULL;
 	mode_t mode;
 
-	(void)state;
-	dirs_make(&d);
 	file_put(d.host, "passwd", "root:x:0:0:root:/root:/bin/bash\n", 0644);
 	file_put(d.host, "group", "root:x:0:\nsecret:x:7:\n", 0600);
 	assert_int_equal(users_files_write(d.out, d.host, 2000000001u, 2000000001u, "/w/.scratch", &err), 0);
@@ -168,20 +175,17 @@ static void test_files_written(void **state)
 	pw2 = file_get(d.out, "passwd", &mode);
 	assert_null(strstr(pw2, "2000000001"));
 	assert_non_null(strstr(pw2, "sandbox:x:2000000002:2000000002:"));
-	dirs_remove(&d);
 }
 
 /* A host file over the bound is refused with its size, before a byte is read; a home that would
  * break the line is refused. Nothing is written either way. */
 static void test_refused(void **state)
 {
-	struct dirs d;
+	const struct dirs d = *(const struct dirs *)*state;
 	struct sb_err err;
 	char path[128];
 	int fd;
 
-	(void)state;
-	dirs_make(&d);
 	snprintf(path, sizeof path, "%s/passwd", d.host);
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
@@ -194,7 +198,6 @@ static void test_refused(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 	assert_int_equal(users_files_write(d.out, d.host, 2000000001u, 2000000001u, "/w:0:0:x:/:/bin/sh\nroot", &err), -1);
 	assert_int_equal(err.errnum, EINVAL);
-	dirs_remove(&d);
 }
 
 int main(void)
@@ -204,8 +207,8 @@ int main(void)
 		cmocka_unit_test(test_present_id_unchanged),
 		cmocka_unit_test(test_empty_host),
 		cmocka_unit_test(test_result_parses),
-		cmocka_unit_test(test_files_written),
-		cmocka_unit_test(test_refused),
+		cmocka_unit_test_setup_teardown(test_files_written, dirs_make, dirs_remove),
+		cmocka_unit_test_setup_teardown(test_refused, dirs_make, dirs_remove),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
