@@ -323,6 +323,15 @@ int daemon_serve(int argc, char **argv)
 
 	sb_err_clear(&err);
 	signal(SIGPIPE, SIG_IGN);
+	/* The modes of the state and the volume are the layout's own, never the umask of the shell or
+	 * unit that started the daemon. What must stay private is made with its mode and checked
+	 * (0700 and 0711 directories, 0600 keys and records, the identity's 0710 directories); what a
+	 * sandbox's uid must read is made by git and the manager with the default modes, behind those
+	 * directories: the base clone's objects and refs, packed-refs.d, the worktree's files. Under an
+	 * inherited umask 077 a root manager's sandbox could not walk into its own base clone (its start
+	 * refused: "making the mount point .../packed-refs.d: Permission denied"). Inherited by every
+	 * child (git, the agent, the sandbox's init; the agent sets the command's own, 077). */
+	umask(022);
 	/* First, before any thread: a signal that comes during the start is taken once it is done. */
 	sigfd = stop_signals(&err);
 	/* glibc gives each busy thread its own malloc arena and keeps what a call's 1 MiB output buffers

@@ -250,3 +250,26 @@ test_manager_identity_ids_own() {
 	rmdir "$closed"
 }
 t manager_identity_ids_own test_manager_identity_ids_own
+
+# A manager started under umask 077 (a hardened login, a unit's UMask=): its sandboxes still walk
+# into the identity's base clone and read it, because the daemon makes what they read with the
+# layout's modes, not its starter's umask (daemon.c daemon_serve); what must stay private stays so,
+# and a command's own files are still its uid's alone (the agent's umask 077 for the command).
+test_manager_umask_strict() {
+	local mode
+	mgr_repo || return 1
+	umask 077
+	mgr_start && mgr_session || return 1
+	mgr exec --session "$SID" -- 'git log --format=%s -1; cat payments/* >/dev/null && echo read; git status --porcelain | wc -l;
+		echo new > new.txt; stat -c %a new.txt; umask'
+	assert_eq "exec exit code (stderr: $(head -c 300 "$ERR"))" 0 "$RC"
+	assert_eq "under umask 077: the repository read, the command's own file 0600" "manifests read 0 600 0077 " \
+		"$(tr '\n' ' ' <"$OUT")"
+	mgr exec --session "$SID" -- 'git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm two && git log --format=%s -1'
+	assert_eq "a commit under umask 077 (stderr: $(head -c 300 "$ERR"))" "two" "$(cat "$OUT")"
+	mode=$(stat -c %a "$MSTATE/records.db")
+	assert_eq "the records stay the manager's alone" 600 "$mode"
+	mode=$(stat -c %a "$MSTATE")
+	case $mode in 700 | 711) ;; *) bad "the state directory is $mode" ;; esac
+}
+t manager_umask_strict test_manager_umask_strict
