@@ -12,6 +12,26 @@
 
 #include "pathfmt.h"
 
+int fd_stdio_ensure(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		int got;
+
+		if (fcntl(fd, F_GETFD) >= 0)
+			continue;
+		/* The lowest free number is fd itself: those below it are open (this loop). */
+		got = open("/dev/null", O_RDWR);
+		if (got < 0)
+			return -1;
+		if (got != fd) {
+			close(got);
+			errno = EBADF;
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int fd_reserve(int fd, size_t bytes)
 {
 	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) == 0)

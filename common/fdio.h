@@ -11,6 +11,13 @@
 
 #include "error.h"
 
+/* Descriptors 0, 1 and 2 open, each that is not opened on /dev/null (read-write), before a program
+ * opens anything else: a program started with one closed (`2>&-`, a careless supervisor) would
+ * otherwise get its first file there, and a log line or a child's stderr would land in it (the
+ * manager's lock file or records, the agent's keys). Every program's first step. 0, or -1 with
+ * errno (no /dev/null). */
+int fd_stdio_ensure(void);
+
 /* All of buf to fd, through EINTR and short writes. 0 once everything is written; -1 with errno
  * set otherwise (EPIPE when the reader is gone and SIGPIPE is ignored, or for a write of 0). */
 int fd_write_all(int fd, const void *buf, size_t len);

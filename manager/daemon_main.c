@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fdio.h"
 #include "log.h"
 #include "manager.h"
 #include "mcp.h"
@@ -18,6 +19,10 @@ int ca_cmd(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+	/* Before anything is opened: started with 0, 1 or 2 closed, the first file (the lock, the
+	 * records) would take its number and the log lines would be written into it (fdio.h). */
+	if (fd_stdio_ensure() < 0)
+		return 125;
 	sb_log_init("sandbox-manager");
 	/* A write past RLIMIT_FSIZE must fail with EFBIG and take the error path (an uncertain answer,
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset

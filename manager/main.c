@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "codex_bridge.h"
+#include "fdio.h"
 #include "log.h"
 #include "mcp.h"
 #include "pathfmt.h"
@@ -145,6 +146,10 @@ int main(int argc, char **argv)
 {
 	const char *cmd = argc >= 2 ? argv[1] : "";
 
+	/* Before anything is opened: started with 0, 1 or 2 closed, the first file (the lock, the
+	 * records) would take its number and the log lines would be written into it (fdio.h). */
+	if (fd_stdio_ensure() < 0)
+		return MCLI_FAILED;
 	sb_log_init("sandbox-manager");
 	/* A write past RLIMIT_FSIZE must fail with EFBIG and take the error path (an uncertain answer,
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset

@@ -1,11 +1,11 @@
 /* sandbox-agent: the static agent baked into sandbox images. Dispatches the subcommands; the
  * isolation path starts in cli_exec.c -> boundary_prepare.c, boundary_view.c,
  * boundary_run.c -> init.c. */
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "fdio.h"
 #include "log.h"
 #include "steptime.h"
 
@@ -18,21 +18,12 @@ static void usage(FILE *f)
 		   "       sandbox-agent verify-receipt --receipt FILE --key FILE [--nonce HEX] [--exec-id ID]\n");
 }
 
-/* Descriptors 0-2 must be open before anything else is: otherwise a pipe or key file could
- * land on fd 1 and later be mistaken for stdout (or clobbered by a dup2 onto it). */
-static int stdio_ensure(void)
-{
-	for (int fd = 0; fd < 3; fd++)
-		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
-			return -1;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	const char *cmd = argc >= 2 ? argv[1] : "";
 
-	if (stdio_ensure() < 0)
+	/* Before anything is opened: a pipe or key file must never land on 0-2 (fdio.h). */
+	if (fd_stdio_ensure() < 0)
 		return CLI_FAILED;
 	steptime_init();
 	sb_log_init("sandbox-agent");

@@ -79,3 +79,21 @@ test_manager_default_state_dir() {
 	[ -z "${IT_KEEP:-}" ] && rm -rf "$home"
 }
 t manager_default_state_dir test_manager_default_state_dir
+
+# Started with descriptors 0, 1 and 2 closed (a careless supervisor, `2>&-`): the daemon opens
+# /dev/null on each first (main.c, daemon_main.c fd_stdio_ensure), so its lock file and records never
+# take those numbers and a stray write to stdout or a log line never lands in them.
+test_manager_stdio_closed() {
+	local fd
+	mgr_repo || return 1
+	# a fixed wrapper, no input in it: the manager exec'd with its three standard descriptors closed
+	MGR_WRAP=(bash -c 'exec "$@" <&- >&- 2>&-' closed)
+	mgr_start && mgr_session || return 1
+	for fd in 0 1 2; do
+		assert_eq "the daemon's descriptor $fd" /dev/null "$(readlink "/proc/$MGR_PID/fd/$fd")"
+	done
+	mgr exec --session "$SID" -- 'echo ran'
+	assert_eq "a call (stderr: $(head -c 300 "$ERR"))" ran "$(cat "$OUT")"
+	assert_eq "the lock file holds the pid alone" "$MGR_PID" "$(cat "$MSTATE/manager.lock")"
+}
+t manager_stdio_closed test_manager_stdio_closed

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +76,44 @@ static bool file_exists(struct fixture *f, const char *name)
 
 /* Exactly the bytes asked for, across short reads (a stream socket given them in pieces); an end of file
  * before them is -1, never a short success. */
+/* In a child (cmocka writes to 1): with 1 and 2 closed, both come back on /dev/null, 0 is left as it
+ * was, and the next file opened lands above 2. Exit status: the first check that failed, or 0. */
+static int stdio_child(void)
+{
+	struct stat st, zero_before, zero_after;
+	int fd;
+
+	if (fstat(0, &zero_before) < 0 || close(1) < 0 || close(2) < 0)
+		return 1;
+	if (fd_stdio_ensure() < 0)
+		return 2;
+	for (fd = 1; fd <= 2; fd++)
+		if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3) ||
+		    (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR)
+			return 3;
+	if (fstat(0, &zero_after) < 0 || zero_after.st_ino != zero_before.st_ino || zero_after.st_dev != zero_before.st_dev)
+		return 4;
+	fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+	if (fd < 3)
+		return 5;
+	return fd_stdio_ensure() == 0 ? 0 : 6; /* nothing to do the second time */
+}
+
+static void test_stdio_ensure(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(stdio_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_read_exact(void **state)
 {
 	char got[8] = "";
@@ -358,6 +397,7 @@ static void test_reserve_then_release(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stdio_ensure),
 		cmocka_unit_test(test_read_exact),
 		cmocka_unit_test_setup_teardown(test_create, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_existing_refused, setup, teardown),
