@@ -237,8 +237,9 @@ static int setup_wait(struct launch *l, struct sb_err *err)
 		if (r > 0)
 			have += (size_t)r;
 		msg[have] = '\0';
+		/* Its message ends with its own cause (sandbox_init.c): no second one after it. */
 		if (have > 0)
-			return sb_fail(err, EPERM, "%s", msg);
+			return sb_refuse(err, EPERM, "%s", msg);
 		return 0; /* end of file: the agent is executing (or init died; the next wait sees it) */
 	}
 }

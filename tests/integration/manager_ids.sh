@@ -273,3 +273,25 @@ test_manager_umask_strict() {
 	case $mode in 700 | 711) ;; *) bad "the state directory is $mode" ;; esac
 }
 t manager_umask_strict test_manager_umask_strict
+
+# The base clone closed by hand (an operator's chmod 0700, what an inherited umask 077 once did): the
+# sandbox cannot start, and the call is refused with one clear message: the session and generation
+# named once, sandbox init's step and its cause once (process_launch.c setup_wait, sandbox.c
+# sandbox_acquire). The mode given back, the next call runs.
+test_manager_base_clone_closed() {
+	local base msg
+	mgr_repo && mgr_start && mgr_session || return 1
+	base=$MSTATE/volume/identities/alice/repositories/repo
+	[ -d "$base" ] || { bad "no base clone at $base"; return 1; }
+	as_in_manager_ns chmod 0700 "$base" || return 1
+	mgr exec --session "$SID" -- 'echo ran'
+	assert_eq "a call on a closed base clone" 125 "$RC"
+	msg=$(cat "$ERR")
+	assert_match "the step and its cause" "making the mount point $base/packed-refs.d: Permission denied" "$msg"
+	assert_eq "the session named once" 1 "$(grep -o "preparing the sandbox of session $SID" <<<"$msg" | wc -l)"
+	assert_eq "one cause" 0 "$(grep -c 'Permission denied: Operation not permitted' <<<"$msg")"
+	as_in_manager_ns chmod 0755 "$base" || return 1
+	mgr exec --session "$SID" -- 'echo ran'
+	assert_eq "the next call, the mode given back (stderr: $(head -c 300 "$ERR"))" ran "$(cat "$OUT")"
+}
+t manager_base_clone_closed test_manager_base_clone_closed
