@@ -11,8 +11,8 @@
 
 #include "error.h"
 
-/* Descriptors 0, 1 and 2 open, each that is not opened on /dev/null (read-write), before a program
- * opens anything else: a program started with one closed (`2>&-`, a careless supervisor) would
+/* Descriptors 0, 1 and 2 made sure of, each closed one opened on /dev/null (read-write), before a
+ * program opens anything else: a program started with one closed (`2>&-`, a careless supervisor) would
  * otherwise get its first file there, and a log line or a child's stderr would land in it (the
  * manager's lock file or records, the agent's keys). Every program's first step. 0, or -1 with
  * errno (no /dev/null). */
