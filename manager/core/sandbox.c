@@ -327,7 +327,6 @@ static int sandbox_egress(struct manager *m, struct live_sandbox *l, struct sb_e
 struct start_stage {
 	bool recorded; /* its "starting" row exists */
 	bool started;  /* the backend prepared it: it runs until stopped with evidence */
-	bool refused;  /* the backend's prepare failed: its message names the session and generation */
 };
 
 /* The session's grants as they are now, for this generation only, kept as the sandbox's
@@ -463,10 +462,8 @@ static int sandbox_start(struct manager *m, struct live_sandbox *l, const struct
 	snprintf(l->h.runtime_id, sizeof l->h.runtime_id, "starting");
 	rc = sandbox_record(m, l, "starting", err);
 	stage->recorded = rc == 0;
-	if (rc == 0) {
+	if (rc == 0)
 		rc = m->backend->ops->prepare(m->backend, &spec, &l->h, err);
-		stage->refused = rc < 0;
-	}
 	mount_plan_free(&plan);
 	json_decref(job.grants);
 	if (rc == 0) {
@@ -652,7 +649,7 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, enum acquire
 	const char *session = s->id;
 	struct workspace ws = { 0 };
 	struct live_sandbox *l = sandbox_find(m, session);
-	struct start_stage stage = { 0 };
+	struct start_stage stage = { false, false };
 	bool ws_failed = false;
 	int rc;
 
@@ -690,8 +687,9 @@ int sandbox_acquire(struct manager *m, const struct session_row *s, enum acquire
 	workspace_free(&ws);
 	if (rc < 0) {
 		/* The workspace's refusal says what to do about it, as before the keys went beside it; a
-		 * backend's names the session and the generation already. */
-		if (!ws_failed && !stage.refused)
+		 * backend's (recorded, not started: its prepare failed) names the session and the
+		 * generation already. */
+		if (!ws_failed && !(stage.recorded && !stage.started))
 			sb_err_prefix(err, "preparing the sandbox of session %s", session);
 		pthread_mutex_lock(&m->lock);
 		starting_drop(m, l);
