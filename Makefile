@@ -67,7 +67,7 @@ AGENT_SRC  := $(filter-out sandbox-agent/main.c $(SANDBOX_INIT_SRC),$(wildcard s
 AGENT_MUSL_SRC := sandbox-agent/main.c $(AGENT_SRC) \
                 $(addprefix common/,clock.c error.c failpoint.c fdio.c frame.c fstype.c handshake_slots.c \
                   live_ring.c log.c mountfd.c names.c nsspawn.c opts.c pathfmt.c proto.c random.c \
-                  receipt_mac.c sock.c textesc.c thread.c tls.c tls_pipe.c utf8.c) \
+                  receipt_mac.c sock.c textesc.c thread.c tls.c tls_pipe.c users_db.c utf8.c) \
                 $(GEN_SRC) $(BUILD)/gen/seccomp_bpf.c
 MANAGER_SRC:= $(wildcard manager/*/*.c)
 # The manager's folders (docs/architecture.md): each is on the manager's include path, and on no

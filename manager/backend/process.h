@@ -90,11 +90,6 @@ void steps_free(struct steps *s);
 int users_files_write(const char *dir, const char *host_etc, uid_t uid, gid_t gid, const char *home,
 		      struct sb_err *err);
 
-/* One file's text: line first, unless the host's text (len bytes; a group file when group is true)
- * has an entry for id; then the host's text, ending in a newline. *out is the caller's to free. */
-int users_text(const char *host, size_t len, const char *line, bool group, unsigned id, char **out, size_t *out_len,
-	       struct sb_err *err);
-
 /* ---- process_launch.c ---- */
 
 /* prepare(): check the spec, start the sandbox, wait for its agent (bounded); on failure nothing

@@ -1,4 +1,4 @@
-/* Unit tests for manager/backend/process_users.c: the sandbox's passwd and group carry an entry for
+/* Unit tests for common/users_db.c and manager/backend/process_users.c: the sandbox's passwd and group carry an entry for
  * its own ids, first, exactly when the host's have none; the host's lines follow unchanged; a file
  * others may not read stays out; an oversized one is refused before anything is written; glibc's
  * own parser, reading the result, finds the sandbox's user by uid and by name. */
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "process.h"
+#include "users_db.h"
 #include "testutil.h"
 
 static const char host_pw[] = "root:x:0:0:root:/root:/bin/bash\n"
@@ -31,8 +32,11 @@ static char *text_of(const char *host, size_t len, bool group, unsigned id)
 	struct sb_err err;
 	char *out = NULL;
 	size_t n = 0;
+	bool added = false;
 
-	assert_int_equal(users_text(host, len, group ? "sandbox:x:2000000001:\n" : line, group, id, &out, &n, &err), 0);
+	assert_int_equal(users_db_text(host, len, group ? "sandbox:x:2000000001:\n" : line, group, id, &out, &n, &added,
+				       &err), 0);
+	assert_true(added == (strstr(out, "2000000001") == out + strlen("sandbox:x:")));
 	assert_int_equal(n, strlen(out));
 	return out;
 }
