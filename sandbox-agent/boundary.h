@@ -69,6 +69,16 @@ struct boundary {
 	gid_t command_gid;                 /* never 0 there (command_ids_choose) */
 	uid_t command_outside_uid;         /* what they map to in the agent's namespace */
 	gid_t command_outside_gid;
+	/* `serve --user-home` (command_user.c): the agent's copies of /etc/passwd and /etc/group that
+	 * gained an entry for the command's ids, each bound read-only over the view's own file by
+	 * init (mounts.c users_bind()); none when the view's files already name the ids. */
+	struct user_file {
+		char source[PATH_MAX];     /* in the state directory, hidden from commands */
+		const char *target;        /* "/etc/passwd" or "/etc/group" */
+		dev_t dev;                 /* the identity the agent wrote, compared by init */
+		ino_t ino;
+	} users[2];
+	size_t n_users;
 };
 
 enum exec_status {

@@ -18,6 +18,7 @@
 
 #include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
 
+#include "cleanup.h"
 #include "fstype.h"
 #include "mountfd.h"
 #include "steptime.h"
@@ -444,6 +445,38 @@ static int hide_dir(const struct hidden_dir *h, struct sb_err *err)
 	return rc < 0 ? -1 : 0;
 }
 
+/* `serve --user-home`: the agent's copies of /etc/passwd and /etc/group (command_user.c), each
+ * bound read-only over the view's own file. Before the hiding mounts, which cover the state
+ * directory the copies lie in. As hide_dir(): the path opened once, its identity compared with the
+ * one the agent recorded, and the copy taken from what was opened, so that a file put in its place
+ * fails closed instead of naming users. */
+static int users_bind(const struct boundary *b, struct sb_err *err)
+{
+	cleanup_close int root = -1;
+
+	if (b->n_users == 0)
+		return 0;
+	root = mfd_open_nofollow(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+	if (root < 0)
+		return sb_fail_errno(err, "opening /");
+	for (size_t i = 0; i < b->n_users; i++) {
+		const struct user_file *u = &b->users[i];
+		cleanup_close int fd = mfd_open_nofollow(AT_FDCWD, u->source, O_PATH);
+		cleanup_close int mnt = -1;
+		struct stat st;
+
+		if (fd < 0)
+			return sb_fail_errno(err, "opening the agent's copy %s", u->source);
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_dev != u->dev || st.st_ino != u->ino)
+			return sb_fail(err, EXDEV, "the agent's copy %s was replaced since the agent wrote it: "
+				       "refusing to run commands", u->source);
+		mnt = mfd_clone_tree(fd, MFD_ATTR_SAFE | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, u->source, err);
+		if (mnt < 0 || mfd_attach(mnt, root, u->target, false, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* What init creates in a new tmpfs must be owned by ids this namespace maps: under a host-root
  * agent init's own (host 0) are not, and the kernel would refuse (EOVERFLOW). So the read-only
  * world is built with the command's ids as filesystem ids; its lookups then run with them too,
@@ -465,7 +498,7 @@ int mounts_build_view(const struct boundary *b, const char *cwd, uid_t fs_uid, g
 
 	bound->n = 1; /* [0]: the working directory, entered last */
 	/* Private first: otherwise every mount below would propagate to the host's peers. */
-	if (mfd_tree_private(err) < 0)
+	if (mfd_tree_private(err) < 0 || users_bind(b, err) < 0)
 		return -1;
 	/* The hiding mounts in the host's view as it is, with init's own ids: every hidden
 	 * directory must be found, and be the one the agent holds. A private /tmp may cover some of

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "boundary.h"
+#include "command_user.h"
 #include "prebuilt.h"
 #include "privdir.h"
 #include "journal.h"
@@ -44,6 +45,7 @@ struct serve_config {
 	const char *listen, *cert, *key, *ca, *manager_name, *state_dir;
 	const char *receipt_key;   /* --receipt-key, or NULL: state_dir/receipt.key */
 	const char *net_socket;    /* --net-socket unix:PATH, or NULL (serve_netsock.c) */
+	const char *user_home;     /* --user-home DIR, or NULL (command_user.c) */
 	uint16_t ports[BOUNDARY_MAX_PORTS];
 	size_t n_ports;
 	uint64_t generation;
@@ -256,7 +258,9 @@ static int agent_prepare(struct agent *a, struct serve_config *cfg, int *listen_
 	for (size_t i = 0; i < SERVE_NET_PORTS; i++)
 		a->net_listeners[i] = -1;
 	/* With blocked ports, this restricts the agent itself (Landlock, connect only) for good. */
-	if (boundary_prepare(&a->b, &bo, err) < 0 || prebuilt_start(&a->pre, &a->b, err) < 0)
+	if (boundary_prepare(&a->b, &bo, err) < 0 ||
+	    (cfg->user_home != NULL && command_user_prepare(&a->b, &a->state, cfg->user_home, err) < 0) ||
+	    prebuilt_start(&a->pre, &a->b, err) < 0)
 		return -1;
 	/* The net socket before the agent's listener: an agent that answers can hand listeners. */
 	if (cfg->net_socket != NULL && serve_netsock_start(cfg->net_socket, err) < 0) {
@@ -275,7 +279,7 @@ static int serve_usage(const char *msg)
 	fprintf(stderr, "sandbox-agent serve: %s\n"
 			"usage: sandbox-agent serve --listen HOST:PORT|unix:PATH --tls-cert F --tls-key F --tls-ca F\n"
 			"         --manager-name NAME --state-dir DIR [--receipt-key F] [--generation N] [--block-port PORT]...\n"
-			"         [--net-socket unix:PATH]\n", msg);
+			"         [--net-socket unix:PATH] [--user-home DIR]\n", msg);
 	return CLI_USAGE;
 }
 
@@ -287,6 +291,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 		{ "manager-name", required_argument, NULL, 'm' }, { "state-dir", required_argument, NULL, 's' },
 		{ "block-port", required_argument, NULL, 'p' }, { "generation", required_argument, NULL, 'g' },
 		{ "receipt-key", required_argument, NULL, 'r' }, { "net-socket", required_argument, NULL, 'n' },
+		{ "user-home", required_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -305,6 +310,7 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 		case 's': cfg->state_dir = optarg; break;
 		case 'r': cfg->receipt_key = optarg; break;
 		case 'n': cfg->net_socket = optarg; break;
+		case 'u': cfg->user_home = optarg; break;
 		case 'p':
 			v = strtoul(optarg, &end, 10);
 			if (*end != '\0' || v == 0 || v > 65535 || cfg->n_ports >= BOUNDARY_MAX_PORTS - 1)
@@ -324,6 +330,8 @@ static int serve_parse(struct serve_config *cfg, int argc, char **argv)
 		return serve_usage("--listen, --tls-cert, --tls-key, --tls-ca, --manager-name and --state-dir are required");
 	if (optind != argc)
 		return serve_usage("unexpected arguments");
+	if (cfg->user_home != NULL && cfg->user_home[0] != '/')
+		return serve_usage("--user-home: expected an absolute path");
 	return 0;
 }
 

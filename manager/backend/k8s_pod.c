@@ -253,7 +253,7 @@ static int volumes_build(struct pod_build *b, struct sb_err *err)
 }
 
 /* The agent's arguments with its private paths as the pod sees them, and a TCP listener. */
-static json_t *args_json(const struct agent_dir *d)
+static json_t *args_json(const struct agent_dir *d, const struct sandbox_spec *spec)
 {
 	static const char *const inside[] = {
 		"0.0.0.0:7443", PRIVATE_INSIDE "/tls/" K8S_KEY_CERT, PRIVATE_INSIDE "/tls/" K8S_KEY_KEY,
@@ -274,9 +274,14 @@ static json_t *args_json(const struct agent_dir *d)
 			return NULL;
 		}
 	}
-	/* The manager's receipt key, from the agent Secret (the state directory starts empty). */
+	/* The manager's receipt key, from the agent Secret (the state directory starts empty). The
+	 * command's user named in the pod's /etc/passwd and /etc/group, which only the agent can read
+	 * (the image's; sandbox-agent/command_user.c), its home the scratch folder, which is HOME
+	 * (execpath.c), as the process backend's entry has (process_users.c). */
 	if (a != NULL && (json_array_append_new(a, json_string("--receipt-key")) < 0 ||
-			  json_array_append_new(a, json_string(PRIVATE_INSIDE "/tls/" K8S_KEY_RECEIPT)) < 0)) {
+			  json_array_append_new(a, json_string(PRIVATE_INSIDE "/tls/" K8S_KEY_RECEIPT)) < 0 ||
+			  json_array_append_new(a, json_string("--user-home")) < 0 ||
+			  json_array_append_new(a, json_string(spec->plan->scratch)) < 0)) {
 		json_decref(a);
 		return NULL;
 	}
@@ -360,7 +365,7 @@ json_t *k8s_pod_body(const struct k8s_pod_target *k, const struct agent_dir *d, 
 			"runAsGroup", (json_int_t)d->host_gid, "fsGroup", (json_int_t)d->host_gid,
 			"seccompProfile", "type", "Localhost", "localhostProfile", k->set->seccomp_profile,
 			"containers", "name", CONTAINER, "image", k->set->image, "imagePullPolicy", "Never",
-			"args", args_json(d), "env", env_json(d), "volumeMounts", b.mounts, "resources", "limits", limits,
+			"args", args_json(d, spec), "env", env_json(d), "volumeMounts", b.mounts, "resources", "limits", limits,
 			"requests", requests,
 			"securityContext", "allowPrivilegeEscalation", 0, "privileged", 0, "readOnlyRootFilesystem", 1,
 			"procMount", "Unmasked", "capabilities", "drop", "ALL",

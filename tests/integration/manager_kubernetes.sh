@@ -124,6 +124,11 @@ test_kubernetes_session() {
 	mgr exec --session "$SID" -- 'pwd -P; id -u; echo from-pod > note.txt; ls /proc | grep -c "^[0-9]"'
 	assert_eq "exit code (stderr: $(head -c 400 "$ERR"); log: $(tail -n 3 "$TD/manager.log"))" 0 "$RC"
 	assert_lines "$(cat "$OUT")" "$WT" "$IDS_UID" "[1-4]"
+	# the pod's image names only its own users: the agent's copies name the command's uid and gid
+	# (serve --user-home, sandbox-agent/command_user.c), home HOME, the image's lines kept, read-only
+	mgr exec --session "$SID" -- 'id -un; id -gn; getent passwd "$(id -u)" | cut -d: -f1,6 | sed "s|:$HOME\$|:HOME|";
+		getent passwd 10001 | cut -d: -f1; { echo x >>/etc/passwd; } 2>/dev/null || echo read-only'
+	assert_lines "$(cat "$OUT")" sandbox sandbox "sandbox:HOME" sandbox read-only
 	assert_eq "the file is in the worktree on the host" from-pod "$(cat "$WT/note.txt" 2>/dev/null)"
 	mgr session show --session "$SID"
 	rid=$(jr .sandbox.runtime_id)

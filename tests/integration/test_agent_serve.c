@@ -2294,6 +2294,157 @@ static void test_prebuilt_mount_during_call(void **state)
 	agent_close(c);
 }
 
+/* ---------- serve --user-home: the command's user named in a view the agent does not build ---------- */
+
+static void text_put(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	assert_int_equal(fchmod(fd, 0644), 0);
+	close(fd);
+}
+
+/* In the child: a mount namespace of its own (and, unprivileged, a user namespace mapping only its
+ * own ids, to own it) whose /etc/passwd and /etc/group are the test's, as a pod's image's are: no
+ * entry for the command's ids. Then the agent. Failures end the child with 127 and a line in the
+ * agent's log. */
+__attribute__((noreturn)) static void users_child(const struct fixture *f, char **argv, const char *pw, const char *gr)
+{
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	char map[64];
+	int fd = open(f->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600), null = open("/dev/null", O_RDWR);
+
+	if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(fd, 2) < 0)
+		_exit(127);
+	if (uid == 0 ? unshare(CLONE_NEWNS) < 0 : unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+		perror("unshare");
+		_exit(127);
+	}
+	if (uid != 0) {
+		int m;
+
+		snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+		m = open("/proc/self/uid_map", O_WRONLY);
+		if (m < 0 || write(m, map, strlen(map)) < 0 || close(m) < 0) {
+			perror("uid_map");
+			_exit(127);
+		}
+		m = open("/proc/self/setgroups", O_WRONLY);
+		if (m < 0 || write(m, "deny", 4) < 0 || close(m) < 0) {
+			perror("setgroups");
+			_exit(127);
+		}
+		snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+		m = open("/proc/self/gid_map", O_WRONLY);
+		if (m < 0 || write(m, map, strlen(map)) < 0 || close(m) < 0) {
+			perror("gid_map");
+			_exit(127);
+		}
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || mount(pw, "/etc/passwd", NULL, MS_BIND, NULL) < 0 ||
+	    mount(gr, "/etc/group", NULL, MS_BIND, NULL) < 0) {
+		perror("binding the test's passwd and group");
+		_exit(127);
+	}
+	execve(argv[0], argv, environ);
+	perror("execve");
+	_exit(127);
+}
+
+/* The fixture's agent restarted in users_child's view, with `--user-home home` (or without, when
+ * home is NULL). */
+static void agent_spawn_users(struct fixture *f, const char *home)
+{
+	char crt[256], key[256], ca[256], listen_arg[256], pw[160], gr[160];
+	char *argv[] = { (char *)getenv("SANDBOX_AGENT"), "serve", "--listen", listen_arg, "--tls-cert", crt,
+			 "--tls-key", key, "--tls-ca", ca, "--manager-name", CA_MANAGER_NAME, "--state-dir", f->state,
+			 "--generation", "1", home ? "--user-home" : NULL, (char *)home, NULL };
+
+	agent_stop(f);
+	path_join(crt, sizeof crt, f->pki, "agent.crt");
+	path_join(key, sizeof key, f->pki, "agent.key");
+	path_join(ca, sizeof ca, f->pki, "ca.crt");
+	path_join(pw, sizeof pw, f->base, "image-passwd");
+	path_join(gr, sizeof gr, f->base, "image-group");
+	snprintf(listen_arg, sizeof listen_arg, "unix:%s", f->sock);
+	text_put(pw, "root:x:0:0:root:/root:/bin/bash\nsandbox:x:10001:10001::/home/sandbox:/bin/sh\n");
+	text_put(gr, "root:x:0:\nsandbox:x:10001:\n");
+	f->agent = fork();
+	assert_true(f->agent >= 0);
+	if (f->agent == 0)
+		users_child(f, argv, pw, gr);
+	agent_wait_ready(f);
+}
+
+/* The command's stdout (the call must run), the agent's log on failure. */
+static json_t *user_exec(struct fixture *f, const char *id, const char *command)
+{
+	struct agent_conn *c = conn_open(f);
+	struct agent_exec_request req;
+	struct agent_reply r;
+	struct sb_err err;
+	json_t *res;
+
+	exec_request(f, &req, id, command);
+	if (agent_exec(c, &req, step_deadline(), &r, &err) < 0)
+		fail_msg("exec %s: %s; log:\n%s", id, err.msg, log_read(f));
+	res = json_parse(r.result_json);
+	agent_reply_free(&r);
+	agent_close(c);
+	return res;
+}
+
+/* A pod's view (the image's /etc/passwd and /etc/group without the command's ids): with
+ * --user-home the command's uid and gid are "sandbox", its home the one given, every line of the
+ * view's files still there, and the copies read-only; without it nothing names them "sandbox". A copy
+ * replaced in the state directory after the start refuses the calls whose init is built after it,
+ * naming the file (mutation M76: the bind left out). */
+static void test_user_home_names_the_command(void **state)
+{
+	struct fixture *f = *state;
+	unsigned uid = geteuid() == 0 ? 65534 : (unsigned)geteuid(), gid = geteuid() == 0 ? 65534 : (unsigned)getegid();
+	char want[512], path[256], tmp[256], *text;
+	json_t *res;
+
+	agent_spawn_users(f, "/home/user-home-test");
+	res = user_exec(f, "user-1", "id -un; id -gn; getent passwd $(id -u); getent group $(id -g); getent passwd root;"
+			" getent passwd 10001 | cut -d: -f1; { echo x >>/etc/passwd; } 2>/dev/null; echo rc=$?;"
+			" awk '$5 == \"/etc/passwd\" { p = $6 } $5 == \"/etc/group\" { g = $6 }"
+			" END { print substr(p, 1, 3) substr(g, 1, 3) }' /proc/self/mountinfo");
+	snprintf(want, sizeof want,
+		 "sandbox\nsandbox\nsandbox:x:%u:%u:sandbox:/home/user-home-test:/bin/bash\nsandbox:x:%u:\n"
+		 "root:x:0:0:root:/root:/bin/bash\nsandbox\nrc=1\nro,ro,\n", uid, gid, gid);
+	assert_string_equal(jstr(res, "status"), "exited");
+	assert_string_equal(jstr(res, "stdout"), want);
+	json_decref(res);
+
+	/* A copy put in place of the agent's: refused by every init built after it. */
+	path_join(path, sizeof path, f->state, "users/passwd");
+	path_join(tmp, sizeof tmp, f->state, "users/passwd.swap");
+	text_put(tmp, "root:x:0:0:root:/root:/bin/bash\n");
+	assert_int_equal(rename(tmp, path), 0);
+	json_decref(user_exec(f, "user-2", "true")); /* its init may have been built before the swap */
+	res = user_exec(f, "user-3", "echo never");
+	text = json_dumps(res, 0);
+	assert_string_equal(jstr(res, "status"), "refused");
+	assert_contains(text, "was replaced since the agent wrote it");
+	free(text);
+	json_decref(res);
+
+	agent_spawn_users(f, NULL);
+	/* (As root the command is 65534, which glibc's systemd module names "nobody" on its own.) */
+	res = user_exec(f, "user-4", "id -un 2>&1; echo rc=$?");
+	assert_contains(jstr(res, "stdout"), "rc=");
+	assert_null(strstr(jstr(res, "stdout"), "sandbox"));
+	json_decref(res);
+	agent_stop(f);
+	agent_spawn(f);
+	agent_wait_ready(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2333,6 +2484,7 @@ int main(void)
 		cmocka_unit_test(test_prebuilt_holds_one_mount_namespace),
 		cmocka_unit_test(test_prebuilt_mounts_between_calls),
 		cmocka_unit_test(test_prebuilt_mount_during_call),
+		cmocka_unit_test(test_user_home_names_the_command),
 	};
 	const char *filter = getenv("TEST_AGENT_SERVE_FILTER");
 
