@@ -15,9 +15,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <sys/stat.h>
 
+#include "log.h"
 #include "pathfmt.h"
 #include "users_db.h"
 
@@ -31,8 +31,7 @@ static int user_file_add(struct boundary *b, const struct privdir *dir, const ch
 	struct stat st;
 
 	if (fstatat(AT_FDCWD, target, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
-		fprintf(stderr, "sandbox-agent: %s is not a plain file in this view: commands see it as it is\n",
-			target);
+		sb_warn("--user-home: %s is not a plain file in this view: commands see it as it is", target);
 		return 0;
 	}
 	if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)

@@ -894,8 +894,11 @@ static void prepare_makes_the_pod(void **state)
 		json_t *args = json_object_get(c, "args");
 		size_t n = json_array_size(args);
 
-		assert_string_equal(json_string_value(json_array_get(args, n - 2)), "--receipt-key");
-		assert_string_equal(json_string_value(json_array_get(args, n - 1)), "/.sandbox/agent/tls/receipt.key");
+		assert_string_equal(json_string_value(json_array_get(args, n - 4)), "--receipt-key");
+		assert_string_equal(json_string_value(json_array_get(args, n - 3)), "/.sandbox/agent/tls/receipt.key");
+		/* the command's user named from the image's files, its home the scratch folder (HOME) */
+		assert_string_equal(json_string_value(json_array_get(args, n - 2)), "--user-home");
+		assert_string_equal(json_string_value(json_array_get(args, n - 1)), "/scratch");
 	}
 	json_decref(pj);
 	/* the agent Secret: after the pod, owned by it (not its controller, never blocking its
