@@ -40,6 +40,7 @@
 #include "clock.h"
 #include "fdio.h"
 #include "frame.h"
+#include "nsspawn.h"
 #include "pathfmt.h"
 #include "proto.h"
 #include "random.h"
@@ -2314,8 +2315,9 @@ __attribute__((noreturn)) static void users_child(const struct fixture *f, char 
 {
 	uid_t uid = getuid();
 	gid_t gid = getgid();
-	char map[64];
-	int fd = open(f->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600), null = open("/dev/null", O_RDWR);
+	struct sb_err err;
+	int fd = open(f->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (fd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(fd, 2) < 0)
 		_exit(127);
@@ -2323,26 +2325,10 @@ __attribute__((noreturn)) static void users_child(const struct fixture *f, char 
 		perror("unshare");
 		_exit(127);
 	}
-	if (uid != 0) {
-		int m;
-
-		snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-		m = open("/proc/self/uid_map", O_WRONLY);
-		if (m < 0 || write(m, map, strlen(map)) < 0 || close(m) < 0) {
-			perror("uid_map");
-			_exit(127);
-		}
-		m = open("/proc/self/setgroups", O_WRONLY);
-		if (m < 0 || write(m, "deny", 4) < 0 || close(m) < 0) {
-			perror("setgroups");
-			_exit(127);
-		}
-		snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-		m = open("/proc/self/gid_map", O_WRONLY);
-		if (m < 0 || write(m, map, strlen(map)) < 0 || close(m) < 0) {
-			perror("gid_map");
-			_exit(127);
-		}
+	/* Its own ids only, as an unprivileged process may map them (common/nsspawn.c, as init's are). */
+	if (uid != 0 && spawn_id_maps_write(getpid(), uid, uid, gid, gid, &err) < 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		_exit(127);
 	}
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || mount(pw, "/etc/passwd", NULL, MS_BIND, NULL) < 0 ||
 	    mount(gr, "/etc/group", NULL, MS_BIND, NULL) < 0) {
