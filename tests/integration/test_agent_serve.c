@@ -2307,6 +2307,19 @@ static void text_put(const char *path, const char *text)
 	close(fd);
 }
 
+/* src bound at dst as it is: a link is bound as the link, never followed (a view whose /etc/passwd
+ * is a link, as some images have it). */
+static int bind_nofollow(const char *src, const char *dst)
+{
+	int fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+	close(fd);
+	return rc;
+}
+
 /* In the child: a mount namespace of its own (and, unprivileged, a user namespace mapping only its
  * own ids, to own it) whose /etc/passwd and /etc/group are the test's, as a pod's image's are: no
  * entry for the command's ids. Then the agent. Failures end the child with 127 and a line in the
@@ -2330,8 +2343,8 @@ __attribute__((noreturn)) static void users_child(const struct fixture *f, char 
 		fprintf(stderr, "%s\n", err.msg);
 		_exit(127);
 	}
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || mount(pw, "/etc/passwd", NULL, MS_BIND, NULL) < 0 ||
-	    mount(gr, "/etc/group", NULL, MS_BIND, NULL) < 0) {
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || bind_nofollow(pw, "/etc/passwd") < 0 ||
+	    bind_nofollow(gr, "/etc/group") < 0) {
 		perror("binding the test's passwd and group");
 		_exit(127);
 	}
@@ -2341,10 +2354,10 @@ __attribute__((noreturn)) static void users_child(const struct fixture *f, char 
 }
 
 /* The fixture's agent restarted in users_child's view, with `--user-home home` (or without, when
- * home is NULL). */
-static void agent_spawn_users(struct fixture *f, const char *home)
+ * home is NULL); with pw_link, the view's /etc/passwd is a link to the test's file. */
+static void agent_spawn_users(struct fixture *f, const char *home, bool pw_link)
 {
-	char crt[256], key[256], ca[256], listen_arg[256], pw[160], gr[160];
+	char crt[256], key[256], ca[256], listen_arg[256], pw[160], gr[160], link[160];
 	char *argv[] = { (char *)getenv("SANDBOX_AGENT"), "serve", "--listen", listen_arg, "--tls-cert", crt,
 			 "--tls-key", key, "--tls-ca", ca, "--manager-name", CA_MANAGER_NAME, "--state-dir", f->state,
 			 "--generation", "1", home ? "--user-home" : NULL, (char *)home, NULL };
@@ -2358,10 +2371,13 @@ static void agent_spawn_users(struct fixture *f, const char *home)
 	snprintf(listen_arg, sizeof listen_arg, "unix:%s", f->sock);
 	text_put(pw, "root:x:0:0:root:/root:/bin/bash\nsandbox:x:10001:10001::/home/sandbox:/bin/sh\n");
 	text_put(gr, "root:x:0:\nsandbox:x:10001:\n");
+	path_join(link, sizeof link, f->base, "image-passwd-link");
+	unlink(link);
+	assert_int_equal(symlink(pw, link), 0);
 	f->agent = fork();
 	assert_true(f->agent >= 0);
 	if (f->agent == 0)
-		users_child(f, argv, pw, gr);
+		users_child(f, argv, pw_link ? link : pw, gr);
 	agent_wait_ready(f);
 }
 
@@ -2395,7 +2411,7 @@ static void test_user_home_names_the_command(void **state)
 	char want[512], path[256], tmp[256], *text;
 	json_t *res;
 
-	agent_spawn_users(f, "/home/user-home-test");
+	agent_spawn_users(f, "/home/user-home-test", false);
 	res = user_exec(f, "user-1", "id -un; id -gn; getent passwd $(id -u); getent group $(id -g); getent passwd root;"
 			" getent passwd 10001 | cut -d: -f1; { echo x >>/etc/passwd; } 2>/dev/null; echo rc=$?;"
 			" awk '$5 == \"/etc/passwd\" { p = $6 } $5 == \"/etc/group\" { g = $6 }"
@@ -2420,12 +2436,36 @@ static void test_user_home_names_the_command(void **state)
 	free(text);
 	json_decref(res);
 
-	agent_spawn_users(f, NULL);
+	agent_spawn_users(f, NULL, false);
 	/* (As root the command is 65534, which glibc's systemd module names "nobody" on its own.) */
 	res = user_exec(f, "user-4", "id -un 2>&1; echo rc=$?");
 	assert_contains(jstr(res, "stdout"), "rc=");
 	assert_null(strstr(jstr(res, "stdout"), "sandbox"));
 	json_decref(res);
+	agent_stop(f);
+	agent_spawn(f);
+	agent_wait_ready(f);
+}
+
+/* A view whose /etc/passwd is a link (some images have one): init makes no mount over a link, so the
+ * command keeps the view's link as it is, the agent's log says so, and the group, a plain file, is
+ * still named. The calls run. */
+static void test_user_home_link_left(void **state)
+{
+	struct fixture *f = *state;
+	char link[160], want[256], *log;
+	json_t *res;
+
+	path_join(link, sizeof link, f->base, "image-passwd");
+	agent_spawn_users(f, "/home/user-home-test", true);
+	res = user_exec(f, "user-link-1", "readlink /etc/passwd; id -gn; id -un 2>/dev/null | grep -cx sandbox");
+	snprintf(want, sizeof want, "%s\nsandbox\n0\n", link);
+	assert_string_equal(jstr(res, "status"), "exited");
+	assert_string_equal(jstr(res, "stdout"), want);
+	json_decref(res);
+	log = log_read(f);
+	assert_contains(log, "--user-home: /etc/passwd is not a plain file in this view: commands see it as it is");
+	assert_null(strstr(log, "/etc/group is not a plain file"));
 	agent_stop(f);
 	agent_spawn(f);
 	agent_wait_ready(f);
@@ -2471,6 +2511,7 @@ int main(void)
 		cmocka_unit_test(test_prebuilt_mounts_between_calls),
 		cmocka_unit_test(test_prebuilt_mount_during_call),
 		cmocka_unit_test(test_user_home_names_the_command),
+		cmocka_unit_test(test_user_home_link_left),
 	};
 	const char *filter = getenv("TEST_AGENT_SERVE_FILTER");
 
