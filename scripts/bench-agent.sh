@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The agent part of `make bench` (called by scripts/bench.sh): a timing report, not a test.
 #   1. per call: `sandbox-agent exec -- true` beside bare `bash -c true`, the kernel's floor
-#      (scripts/bench-nsfloor.c) and two anchors, `unshare -Urpf --mount-proc` and bubblewrap with user
-#      and PID namespaces (Codex's per-command sandbox; when bwrap is installed), in interleaved blocks
+#      (scripts/bench-nsfloor.c) and the anchors: `unshare -Urpf --mount-proc`, bubblewrap with user
+#      and PID namespaces (Codex's per-command sandbox; when bwrap is installed), the floor against
+#      musl, and the boundary's kernel work alone (scripts/bench-nsboundary.c), in interleaved blocks
 #      (the machine is shared: load hits all alike), wall time and CPU time (user + sys of the children);
 #      issue 32's targets are ratios to the floor of this run;
 #   2. where one call goes: the boundary's steps, from the timestamps the agent records
@@ -35,9 +36,9 @@ cleanup() {
 		wait "$manager_pid" 2>/dev/null || true
 	fi
 	discard "$work"
-	rm -rf ${shm:+"$shm"}
+	rm -rf ${shm:+"$shm"} ${bshm:+"$bshm"}
 }
-shm=
+shm= bshm=
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -56,6 +57,12 @@ cp "$build/sandbox-agent" "$work/bin/"
 # The kernel's floor beside them: namespaces, id maps and /proc only (scripts/bench-nsfloor.c).
 cc -O2 -static -Wall -Wextra -Werror -o "$work/bin/bench-nsfloor" "$here/scripts/bench-nsfloor.c" ||
 	{ echo "bench-agent: cannot build scripts/bench-nsfloor.c" >&2; exit 1; }
+# The boundary's kernel work alone, an anchor: the floor plus every namespace, mount, drop, Landlock
+# layer, the agent's own seccomp program and a synced receipt-sized file, none of the agent's checks
+# (scripts/bench-nsboundary.c). Static glibc, as the floor is: the two differ by that work only.
+cc -O2 -static -Wall -Wextra -Werror -I"$here/sandbox-agent" -I"$here/common" -o "$work/bin/bench-nsboundary" \
+	"$here/scripts/bench-nsboundary.c" "$build/gen/seccomp_bpf.c" ||
+	echo "bench-agent: scripts/bench-nsboundary.c does not build here" >&2
 # The same program against musl, an anchor: it does not pay glibc's start (0.6 ms of `cpuid` exits in
 # a VM), which the client no longer pays either (docs/performance.md, "Cut: the client linked against
 # musl"). Only where musl-gcc and the kernel headers of scripts/musl-libs.sh's cache are.
@@ -67,6 +74,8 @@ fi
 agent=$work/bin/sandbox-agent
 shm=$(mktemp -d -p /dev/shm infra-sandbox-ba.XXXXXX)
 mkdir -m 700 "$work/receipts"
+# bench-nsboundary's own receipts, on tmpfs as the agent's are, in a directory it hides as the agent does
+bshm=$(mktemp -d -p /dev/shm infra-sandbox-bb.XXXXXX)
 cd "$work/cwd"
 
 # block KIND RUNS: "wall_us cpu_us" per call for RUNS calls; CPU from the children's times.
@@ -80,6 +89,7 @@ block() {
 		agent) for ((i = 0; i < n; i++)); do "$agent" exec --receipt-dir "$rdir" -- true >/dev/null || exit 1; done ;;
 		floor) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor" true || exit 1; done ;;
 		floor_musl) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor-musl" true || exit 1; done ;;
+		boundary) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsboundary" "$rdir" "$rdir" true || exit 1; done ;;
 		unshare) for ((i = 0; i < n; i++)); do unshare -Urpf --mount-proc bash -c true || exit 1; done ;;
 		bwrap) for ((i = 0; i < n; i++)); do
 			bwrap --unshare-user --unshare-pid --die-with-parent --ro-bind / / --dev /dev --proc /proc \
@@ -103,8 +113,8 @@ block floor 10 "" >/dev/null || { echo "bench-agent: bench-nsfloor failed:" >&2;
 # The anchors: each one only where it runs here (bwrap may be missing; unshare -U may be refused;
 # the musl floor needs musl-gcc).
 anchors=()
-for a in unshare bwrap floor_musl; do
-	block "$a" 2 "" >/dev/null 2>&1 && anchors+=("$a")
+for a in unshare bwrap floor_musl boundary; do
+	block "$a" 2 "$bshm" >/dev/null 2>&1 && anchors+=("$a")
 done
 declare -A aw_ ac_
 for a in "${anchors[@]}"; do aw_[$a]=0 ac_[$a]=0; done
@@ -117,7 +127,7 @@ for ((k = 0; k < blocks; k++)); do
 	read -r w c < <(block floor "$runs" "")
 	fw=$((fw + w)) fc=$((fc + c))
 	for a in "${anchors[@]}"; do
-		read -r w c < <(block "$a" "$runs" "")
+		read -r w c < <(block "$a" "$runs" "$bshm")
 		aw_[$a]=$((aw_[$a] + w)) ac_[$a]=$((ac_[$a] + c))
 	done
 done
@@ -134,7 +144,7 @@ printf '  sandbox-agent exec -- true          wall %6d us                (x%s wa
 printf '  the namespaces alone (floor)       wall %6d us   CPU %6d us   (x%s wall, x%s CPU; scripts/bench-nsfloor.c: user, PID, mount ns, /proc)\n' \
 	"$fw" "$fc" "$(ratio "$fw" "$bw")" "$(ratio "$fc" "$bc")"
 declare -A aname=([unshare]='unshare -Urpf --mount-proc bash -c true' [bwrap]='bwrap (user+PID ns, ro /) bash -c true'
-	[floor_musl]='the floor built against musl')
+	[floor_musl]='the floor built against musl' [boundary]='the boundary'"'"'s kernel work alone')
 for a in "${anchors[@]}"; do
 	printf '  %-35s wall %6d us   CPU %6d us   (x%s of the floor wall, x%s CPU; an anchor)\n' \
 		"${aname[$a]}" "${aw_[$a]}" "${ac_[$a]}" "$(ratio "${aw_[$a]}" "$fw")" "$(ratio "${ac_[$a]}" "$fc")"
@@ -150,7 +160,7 @@ for a in "${anchors[@]}"; do
 	# CPU is not in the shell's children's times.
 	row "anchor: ${aname[$a]}" "x$(ratio "${aw_[$a]}" "$fw") of the floor wall" "(anchor)" "-"
 done
-for a in unshare bwrap floor_musl; do
+for a in unshare bwrap floor_musl boundary; do
 	[[ " ${anchors[*]} " == *" $a "* ]] ||
 		row "anchor: ${aname[$a]}" "not run here (not installed, or refused)" "(anchor)" "-"
 done
