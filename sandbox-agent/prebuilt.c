@@ -113,6 +113,7 @@ int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_
 
 	rc = -2;
 	if (have) {
+		steptime_forget_build();
 		steptime_mark(STEP_VIEW); /* the call's checks, on the prebuilt view */
 		sb_info("exec %s: on the prebuilt init %d (%s)", req->exec_id, (int)bi.pid, bi.pid_namespace);
 		rc = boundary_run_prebuilt(p->b, &bi, req, cancel_fd, out, err);
