@@ -215,6 +215,7 @@ static int reap_until_command_ends(pid_t command)
 void init_main(const struct init_context *ctx)
 {
 	static struct init_bound bound = { .kind = INIT_REPORT_BOUND };
+	struct steptime *marks = steptime_page;
 	struct init_context run = *ctx;
 	struct sb_err err;
 	unsigned long pid_max_set = 0;
@@ -225,6 +226,11 @@ void init_main(const struct init_context *ctx)
 	/* init, inside. Armed before waiting for the release: an agent that died earlier shows as
 	 * end of file below. */
 	parent_death_arm(ctx);
+	/* A prebuilt init is built before its call exists, often while the agent times another call (or
+	 * that call waits for this build): its build's marks would land in that call's line. It marks its
+	 * call's steps only (init's own copy of the pointer; the agent's is untouched). */
+	if (ctx->prebuilt)
+		steptime_page = NULL;
 	/* Clean signal state (a handler would make init signalable from inside), and only init's
 	 * own five descriptors: nothing of the agent's stays open while a command runs. */
 	unsigned keep[5] = { (unsigned)ctx->go_fd, (unsigned)ctx->report_fd, (unsigned)ctx->error_fd,
@@ -274,6 +280,7 @@ void init_main(const struct init_context *ctx)
 		if (fd_write_all(ctx->report_fd, &bound, sizeof bound) < 0 || call_receive(ctx, &run) < 0)
 			_exit(INIT_EXIT_SETUP_FAILED);
 		close(ctx->go_fd);
+		steptime_page = marks;
 	}
 	if (report(ctx->report_fd, INIT_REPORT_READY, (int32_t)pid_max_set) < 0)
 		_exit(INIT_EXIT_SETUP_FAILED);

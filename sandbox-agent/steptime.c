@@ -58,14 +58,6 @@ void steptime_reset(void)
 	wakeups = 0;
 }
 
-void steptime_forget_build(void)
-{
-	if (steptime_page == NULL)
-		return;
-	for (int s = STEP_INIT_GO; s <= STEP_INIT_DROPPED; s++)
-		steptime_page->ns[s] = 0;
-}
-
 void steptime_report(const char *what)
 {
 	char line[1024];

@@ -59,11 +59,6 @@ void steptime_wakeup(void);
 /* Clears every mark (serve, as an exec is claimed: its steps then count from STEP_REQUEST). */
 void steptime_reset(void);
 
-/* Clears the marks a prebuilt init made while it was built (STEP_INIT_GO to STEP_INIT_DROPPED): a call
- * that waited for the build would otherwise count its next step (cmd_fork) from the build's last mark,
- * not from its own release of init. serve, once the call has its init. */
-void steptime_forget_build(void);
-
 /* One line on stderr with each step's offset from the previous one, in microseconds. */
 void steptime_report(const char *what);
 
