@@ -14,12 +14,14 @@
 # and the escape programs attack_init and attack_syscalls hold through a prebuilt init as through one-shot
 # exec (test_prebuilt_escapes; agent_boundary.sh runs them through exec); the agent holds exactly one
 # mount namespace at rest, the waiting init's, and lets each call's go after its result
-# (test_prebuilt_holds_one_mount_namespace).
+# (test_prebuilt_holds_one_mount_namespace); calls back to back have the next init built beside the last
+# call by the spawner only, and no call's timing line carries a build's marks
+# (test_prebuilt_beside_back_to_back).
 
 PREBUILT_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
 
 test_prebuilt_serve() {
-	local bin=$TD/test_agent_serve want=11
+	local bin=$TD/test_agent_serve want=12
 	[ -x "$PREBUILT_BUILD/tests/integration/test_agent_serve" ] ||
 		skip_setup "no $PREBUILT_BUILD/tests/integration/test_agent_serve: build it with make test"
 	if ! cp "$PREBUILT_BUILD/tests/integration/test_agent_serve" "$bin" || ! chmod 0755 "$bin"; then
@@ -32,8 +34,8 @@ test_prebuilt_serve() {
 		>"$OUT" 2>"$ERR"
 	RC=$?
 	assert_eq "test_prebuilt_* exit code (output: $(grep -v '"ts"' "$OUT" "$ERR" | tail -n 20))" 0 "$RC"
-	# all eleven; as the unprivileged user all but the two mount cases (they need root)
-	[ "$RUN_UID" -ne 0 ] && want=9
+	# all twelve; as the unprivileged user all but the two mount cases (they need root)
+	[ "$RUN_UID" -ne 0 ] && want=10
 	grep -q "\[  PASSED  \] $want test(s)" "$OUT" "$ERR" ||
 		bad "not every prebuilt case ran: $(grep -E 'PASSED|SKIPPED|FAILED' "$OUT" "$ERR")"
 }
