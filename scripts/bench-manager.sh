@@ -304,11 +304,12 @@ step_us() { # step_us NAME: the daemon's mean for that step over the CLI block
 }
 daemon_us=0
 for k in queue sandbox dispatch command receipt record; do daemon_us=$((daemon_us + $(step_us "$k"))); done
-# What the agent does on a call's path, from the Exec claimed to the Result sent. The prebuilt init's
-# own steps (view to drop) are built while the agent is idle and are left out.
+# What the agent does on a call's path, from the Exec claimed to the Result sent. `view` is the call's
+# checks on its prebuilt init, with any wait for that init's build (calls back to back); the init's own
+# build steps are never in a call's line (init.c marks its call's steps only).
 agent_steps=$(grep -h 'sandbox-agent timing (serve exec' "$STATE"/sandboxes/"$s".g*/agent.log 2>/dev/null |
 	tail -n "$runs" |
-	awk -v keep="request begin prepare idmaps cmd_fork landlock seccomp cmd_ran teardown receipt result_json journal result total wakeups" '
+	awk -v keep="request begin prepare view idmaps cmd_fork landlock seccomp cmd_ran teardown receipt result_json journal result total wakeups" '
 	BEGIN { n = split(keep, order, " "); for (i = 1; i <= n; i++) want[order[i]] = 1 }
 	{ for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && (kv[1] in want)) { sum[kv[1]] += kv[2]; cnt[kv[1]]++ } }
 	END { for (i = 1; i <= n; i++) if (cnt[order[i]]) printf " %s %d", order[i], sum[order[i]] / cnt[order[i]] }')
