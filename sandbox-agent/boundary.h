@@ -176,11 +176,9 @@ struct boundary_init {
  * reported what it bound. mi: the agent's mount table, which the caller knows is still the agent's
  * (prebuilt.c's, unchanged since it was read: POLLPRI), or NULL to read it now; every open, identity
  * and walk of the checks runs now either way. sp: the spawner that clones init (spawner.h), or NULL
- * (or one no longer running) to clone it here, unless spawner_only: then without a running spawner
- * the start fails (a build beside a call's receipt: a clone of the agent would copy its MAC state).
- * -1: nothing is left running. */
+ * (or one no longer running) to clone it here. -1: nothing is left running. */
 int boundary_init_start(const struct boundary *b, const char *cwd, const struct mountinfo *mi, struct spawner *sp,
-			bool spawner_only, struct boundary_init *bi, struct sb_err *err);
+			struct boundary_init *bi, struct sb_err *err);
 
 /* Still waiting for its call? */
 bool boundary_init_alive(const struct boundary_init *bi);

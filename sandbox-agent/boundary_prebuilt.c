@@ -102,26 +102,23 @@ static int bound_wait(const struct boundary *b, struct boundary_init *bi, struct
 }
 
 /* Cloned by the spawner while it runs; by this thread when there is none, or when it failed just now
- * (stopped then: spawner_spawn), unless spawner_only. A clone that failed in a running spawner fails the
- * build. */
-static pid_t init_clone(struct spawner *sp, bool spawner_only, const struct init_context *ctx,
-			const struct run_fds *f, int *pidfd, struct sb_err *err)
+ * (stopped then: spawner_spawn). A clone that failed in a running spawner fails the build. */
+static pid_t init_clone(struct spawner *sp, const struct init_context *ctx, const struct run_fds *f, int *pidfd,
+			struct sb_err *err)
 {
 	const int fds[5] = { f->go[0], f->report[1], f->error[1], f->out[1], f->errp[1] };
-	pid_t pid = -1;
+	pid_t pid;
 
-	if (sp != NULL && spawner_running(sp))
-		pid = spawner_spawn(sp, ctx->cwd, ctx->b->hidden, ctx->b->n_hidden, fds, pidfd, err);
-	if (pid >= 0 || (sp != NULL && spawner_running(sp)))
-		return pid;
-	if (spawner_only)
-		return sb_fail(err, ESRCH, "no spawner to clone the init built beside a call (it is built after the "
-			       "call's result instead)");
-	return init_spawn(ctx, pidfd, err);
+	if (sp == NULL || !spawner_running(sp))
+		return init_spawn(ctx, pidfd, err);
+	pid = spawner_spawn(sp, ctx->cwd, ctx->b->hidden, ctx->b->n_hidden, fds, pidfd, err);
+	if (pid < 0 && !spawner_running(sp))
+		return init_spawn(ctx, pidfd, err);
+	return pid;
 }
 
 int boundary_init_start(const struct boundary *b, const char *cwd, const struct mountinfo *mi, struct spawner *sp,
-			bool spawner_only, struct boundary_init *bi, struct sb_err *err)
+			struct boundary_init *bi, struct sb_err *err)
 {
 	char *argv[] = { (char *)b->shell, "-c", NULL, NULL };
 	struct run_view view;
@@ -171,7 +168,7 @@ int boundary_init_start(const struct boundary *b, const char *cwd, const struct 
 		.go_fd = f.go[0], .report_fd = f.report[1], .error_fd = f.error[1],
 		.stdout_fd = f.out[1], .stderr_fd = f.errp[1], .prebuilt = true,
 	};
-	bi->pid = init_clone(sp, spawner_only, &ctx, &f, &bi->pidfd, err);
+	bi->pid = init_clone(sp, &ctx, &f, &bi->pidfd, err);
 	fd_close(&f.go[0]);
 	fd_close(&f.report[1]);
 	fd_close(&f.error[1]);

@@ -226,9 +226,10 @@ void init_main(const struct init_context *ctx)
 	/* init, inside. Armed before waiting for the release: an agent that died earlier shows as
 	 * end of file below. */
 	parent_death_arm(ctx);
-	/* A prebuilt init is built before its call exists, often while the agent times another call (or
-	 * that call waits for this build): its build's marks would land in that call's line. It marks its
-	 * call's steps only (init's own copy of the pointer; the agent's is untouched). */
+	/* A prebuilt init is built before its call exists: a call that came back to back is claimed (its
+	 * marks reset) before the build ends and waits for it, and the build's marks would land in that
+	 * call's line. It marks its call's steps only (init's own copy of the pointer; the agent's is
+	 * untouched). */
 	if (ctx->prebuilt)
 		steptime_page = NULL;
 	/* Clean signal state (a handler would make init signalable from inside), and only init's

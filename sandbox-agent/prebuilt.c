@@ -10,14 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "log.h"
 #include "steptime.h"
 #include "thread.h"
-
-/* A call that came within this long of the last result is one of calls back to back (prebuilt.c
- * next_beside): an MCP client's or a script's next call comes within a few ms, a model's after seconds. */
-#define PREBUILT_BACK_TO_BACK_MS 10
 
 /* Under the lock. SIGKILL, reaped within the teardown bound, logged: the same evidence as a call's end.
  * Not reaped: STUCK (0 is never returned then). */
@@ -86,34 +81,14 @@ static int take(struct prebuilt *p, const struct exec_request *req, struct sb_er
 	return usable < 0 ? -1 : 0;
 }
 
-/* Under the lock, once this call's init is reaped and the next armed. Calls back to back wait for the next
- * init's build after each result (on this machine kind about 1 ms of a 4-5 ms call): the next is then
- * started now, beside this call's receipt and result, rather than after the result is sent. Only for
- * calls back to back: beside one call the build takes CPU from its last steps, which a call that comes
- * seconds later never gets back (docs/performance.md). As strict as after the result: this call's init
- * is proven gone (armed), the build is the same, and it is cloned by the spawner only, never by the
- * agent, whose memory holds this call's receipt MAC state until the result (boundary_init_start's
- * spawner_only); without a spawner it waits for the result as before. */
-static void next_beside(struct prebuilt *p, bool back_to_back)
-{
-	if (!p->armed || !back_to_back)
-		return;
-	p->armed = false;
-	p->beside = true;
-	p->beside_idles = p->idles;
-	p->state = PREBUILT_WANTED;
-	pthread_cond_broadcast(&p->changed);
-}
-
 int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_fd, struct exec_outcome *out,
 		 struct sb_err *err)
 {
 	struct boundary_init bi;
-	bool have = false, back_to_back;
+	bool have = false;
 	int rc, got = 0;
 
 	pthread_mutex_lock(&p->lock);
-	back_to_back = p->idle_ms != 0 && clock_mono_ms() - p->idle_ms < PREBUILT_BACK_TO_BACK_MS;
 	while (p->state == PREBUILT_BUILDING || p->state == PREBUILT_WANTED)
 		pthread_cond_wait(&p->changed, &p->lock);
 	p->armed = false;
@@ -162,15 +137,13 @@ int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_
 
 	pthread_mutex_lock(&p->lock);
 	p->state = PREBUILT_EMPTY;
-	/* Reaped or not, its tree is let go by the builder once the next init is ready (beside this call's
-	 * last steps when calls come back to back: next_beside), else after the result (prebuilt_idle): at
-	 * most one is held, this call's. */
+	/* Reaped or not, its tree is let go only after the result is sent (prebuilt_idle, the builder):
+	 * at most one is held, this call's. */
 	if (have && rc == 0)
 		p->spent_mnt = bi.mnt_ns;
 	/* The next is built only once this call's init is proven gone, and for its working directory. */
 	p->armed = rc == 0 && out->init_reaped &&
 		   snprintf(p->want_cwd, sizeof p->want_cwd, "%s", req->cwd) < (int)sizeof p->want_cwd;
-	next_beside(p, back_to_back);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }
@@ -206,8 +179,6 @@ static const struct mountinfo *table_current(struct prebuilt *p)
 void prebuilt_idle(struct prebuilt *p)
 {
 	pthread_mutex_lock(&p->lock);
-	p->idle_ms = clock_mono_ms();
-	p->idles++;
 	if (p->armed && p->state == PREBUILT_EMPTY) {
 		p->armed = false;
 		p->state = PREBUILT_WANTED;
@@ -234,16 +205,11 @@ static void *builder(void *arg)
 		struct boundary_init bi;
 		struct sb_err err;
 		int fd, rc, spent;
-		unsigned idles;
-		bool beside;
 
 		pthread_mutex_lock(&p->lock);
 		while (p->state != PREBUILT_WANTED)
 			pthread_cond_wait(&p->changed, &p->lock);
 		p->state = PREBUILT_BUILDING;
-		beside = p->beside;
-		p->beside = false;
-		idles = p->beside_idles;
 		memcpy(cwd, p->want_cwd, sizeof cwd);
 		spent = p->spent_mnt;
 		p->spent_mnt = -1;
@@ -253,23 +219,14 @@ static void *builder(void *arg)
 		 * here on shows at the call. */
 		fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 		rc = fd < 0 ? sb_fail_errno(&err, "opening /proc/self/mountinfo") :
-			      boundary_init_start(p->b, cwd, table_current(p), &p->spawner, beside, &bi, &err);
+			      boundary_init_start(p->b, cwd, table_current(p), &p->spawner, &bi, &err);
 
 		pthread_mutex_lock(&p->lock);
 		if (rc == 0) {
 			p->bi = bi;
 			p->mountinfo_fd = fd;
 			p->state = PREBUILT_READY;
-			sb_info("prebuilt init %d ready (%s) for %s%s", (int)bi.pid, bi.pid_namespace, cwd,
-				beside ? ", built beside the last call" : "");
-		} else if (beside && !spawner_running(&p->spawner)) {
-			/* No spawner to build it beside the call: after the result, as always (at once if it
-			 * was sent meanwhile), cloned by this thread then. */
-			sb_info("no prebuilt init beside the call for %s: %s", cwd, err.msg);
-			if (fd >= 0)
-				close(fd);
-			p->state = p->idles != idles ? PREBUILT_WANTED : PREBUILT_EMPTY;
-			p->armed = p->idles == idles;
+			sb_info("prebuilt init %d ready (%s) for %s", (int)bi.pid, bi.pid_namespace, cwd);
 		} else {
 			sb_info("no prebuilt init for %s: %s (the next call builds its own)", cwd, err.msg);
 			if (fd >= 0)

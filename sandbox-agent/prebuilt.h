@@ -1,6 +1,5 @@
 /* `serve`'s warm path: the next call's init built while the agent is idle. After a call whose init is
- * proven gone (reaped) and whose result was sent (or, when calls come back to back, as soon as it is
- * reaped: prebuilt.c next_beside), one init is started for that call's working directory:
+ * proven gone (reaped) and whose result was sent, one init is started for that call's working directory:
  * namespaces, id maps, the private tree, the hiding mounts, the world, /proc, the dropped privileges
  * (boundary.h struct boundary_init). The next call hands it only its command and environment; init then
  * makes the command's own steps (Landlock, seccomp, execve) as always.
@@ -39,14 +38,10 @@ struct prebuilt {
 	pthread_cond_t changed;
 	enum prebuilt_state state;
 	bool armed;                /* the last call's init was reaped: the next may be built */
-	bool beside;               /* WANTED by a call, beside its last steps (prebuilt.c next_beside) */
-	int64_t idle_ms;           /* when the last result was sent (monotonic ms), or 0 */
-	unsigned idles;            /* results sent so far (prebuilt_idle) */
-	unsigned beside_idles;     /* idles when the build beside a call was asked for */
 	char want_cwd[PATH_MAX];
 	struct boundary_init bi;   /* READY or STUCK */
 	int mountinfo_fd;          /* READY: opened before the view init hides was read */
-	int spent_mnt;             /* the last call's mount namespace, held until the builder takes it, or -1 */
+	int spent_mnt;             /* the last call's mount namespace, held until its result is sent, or -1 */
 	/* The builder thread's alone: the agent's mount table, kept while table_watch (opened before it
 	 * was read) shows no change (prebuilt.c table_current). */
 	struct mountinfo table;
@@ -62,9 +57,8 @@ int prebuilt_start(struct prebuilt *p, const struct boundary *b, struct sb_err *
 int prebuilt_run(struct prebuilt *p, const struct exec_request *req, int cancel_fd, struct exec_outcome *out,
 		 struct sb_err *err);
 
-/* The agent is idle (the call's result was sent): build the next init if the last call armed it (and did
- * not start it already, beside its last steps). The last call's mount namespace is let go then: by the
- * builder once the next init is ready, else here. */
+/* The agent is idle (the call's result was sent): build the next init if the last call armed it. The
+ * last call's mount namespace is let go then: by the builder once the next init is ready, else here. */
 void prebuilt_idle(struct prebuilt *p);
 
 #endif

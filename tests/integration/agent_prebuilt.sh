@@ -14,9 +14,8 @@
 # and the escape programs attack_init and attack_syscalls hold through a prebuilt init as through one-shot
 # exec (test_prebuilt_escapes; agent_boundary.sh runs them through exec); the agent holds exactly one
 # mount namespace at rest, the waiting init's, and lets each call's go after its result
-# (test_prebuilt_holds_one_mount_namespace); calls back to back have the next init built beside the last
-# call by the spawner only, and no call's timing line carries a build's marks
-# (test_prebuilt_beside_back_to_back).
+# (test_prebuilt_holds_one_mount_namespace); no call's timing line carries its init's build marks
+# (test_prebuilt_lines_without_build_marks).
 
 PREBUILT_BUILD=$(cd "${1:-build}" 2>/dev/null && pwd)
 

@@ -2225,21 +2225,16 @@ static int log_count(const struct fixture *f, const char *needle)
 	return n;
 }
 
-/* Calls back to back (each within 10 ms of the last result, prebuilt.c PREBUILT_BACK_TO_BACK_MS): the next
- * init is started as soon as the call's own init is reaped, beside its receipt and result, by the
- * spawner; a call after a pause has it built after its result, as before. Every call runs on a prebuilt
- * init, and no call's timing line carries a build's marks (a wait for the build once read as a slow
- * start of the command). With the spawner gone, the init is never cloned by the agent beside a call
- * (its memory holds that call's receipt MAC state): it is built after the result, and the calls still
- * run on prebuilt inits (mutations M79: never beside, M80: the agent's clone beside). */
-static void test_prebuilt_beside_back_to_back(void **state)
+/* Calls back to back: each waits for its prebuilt init's build, which ends after the call was claimed.
+ * Every call after the first runs on a prebuilt init, and no call's timing line carries a build's marks:
+ * they once made a wait for the build read as a slow start of the command (docs/performance.md). */
+static void test_prebuilt_lines_without_build_marks(void **state)
 {
 	struct fixture *f = *state;
 	struct agent_conn *c;
 	char id[32], want[96];
 	const char *line;
-	int lines = 0, before;
-	pid_t sp;
+	int lines = 0;
 
 	assert_int_equal(setenv("SANDBOX_AGENT_TIMING", "1", 1), 0);
 	agent_stop(f);
@@ -2250,13 +2245,12 @@ static void test_prebuilt_beside_back_to_back(void **state)
 	unsetenv("SANDBOX_AGENT_TIMING");
 	c = conn_open(f);
 	for (int i = 0; i < 12; i++) {
-		snprintf(id, sizeof id, "pb-beside-%d", i);
+		snprintf(id, sizeof id, "pb-lines-%d", i);
 		assert_string_equal(exec_in(f, c, id, f->work, "echo $$"), "2\n");
 		snprintf(want, sizeof want, "exec %s: on the prebuilt init", id);
 		if (i > 0)
 			log_expect(f, want);
 	}
-	log_expect(f, "built beside the last call");
 	/* each call's line is written after its result is sent */
 	for (int64_t end = clock_mono_ms() + 5000;
 	     log_count(f, "sandbox-agent timing (serve exec") < 12 && clock_mono_ms() < end; sleep_ms(20))
@@ -2271,27 +2265,6 @@ static void test_prebuilt_beside_back_to_back(void **state)
 	}
 	if (lines < 12)
 		fail_msg("%d timing lines for 12 calls; log:\n%s", lines, log_read(f));
-
-	/* After a pause: built after the result. */
-	prebuilt_wait(f);
-	sleep_ms(100);
-	before = log_count(f, "built beside the last call");
-	assert_string_equal(exec_in(f, c, "pb-beside-late", f->work, "echo $$"), "2\n");
-	prebuilt_wait(f);
-	assert_int_equal(log_count(f, "built beside the last call"), before);
-
-	/* No spawner: never the agent's clone beside a call; still prebuilt, after each result. */
-	sp = spawner_find(f);
-	assert_true(sp > 0);
-	assert_int_equal(kill(sp, SIGKILL), 0);
-	zombie_wait(f, sp);
-	for (int i = 0; i < 8; i++) {
-		snprintf(id, sizeof id, "pb-beside-nosp-%d", i);
-		assert_string_equal(exec_in(f, c, id, f->work, "echo $$"), "2\n");
-		snprintf(want, sizeof want, "exec %s: on the prebuilt init", id);
-		log_expect(f, want);
-	}
-	log_expect(f, "no prebuilt init beside the call");
 	agent_close(c);
 	agent_stop(f);
 	agent_spawn(f);
@@ -2590,7 +2563,7 @@ int main(void)
 		cmocka_unit_test(test_prebuilt_killed),
 		cmocka_unit_test(test_prebuilt_spawner_holds_nothing),
 		cmocka_unit_test(test_prebuilt_spawner_killed),
-		cmocka_unit_test(test_prebuilt_beside_back_to_back),
+		cmocka_unit_test(test_prebuilt_lines_without_build_marks),
 		cmocka_unit_test(test_prebuilt_holds_one_mount_namespace),
 		cmocka_unit_test(test_prebuilt_mounts_between_calls),
 		cmocka_unit_test(test_prebuilt_mount_during_call),
