@@ -38,7 +38,8 @@ cleanup() {
 	discard "$work"
 	rm -rf ${shm:+"$shm"} ${bshm:+"$bshm"}
 }
-shm= bshm=
+shm=
+bshm=
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
