@@ -30,30 +30,14 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench-ns.h"
 #include "seccomp.h"
-
-static void die(const char *what)
-{
-	perror(what);
-	_exit(125);
-}
-
-static void file_put(pid_t pid, const char *name, const char *text)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-		die(path);
-	close(fd);
-}
 
 static int tmpfs_new(const char *mode, const char *size, unsigned attrs)
 {
@@ -204,9 +188,6 @@ static int init_main(const struct init_args *a)
 	if (cmd < 0)
 		die("fork");
 	if (cmd == 0) {
-		static char *const envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-					      "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp",
-					      "SHELL=/bin/bash", NULL };
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 		if (setsid() < 0 || null < 0 || dup2(null, 0) < 0 || dup2(a->out, 1) < 0 || dup2(a->err, 2) < 0)
@@ -215,8 +196,7 @@ static int init_main(const struct init_args *a)
 		landlock_layer(a->cwd);
 		if (syscall(SYS_seccomp, 1 /* SECCOMP_SET_MODE_FILTER */, 0, &seccomp_program_readonly_world) < 0)
 			die("seccomp");
-		execle("/bin/bash", "bash", "-c", a->command, (char *)NULL, envp);
-		die("execve /bin/bash");
+		bash_exec(a->command);
 	}
 	close(a->out);
 	close(a->err);
@@ -242,17 +222,26 @@ static void output_drain(int out, int err)
 	}
 }
 
-/* A receipt-sized file, new, written whole and synced with its directory, as receipt.c does. */
+/* A receipt-sized file, new, written whole and synced with its directory, as receipt.c does. Named at
+ * random, as an exec id is: a pid alone comes round again within one run (pid_max 32768 here). */
 static void receipt_put(const char *dir)
 {
 	static char text[640];
-	char name[64];
-	int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
+	unsigned char id[8];
+	char name[32];
+	int d, fd;
 
 	memset(text, 'r', sizeof text);
-	snprintf(name, sizeof name, "%d.%ld.json", (int)getpid(), (long)random());
+	if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id)
+		die("getrandom");
+	for (size_t i = 0; i < sizeof id; i++)
+		snprintf(name + 2 * i, 3, "%02x", id[i]);
+	strcat(name, ".json");
+	d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d < 0)
+		die(dir);
 	fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (d < 0 || fd < 0 || write(fd, text, sizeof text) != (ssize_t)sizeof text || fsync(fd) < 0 || fsync(d) < 0)
+	if (fd < 0 || write(fd, text, sizeof text) != (ssize_t)sizeof text || fsync(fd) < 0 || fsync(d) < 0)
 		die("the receipt");
 	close(fd);
 	close(d);
@@ -265,7 +254,6 @@ int main(int argc, char **argv)
 				 .exit_signal = SIGCHLD };
 	static char cwd[4096];
 	struct init_args a;
-	char map[64];
 	int go[2], out[2], err[2], pidfd = -1;
 	siginfo_t info;
 	pid_t pid;
@@ -291,11 +279,7 @@ int main(int argc, char **argv)
 	close(go[0]);
 	close(out[1]);
 	close(err[1]);
-	file_put(pid, "setgroups", "deny");
-	snprintf(map, sizeof map, "0 %d 1", (int)getgid());
-	file_put(pid, "gid_map", map);
-	snprintf(map, sizeof map, "0 %d 1", (int)getuid());
-	file_put(pid, "uid_map", map);
+	id_maps_write(pid);
 	close(go[1]);
 	output_drain(out[0], err[0]);
 	memset(&info, 0, sizeof info);

@@ -20,23 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void die(const char *what)
-{
-	perror(what);
-	_exit(125);
-}
-
-static void file_put(pid_t pid, const char *name, const char *text)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-		die(path);
-	close(fd);
-}
+#include "bench-ns.h"
 
 /* PID 1 of the new namespace: its tree private, a fresh /proc, the command as PID 2, reaped. */
 static int init_main(int go, const char *command)
@@ -53,18 +37,8 @@ static int init_main(int go, const char *command)
 	cmd = fork();
 	if (cmd < 0)
 		die("fork");
-	if (cmd == 0) {
-		/* The environment the agent gives a command (sandbox-agent/cli_exec.c env_build), whatever
-		 * the caller's: bash's start depends on it (LANG=C.UTF-8 loads the locale's files; without
-		 * SHELL bash looks its uid up in the user database), and the floor is to differ from a boxed
-		 * command by its isolation only. */
-		static char *const envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-					      "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp",
-					      "SHELL=/bin/bash", NULL };
-
-		execle("/bin/bash", "bash", "-c", command, (char *)NULL, envp);
-		die("execve /bin/bash");
-	}
+	if (cmd == 0)
+		bash_exec(command);
 	if (waitpid(cmd, &status, 0) < 0)
 		die("waitpid");
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -74,7 +48,6 @@ int main(int argc, char **argv)
 {
 	struct clone_args ca = { .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD,
 				 .exit_signal = SIGCHLD };
-	char map[64];
 	int go[2], pidfd = -1;
 	siginfo_t info;
 	pid_t pid;
@@ -94,11 +67,7 @@ int main(int argc, char **argv)
 		_exit(init_main(go[0], argv[1]));
 	}
 	close(go[0]);
-	file_put(pid, "setgroups", "deny");
-	snprintf(map, sizeof map, "0 %d 1", (int)getgid());
-	file_put(pid, "gid_map", map);
-	snprintf(map, sizeof map, "0 %d 1", (int)getuid());
-	file_put(pid, "uid_map", map);
+	id_maps_write(pid);
 	close(go[1]);
 	memset(&info, 0, sizeof info);
 	if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED) < 0)

@@ -2509,13 +2509,13 @@ static void test_user_home_names_the_command(void **state)
 static void test_user_home_link_left(void **state)
 {
 	struct fixture *f = *state;
-	char link[160], want[256], *log;
+	char target[160], want[256], *log;
 	json_t *res;
 
-	path_join(link, sizeof link, f->base, "image-passwd");
+	path_join(target, sizeof target, f->base, "image-passwd"); /* where agent_spawn_users' link points */
 	agent_spawn_users(f, "/home/user-home-test", true);
 	res = user_exec(f, "user-link-1", "readlink /etc/passwd; id -gn; id -un 2>/dev/null | grep -cx sandbox");
-	snprintf(want, sizeof want, "%s\nsandbox\n0\n", link);
+	snprintf(want, sizeof want, "%s\nsandbox\n0\n", target);
 	assert_string_equal(jstr(res, "status"), "exited");
 	assert_string_equal(jstr(res, "stdout"), want);
 	json_decref(res);
