@@ -3,7 +3,8 @@
 #   1. per call: `sandbox-agent exec -- true` beside bare `bash -c true`, the kernel's floor
 #      (scripts/bench-nsfloor.c) and the anchors: `unshare -Urpf --mount-proc`, bubblewrap with user
 #      and PID namespaces (Codex's per-command sandbox; when bwrap is installed), the floor against
-#      musl, and the boundary's kernel work alone (scripts/bench-nsboundary.c), in interleaved blocks
+#      musl, the boundary's kernel work alone and the same with the reads and MAC two guarantees
+#      require (scripts/bench-nsboundary.c, --required), in interleaved blocks
 #      (the machine is shared: load hits all alike), wall time and CPU time (user + sys of the children);
 #      issue 32's targets are ratios to the floor of this run;
 #   2. where one call goes: the boundary's steps, from the timestamps the agent records
@@ -60,9 +61,11 @@ cc -O2 -static -Wall -Wextra -Werror -o "$work/bin/bench-nsfloor" "$here/scripts
 	{ echo "bench-agent: cannot build scripts/bench-nsfloor.c" >&2; exit 1; }
 # The boundary's kernel work alone, an anchor: the floor plus every namespace, mount, drop, Landlock
 # layer, the agent's own seccomp program and a synced receipt-sized file, none of the agent's checks
-# (scripts/bench-nsboundary.c). Static glibc, as the floor is: the two differ by that work only.
+# (scripts/bench-nsboundary.c). Static glibc, as the floor is: the two differ by that work only. With
+# --required, a second anchor: that work plus what two guarantees cannot be had without (both mount
+# table reads, the receipt's HMAC signed and verified), with Debian's static mbedtls, as the agent's.
 cc -O2 -static -Wall -Wextra -Werror -I"$here/sandbox-agent" -I"$here/common" -o "$work/bin/bench-nsboundary" \
-	"$here/scripts/bench-nsboundary.c" "$build/gen/seccomp_bpf.c" ||
+	"$here/scripts/bench-nsboundary.c" "$build/gen/seccomp_bpf.c" -lmbedcrypto ||
 	echo "bench-agent: scripts/bench-nsboundary.c does not build here" >&2
 # The same program against musl, an anchor: it does not pay glibc's start (0.6 ms of `cpuid` exits in
 # a VM), which the client no longer pays either (docs/performance.md, "Cut: the client linked against
@@ -71,6 +74,12 @@ musl_kernel="$(bash "$here/scripts/musl-libs.sh" --dir 2>/dev/null)/kernel"
 if command -v musl-gcc >/dev/null && [ -d "$musl_kernel" ]; then
 	musl-gcc -O2 -static -Wall -Wextra -Werror -isystem "$musl_kernel" -o "$work/bin/bench-nsfloor-musl" \
 		"$here/scripts/bench-nsfloor.c" || echo "bench-agent: scripts/bench-nsfloor.c does not build against musl" >&2
+	# The required work against musl and the agent's own mbedtls: the anchor the agent, a musl
+	# program, is read against (docs/performance.md, "The one-shot's budget").
+	musl-gcc -O2 -static -Wall -Wextra -Werror -isystem "$musl_kernel" -isystem "${musl_kernel%/kernel}/include" \
+		-I"$here/sandbox-agent" -I"$here/common" -o "$work/bin/bench-nsboundary-musl" "$here/scripts/bench-nsboundary.c" \
+		"$build/gen/seccomp_bpf.c" -L"${musl_kernel%/kernel}/lib" -lmbedcrypto ||
+		echo "bench-agent: scripts/bench-nsboundary.c does not build against musl" >&2
 fi
 agent=$work/bin/sandbox-agent
 shm=$(mktemp -d -p /dev/shm infra-sandbox-ba.XXXXXX)
@@ -91,6 +100,9 @@ block() {
 		floor) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor" true || exit 1; done ;;
 		floor_musl) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsfloor-musl" true || exit 1; done ;;
 		boundary) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsboundary" "$rdir" "$rdir" true || exit 1; done ;;
+		required) for ((i = 0; i < n; i++)); do "${agent%/*}/bench-nsboundary" --required "$rdir" "$rdir" true || exit 1; done ;;
+		required_musl) for ((i = 0; i < n; i++)); do
+			"${agent%/*}/bench-nsboundary-musl" --required "$rdir" "$rdir" true || exit 1; done ;;
 		unshare) for ((i = 0; i < n; i++)); do unshare -Urpf --mount-proc bash -c true || exit 1; done ;;
 		bwrap) for ((i = 0; i < n; i++)); do
 			bwrap --unshare-user --unshare-pid --die-with-parent --ro-bind / / --dev /dev --proc /proc \
@@ -114,7 +126,7 @@ block floor 10 "" >/dev/null || { echo "bench-agent: bench-nsfloor failed:" >&2;
 # The anchors: each one only where it runs here (bwrap may be missing; unshare -U may be refused;
 # the musl floor needs musl-gcc).
 anchors=()
-for a in unshare bwrap floor_musl boundary; do
+for a in unshare bwrap floor_musl boundary required required_musl; do
 	block "$a" 2 "$bshm" >/dev/null 2>&1 && anchors+=("$a")
 done
 declare -A aw_ ac_
@@ -145,7 +157,8 @@ printf '  sandbox-agent exec -- true          wall %6d us                (x%s wa
 printf '  the namespaces alone (floor)       wall %6d us   CPU %6d us   (x%s wall, x%s CPU; scripts/bench-nsfloor.c: user, PID, mount ns, /proc)\n' \
 	"$fw" "$fc" "$(ratio "$fw" "$bw")" "$(ratio "$fc" "$bc")"
 declare -A aname=([unshare]='unshare -Urpf --mount-proc bash -c true' [bwrap]='bwrap (user+PID ns, ro /) bash -c true'
-	[floor_musl]='the floor built against musl' [boundary]='the boundary'"'"'s kernel work alone')
+	[floor_musl]='the floor built against musl' [boundary]='the boundary'"'"'s kernel work alone'
+	[required]='the boundary + required reads, MAC' [required_musl]='the same built against musl')
 for a in "${anchors[@]}"; do
 	printf '  %-35s wall %6d us   CPU %6d us   (x%s of the floor wall, x%s CPU; an anchor)\n' \
 		"${aname[$a]}" "${aw_[$a]}" "${ac_[$a]}" "$(ratio "${aw_[$a]}" "$fw")" "$(ratio "${ac_[$a]}" "$fc")"
@@ -161,7 +174,7 @@ for a in "${anchors[@]}"; do
 	# CPU is not in the shell's children's times.
 	row "anchor: ${aname[$a]}" "x$(ratio "${aw_[$a]}" "$fw") of the floor wall" "(anchor)" "-"
 done
-for a in unshare bwrap floor_musl boundary; do
+for a in unshare bwrap floor_musl boundary required required_musl; do
 	[[ " ${anchors[*]} " == *" $a "* ]] ||
 		row "anchor: ${aname[$a]}" "not run here (not installed, or refused)" "(anchor)" "-"
 done

@@ -11,9 +11,17 @@
  * and the agent's own seccomp program (build/gen/seccomp_bpf.c); and a receipt-sized file written
  * and fsynced with its directory. Not done: every check of the agent (mount table reads, identity
  * comparisons, walks), the receipt's MAC and JSON, the result. Built static against glibc, as the
- * floor is, so the two differ by the boundary's kernel work only.
- * Usage: bench-nsboundary HIDE_DIR RECEIPT_DIR COMMAND (run from the working directory; prints
- * nothing; exits with bash's status). */
+ * floor is, so the two differ by the boundary's kernel work only; and against musl, as the agent is
+ * (common/linux_calls.h gives musl the mount API's calls), so the agent can be read against it.
+ * With --required, it also does the work that two of the guarantees cannot be had without, each once,
+ * where the agent does it, and nothing else: the mount table read whole before the clone (the
+ * agent's check of rule N7 and its alias search, boundary_view.c, read it), the view's own mount
+ * table read whole in init once the view is built (N7 again, on the view: mounts.c
+ * kernel_mounts_refuse()), and the receipt's HMAC-SHA256 computed twice, to sign it and to verify
+ * what was written (receipt.c, common/receipt_mac.c), with mbedtls as the agent's. No parsing, no
+ * JSON, no comparison: a lower bound of those guarantees' cost, not an implementation of them.
+ * Usage: bench-nsboundary [--required] HIDE_DIR RECEIPT_DIR COMMAND (run from the working directory;
+ * prints nothing; exits with bash's status). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +44,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <mbedtls/md.h>
+
 #include "bench-ns.h"
+#include "linux_calls.h"
 #include "seccomp.h"
 
 static int tmpfs_new(const char *mode, const char *size, unsigned attrs)
@@ -172,7 +183,24 @@ static void landlock_layer(const char *cwd)
 struct init_args {
 	int go, out, err;
 	const char *hide, *cwd, *command;
+	int required;
 };
+
+/* This process's mount table read whole, as the agent reads it (--required). */
+static void mount_table_read(void)
+{
+	static char buf[65536];
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		die("/proc/self/mountinfo");
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		;
+	if (n < 0)
+		die("reading /proc/self/mountinfo");
+	close(fd);
+}
 
 static int init_main(const struct init_args *a)
 {
@@ -183,6 +211,8 @@ static int init_main(const struct init_args *a)
 	if (read(a->go, &c, 1) != 0)
 		die("waiting for the id maps");
 	view_build(a->hide, a->cwd);
+	if (a->required)
+		mount_table_read();
 	privileges_drop();
 	cmd = fork();
 	if (cmd < 0)
@@ -224,16 +254,19 @@ static void output_drain(int out, int err)
 
 /* A receipt-sized file, new, written whole and synced with its directory, as receipt.c does. Named at
  * random, as an exec id is: a pid alone comes round again within one run (pid_max 32768 here). */
-static void receipt_put(const char *dir)
+static void receipt_put(const char *dir, int required)
 {
 	static char text[640];
-	unsigned char id[8];
+	unsigned char id[8], key[32], mac[32];
 	char name[32];
 	int d, fd;
 
 	memset(text, 'r', sizeof text);
-	if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id)
+	if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id || getrandom(key, sizeof key, 0) != (ssize_t)sizeof key)
 		die("getrandom");
+	if (required && mbedtls_md_hmac(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), key, sizeof key,
+					(const unsigned char *)text, sizeof text, mac) != 0)
+		die("the receipt's MAC");
 	for (size_t i = 0; i < sizeof id; i++)
 		snprintf(name + 2 * i, 3, "%02x", id[i]);
 	strcat(name, ".json");
@@ -243,6 +276,9 @@ static void receipt_put(const char *dir)
 	fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || write(fd, text, sizeof text) != (ssize_t)sizeof text || fsync(fd) < 0 || fsync(d) < 0)
 		die("the receipt");
+	if (required && mbedtls_md_hmac(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), key, sizeof key,
+					(const unsigned char *)text, sizeof text, mac) != 0)
+		die("the receipt's MAC, verified");
 	close(fd);
 	close(d);
 }
@@ -257,15 +293,21 @@ int main(int argc, char **argv)
 	int go[2], out[2], err[2], pidfd = -1;
 	siginfo_t info;
 	pid_t pid;
+	int required = argc > 1 && strcmp(argv[1], "--required") == 0;
 
+	argc -= required;
+	argv += required;
 	if (argc != 4) {
-		fprintf(stderr, "usage: bench-nsboundary HIDE_DIR RECEIPT_DIR COMMAND\n");
+		fprintf(stderr, "usage: bench-nsboundary [--required] HIDE_DIR RECEIPT_DIR COMMAND\n");
 		return 2;
 	}
 	if (getcwd(cwd, sizeof cwd) == NULL || pipe2(go, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
 	    pipe2(err, O_CLOEXEC) < 0)
 		die("start");
-	a = (struct init_args){ .go = go[0], .out = out[1], .err = err[1], .hide = argv[1], .cwd = cwd, .command = argv[3] };
+	a = (struct init_args){ .go = go[0], .out = out[1], .err = err[1], .hide = argv[1], .cwd = cwd, .command = argv[3],
+			  .required = required };
+	if (required)
+		mount_table_read();
 	ca.pidfd = (__u64)(uintptr_t)&pidfd;
 	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
 	if (pid < 0)
@@ -285,6 +327,6 @@ int main(int argc, char **argv)
 	memset(&info, 0, sizeof info);
 	if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED) < 0)
 		die("waitid");
-	receipt_put(argv[2]);
+	receipt_put(argv[2], required);
 	return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 }
