@@ -43,6 +43,7 @@ struct run_state {
 	int wait_status;
 	enum exec_status kill_reason;
 	int64_t deadline, teardown_start, teardown_deadline;
+	int64_t reports_from;     /* from then on the report pipe is watched with the output open */
 };
 
 /* boundary_view.c */

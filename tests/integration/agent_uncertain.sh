@@ -203,3 +203,36 @@ test_uncertain_fuse_stall() {
 	echo "    cleanup took $(($(now_ms) - t0)) ms"
 }
 t uncertain_fuse_stall test_uncertain_fuse_stall
+
+# The command itself ends (exit 0 after 1 s), leaving behind a stat stuck on the held LOOKUP with the
+# command's stdout and stderr open. Init reports the command's status and exits; its namespace cannot
+# empty, and the output never ends. The agent must still see the status through init's report pipe
+# (boundary_run.c wait_loop(): watched from REPORTS_QUIET_MS on, output open or not) and answer
+# "uncertain" at the command's end + 5 s, long before the call's 30 s timeout.
+held_output_body() {
+	local nonce f
+	nonce=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+	fuse_start || return
+	ax_ok --timeout-seconds 30 --exec-id fuse-held --nonce "$nonce" -- "stat $FUSE_MNT/x & sleep 1; exit 0"
+	echo "    agent returned after ${ELAPSED_MS} ms, rc $RC: $(head -c 1500 "$OUT")"
+	grep -q 'holding LOOKUP' "$TD/fuse.err" || bad "the server never took a LOOKUP: $(head -c 2000 "$TD/fuse.err")"
+	assert_json .status '"uncertain"'
+	assert_json .receipt.boundary_confirmed false
+	assert_match ".error" 'NOT confirmed' "$(jr .error)"
+	assert_ge "ms until the result (the command's 1 s + 5 s bound)" "$ELAPSED_MS" 5900
+	assert_lt "ms until the result (the command's 1 s + 5 s bound + slack; its timeout is 30 s)" "$ELAPSED_MS" 9000
+	f=$RD/fuse-held.json
+	[ -f "$f" ] || { bad "no receipt at $f"; return; }
+	FUSE_NS=$(jr .boundary.pid_namespace "$f")
+	assert_json '[.exec_id, .status, .boundary.init_reaped, .boundary.confirmed]' '["fuse-held","uncertain",false,false]' "$f"
+}
+
+test_uncertain_held_output() {
+	fuse_preconditions
+	trap fuse_cleanup EXIT
+	trap 'fuse_cleanup; exit 1' TERM INT HUP
+	held_output_body
+	fuse_cleanup
+	trap - EXIT TERM INT HUP
+}
+t uncertain_held_output test_uncertain_held_output
