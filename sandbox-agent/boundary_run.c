@@ -193,9 +193,9 @@ static int poll_timeout(const struct run_state *st, int64_t now, bool reports_wa
 {
 	int64_t until = st->teardown_start ? st->teardown_deadline : st->deadline;
 
+	/* Unwatched reports become watched at reports_from: wake then, to watch them. */
 	if (!reports_watched && !st->reports_ended && st->reports_from < until)
 		until = st->reports_from;
-
 	return until <= now ? 0 : (int)(until - now > INT_MAX ? INT_MAX : until - now);
 }
 

@@ -224,7 +224,8 @@ held_output_body() {
 	f=$RD/fuse-held.json
 	[ -f "$f" ] || { bad "no receipt at $f"; return; }
 	FUSE_NS=$(jr .boundary.pid_namespace "$f")
-	assert_json '[.exec_id, .status, .boundary.init_reaped, .boundary.confirmed]' '["fuse-held","uncertain",false,false]' "$f"
+	assert_json '[.exec_id, .nonce, .status, .boundary.init_reaped, .boundary.confirmed]' \
+		"[\"fuse-held\",\"$nonce\",\"uncertain\",false,false]" "$f"
 }
 
 test_uncertain_held_output() {
