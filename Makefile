@@ -45,7 +45,7 @@ endif
 # The client's own files. A file the client comes to need and this list lacks is a link error that
 # names its symbol: add the file here.
 CLIENT_SRC   := manager/main.c \
-                $(addprefix common/,clock.c error.c fdio.c frame.c log.c opts.c pathfmt.c random.c \
+                $(addprefix common/,clock.c error.c fdio.c frame.c json_text.c log.c opts.c pathfmt.c random.c \
                   sock.c textesc.c thread.c tls.c utf8.c) \
                 $(addprefix manager/front/,bash_tool.c cli.c cli_flags.c cli_status.c codex_bridge.c \
                   codex_policy.c daemon_call.c follow.c lines.c live_summary.c mcp.c mcp_jobs.c \
@@ -65,7 +65,7 @@ AGENT_SRC  := $(filter-out sandbox-agent/main.c $(SANDBOX_INIT_SRC),$(wildcard s
 # The static agent's files against musl: all of its own, and the common ones it links (a file it
 # comes to need and this list lacks is a link error that names its symbol: add the file here).
 AGENT_MUSL_SRC := sandbox-agent/main.c $(AGENT_SRC) \
-                $(addprefix common/,clock.c error.c failpoint.c fdio.c frame.c fstype.c handshake_slots.c \
+                $(addprefix common/,clock.c error.c failpoint.c fdio.c frame.c fstype.c handshake_slots.c json_text.c \
                   live_ring.c log.c mountfd.c names.c nsspawn.c opts.c pathfmt.c proto.c random.c \
                   receipt_mac.c sock.c textesc.c thread.c tls.c tls_pipe.c users_db.c utf8.c) \
                 $(GEN_SRC) $(BUILD)/gen/seccomp_bpf.c

@@ -8,6 +8,7 @@
 
 #include <mbedtls/md.h>
 
+#include "json_text.h"
 #include "random.h"
 
 static int mac_compute(const json_t *obj, const uint8_t key[RECEIPT_KEY_BYTES], char hex[65],
@@ -15,12 +16,13 @@ static int mac_compute(const json_t *obj, const uint8_t key[RECEIPT_KEY_BYTES], 
 {
 	const mbedtls_md_info_t *md = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
 	uint8_t mac[32];
-	char *canon = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+	size_t len;
+	char *canon = sb_json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII, &len);
 	int rc;
 
 	if (canon == NULL)
 		return sb_fail(err, ENOMEM, "serialising the receipt");
-	rc = mbedtls_md_hmac(md, key, RECEIPT_KEY_BYTES, (const unsigned char *)canon, strlen(canon), mac);
+	rc = mbedtls_md_hmac(md, key, RECEIPT_KEY_BYTES, (const unsigned char *)canon, len, mac);
 	free(canon);
 	if (rc != 0)
 		return sb_invalid(err, "computing the receipt HMAC (mbedtls %d)", rc);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_text.h"
 #include "random.h"
 #include "utf8.h"
 
@@ -178,7 +179,7 @@ static char *json_guard(const char *text)
 
 char *textesc_json_dumps(const json_t *j, size_t flags)
 {
-	char *text = json_dumps(j, flags), *out;
+	char *text = sb_json_dumps(j, flags, NULL), *out;
 
 	if (text == NULL)
 		return NULL;

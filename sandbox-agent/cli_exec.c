@@ -27,6 +27,7 @@
 #define MAX_TIMEOUT 86400
 #define DEFAULT_OUTPUT_LIMIT (1024 * 1024)
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define ENV_ENTRY_BYTES (PATH_MAX + 16) /* an entry past it is cut, as before */
 
 struct exec_cli {
 	struct exec_request req;
@@ -39,7 +40,9 @@ struct exec_cli {
 	size_t n_hide_args;
 	char *user_env[BOUNDARY_MAX_ENV];
 	size_t n_user_env;
-	char env_store[8][PATH_MAX + 16];
+	/* The eight entries env_build writes, one after the other: they touch one page or two of this
+	 * static struct, not one each (a first touch is a page fault, docs/performance.md). */
+	char env_store[8 * ENV_ENTRY_BYTES];
 	char *nonce_arg;          /* points into argv: wiped after parsing */
 	bool receipt_dir_given;
 };
@@ -205,26 +208,40 @@ static int receipt_dir_open(struct exec_cli *c, struct sb_err *err)
 	return rc;
 }
 
+/* Entry n of the command's environment, fmt with one value, written where the last one ended. */
+static void env_put(struct exec_cli *c, size_t *used, size_t n, const char *fmt, const char *value)
+{
+	char *at = c->env_store + *used;
+	int len = snprintf(at, ENV_ENTRY_BYTES, fmt, value);
+
+	if (len < 0) {
+		at[0] = '\0';
+		len = 0;
+	}
+	/* Each entry has ENV_ENTRY_BYTES of room (a longer one is cut), the eight together the whole
+	 * store. */
+	*used += (size_t)len < ENV_ENTRY_BYTES ? (size_t)len + 1 : ENV_ENTRY_BYTES;
+	c->req.env[n] = at;
+}
+
 static void env_build(struct exec_cli *c, const char *shell)
 {
 	const char *tmp = "/tmp";
-	size_t n = 0;
+	size_t n = 0, used = 0;
 
 	for (size_t i = 0; i < c->n_user_env; i++)
 		if (strncmp(c->user_env[i], "TMPDIR=", 7) == 0)
 			tmp = c->user_env[i] + 7;
 	/* Built from nothing: the agent's own environment never leaks into a command. The
 	 * user's --env entries come last, and bash takes the last of duplicate names. */
-	snprintf(c->env_store[0], sizeof c->env_store[0], "PATH=%s", DEFAULT_PATH);
-	snprintf(c->env_store[1], sizeof c->env_store[1], "HOME=%s", tmp);
-	snprintf(c->env_store[2], sizeof c->env_store[2], "LANG=C.UTF-8");
-	snprintf(c->env_store[3], sizeof c->env_store[3], "TMPDIR=%s", tmp);
-	snprintf(c->env_store[4], sizeof c->env_store[4], "TMP=%s", tmp);
-	snprintf(c->env_store[5], sizeof c->env_store[5], "TEMP=%s", tmp);
-	snprintf(c->env_store[6], sizeof c->env_store[6], "PWD=%s", c->cwd);
-	snprintf(c->env_store[7], sizeof c->env_store[7], "SHELL=%s", shell);
-	for (; n < 8; n++)
-		c->req.env[n] = c->env_store[n];
+	env_put(c, &used, n++, "PATH=%s", DEFAULT_PATH);
+	env_put(c, &used, n++, "HOME=%s", tmp);
+	env_put(c, &used, n++, "LANG=%s", "C.UTF-8");
+	env_put(c, &used, n++, "TMPDIR=%s", tmp);
+	env_put(c, &used, n++, "TMP=%s", tmp);
+	env_put(c, &used, n++, "TEMP=%s", tmp);
+	env_put(c, &used, n++, "PWD=%s", c->cwd);
+	env_put(c, &used, n++, "SHELL=%s", shell);
 	for (size_t i = 0; i < c->n_user_env; i++)
 		c->req.env[n++] = c->user_env[i];
 	c->req.n_env = n;

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "failpoint.h"
 #include "fdio.h"
+#include "json_text.h"
 #include "log.h"
 #include "random.h"
 #include "thread.h"
@@ -506,8 +507,8 @@ static char *entry_finished_text(const char *exec_id, uint64_t generation, const
 {
 	json_t *head = json_pack("{s:s, s:I, s:s, s:s?}", "exec_id", exec_id, "generation", (json_int_t)generation,
 				 "state", "finished", "receipt", receipt_text);
-	char *head_text = head ? json_dumps(head, JSON_COMPACT) : NULL;
-	size_t head_len = head_text ? strlen(head_text) : 0, result_len = strlen(result_json);
+	size_t head_len = 0, result_len = strlen(result_json);
+	char *head_text = head ? sb_json_dumps(head, JSON_COMPACT, &head_len) : NULL;
 	char *text = NULL;
 
 	json_decref(head);

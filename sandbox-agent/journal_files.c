@@ -5,6 +5,7 @@
 #include "journal_internal.h"
 #include "clock.h"
 #include "fdio.h"
+#include "json_text.h"
 #include "log.h"
 #include "random.h"
 
@@ -45,12 +46,13 @@ int entry_write(const struct privdir *dir, const char *exec_id, const char *text
 
 int entry_store(const struct privdir *dir, const char *exec_id, json_t *obj, struct sb_err *err)
 {
-	char *text = json_dumps(obj, JSON_COMPACT);
+	size_t len;
+	char *text = sb_json_dumps(obj, JSON_COMPACT, &len);
 	int rc;
 
 	if (text == NULL)
 		return sb_fail(err, ENOMEM, "serialising journal entry");
-	rc = entry_write(dir, exec_id, text, strlen(text), err);
+	rc = entry_write(dir, exec_id, text, len, err);
 	free(text);
 	return rc;
 }
@@ -138,8 +140,8 @@ int slot_encode(const struct journal_slot *sl, char out[SLOT_BYTES], struct sb_e
 {
 	json_t *obj = json_pack("{s:I, s:s, s:I, s:I}", "seq", (json_int_t)sl->seq, "exec_id", sl->exec_id,
 				"generation", (json_int_t)sl->generation, "accepted_at_ms", (json_int_t)clock_real_ms());
-	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-	size_t len = text ? strlen(text) : 0;
+	size_t len = 0;
+	char *text = obj ? sb_json_dumps(obj, JSON_COMPACT, &len) : NULL;
 	int rc = 0;
 
 	json_decref(obj);

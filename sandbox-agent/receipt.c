@@ -13,6 +13,7 @@
 #include "linux_calls.h" /* after the system headers: it fills in what musl lacks */
 
 #include "fdio.h"
+#include "json_text.h"
 #include "pathfmt.h"
 #include "random.h"
 #include "receipt_mac.h"
@@ -179,8 +180,7 @@ int receipt_write_unsynced(const struct privdir *dir, const struct exec_request 
 	if (obj == NULL)
 		return sb_fail(err, ENOMEM, "building the receipt");
 	if (receipt_mac_sign(obj, sec->key, err) == 0) {
-		info->text = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-		info->text_len = info->text ? strlen(info->text) : 0;
+		info->text = sb_json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII, &info->text_len);
 	}
 	json_decref(obj);
 	if (info->text == NULL)

@@ -16,6 +16,7 @@
 
 #include "live_tap.h"
 #include "log.h"
+#include "json_text.h"
 #include "names.h"
 #include "opts.h"
 #include "proto.h"
@@ -210,7 +211,7 @@ static void exec_run(struct agent *a, const struct exec_request *req, struct rec
 	obj = result_to_json(req, &out, info);
 	/* The captured bytes are in obj now: free them before the dump makes one more copy. */
 	exec_outcome_free(&out);
-	*result = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	*result = obj ? sb_json_dumps(obj, JSON_COMPACT, NULL) : NULL;
 	steptime_mark(STEP_RESULT);
 	/* A Receipt follows the Result exactly when the result names one (written to disk). */
 	if (info->written) {

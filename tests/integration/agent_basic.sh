@@ -95,6 +95,21 @@ test_environment_explicit() {
 }
 t environment_explicit test_environment_explicit
 
+# The agent's own entries share one buffer, one after the other (cli_exec.c env_put). Each has its
+# own room: a TMPDIR longer than that room is cut in HOME, TMP and TEMP, each in its room, and the
+# entries written after them (PWD, SHELL) are whole. The --env entry itself is passed whole, last.
+test_environment_long_values() {
+	local long
+	long=/t$(head -c 4200 /dev/zero | tr '\0' x)
+	ax_ok --env "TMPDIR=$long" -- \
+		'printf "%s %s %s %s %s|%s|%s|%s|%s\n" ${#HOME} ${#TMP} ${#TEMP} ${#TMPDIR} ${#LANG} "$PWD" "$SHELL" "$PATH" \
+		 "$([ "${HOME}" = "${TMPDIR:0:${#HOME}}" ] && echo prefix=ok)"'
+	assert_result exited 0 null
+	# An entry's room is PATH_MAX + 16 bytes with its NUL: 4111 of text, the name and '=' included.
+	assert_json .stdout "\"4106 4107 4106 4202 7|$WD|/bin/bash|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|prefix=ok\\n\""
+}
+t environment_long_values test_environment_long_values
+
 test_cwd() {
 	mkdir_user "$WD/sub dir"
 	ax_ok --cwd "$WD/sub dir" -- 'pwd -P; echo "$PWD"'

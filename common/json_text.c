@@ -1,0 +1,28 @@
+/* JSON text in one allocation (see json_text.h). */
+#include "json_text.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *sb_json_dumps(const json_t *j, size_t flags, size_t *len)
+{
+	char scratch[JSON_TEXT_SCRATCH];
+	size_t n = json_dumpb(j, scratch, sizeof scratch, flags);
+	char *text;
+
+	/* 0 is json_dumpb's failure, and no JSON text is empty. Past the scratch, the text is written
+	 * again into its own room: the first pass only measured it. */
+	if (n == 0 || n == SIZE_MAX || (text = malloc(n + 1)) == NULL)
+		return NULL;
+	if (n <= sizeof scratch)
+		memcpy(text, scratch, n);
+	else if (json_dumpb(j, text, n, flags) != n) {
+		free(text);
+		return NULL;
+	}
+	text[n] = '\0';
+	if (len != NULL)
+		*len = n;
+	return text;
+}
