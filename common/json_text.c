@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "random.h"
+
 char *sb_json_dumps(const json_t *j, size_t flags, size_t *len)
 {
 	char scratch[JSON_TEXT_SCRATCH];
@@ -25,4 +27,15 @@ char *sb_json_dumps(const json_t *j, size_t flags, size_t *len)
 	if (len != NULL)
 		*len = n;
 	return text;
+}
+
+int sb_json_seed(struct sb_err *err)
+{
+	uint32_t seed = 0; /* jansson keeps 32 bits of it */
+
+	while (seed == 0)
+		if (sb_random_bytes(&seed, sizeof seed, err) < 0)
+			return -1;
+	json_object_seed(seed);
+	return 0;
 }

@@ -9,6 +9,8 @@
 
 #include <jansson.h>
 
+#include "error.h"
+
 /* What most texts fit in: a receipt, a result without output, a journal entry, a log line. Written
  * there first, on the stack; a longer text is written a second time into its own room. */
 #define JSON_TEXT_SCRATCH 2048
@@ -16,5 +18,12 @@
 /* json_dumps(j, flags), and its length in *len when len is not NULL. malloc'd, NUL-terminated;
  * NULL on failure (out of memory, or what json_dumps refuses). */
 char *sb_json_dumps(const json_t *j, size_t flags, size_t *len);
+
+/* Seeds jansson's object hashes from getrandom(2). Called first in each program's main, before any
+ * JSON value exists and before any thread: jansson otherwise seeds itself on its first object from
+ * /dev/urandom, opened without O_CLOEXEC, so a process that clones or forks on another thread at that
+ * moment (the manager's workers, the agent's spawner) would hand the descriptor to its child; and a
+ * one-shot call pays that open, read and close. Never a 0 seed: jansson reads /dev/urandom for 0. */
+int sb_json_seed(struct sb_err *err);
 
 #endif

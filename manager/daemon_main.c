@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fdio.h"
+#include "json_text.h"
 #include "log.h"
 #include "manager.h"
 #include "mcp.h"
@@ -19,11 +20,17 @@ int ca_cmd(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+	struct sb_err err;
+
 	/* Before anything is opened: started with 0, 1 or 2 closed, the first file (the lock, the
 	 * records) would take its number and the log lines would be written into it (fdio.h). */
 	if (fd_stdio_ensure() < 0)
 		return 125;
 	sb_log_init("sandbox-manager");
+	if (sb_json_seed(&err) < 0) {
+		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
+		return 125;
+	}
 	/* A write past RLIMIT_FSIZE must fail with EFBIG and take the error path (an uncertain answer,
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset
 	 * their dispositions (nsspawn.c, gitrun.c). */

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "codex_bridge.h"
 #include "fdio.h"
+#include "json_text.h"
 #include "log.h"
 #include "mcp.h"
 #include "pathfmt.h"
@@ -145,12 +146,17 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	const char *cmd = argc >= 2 ? argv[1] : "";
+	struct sb_err err;
 
 	/* Before anything is opened: started with 0, 1 or 2 closed, the first file (the lock, the
 	 * records) would take its number and the log lines would be written into it (fdio.h). */
 	if (fd_stdio_ensure() < 0)
 		return MCLI_FAILED;
 	sb_log_init("sandbox-manager");
+	if (sb_json_seed(&err) < 0) {
+		fprintf(stderr, "sandbox-manager: %s\n", err.msg);
+		return MCLI_FAILED;
+	}
 	/* A write past RLIMIT_FSIZE must fail with EFBIG and take the error path (an uncertain answer,
 	 * a refused start), not kill the process with SIGXFSZ before it can answer. Children reset
 	 * their dispositions (nsspawn.c, gitrun.c). */

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "fdio.h"
+#include "json_text.h"
 #include "log.h"
 #include "steptime.h"
 
@@ -21,12 +22,17 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	const char *cmd = argc >= 2 ? argv[1] : "";
+	struct sb_err err;
 
 	/* Before anything is opened: a pipe or key file must never land on 0-2 (fdio.h). */
 	if (fd_stdio_ensure() < 0)
 		return CLI_FAILED;
 	steptime_init();
 	sb_log_init("sandbox-agent");
+	if (sb_json_seed(&err) < 0) {
+		fprintf(stderr, "sandbox-agent: %s\n", err.msg);
+		return CLI_FAILED;
+	}
 	if (strcmp(cmd, "exec") == 0)
 		return cli_exec(argc - 1, argv + 1);
 	if (strcmp(cmd, "check") == 0)

@@ -349,7 +349,7 @@ it_in_file() {
 # working directory is a fresh WD owned by that user, with RD a fresh receipt directory (0700).
 # FUNCTION reports with bad/skip; any bad makes the test fail. IT_FILTER (an ERE) selects tests by name.
 t() {
-	local name=$1 fn=$2 mode td rc log pid wd_pid done_pid
+	local name=$1 fn=$2 mode td rc log pid wd_pid done_pid started
 	for mode in $IT_MODES; do
 		if [ -n "${IT_FILTER:-}" ] && ! [[ "$name" =~ $IT_FILTER ]]; then
 			continue
@@ -375,6 +375,7 @@ t() {
 			exit "$T_BAD"
 		) >"$log" 2>&1 &
 		pid=$!
+		started=$SECONDS
 		sleep "$IT_TEST_DEADLINE" &
 		wd_pid=$!
 		wait -n -p done_pid "$pid" "$wd_pid"
@@ -391,7 +392,8 @@ t() {
 		case $rc in
 		0)
 			IT_PASS=$((IT_PASS + 1))
-			echo "ok   $name [$mode]"
+			# Each case's seconds, so that CI's time can be read case by case from its log.
+			echo "ok   $name [$mode] $((SECONDS - started)) s"
 			;;
 		77)
 			IT_SKIP=$((IT_SKIP + 1))
