@@ -230,7 +230,8 @@ test-setup: | $(DEPS_STAMP)
 # T=NAME runs one program (test-unit: test_records) or one file or case (test-integration:
 # manager_lock, kubernetes_session, test_agent_serve).
 T ?=
-run_checks      = python3 tests/docs_check.py docs/isolation.md && python3 tests/layering_check.py
+run_checks      = python3 tests/docs_check.py docs/isolation.md && python3 tests/layering_check.py && \
+                  python3 tests/descriptors_check.py
 run_unit        = bash tests/run-cmocka.sh $(BUILD) unit $(T)
 IT_FILES ?=
 run_integration = IT_FILES='$(IT_FILES)' SANITIZE=$(SANITIZE) bash tests/integration/run.sh $(BUILD) $(T)

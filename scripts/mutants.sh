@@ -3,7 +3,8 @@
 # For every tests/mutations/M*.patch (or those named in MUTANTS=M1,M15): a copy of HEAD (git archive,
 # under /var/tmp), the patch applied (one that no longer applies is "stale"), only what its tests need
 # built, its tests run (the patch's "Tests:" line: test_* is a cmocka program of tests/unit/ or
-# tests/integration/, anything else an integration case for tests/integration/run.sh), and a line:
+# tests/integration/, *_check a source check of tests/ (tests/NAME.py), anything else an integration
+# case for tests/integration/run.sh), and a line:
 # "caught by X", "SURVIVED", or "stale". Before that, each test runs once on the unmutated copy: a
 # test that fails there proves nothing ("baseline failed", also a failure). Exits non-zero when any
 # mutation survived, is stale, or could not be judged. The copies are removed; the logs stay in
@@ -41,7 +42,9 @@ tests_of() { sed -n 's/^Tests: *//p' "$1" | head -n 1; }
 targets_of() {
 	local t
 	for t in "$@"; do
-		if [ -f "$root/tests/unit/$t.c" ]; then
+		if [ -f "$root/tests/$t.py" ]; then
+			continue # reads the sources: nothing to build
+		elif [ -f "$root/tests/unit/$t.c" ]; then
 			echo "$build/tests/unit/$t"
 		elif [ -f "$root/tests/integration/$t.c" ]; then
 			echo "all failpoints $build/tests/integration/$t"
@@ -59,7 +62,9 @@ run_test() {
 	local tree=$1 log=$2 t=$3
 	(
 		cd "$tree" || exit 1
-		if [ -f "tests/unit/$t.c" ]; then
+		if [ -f "tests/$t.py" ]; then
+			timeout -k 5 "${MUTANTS_UNIT_SECONDS:-120}" python3 "tests/$t.py"
+		elif [ -f "tests/unit/$t.c" ]; then
 			timeout -k 5 "${MUTANTS_UNIT_SECONDS:-120}" bash tests/run-cmocka.sh "$build" unit "$t"
 		elif [ -f "tests/integration/$t.c" ]; then
 			timeout -k 5 "${MUTANTS_IT_SECONDS:-1200}" bash tests/run-cmocka.sh "$build" integration "$t"
@@ -85,7 +90,8 @@ done
 mapfile -t all_tests < <(printf '%s\n' "${all_tests[@]}" | sort -u)
 mapfile -t base_targets < <(targets_of "${all_tests[@]}")
 echo "mutants: building the unmutated copy (${base_targets[*]})"
-if ! make -C "$work/base" -j"$jobs" --no-print-directory BUILD="$build" "${base_targets[@]}" >"$logs/base-build.log" 2>&1; then
+if [ "${#base_targets[@]}" -gt 0 ] &&
+	! make -C "$work/base" -j"$jobs" --no-print-directory BUILD="$build" "${base_targets[@]}" >"$logs/base-build.log" 2>&1; then
 	echo "mutants: the unmutated copy does not build: $logs/base-build.log" >&2
 	exit 1
 fi
@@ -115,7 +121,8 @@ for p in "${patches[@]}"; do
 		stale=$((stale + 1))
 	else
 		mapfile -t tg < <(targets_of "${ts[@]}")
-		if ! make -C "$tree" -j"$jobs" --no-print-directory BUILD="$build" "${tg[@]}" >"$logs/$id-build.log" 2>&1; then
+		if [ "${#tg[@]}" -gt 0 ] &&
+			! make -C "$tree" -j"$jobs" --no-print-directory BUILD="$build" "${tg[@]}" >"$logs/$id-build.log" 2>&1; then
 			# The mutation is an edit of a check, never a syntax error: a build failure is the patch's.
 			line="$id: does not build ($logs/$id-build.log)"
 			unjudged=$((unjudged + 1))

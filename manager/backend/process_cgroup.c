@@ -201,7 +201,9 @@ int cgroup_parent_open(struct process *p, struct sb_err *err)
  * that still holds a process). */
 void cgroup_sweep(const struct process *p)
 {
-	int fd = dup(p->cgroup_fd);
+	/* fdopendir takes the descriptor over: a copy, close-on-exec like every other (a plain dup
+	 * would not be, while the manager's other threads may start children). */
+	int fd = fcntl(p->cgroup_fd, F_DUPFD_CLOEXEC, 0);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	struct dirent *e;
 
