@@ -803,7 +803,8 @@ static void test_nested_target_anchored(void **state)
 	stop_and_prove(&h);
 }
 
-/* With a delegated cgroup v2 directory: init is born in a cgroup of its own (CLONE_INTO_CGROUP),
+/* With a delegated cgroup v2 directory: an earlier sandbox's empty cgroup is swept at the start, and
+ * init is born in a cgroup of its own (CLONE_INTO_CGROUP),
  * limits() names it, and it is gone after the evidence. Root only (it makes a cgroup under the
  * host's cgroup v2 root); the limits are set for the controllers that directory offers (on this
  * hybrid host: none of memory, pids, cpu, so only the placement is proven). */
@@ -841,8 +842,18 @@ static void test_cgroup_placement(void **state)
 		set.pids = 300;
 	if (strstr(controllers, "memory") != NULL)
 		set.memory_bytes = 256LL << 20;
+	/* An empty cgroup a killed manager left behind goes at the start (cgroup_sweep); a cgroup
+	 * that is not a sandbox's stays. */
+	snprintf(path, sizeof path, "%s/sandbox-left-9", parent);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof path, "%s/not-a-sandbox", parent);
+	assert_int_equal(mkdir(path, 0755), 0);
 	must(backend_process_create_with(&be, &set, &err), &err, "backend with a cgroup parent");
 	F.be = be;
+	assert_int_equal(access(path, F_OK), 0);
+	assert_int_equal(rmdir(path), 0);
+	snprintf(path, sizeof path, "%s/sandbox-left-9", parent);
+	assert_int_equal(access(path, F_OK), -1);
 	prepare(&h);
 	assert_string_equal(PH(&h)->cgroup, "sandbox-s1-1");
 	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)PH(&h)->pid);
