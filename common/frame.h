@@ -24,7 +24,9 @@ struct sb_stream {
 /* A stream over a descriptor (ctx points at an int holding the fd). */
 void sb_stream_fd(struct sb_stream *s, int *fd);
 
-/* Write one frame. Fails on len > cap, on a short write or on a write error. */
+/* Write one frame: its header, then its body, two writes. Fails on len > cap, on a short write or on
+ * a write error. A message that must reach its peer whole or not at all (a sender may die between two
+ * writes) is written with frame_write_rooms, in one: control.c's. */
 int frame_write(struct sb_stream *s, const void *buf, size_t len, size_t cap, struct sb_err *err);
 
 /* Write n frames laid out back to back in buf, each FRAME_ROOM bytes of room and then its body of

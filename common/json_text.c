@@ -7,26 +7,31 @@
 
 #include "random.h"
 
-char *sb_json_dumps(const json_t *j, size_t flags, size_t *len)
+char *sb_json_dumps_after(const json_t *j, size_t flags, size_t room, size_t *len)
 {
 	char scratch[JSON_TEXT_SCRATCH];
 	size_t n = json_dumpb(j, scratch, sizeof scratch, flags);
-	char *text;
+	char *buf;
 
 	/* 0 is json_dumpb's failure, and no JSON text is empty. Past the scratch, the text is written
 	 * again into its own room: the first pass only measured it. */
-	if (n == 0 || n == SIZE_MAX || (text = malloc(n + 1)) == NULL)
+	if (n == 0 || n > SIZE_MAX - room - 1 || (buf = malloc(room + n + 1)) == NULL)
 		return NULL;
 	if (n <= sizeof scratch)
-		memcpy(text, scratch, n);
-	else if (json_dumpb(j, text, n, flags) != n) {
-		free(text);
+		memcpy(buf + room, scratch, n);
+	else if (json_dumpb(j, buf + room, n, flags) != n) {
+		free(buf);
 		return NULL;
 	}
-	text[n] = '\0';
+	buf[room + n] = '\0';
 	if (len != NULL)
 		*len = n;
-	return text;
+	return buf;
+}
+
+char *sb_json_dumps(const json_t *j, size_t flags, size_t *len)
+{
+	return sb_json_dumps_after(j, flags, 0, len);
 }
 
 int sb_json_seed(struct sb_err *err)

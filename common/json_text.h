@@ -19,6 +19,10 @@
  * NULL on failure (out of memory, or what json_dumps refuses). */
 char *sb_json_dumps(const json_t *j, size_t flags, size_t *len);
 
+/* The same text after room bytes the caller fills (a frame's header: control.c), in one allocation
+ * of room + the text + its NUL; the text's length (without room) in *len. */
+char *sb_json_dumps_after(const json_t *j, size_t flags, size_t room, size_t *len);
+
 /* Seeds jansson's object hashes from getrandom(2). Called first in each program's main, before any
  * JSON value exists and before any thread: jansson otherwise seeds itself on its first object from
  * /dev/urandom, opened without O_CLOEXEC, so a process that clones or forks on another thread at that

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "json_text.h"
 #include "sock.h"
 
 static int sockaddr_fill(struct sockaddr_un *sa, const char *path, struct sb_err *err)
@@ -70,15 +71,21 @@ int control_send(int fd, json_t *msg, size_t cap, struct sb_err *err)
 	return control_send_stream(&s, msg, cap, err);
 }
 
+/* The frame's header and its text are written together, in one write: a process that dies while it
+ * sends (a manager killed at a failpoint, or by the OOM killer, while another of its threads
+ * answers) leaves its peer a whole message or none, never a header whose text never comes, which the
+ * peer could only call a broken stream instead of an answer that did not come. One write, not two,
+ * per message too; over TLS one record. */
 int control_send_stream(struct sb_stream *s, json_t *msg, size_t cap, struct sb_err *err)
 {
-	char *text = json_dumps(msg, JSON_COMPACT);
+	size_t len = 0;
+	char *frame = sb_json_dumps_after(msg, JSON_COMPACT, FRAME_ROOM, &len);
 	int rc;
 
-	if (text == NULL)
+	if (frame == NULL)
 		return sb_fail(err, ENOMEM, "serialising a control message");
-	rc = frame_write(s, text, strlen(text), cap, err);
-	free(text);
+	rc = frame_write_rooms(s, (uint8_t *)frame, &len, 1, cap, err);
+	free(frame);
 	return rc;
 }
 

@@ -1,4 +1,6 @@
-/* Unit tests for common/frame.c: round trips, the cap checked before allocation, truncation. */
+/* Unit tests for common/frame.c: round trips, the cap checked before allocation, truncation; and
+ * manager/control/control.c's message: its header and text in one write, short or past the JSON
+ * scratch, so that a sender that dies while it answers never leaves half a frame. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
+#include "control.h"
 #include "frame.h"
 #include "testutil.h"
 
@@ -107,6 +110,58 @@ static void test_header_codec(void **state)
 	assert_int_equal(frame_decode_header(hdr), 0x01020304u);
 }
 
+/* One message: one write of exactly its header and text, read back whole as the same JSON. */
+static void one_message_one_write(json_t *msg)
+{
+	struct memstream m;
+	struct sb_stream s;
+	struct sb_err err;
+	char *text = json_dumps(msg, JSON_COMPACT);
+	json_t *back = NULL;
+
+	assert_non_null(text);
+	stream_init(&s, &m);
+	assert_int_equal(control_send_stream(&s, msg, CONTROL_RESPONSE_CAP, &err), 0);
+	assert_int_equal(m.write_calls, 1);
+	assert_int_equal(m.len, 4 + strlen(text));
+	assert_memory_equal(m.data + 4, text, strlen(text));
+	assert_int_equal(control_recv_stream(&s, CONTROL_RESPONSE_CAP, &back, &err), 1);
+	assert_true(json_equal(back, msg));
+	json_decref(back);
+	free(text);
+}
+
+static void test_control_message_in_one_write(void **state)
+{
+	char big[3000];
+	json_t *msg = json_pack("{s:b, s:s}", "accepted", 1, "exec_id", "0123456789abcdef");
+
+	(void)state;
+	assert_non_null(msg);
+	one_message_one_write(msg);
+	/* Past sb_json_dumps' scratch: the text is written a second time, still after the header. */
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	assert_int_equal(json_object_set_new(msg, "stdout", json_string(big)), 0);
+	one_message_one_write(msg);
+	json_decref(msg);
+}
+
+/* A message over the cap is refused before anything is written. */
+static void test_control_message_over_cap(void **state)
+{
+	struct memstream m;
+	struct sb_stream s;
+	struct sb_err err;
+	json_t *msg = json_pack("{s:s}", "stdout", "0123456789");
+
+	(void)state;
+	stream_init(&s, &m);
+	assert_int_equal(control_send_stream(&s, msg, 8, &err), -1);
+	assert_int_equal(m.write_calls, 0);
+	json_decref(msg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -115,6 +170,8 @@ int main(void)
 		cmocka_unit_test(test_write_over_cap),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_header_codec),
+		cmocka_unit_test(test_control_message_in_one_write),
+		cmocka_unit_test(test_control_message_over_cap),
 	};
 	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);
 }
