@@ -75,8 +75,11 @@ def arguments(text, start):
 def last_argument(args):
     depth, cut = 0, 0
     for i, c in enumerate(args):
-        depth += c in "(" and 1 or c in ")" and -1 or 0
-        if c == "," and depth == 0:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
             cut = i + 1
     return args[cut:].strip()
 
@@ -114,8 +117,9 @@ def check_file(rel):
             continue
         line = text.count("\n", 0, m.start()) + 1
         found.append(f"{rel}:{line}: {function}(): {why}")
+    braces = text.replace("{", "(").replace("}", ")")  # an initializer read as arguments are
     for m in OPEN_HOW.finditer(code):
-        if "O_CLOEXEC" not in arguments(text.replace("{", "(").replace("}", ")"), m.end() - 1):
+        if "O_CLOEXEC" not in arguments(braces, m.end() - 1):
             line = text.count("\n", 0, m.start()) + 1
             found.append(f"{rel}:{line}: a struct open_how without O_CLOEXEC in its flags")
     return found

@@ -305,10 +305,13 @@ static int teardown(void **state)
 	if (F.be)
 		F.be->ops->destroy(F.be);
 	if (cg_parent[0] != '\0') {
+		static const char *const children[] = { "sandbox-s1-1", "sandbox-left-9", "not-a-sandbox" };
 		char child[200];
 
-		snprintf(child, sizeof child, "%s/sandbox-s1-1", cg_parent);
-		rmdir(child);
+		for (size_t i = 0; i < sizeof children / sizeof children[0]; i++) {
+			snprintf(child, sizeof child, "%s/%s", cg_parent, children[i]);
+			rmdir(child);
+		}
 		rmdir(cg_parent);
 	}
 	tls_config_free(F.client);
